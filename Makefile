@@ -1,0 +1,59 @@
+# Synapsia: `make run` serves the app on the embedded default; `make test` runs every check.
+# Only Python 3.11+ and make are needed; everything else is installed into .venv.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+# The services pass of `make test` (production profile against PostgreSQL + Redis).
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+SERVICES_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
+	SYNAPSIA_TEST_SERVICES=1 SYNAPSIA_SECURE_SSL_REDIRECT=false SYNAPSIA_CONN_MAX_AGE=0 \
+	SYNAPSIA_SECRET_KEY=test-only-key-for-the-services-pass-of-make-test-not-for-deploys
+
+.PHONY: run test lint typecheck schemas bench clean
+
+$(STAMP): pyproject.toml requirements/constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Synapsia needs Python 3.11 or newer (found %s); set PYTHON=/path/to/python3.11" % sys.version.split()[0])'
+	@echo "==> creating $(VENV) and installing pinned dependencies (first run takes a minute)"
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	@mkdir -p var
+	$(PY) manage.py migrate --no-input
+	@echo "==> serving Synapsia on http://$(HOST):$(PORT)/ (embedded profile; Ctrl-C stops)"
+	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) --websocket-max-message-size 1048576 synapsia.asgi:application
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+# pytest exits 5 when it collected nothing: that is a broken suite, never a pass.
+PYTEST = run_pytest() { "$$@" || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests: failing"; exit $$rc; }; }; run_pytest
+
+test: lint
+	@mkdir -p var
+	@echo "==> pass 1/2: embedded profile (SQLite, in-memory channel layer, eager tasks)"
+	@$(PYTEST) $(PY) -m pytest
+	@echo "==> pass 2/2: production profile (PostgreSQL + Redis); skips if they are absent"
+	@$(SERVICES_ENV) $(PY) manage.py collectstatic --no-input -v0
+	@$(PYTEST) env $(SERVICES_ENV) $(PY) -m pytest
+
+typecheck: $(STAMP)
+	$(PY) -m mypy .
+
+schemas: $(STAMP)
+	$(PY) manage.py protocol_schemas
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

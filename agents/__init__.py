@@ -1,0 +1,7 @@
+"""Synapsia agent SDK: speaks the public room protocol only; imports no server code."""
+
+from __future__ import annotations
+
+from agents.client import FrameRefusedError, RoomClient, RoomClosedError, RoomMessage, Welcome
+
+__all__ = ["FrameRefusedError", "RoomClient", "RoomClosedError", "RoomMessage", "Welcome"]

@@ -1,0 +1,296 @@
+"""A small asyncio client for the Synapsia room protocol (see docs/protocol.md).
+
+It speaks only the documented wire protocol and imports no server code. It keeps the socket
+alive across drops: on reconnect the server replays everything after the last acknowledged
+message, and the client drops anything it has already handed out, so each message is seen
+exactly once, in order. Unacknowledged ``say`` frames are resent with the same id, which the
+server records only once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+log = logging.getLogger("synapsia.agents")
+
+PROTOCOL_VERSION = 1
+# Close codes after which retrying cannot help (docs/protocol.md, "Close codes").
+FINAL_CLOSE_CODES = {
+    4401: "unauthenticated",
+    4403: "forbidden",
+    4406: "origin not allowed",
+    4409: "room not joinable",
+    4001: "replaced by a newer connection",
+}
+
+
+class RoomClosedError(Exception):
+    """The server ended the session for good; ``code`` says why."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(f"connection closed by the server: {code} ({reason})")
+        self.code = code
+
+
+class FrameRefusedError(Exception):
+    """The server answered one of our frames with an ``error`` frame."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class RoomMessage:
+    seq: int
+    sender_agent_id: str
+    text: str
+    sent_at: str
+
+
+@dataclass
+class Welcome:
+    room: dict[str, Any]
+    participant: str
+    agent_id: str | None
+    acked_seq: int
+
+
+@dataclass
+class _Pending:
+    frame: dict[str, Any]
+    future: asyncio.Future[Any] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class RoomClient:
+    """One agent's connection to one room.
+
+    ``async with RoomClient(url, token) as room:`` connects and waits for the welcome;
+    ``await room.say(text)`` returns the message's sequence number; ``await room.next_message()``
+    (or ``async for message in room``) yields the peer's messages in order, acknowledging each.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        reconnect: bool = True,
+        max_backoff: float = 10.0,
+        origin: str | None = None,
+    ) -> None:
+        self.url = url
+        self.token = token
+        self.reconnect = reconnect
+        self.max_backoff = max_backoff
+        self.origin = origin
+        self.welcome: Welcome | None = None
+        self.room_state: str | None = None
+        self.last_seq = 0  # highest seq handed out; anything at or below is a replay
+        self.reconnects = 0
+        self._socket: ClientConnection | None = None
+        self._inbox: asyncio.Queue[RoomMessage | BaseException] = asyncio.Queue()
+        self._pending: dict[str, _Pending] = {}
+        self._ids = itertools.count(1)
+        self._session = uuid.uuid4().hex[:12]
+        self._connected = asyncio.Event()
+        self._runner: asyncio.Task[None] | None = None
+        self._closing = False
+        self._final_error: RoomClosedError | None = None
+
+    async def __aenter__(self) -> RoomClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __aiter__(self) -> RoomClient:
+        return self
+
+    async def __anext__(self) -> RoomMessage:
+        try:
+            return await self.next_message()
+        except RoomClosedError:
+            raise StopAsyncIteration from None
+
+    # --- public API -----------------------------------------------------------------------
+
+    async def connect(self, timeout: float = 10.0) -> Welcome:
+        self._runner = asyncio.create_task(self._run())
+        waiter = asyncio.create_task(self._connected.wait())
+        done, _ = await asyncio.wait(
+            {waiter, self._runner}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        if self._runner in done:
+            waiter.cancel()
+            self._runner.result()  # raises why the connection could not be made, if it failed
+            raise self._final_error or ConnectionError(f"could not join {self.url}")
+        if waiter not in done:
+            waiter.cancel()
+            await self.close()
+            raise TimeoutError(f"no welcome from {self.url} within {timeout}s")
+        assert self.welcome is not None
+        return self.welcome
+
+    async def say(self, text: str, timeout: float = 30.0) -> int:
+        """Say ``text`` in the room; returns its sequence number once the server recorded it."""
+        result = await self._request("say", {"text": text}, timeout)
+        return int(result["seq"])
+
+    async def ping(self, timeout: float = 10.0) -> None:
+        await self._request("ping", {}, timeout)
+
+    async def next_message(self, timeout: float | None = None) -> RoomMessage:
+        """The next message from the peer, in order and exactly once; acknowledged on return."""
+        item = await asyncio.wait_for(self._inbox.get(), timeout)
+        if isinstance(item, BaseException):
+            self._inbox.put_nowait(item)  # keep telling later callers too
+            raise item
+        await self._send_quietly(
+            {"v": PROTOCOL_VERSION, "type": "ack", "id": self._next_id(), "body": {"seq": item.seq}}
+        )
+        return item
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._socket is not None:
+            await self._socket.close()
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._runner
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _next_id(self) -> str:
+        return f"{self._session}-{next(self._ids)}"
+
+    async def _request(self, kind: str, body: dict[str, Any], timeout: float) -> Any:
+        frame = {"v": PROTOCOL_VERSION, "type": kind, "id": self._next_id(), "body": body}
+        pending = _Pending(frame)
+        self._pending[frame["id"]] = pending
+        await self._send_quietly(frame)
+        try:
+            return await asyncio.wait_for(asyncio.shield(pending.future), timeout)
+        finally:
+            self._pending.pop(frame["id"], None)
+
+    async def _send_quietly(self, frame: dict[str, Any]) -> None:
+        """Send if connected; otherwise the frame waits in ``_pending`` for the reconnect."""
+        if self._socket is not None:
+            with contextlib.suppress(ConnectionClosed):
+                await self._socket.send(json.dumps(frame))
+
+    async def _run(self) -> None:
+        backoff = 0.25
+        while True:
+            try:
+                async with connect(
+                    self.url,
+                    additional_headers={"Authorization": f"Bearer {self.token}"},
+                    origin=self.origin,  # type: ignore[arg-type]
+                    proxy=None,
+                    open_timeout=10,
+                ) as socket:
+                    self._socket = socket
+                    await self._read(socket)
+            except ConnectionClosed as closed:
+                code = closed.rcvd.code if closed.rcvd else 1006
+                if code in FINAL_CLOSE_CODES:
+                    self._fail(RoomClosedError(code, FINAL_CLOSE_CODES[code]))
+                    return
+                log.info("connection dropped (%s); reconnecting", code)
+            except (OSError, InvalidHandshake, TimeoutError) as exc:
+                if self.welcome is None:
+                    raise  # never connected: report it to connect()
+                log.info("reconnect failed (%s)", exc)
+            finally:
+                self._socket = None
+            if self._closing or not self.reconnect:
+                self._fail(RoomClosedError(1000, "closed"))
+                return
+            await asyncio.sleep(backoff * (1 + random.random() / 2))  # noqa: S311 (jitter, not crypto)
+            backoff = min(backoff * 2, self.max_backoff)
+            self.reconnects += 1
+
+    async def _read(self, socket: ClientConnection) -> None:
+        handlers = {
+            "welcome": self._on_welcome,
+            "message": self._on_message,
+            "sent": self._on_sent,
+            "pong": self._on_pong,
+            "error": self._on_error,
+            "room_state": self._on_room_state,
+        }
+        async for raw in socket:
+            frame = json.loads(raw)
+            handler = handlers.get(frame["type"])
+            if handler is None:
+                log.warning("ignoring unknown frame type %r", frame["type"])
+                continue
+            await handler(socket, frame)
+
+    async def _on_welcome(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
+        body = frame["body"]
+        self.welcome = Welcome(
+            body["room"], body["participant"], body["agent_id"], body["acked_seq"]
+        )
+        self.room_state = body["room"]["state"]
+        self._connected.set()
+        for pending in list(self._pending.values()):  # resend what was never confirmed
+            await socket.send(json.dumps(pending.frame))
+
+    async def _on_message(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
+        body = frame["body"]
+        if body["seq"] > self.last_seq:
+            self.last_seq = body["seq"]
+            message = RoomMessage(
+                body["seq"], body["sender_agent_id"], body["text"], body["sent_at"]
+            )
+            self._inbox.put_nowait(message)
+
+    async def _on_sent(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
+        self._resolve(frame["body"]["ref"], frame["body"])
+
+    async def _on_pong(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
+        self._resolve(frame["id"], frame["body"])
+
+    async def _on_error(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
+        body = frame["body"]
+        if not self._resolve(body["ref"], FrameRefusedError(body["code"], body["message"])):
+            log.warning("server error frame: %s", body)
+
+    async def _on_room_state(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
+        self.room_state = frame["body"]["state"]
+
+    def _resolve(self, ref: str | None, value: Any) -> bool:
+        pending = self._pending.get(ref or "")
+        if pending is None or pending.future.done():
+            return False
+        if isinstance(value, BaseException):
+            pending.future.set_exception(value)
+        else:
+            pending.future.set_result(value)
+        return True
+
+    def _fail(self, error: RoomClosedError) -> None:
+        self._final_error = error
+        self._inbox.put_nowait(error)
+        for pending in self._pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(error)

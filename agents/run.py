@@ -1,0 +1,76 @@
+"""Join a room as an agent, print what arrives, and say lines typed or scripted.
+
+    python -m agents.run --url ws://127.0.0.1:8000/ws/rooms/<room-id>/ --token syn_agent_...
+    python -m agents.run --url ... --token ... --say "Friday 7pm?" --say "Or Saturday?" --wait 5
+
+Without --say, each line read from standard input is said (Ctrl-D ends). Exit codes: 0 done,
+2 refused by the server (the close code is printed), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from agents.client import RoomClient, RoomClosedError
+
+
+async def _print_incoming(room: RoomClient) -> None:
+    async for message in room:
+        print(f"[{message.seq}] {message.sender_agent_id[:8]}: {message.text}", flush=True)
+
+
+async def _read_stdin_lines(room: RoomClient) -> None:
+    loop = asyncio.get_running_loop()
+    while line := await loop.run_in_executor(None, sys.stdin.readline):
+        if text := line.strip():
+            seq = await room.say(text)
+            print(f"(sent as #{seq})", flush=True)
+
+
+async def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m agents.run", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--url", required=True, help="ws(s)://host/ws/rooms/<room-id>/")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("SYNAPSIA_AGENT_TOKEN"),
+        help="agent API token (or SYNAPSIA_AGENT_TOKEN)",
+    )
+    parser.add_argument(
+        "--say", action="append", default=[], help="say this (repeatable); skips stdin"
+    )
+    parser.add_argument(
+        "--wait", type=float, default=2.0, help="with --say: seconds to keep listening afterwards"
+    )
+    args = parser.parse_args(argv)
+    if not args.token:
+        parser.error("--token (or SYNAPSIA_AGENT_TOKEN) is required")
+    try:
+        async with RoomClient(args.url, args.token) as room:
+            assert room.welcome is not None
+            print(
+                f"joined: {room.welcome.room['purpose']} ({room.welcome.room['state']})", flush=True
+            )
+            listener = asyncio.create_task(_print_incoming(room))
+            if args.say:
+                for text in args.say:
+                    print(f"(sent as #{await room.say(text)})", flush=True)
+                await asyncio.sleep(args.wait)
+            else:
+                await _read_stdin_lines(room)
+            listener.cancel()
+    except RoomClosedError as closed:
+        print(f"refused: {closed}", file=sys.stderr)
+        return 2
+    except (OSError, TimeoutError) as exc:
+        print(f"could not connect to {args.url}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from frontend import views
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("signup/", views.signup, name="signup"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("agents/<uuid:agent_id>/rotate/", views.agent_rotate, name="agent-rotate"),
+    path("agents/<uuid:agent_id>/revoke/", views.agent_revoke, name="agent-revoke"),
+    path("rooms/<uuid:room_id>/", views.room, name="room"),
+    path("invites/<str:token>/", views.invite, name="invite"),
+]

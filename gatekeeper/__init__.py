@@ -1,0 +1,1 @@
+"""The single decision point: may this read, disclosure or action happen?"""

@@ -1,0 +1,210 @@
+"""REST API for owners (session auth): agents, rooms, invites, transcript.
+
+Thin: every endpoint calls one service or selector. ``RoomError``s become
+``{"code": ..., "message": ...}`` with the error's HTTP status.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import HttpRequest
+from ninja import Router, Schema, Status
+from ninja.security import django_auth
+
+from rooms import selectors, services
+from rooms.models import Agent, Room, RoomMember, RoomState
+
+router = Router(auth=django_auth, tags=["rooms"])
+
+
+def _owner(request: HttpRequest) -> AbstractBaseUser:
+    return request.user  # type: ignore[return-value]  # django_auth guarantees a signed-in user
+
+
+# --- schemas ------------------------------------------------------------------------------
+
+
+class AgentIn(Schema):
+    name: str
+
+
+class AgentOut(Schema):
+    id: UUID
+    name: str
+    token_prefix: str
+    token_issued_at: datetime
+    token_last_used_at: datetime | None
+    revoked_at: datetime | None
+    created_at: datetime
+
+
+class IssuedAgentOut(Schema):
+    agent: AgentOut
+    token: str  # shown once; only its hash is stored
+
+
+class RoomIn(Schema):
+    purpose: str
+    charter: str = ""
+
+
+class SeatOut(Schema):
+    owner: str
+    role: str
+    agent_id: UUID | None
+    agent_name: str | None
+
+
+class RoomOut(Schema):
+    id: UUID
+    purpose: str
+    charter: str
+    state: str
+    created_at: datetime
+    seats: list[SeatOut]
+
+
+class InviteOut(Schema):
+    token: str  # shown once
+    expires_at: datetime
+    accept_path: str
+
+
+class InviteAcceptIn(Schema):
+    token: str
+
+
+class BindIn(Schema):
+    agent_id: UUID
+
+
+class TransitionIn(Schema):
+    to: Literal["open", "paused", "closed"]
+
+
+class MessageOut(Schema):
+    seq: int
+    sender_agent_id: UUID
+    text: str
+    sent_at: datetime
+
+
+def _agent_out(agent: Agent) -> AgentOut:
+    return AgentOut.model_validate(agent, from_attributes=True)
+
+
+def _room_out(room: Room) -> RoomOut:
+    seats: list[RoomMember] = selectors.room_seats(room=room)
+    return RoomOut(
+        id=room.id,
+        purpose=room.purpose,
+        charter=room.charter,
+        state=room.state,
+        created_at=room.created_at,
+        seats=[
+            SeatOut(
+                owner=seat.owner.get_username(),
+                role=seat.role,
+                agent_id=seat.agent_id,
+                agent_name=seat.agent.name if seat.agent else None,
+            )
+            for seat in seats
+        ],
+    )
+
+
+# --- agents -------------------------------------------------------------------------------
+
+
+@router.get("/agents", response=list[AgentOut])
+def agents_list(request: HttpRequest) -> list[AgentOut]:
+    return [_agent_out(a) for a in selectors.agents_of_owner(owner=_owner(request))]
+
+
+@router.post("/agents", response={201: IssuedAgentOut})
+def agents_register(request: HttpRequest, payload: AgentIn) -> Status[IssuedAgentOut]:
+    issued = services.agent_register(owner=_owner(request), name=payload.name)
+    return Status(201, IssuedAgentOut(agent=_agent_out(issued.agent), token=issued.token))
+
+
+@router.post("/agents/{agent_id}/token", response=IssuedAgentOut)
+def agents_rotate_token(request: HttpRequest, agent_id: UUID) -> IssuedAgentOut:
+    issued = services.agent_rotate_token(owner=_owner(request), agent_id=agent_id)
+    return IssuedAgentOut(agent=_agent_out(issued.agent), token=issued.token)
+
+
+@router.post("/agents/{agent_id}/revoke", response=AgentOut)
+def agents_revoke(request: HttpRequest, agent_id: UUID) -> AgentOut:
+    return _agent_out(services.agent_revoke(owner=_owner(request), agent_id=agent_id))
+
+
+# --- rooms --------------------------------------------------------------------------------
+
+
+@router.get("/rooms", response=list[RoomOut])
+def rooms_list(request: HttpRequest) -> list[RoomOut]:
+    return [_room_out(r) for r in selectors.rooms_of_owner(owner=_owner(request))]
+
+
+@router.post("/rooms", response={201: RoomOut})
+def rooms_create(request: HttpRequest, payload: RoomIn) -> Status[RoomOut]:
+    room = services.room_create(
+        owner=_owner(request), purpose=payload.purpose, charter=payload.charter
+    )
+    return Status(201, _room_out(room))
+
+
+@router.get("/rooms/{room_id}", response=RoomOut)
+def rooms_detail(request: HttpRequest, room_id: UUID) -> RoomOut:
+    return _room_out(selectors.room_seat(owner=_owner(request), room_id=room_id).room)
+
+
+@router.post("/rooms/{room_id}/invites", response={201: InviteOut})
+def rooms_invite(request: HttpRequest, room_id: UUID) -> Status[InviteOut]:
+    issued = services.invite_create(owner=_owner(request), room_id=room_id)
+    invite = InviteOut(
+        token=issued.token,
+        expires_at=issued.invite.expires_at,
+        accept_path=f"/invites/{issued.token}/",
+    )
+    return Status(201, invite)
+
+
+@router.post("/invites/accept", response=RoomOut)
+def invites_accept(request: HttpRequest, payload: InviteAcceptIn) -> RoomOut:
+    seat = services.invite_accept(owner=_owner(request), token=payload.token)
+    return _room_out(seat.room)
+
+
+@router.post("/rooms/{room_id}/agent", response=RoomOut)
+def rooms_bind_agent(request: HttpRequest, room_id: UUID, payload: BindIn) -> RoomOut:
+    seat = services.room_bind_agent(
+        owner=_owner(request), room_id=room_id, agent_id=payload.agent_id
+    )
+    return _room_out(seat.room)
+
+
+@router.post("/rooms/{room_id}/state", response=RoomOut)
+def rooms_transition(request: HttpRequest, room_id: UUID, payload: TransitionIn) -> RoomOut:
+    room = services.room_transition(
+        owner=_owner(request), room_id=room_id, to=RoomState(payload.to)
+    )
+    return _room_out(room)
+
+
+@router.get("/rooms/{room_id}/messages", response=list[MessageOut])
+def rooms_messages(
+    request: HttpRequest, room_id: UUID, after: int = 0, limit: int = 100
+) -> list[MessageOut]:
+    seat = selectors.room_seat(owner=_owner(request), room_id=room_id)
+    messages = selectors.messages_after(
+        room_id=seat.room_id, after_seq=max(after, 0), limit=min(max(limit, 1), 500)
+    )
+    return [
+        MessageOut(seq=m.seq, sender_agent_id=m.sender_id, text=m.text, sent_at=m.created_at)
+        for m in messages
+    ]

@@ -1,0 +1,261 @@
+"""The room socket: an adapter between the wire protocol and ``rooms.services``.
+
+Delivery is ordered and exactly-once per socket: ``position`` is the highest room sequence
+number this socket has handled (delivered, or its own message), and every message is
+delivered in sequence. The channel layer only rings the bell; when an event skips ahead, or
+periodically while idle, the socket reads the gap back from the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+
+from rooms import handshake, realtime, selectors, services
+from rooms.handshake import Participant, Refusal
+from rooms.models import Message, Room, RoomState
+from rooms.protocol import (
+    AckFrame,
+    CloseCode,
+    EmptyBody,
+    ErrorCode,
+    FrameError,
+    MessageBody,
+    MessageFrame,
+    PingFrame,
+    PongFrame,
+    RoomStateBody,
+    RoomStateFrame,
+    RoomSummary,
+    SayFrame,
+    SentBody,
+    SentFrame,
+    WelcomeBody,
+    WelcomeFrame,
+    error_frame,
+    new_frame_id,
+    parse_client_frame,
+)
+
+OWNER_BACKLOG = 200
+
+
+def message_frame(message: Message | services.SaidMessage) -> str:
+    """The wire form of one transcript message; built once and fanned out as text."""
+    sender = (
+        message.sender_agent_id if isinstance(message, services.SaidMessage) else message.sender_id
+    )
+    sent_at = message.sent_at if isinstance(message, services.SaidMessage) else message.created_at
+    return MessageFrame(
+        type="message",
+        id=f"msg-{message.seq}",
+        body=MessageBody(
+            seq=message.seq, sender_agent_id=sender, text=message.text, sent_at=sent_at
+        ),
+    ).model_dump_json()
+
+
+class RoomConsumer(AsyncWebsocketConsumer):
+    participant: Participant | None = None
+    position: int = 0
+    _catch_up: asyncio.Task[None] | None = None
+
+    # --- connection lifecycle -------------------------------------------------------------
+
+    async def connect(self) -> None:
+        verdict = await database_sync_to_async(handshake.admit)(
+            room_id=self.scope["url_route"]["kwargs"]["room_id"],
+            headers=self.scope.get("headers", []),
+            user=self.scope.get("user") or AnonymousUser(),
+        )
+        if isinstance(verdict, Refusal):
+            # Accept then close, so the client sees a close code it can act on; nothing else
+            # is sent first.
+            await self.accept()
+            await self.close(code=int(verdict.code))
+            return
+        self.participant = verdict
+        if verdict.agent_id is not None:
+            group = realtime.agent_group(verdict.agent_id)
+            await self.channel_layer.group_send(
+                group, {"type": "agent.replaced", "channel": self.channel_name}
+            )
+            await self.channel_layer.group_add(group, self.channel_name)
+        # Subscribe before reading the backlog, so nothing falls between the two.
+        await self.channel_layer.group_add(realtime.room_group(verdict.room_id), self.channel_name)
+        await self.accept()
+        welcome, backlog, position = await database_sync_to_async(self._opening)(verdict)
+        await self.send(welcome)
+        for frame in backlog:
+            await self.send(frame)
+        self.position = position
+        self._catch_up = asyncio.create_task(self._catch_up_loop())
+
+    def _opening(self, participant: Participant) -> tuple[str, list[str], int]:
+        room = Room.objects.get(id=participant.room_id)
+        welcome = WelcomeFrame(
+            type="welcome",
+            id=new_frame_id(),
+            body=WelcomeBody(
+                room=RoomSummary(
+                    id=room.id, purpose=room.purpose, charter=room.charter, state=room.state
+                ),
+                participant=participant.kind,
+                agent_id=participant.agent_id,
+                acked_seq=participant.acked_seq,
+                max_frame_bytes=settings.SYNAPSIA["MAX_FRAME_BYTES"],
+            ),
+        ).model_dump_json()
+        after = (
+            participant.acked_seq
+            if participant.kind == "agent"
+            else max(0, room.last_seq - OWNER_BACKLOG)
+        )
+        backlog = selectors.messages_after(
+            room_id=room.id, after_seq=after, exclude_sender=participant.agent_id
+        )
+        # Everything up to the room's last seq at this moment is handled: shown now, or the
+        # agent's own, or acknowledged earlier.
+        return welcome, [message_frame(m) for m in backlog], max(room.last_seq, after)
+
+    async def disconnect(self, code: int) -> None:
+        if self._catch_up is not None:
+            self._catch_up.cancel()
+        if self.participant is None:
+            return
+        await self.channel_layer.group_discard(
+            realtime.room_group(self.participant.room_id), self.channel_name
+        )
+        if self.participant.agent_id is not None:
+            await self.channel_layer.group_discard(
+                realtime.agent_group(self.participant.agent_id), self.channel_name
+            )
+
+    # --- frames from the client -----------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.participant is None:
+            return
+        try:
+            frame = parse_client_frame(text_data, max_bytes=settings.SYNAPSIA["MAX_FRAME_BYTES"])
+            match frame:
+                case SayFrame():
+                    await self._say(frame)
+                case AckFrame():
+                    await self._ack(frame)
+                case PingFrame():
+                    await self.send(
+                        PongFrame(type="pong", id=frame.id, body=EmptyBody()).model_dump_json()
+                    )
+        except FrameError as refused:
+            await self.send(error_frame(refused.code, refused.message, refused.ref))
+
+    async def _say(self, frame: SayFrame) -> None:
+        participant = self._agent_only(frame.id)
+        try:
+            said = await database_sync_to_async(services.message_say)(
+                room_id=participant.room_id,
+                agent_id=participant.agent_id,
+                client_id=frame.id,
+                text=frame.body.text,
+            )
+        except services.SpeakRefused as refused:
+            if refused.reason == "room_not_open":
+                raise FrameError(
+                    ErrorCode.ROOM_NOT_OPEN, "The room is not open.", frame.id
+                ) from None
+            code = CloseCode.UNAUTHENTICATED if refused.reason == "revoked" else CloseCode.FORBIDDEN
+            await self.close(code=int(code))
+            return
+        await self.send(
+            SentFrame(
+                type="sent",
+                id=new_frame_id(),
+                body=SentBody(ref=frame.id, seq=said.seq, duplicate=said.duplicate),
+            ).model_dump_json()
+        )
+        if not said.duplicate:
+            await self.channel_layer.group_send(
+                realtime.room_group(participant.room_id),
+                {
+                    "type": "room.message",
+                    "seq": said.seq,
+                    "sender": participant.agent_id.hex if participant.agent_id else "",
+                    "frame": message_frame(said),
+                },
+            )
+
+    async def _ack(self, frame: AckFrame) -> None:
+        participant = self._agent_only(frame.id)
+        acked = await database_sync_to_async(services.messages_ack)(
+            room_id=participant.room_id, agent_id=participant.agent_id, seq=frame.body.seq
+        )
+        if not acked:
+            raise FrameError(ErrorCode.INVALID_ACK, "No such message to acknowledge.", frame.id)
+
+    def _agent_only(self, ref: str) -> Any:
+        if self.participant is None or self.participant.agent_id is None:
+            raise FrameError(ErrorCode.NOT_ALLOWED, "Only the room's agents may send this.", ref)
+        return self.participant
+
+    # --- events from the channel layer ----------------------------------------------------
+
+    async def room_message(self, event: dict[str, Any]) -> None:
+        seq: int = event["seq"]
+        if seq <= self.position:
+            return  # already handled (backfilled, or a duplicate event)
+        if seq > self.position + 1:
+            await self._backfill()
+            return
+        self.position = seq
+        if self.participant is not None and event["sender"] != self._own_hex():
+            await self.send(event["frame"])
+
+    async def room_state(self, event: dict[str, Any]) -> None:
+        await self.send(
+            RoomStateFrame(
+                type="room_state", id=new_frame_id(), body=RoomStateBody(state=event["state"])
+            ).model_dump_json()
+        )
+        if event["state"] == RoomState.CLOSED:
+            await self.close(code=int(CloseCode.ROOM_NOT_JOINABLE))
+
+    async def agent_replaced(self, event: dict[str, Any]) -> None:
+        if event["channel"] != self.channel_name:
+            await self.close(code=int(CloseCode.REPLACED))
+
+    async def agent_revoked(self, event: dict[str, Any]) -> None:
+        await self.close(code=int(CloseCode.UNAUTHENTICATED))
+
+    # --- reading gaps back from the record ------------------------------------------------
+
+    def _own_hex(self) -> str:
+        agent_id = self.participant.agent_id if self.participant else None
+        return agent_id.hex if agent_id else ""
+
+    async def _backfill(self) -> None:
+        if self.participant is None:
+            return
+        missed = await database_sync_to_async(selectors.messages_after)(
+            room_id=self.participant.room_id, after_seq=self.position
+        )
+        own = self.participant.agent_id
+        for message in missed:
+            if message.seq <= self.position:
+                continue
+            self.position = message.seq
+            if message.sender_id != own:
+                await self.send(message_frame(message))
+
+    async def _catch_up_loop(self) -> None:
+        interval = settings.SYNAPSIA["CATCH_UP_SECONDS"]
+        with contextlib.suppress(asyncio.CancelledError):
+            while True:
+                await asyncio.sleep(interval)
+                await self._backfill()

@@ -1,0 +1,100 @@
+"""Who is opening this room socket, and may they?
+
+Agents present ``Authorization: Bearer <token>``; browsers present their session cookie and
+an ``Origin`` that must be one of our allowed hosts. Every refusal is a ``Refusal`` with a
+documented close code, decided before any room data is sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+from uuid import UUID
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.http.request import validate_host
+
+from rooms import selectors
+from rooms.models import Room, RoomMember, RoomState
+from rooms.protocol import CloseCode
+
+_JOINABLE = (RoomState.OPEN, RoomState.PAUSED)
+_WATCHABLE = (RoomState.DRAFT, RoomState.OPEN, RoomState.PAUSED)
+
+
+@dataclass(frozen=True)
+class Participant:
+    """An admitted socket: an agent bound to the room, or an owner watching it."""
+
+    kind: Literal["agent", "owner"]
+    room_id: UUID
+    owner_id: int
+    agent_id: UUID | None
+    acked_seq: int
+
+
+@dataclass(frozen=True)
+class Refusal:
+    code: CloseCode
+    reason: str
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def origin_allowed(origin: str) -> bool:
+    """An Origin is allowed when its host is one of ``ALLOWED_HOSTS`` or a CSRF-trusted origin."""
+    if origin in settings.CSRF_TRUSTED_ORIGINS:
+        return True
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False
+    return validate_host(parts.hostname, settings.ALLOWED_HOSTS)
+
+
+def admit(
+    *, room_id: str, headers: list[tuple[bytes, bytes]], user: AbstractBaseUser | AnonymousUser
+) -> Participant | Refusal:
+    """Decide a room socket's handshake. Runs in one database hop."""
+    origin = _header(headers, b"origin")
+    if origin is not None and not origin_allowed(origin):
+        return Refusal(CloseCode.ORIGIN_NOT_ALLOWED, "Origin not allowed.")
+    try:
+        room_uuid = UUID(room_id)
+    except ValueError:
+        return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
+
+    authorization = _header(headers, b"authorization")
+    if authorization is not None:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return Refusal(CloseCode.UNAUTHENTICATED, "Use: Authorization: Bearer <token>.")
+        agent = selectors.agent_by_token(token=token.strip())
+        if agent is None:
+            return Refusal(CloseCode.UNAUTHENTICATED, "Unknown or revoked token.")
+        seat = (
+            RoomMember.objects.filter(room_id=room_uuid, agent=agent).select_related("room").first()
+        )
+        if seat is None:
+            return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
+        if seat.room.state not in _JOINABLE:
+            return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {seat.room.state}.")
+        return Participant("agent", room_uuid, seat.owner_id, agent.id, seat.acked_seq)
+
+    # Browsers: a session, and an Origin (browsers always send one on WebSocket upgrades).
+    if origin is None:
+        return Refusal(CloseCode.UNAUTHENTICATED, "Browsers must send an Origin header.")
+    if not user.is_authenticated:
+        return Refusal(CloseCode.UNAUTHENTICATED, "Sign in first.")
+    room = Room.objects.filter(id=room_uuid, members__owner_id=user.pk).first()
+    if room is None:
+        return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
+    if room.state not in _WATCHABLE:
+        return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {room.state}.")
+    return Participant("owner", room_uuid, user.pk, None, 0)

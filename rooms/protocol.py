@@ -1,0 +1,239 @@
+"""The room WebSocket protocol: one versioned JSON envelope, typed by pydantic.
+
+Every frame, either way, is ``{"v": 1, "type": ..., "id": ..., "body": {...}}``.
+``docs/protocol.md`` explains it for agent authors and ``docs/schemas/*.json`` are generated
+from the models here (``python manage.py protocol_schemas``); a test fails when they are stale.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import secrets
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+PROTOCOL_VERSION = 1
+MAX_MESSAGE_CHARS = 8_000
+FrameId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
+
+
+class ErrorCode(enum.StrEnum):
+    """Stable codes carried by ``error`` frames. The connection stays open after each."""
+
+    MALFORMED = "malformed"  # not a JSON object with v, type, id and body
+    OVERSIZED = "oversized"  # frame larger than the server's limit
+    UNSUPPORTED_VERSION = "unsupported_version"
+    UNKNOWN_TYPE = "unknown_type"
+    INVALID_BODY = "invalid_body"  # body does not match the type's schema
+    ROOM_NOT_OPEN = "room_not_open"  # e.g. saying something while the room is paused
+    NOT_ALLOWED = "not_allowed"  # this participant may not send this type
+    INVALID_ACK = "invalid_ack"  # acknowledging a message that does not exist
+
+
+class CloseCode(enum.IntEnum):
+    """WebSocket close codes. Handshake refusals are sent before any room data."""
+
+    UNAUTHENTICATED = 4401  # no, malformed, unknown or revoked credentials
+    FORBIDDEN = 4403  # not a member of this room, or no such room (indistinguishable)
+    ORIGIN_NOT_ALLOWED = 4406  # a browser Origin outside the allowed hosts
+    ROOM_NOT_JOINABLE = 4409  # the room is a draft or closed
+    REPLACED = 4001  # the same agent connected again; the older socket is closed
+
+
+class _Frame(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    v: Literal[1] = PROTOCOL_VERSION
+    id: FrameId
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- agent → server -----------------------------------------------------------------------
+
+
+class SayBody(_Body):
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+
+
+class AckBody(_Body):
+    seq: int = Field(ge=1, le=2**53 - 1)
+
+
+class EmptyBody(_Body):
+    pass
+
+
+class SayFrame(_Frame):
+    """Say something to the room. Resending the same ``id`` never stores it twice."""
+
+    type: Literal["say"]
+    body: SayBody
+
+
+class AckFrame(_Frame):
+    """Acknowledge every message up to and including ``seq``."""
+
+    type: Literal["ack"]
+    body: AckBody
+
+
+class PingFrame(_Frame):
+    type: Literal["ping"]
+    body: EmptyBody
+
+
+ClientFrame = Annotated[SayFrame | AckFrame | PingFrame, Field(discriminator="type")]
+CLIENT_FRAME_TYPES = frozenset({"say", "ack", "ping"})
+_client_frame: TypeAdapter[SayFrame | AckFrame | PingFrame] = TypeAdapter(ClientFrame)
+
+
+# --- server → agent -----------------------------------------------------------------------
+
+
+class RoomSummary(_Body):
+    id: UUID
+    purpose: str
+    charter: str
+    state: str
+
+
+class WelcomeBody(_Body):
+    room: RoomSummary
+    participant: Literal["agent", "owner"]
+    agent_id: UUID | None
+    acked_seq: int
+    max_frame_bytes: int
+
+
+class MessageBody(_Body):
+    seq: int
+    sender_agent_id: UUID
+    text: str
+    sent_at: datetime
+
+
+class SentBody(_Body):
+    ref: str
+    seq: int
+    duplicate: bool
+
+
+class ErrorBody(_Body):
+    code: ErrorCode
+    message: str
+    ref: str | None
+
+
+class RoomStateBody(_Body):
+    state: str
+
+
+class WelcomeFrame(_Frame):
+    """First frame after the handshake: the room, who you are, and your last acknowledgement."""
+
+    type: Literal["welcome"]
+    body: WelcomeBody
+
+
+class MessageFrame(_Frame):
+    """A message from the room's record, in sequence order, delivered once per ``seq``."""
+
+    type: Literal["message"]
+    body: MessageBody
+
+
+class SentFrame(_Frame):
+    """Your ``say`` frame ``ref`` is recorded as message ``seq``."""
+
+    type: Literal["sent"]
+    body: SentBody
+
+
+class ErrorFrame(_Frame):
+    type: Literal["error"]
+    body: ErrorBody
+
+
+class RoomStateFrame(_Frame):
+    type: Literal["room_state"]
+    body: RoomStateBody
+
+
+class PongFrame(_Frame):
+    type: Literal["pong"]
+    body: EmptyBody
+
+
+ServerFrame = Annotated[
+    WelcomeFrame | MessageFrame | SentFrame | ErrorFrame | RoomStateFrame | PongFrame,
+    Field(discriminator="type"),
+]
+
+
+class FrameError(Exception):
+    """A client frame was refused; ``ref`` is its ``id`` when one could be read."""
+
+    def __init__(self, code: ErrorCode, message: str, ref: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.ref = ref
+
+
+def new_frame_id() -> str:
+    return secrets.token_hex(8)
+
+
+def parse_client_frame(raw: str | None, *, max_bytes: int) -> SayFrame | AckFrame | PingFrame:
+    """Decode and validate one client frame, or raise ``FrameError`` with a stable code."""
+    if raw is None:
+        raise FrameError(ErrorCode.MALFORMED, "Binary frames are not part of the protocol.")
+    if len(raw) > max_bytes or len(raw.encode()) > max_bytes:
+        raise FrameError(ErrorCode.OVERSIZED, f"Frames are limited to {max_bytes} bytes.")
+    try:
+        data: Any = json.loads(raw)
+    except ValueError:
+        raise FrameError(ErrorCode.MALFORMED, "Frame is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise FrameError(ErrorCode.MALFORMED, "Frame must be a JSON object.")
+    ref = data.get("id") if isinstance(data.get("id"), str) else None
+    if ref is not None and len(ref) > 64:
+        ref = None
+    if set(data) != {"v", "type", "id", "body"}:
+        raise FrameError(ErrorCode.MALFORMED, "Frame needs exactly: v, type, id, body.", ref)
+    if data["v"] != PROTOCOL_VERSION:
+        raise FrameError(
+            ErrorCode.UNSUPPORTED_VERSION, f"This server speaks v{PROTOCOL_VERSION}.", ref
+        )
+    if data["type"] not in CLIENT_FRAME_TYPES:
+        raise FrameError(ErrorCode.UNKNOWN_TYPE, f"Unknown frame type {data['type']!r}.", ref)
+    try:
+        return _client_frame.validate_python(data)
+    except ValidationError as exc:
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'frame'}: {err['msg']}"
+            for err in exc.errors(include_url=False)
+        )
+        code = ErrorCode.INVALID_BODY if ref is not None else ErrorCode.MALFORMED
+        raise FrameError(code, detail, ref) from None
+
+
+def error_frame(code: ErrorCode, message: str, ref: str | None) -> str:
+    return ErrorFrame(
+        type="error", id=new_frame_id(), body=ErrorBody(code=code, message=message, ref=ref)
+    ).model_dump_json()
+
+
+def frame_schemas() -> dict[str, dict[str, Any]]:
+    """JSON Schemas of every frame, keyed by file stem, for ``docs/schemas``."""
+    return {
+        "client-frame": TypeAdapter(ClientFrame).json_schema(),
+        "server-frame": TypeAdapter(ServerFrame).json_schema(),
+    }

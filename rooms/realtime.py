@@ -1,0 +1,39 @@
+"""Telling connected sockets about changes, through the channel layer.
+
+The channel layer is a doorbell, not the record: events may be lost (see ARCHITECTURE.md's
+pitfalls), so every event a consumer acts on can be re-derived from the database. Events
+about writes are sent only after the transaction commits, so nobody hears of a rolled-back
+change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+
+def room_group(room_id: UUID) -> str:
+    return f"room.{room_id.hex}"
+
+
+def agent_group(agent_id: UUID) -> str:
+    return f"agent.{agent_id.hex}"
+
+
+def _send_after_commit(group: str, event: dict[str, Any]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    transaction.on_commit(lambda: async_to_sync(layer.group_send)(group, event))
+
+
+def announce_room_state(room_id: UUID, state: str) -> None:
+    _send_after_commit(room_group(room_id), {"type": "room.state", "state": state})
+
+
+def announce_agent_revoked(agent_id: UUID) -> None:
+    _send_after_commit(agent_group(agent_id), {"type": "agent.revoked"})

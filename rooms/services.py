@@ -1,0 +1,279 @@
+"""Writes for agents, rooms, invites and the transcript.
+
+Views, API endpoints and consumers call these and nothing else to change state. Each function
+validates its input, changes the records in one transaction, and raises a ``RoomError`` with a
+clear message (changing nothing) when the request cannot be honoured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from rooms import realtime
+from rooms.bearer import AGENT_TOKEN_PREFIX, INVITE_TOKEN_PREFIX, secret_digest, secret_issue
+from rooms.errors import Invalid, InvalidState, InviteUnusable, NotFound
+from rooms.models import Agent, MemberRole, Message, Room, RoomInvite, RoomMember, RoomState
+
+# Which state changes an owner may ask for, and from where.
+_TRANSITIONS: dict[RoomState, frozenset[RoomState]] = {
+    RoomState.OPEN: frozenset({RoomState.DRAFT, RoomState.PAUSED}),
+    RoomState.PAUSED: frozenset({RoomState.OPEN}),
+    RoomState.CLOSED: frozenset({RoomState.DRAFT, RoomState.OPEN, RoomState.PAUSED}),
+}
+
+
+@dataclass(frozen=True)
+class IssuedAgent:
+    agent: Agent
+    token: str  # shown once
+
+
+@dataclass(frozen=True)
+class IssuedInvite:
+    invite: RoomInvite
+    token: str  # shown once
+
+
+@dataclass(frozen=True)
+class SaidMessage:
+    seq: int
+    sender_agent_id: UUID
+    text: str
+    sent_at: datetime
+    duplicate: bool
+
+
+def _clean_text(value: str, *, field: str, max_chars: int, required: bool = True) -> str:
+    value = value.strip()
+    if required and not value:
+        raise Invalid(f"{field} must not be empty.")
+    if len(value) > max_chars:
+        raise Invalid(f"{field} is limited to {max_chars} characters (got {len(value)}).")
+    return value
+
+
+def _owned_agent(owner: AbstractBaseUser, agent_id: UUID) -> Agent:
+    try:
+        return Agent.objects.get(id=agent_id, owner=owner)
+    except Agent.DoesNotExist:
+        raise NotFound("No such agent.") from None
+
+
+def _seat(owner: AbstractBaseUser, room_id: UUID, *, lock: bool = False) -> RoomMember:
+    members = RoomMember.objects.select_related("room")
+    if lock:
+        members = members.select_for_update()
+    try:
+        return members.get(room_id=room_id, owner=owner)
+    except RoomMember.DoesNotExist:
+        raise NotFound("No such room.") from None
+
+
+# --- agents -------------------------------------------------------------------------------
+
+
+def agent_register(*, owner: AbstractBaseUser, name: str) -> IssuedAgent:
+    """Register an agent for ``owner`` and issue its API token (returned once)."""
+    name = _clean_text(name, field="Agent name", max_chars=80)
+    issued = secret_issue(AGENT_TOKEN_PREFIX)
+    agent = Agent.objects.create(
+        owner=owner,
+        name=name,
+        token_hash=issued.digest,
+        token_prefix=issued.display_prefix,
+        token_issued_at=timezone.now(),
+    )
+    return IssuedAgent(agent=agent, token=issued.value)
+
+
+@transaction.atomic
+def agent_rotate_token(*, owner: AbstractBaseUser, agent_id: UUID) -> IssuedAgent:
+    """Issue a new token; the old one stops working at once (open sockets are closed)."""
+    agent = _owned_agent(owner, agent_id)
+    if agent.revoked_at is not None:
+        raise InvalidState("This agent is revoked; register a new one.")
+    issued = secret_issue(AGENT_TOKEN_PREFIX)
+    agent.token_hash = issued.digest
+    agent.token_prefix = issued.display_prefix
+    agent.token_issued_at = timezone.now()
+    agent.token_last_used_at = None
+    agent.save(
+        update_fields=["token_hash", "token_prefix", "token_issued_at", "token_last_used_at"]
+    )
+    realtime.announce_agent_revoked(agent.id)
+    return IssuedAgent(agent=agent, token=issued.value)
+
+
+@transaction.atomic
+def agent_revoke(*, owner: AbstractBaseUser, agent_id: UUID) -> Agent:
+    """Revoke an agent for good: its token is refused and its open sockets are closed."""
+    agent = _owned_agent(owner, agent_id)
+    if agent.revoked_at is None:
+        agent.revoked_at = timezone.now()
+        agent.save(update_fields=["revoked_at"])
+        realtime.announce_agent_revoked(agent.id)
+    return agent
+
+
+# --- rooms --------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def room_create(*, owner: AbstractBaseUser, purpose: str, charter: str) -> Room:
+    """Create a draft room with ``owner`` in the first seat."""
+    room = Room.objects.create(
+        created_by=owner,
+        purpose=_clean_text(purpose, field="Purpose", max_chars=200),
+        charter=_clean_text(
+            charter,
+            field="Charter",
+            max_chars=settings.SYNAPSIA["MAX_CHARTER_CHARS"],
+            required=False,
+        ),
+    )
+    RoomMember.objects.create(room=room, owner=owner, role=MemberRole.CREATOR)
+    return room
+
+
+@transaction.atomic
+def invite_create(*, owner: AbstractBaseUser, room_id: UUID) -> IssuedInvite:
+    """Issue a single-use, expiring invitation to the room's second seat."""
+    seat = _seat(owner, room_id, lock=True)
+    room = seat.room
+    if room.state == RoomState.CLOSED:
+        raise InvalidState("This room is closed.")
+    if room.members.count() >= 2:
+        raise InvalidState("Both seats in this room are taken.")
+    issued = secret_issue(INVITE_TOKEN_PREFIX)
+    invite = RoomInvite.objects.create(
+        room=room,
+        token_hash=issued.digest,
+        created_by=owner,
+        expires_at=timezone.now() + timedelta(hours=settings.SYNAPSIA["INVITE_TTL_HOURS"]),
+    )
+    return IssuedInvite(invite=invite, token=issued.value)
+
+
+@transaction.atomic
+def invite_accept(*, owner: AbstractBaseUser, token: str) -> RoomMember:
+    """Take the second seat of the invite's room. The invite is spent even if this fails late."""
+    try:
+        invite = (
+            RoomInvite.objects.select_for_update()
+            .select_related("room")
+            .get(token_hash=secret_digest(token))
+        )
+    except RoomInvite.DoesNotExist:
+        raise InviteUnusable("This invitation is not valid.") from None
+    if invite.used_at is not None:
+        raise InviteUnusable("This invitation has already been used.")
+    if invite.expires_at <= timezone.now():
+        raise InviteUnusable("This invitation has expired; ask for a new one.")
+    room = Room.objects.select_for_update().get(id=invite.room_id)
+    if room.state == RoomState.CLOSED:
+        raise InviteUnusable("This room is closed.")
+    if room.members.filter(owner=owner).exists():
+        raise InvalidState("You already have a seat in this room.")
+    if room.members.count() >= 2:
+        raise InviteUnusable("Both seats in this room are taken.")
+    invite.used_at = timezone.now()
+    invite.used_by = owner  # type: ignore[assignment]
+    invite.save(update_fields=["used_at", "used_by"])
+    return RoomMember.objects.create(room=room, owner=owner, role=MemberRole.INVITEE)
+
+
+@transaction.atomic
+def room_bind_agent(*, owner: AbstractBaseUser, room_id: UUID, agent_id: UUID) -> RoomMember:
+    """Bind one of ``owner``'s agents to their seat. Only while the room is a draft."""
+    seat = _seat(owner, room_id, lock=True)
+    if seat.room.state != RoomState.DRAFT:
+        raise InvalidState("Agents can only be bound while the room is a draft.")
+    agent = _owned_agent(owner, agent_id)
+    if agent.revoked_at is not None:
+        raise InvalidState("That agent is revoked.")
+    seat.agent = agent
+    seat.save(update_fields=["agent"])
+    return seat
+
+
+@transaction.atomic
+def room_transition(*, owner: AbstractBaseUser, room_id: UUID, to: RoomState) -> Room:
+    """Open, pause, resume or close a room on behalf of one of its owners."""
+    seat = _seat(owner, room_id)
+    room = Room.objects.select_for_update().get(id=seat.room_id)
+    allowed_from = _TRANSITIONS.get(to, frozenset())
+    if room.state not in allowed_from:
+        raise InvalidState(f"A {room.state} room cannot become {to}.")
+    if to == RoomState.OPEN and room.state == RoomState.DRAFT:
+        seats = list(room.members.select_related("agent"))
+        if len(seats) < 2:
+            raise InvalidState("Invite the second owner before opening the room.")
+        if any(s.agent is None or s.agent.revoked_at is not None for s in seats):
+            raise InvalidState("Each owner must bind an active agent before the room opens.")
+    room.state = to
+    room.state_changed_at = timezone.now()
+    room.save(update_fields=["state", "state_changed_at"])
+    realtime.announce_room_state(room.id, room.state)
+    return room
+
+
+# --- transcript ---------------------------------------------------------------------------
+
+
+class SpeakRefused(Exception):
+    """Why an agent's message could not be recorded (mapped to an error frame or close code)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason  # "room_not_open" | "not_member" | "revoked"
+
+
+@transaction.atomic
+def message_say(*, room_id: UUID, agent_id: UUID, client_id: str, text: str) -> SaidMessage:
+    """Record what an agent said, with the next gapless sequence number of the room.
+
+    Membership, revocation and room state are re-read under the room's row lock on every
+    message: nothing about the sender is trusted from when it connected.
+    """
+    room = (
+        Room.objects.select_for_update(of=("self",))
+        .filter(id=room_id, members__agent_id=agent_id, members__agent__revoked_at__isnull=True)
+        .only("id", "state", "last_seq")
+        .first()
+    )
+    if room is None:
+        revoked = Agent.objects.filter(id=agent_id, revoked_at__isnull=False).exists()
+        raise SpeakRefused("revoked" if revoked else "not_member")
+    earlier = (
+        Message.objects.filter(room_id=room_id, sender_id=agent_id, client_id=client_id)
+        .only("seq", "text", "created_at")
+        .first()
+    )
+    if earlier is not None:
+        return SaidMessage(earlier.seq, agent_id, earlier.text, earlier.created_at, duplicate=True)
+    if room.state != RoomState.OPEN:
+        raise SpeakRefused("room_not_open")
+    seq = room.last_seq + 1
+    Room.objects.filter(id=room_id).update(last_seq=seq)
+    message = Message.objects.create(
+        room_id=room_id, seq=seq, sender_id=agent_id, client_id=client_id, text=text
+    )
+    return SaidMessage(seq, agent_id, text, message.created_at, duplicate=False)
+
+
+def messages_ack(*, room_id: UUID, agent_id: UUID, seq: int) -> bool:
+    """Record that ``agent_id`` has received everything up to ``seq``. False if ``seq`` is
+    beyond the room's record (or the agent has no seat). Acks never move backwards."""
+    updated = RoomMember.objects.filter(
+        room_id=room_id, agent_id=agent_id, room__last_seq__gte=seq
+    ).update(acked_seq=Greatest(F("acked_seq"), seq))
+    return updated == 1

@@ -1,0 +1,1 @@
+"""Device keys and signed permission slips (capability records)."""

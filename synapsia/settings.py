@@ -1,0 +1,193 @@
+"""Settings, read from the environment (12-factor).
+
+Two profiles run the same code:
+
+* **embedded** (no ``DATABASE_URL`` / ``REDIS_URL``): a SQLite file, the in-memory channel
+  layer and Celery tasks run eagerly. This is what ``make run`` and a laptop use.
+* **production** (``DATABASE_URL`` or ``REDIS_URL`` set): PostgreSQL, the Redis channel layer
+  and a Celery Redis broker. It refuses to start with the development secret key or DEBUG on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+DATABASE_URL: str = env.str("DATABASE_URL", default="")
+REDIS_URL: str = env.str("REDIS_URL", default="")
+PROFILE = "production" if (DATABASE_URL or REDIS_URL) else "embedded"
+if PROFILE == "production" and not (DATABASE_URL and REDIS_URL):
+    raise ImproperlyConfigured(
+        "The production profile needs both DATABASE_URL and REDIS_URL; set both, or neither "
+        "for the embedded profile."
+    )
+
+# --- Security -------------------------------------------------------------------------------
+# Only for the embedded profile; production refuses to start with it (below).
+DEVELOPMENT_SECRET_KEY = "django-insecure-synapsia-development-key-never-use-in-production"  # noqa: S105
+SECRET_KEY: str = env.str("SYNAPSIA_SECRET_KEY", default=DEVELOPMENT_SECRET_KEY)
+DEBUG: bool = env.bool("SYNAPSIA_DEBUG", default=PROFILE == "embedded")
+ALLOWED_HOSTS: list[str] = env.list(
+    "SYNAPSIA_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"]
+)
+CSRF_TRUSTED_ORIGINS: list[str] = env.list("SYNAPSIA_CSRF_TRUSTED_ORIGINS", default=[])
+
+if PROFILE == "production":
+    if SECRET_KEY == DEVELOPMENT_SECRET_KEY or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+        raise ImproperlyConfigured(
+            "Production profile: set SYNAPSIA_SECRET_KEY to a random value of 50+ characters "
+            '(python -c "import secrets; print(secrets.token_urlsafe(64))").'
+        )
+    if DEBUG:
+        raise ImproperlyConfigured("Production profile: SYNAPSIA_DEBUG must be off.")
+    # TLS terminates at the proxy in front of Daphne (see deploy/).
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT: bool = env.bool("SYNAPSIA_SECURE_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS: int = env.int("SYNAPSIA_HSTS_SECONDS", default=31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+
+# --- Applications ---------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "servestatic",
+    "django.contrib.staticfiles",
+    "channels",
+    "ninja",
+    "ledger",
+    "slips",
+    "gatekeeper",
+    "rooms",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "servestatic.middleware.ServeStaticMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "synapsia.urls"
+ASGI_APPLICATION = "synapsia.asgi.application"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+if DATABASE_URL:
+    DATABASES = {"default": env.db_url_config(DATABASE_URL)}
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("SYNAPSIA_CONN_MAX_AGE", default=60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+else:
+    sqlite_path = Path(
+        env.str("SYNAPSIA_SQLITE_PATH", default=str(BASE_DIR / "var" / "db.sqlite3"))
+    )
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": sqlite_path,
+            # WAL + synchronous=NORMAL: ~15x the append rate of the default journal here;
+            # IMMEDIATE transactions take the write lock up front, so concurrent writers
+            # queue instead of failing with "database is locked" on lock upgrade.
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+            # A file (not :memory:) so a Daphne subprocess in the e2e tests sees the test data.
+            "TEST": {"NAME": str(sqlite_path.with_name(sqlite_path.stem + "-test.sqlite3"))},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Channels -------------------------------------------------------------------------------
+if REDIS_URL:
+    # The pub/sub layer has no per-channel capacity to overflow; the database, not the layer,
+    # is the record of what was said, and consumers backfill any gap from it.
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Celery ---------------------------------------------------------------------------------
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ALWAYS_EAGER: bool = env.bool("SYNAPSIA_TASKS_EAGER", default=not REDIS_URL)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+
+# --- Auth, i18n, static ---------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+SERVESTATIC_USE_FINDERS = DEBUG
+SERVESTATIC_AUTOREFRESH = DEBUG
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("SYNAPSIA_LOG_LEVEL", default="INFO")},
+}
+
+# --- Synapsia -------------------------------------------------------------------------------
+SYNAPSIA = {
+    # Largest WebSocket frame we parse; bigger frames get an "oversized" error frame.
+    "MAX_FRAME_BYTES": env.int("SYNAPSIA_MAX_FRAME_BYTES", default=64 * 1024),
+    "MAX_CHARTER_CHARS": env.int("SYNAPSIA_MAX_CHARTER_CHARS", default=4_000),
+    "INVITE_TTL_HOURS": env.int("SYNAPSIA_INVITE_TTL_HOURS", default=72),
+    # How often an idle connection re-reads the record to catch anything the layer dropped.
+    "CATCH_UP_SECONDS": env.float("SYNAPSIA_CATCH_UP_SECONDS", default=5.0),
+}

@@ -1,0 +1,133 @@
+"""Test profiles and shared fixtures.
+
+``make test`` runs this suite twice: on the embedded default, then with
+``SYNAPSIA_TEST_SERVICES=1`` on the production profile (PostgreSQL + Redis). Where those
+services are absent the second pass skips with the reason; ``.ci/run`` sets
+``SYNAPSIA_REQUIRE_SERVICES=1``, which turns every such skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import pytest
+from django.conf import settings
+
+from rooms import services
+from rooms.models import Agent, Room, RoomState
+
+SERVICES_PASS = os.environ.get("SYNAPSIA_TEST_SERVICES") == "1"
+SERVICES_REQUIRED = os.environ.get("SYNAPSIA_REQUIRE_SERVICES") == "1"
+
+
+def _reachable(url: str, default_port: int) -> str | None:
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or default_port
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return None
+    except OSError as exc:
+        return f"{parts.scheme} at {host}:{port} is not reachable ({exc})"
+
+
+def service_unavailable(reason: str) -> None:
+    """Skip a test for a missing service, or fail it when services are required (CI)."""
+    if SERVICES_REQUIRED:
+        pytest.fail(f"required service unavailable: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"synapsia profile: {settings.PROFILE} (services required: {SERVICES_REQUIRED})"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not SERVICES_PASS:
+        skip = pytest.mark.skip(reason="production profile only: runs in pass 2 of make test")
+        for item in items:
+            if "services" in item.keywords:
+                item.add_marker(skip)
+        return
+    problems = [
+        p
+        for p in (
+            _reachable(os.environ.get("DATABASE_URL", ""), 5432),
+            _reachable(os.environ.get("REDIS_URL", ""), 6379),
+        )
+        if p
+    ]
+    if not problems:
+        return
+    if SERVICES_REQUIRED:
+        raise pytest.UsageError("services required but unavailable: " + "; ".join(problems))
+    skip = pytest.mark.skip(reason="services pass skipped: " + "; ".join(problems))
+    for item in items:
+        item.add_marker(skip)
+
+
+# --- factories ----------------------------------------------------------------------------
+
+
+@dataclass
+class Seat:
+    owner: object
+    agent: Agent
+    token: str
+
+
+@dataclass
+class OpenRoom:
+    room: Room
+    a: Seat
+    b: Seat
+
+
+@pytest.fixture
+def make_owner(django_user_model: type) -> Callable[[str], object]:
+    def make(username: str) -> object:
+        return django_user_model.objects.create_user(username=username, password="correct horse 42")
+
+    return make
+
+
+@pytest.fixture
+def make_open_room(make_owner: Callable[[str], object]) -> Callable[..., OpenRoom]:
+    """Two owners, each with an agent bound, in an open room (through the real services)."""
+
+    def make(purpose: str = "Dinner for two", prefix: str = "") -> OpenRoom:
+        alice, bob = make_owner(f"{prefix}alice"), make_owner(f"{prefix}bob")
+        agent_a = services.agent_register(owner=alice, name="Alice's agent")
+        agent_b = services.agent_register(owner=bob, name="Bob's agent")
+        room = services.room_create(owner=alice, purpose=purpose, charter="Find a dinner slot.")
+        invite = services.invite_create(owner=alice, room_id=room.id)
+        services.invite_accept(owner=bob, token=invite.token)
+        services.room_bind_agent(owner=alice, room_id=room.id, agent_id=agent_a.agent.id)
+        services.room_bind_agent(owner=bob, room_id=room.id, agent_id=agent_b.agent.id)
+        room = services.room_transition(owner=alice, room_id=room.id, to=RoomState.OPEN)
+        return OpenRoom(
+            room,
+            Seat(alice, agent_a.agent, agent_a.token),
+            Seat(bob, agent_b.agent, agent_b.token),
+        )
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: object) -> object:
+    """After the run, end connections that ASGI worker threads still hold to the test database
+    (PostgreSQL refuses to drop a database in use)."""
+    yield
+    from django.db import connection
+
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )

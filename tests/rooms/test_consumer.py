@@ -1,0 +1,193 @@
+"""The room socket, through Channels' WebsocketCommunicator and the real ASGI stack."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from rooms import services
+from rooms.models import Message, RoomState
+from rooms.protocol import CloseCode
+from synapsia.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def frame(kind: str, body: dict[str, Any], frame_id: str = "f1") -> dict[str, Any]:
+    return {"v": 1, "type": kind, "id": frame_id, "body": body}
+
+
+def bearer(token: str) -> list[tuple[bytes, bytes]]:
+    return [(b"authorization", f"Bearer {token}".encode())]
+
+
+async def join(room_id: object, token: str) -> tuple[WebsocketCommunicator, dict[str, Any]]:
+    communicator = WebsocketCommunicator(
+        application, f"/ws/rooms/{room_id}/", headers=bearer(token)
+    )
+    connected, _ = await communicator.connect()
+    assert connected
+    welcome = await communicator.receive_json_from(timeout=5)
+    assert welcome["type"] == "welcome"
+    return communicator, welcome
+
+
+async def test_two_agents_talk_and_the_record_keeps_it(make_open_room) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    a, welcome = await join(setup.room.id, setup.a.token)
+    b, _ = await join(setup.room.id, setup.b.token)
+    assert welcome["body"]["room"]["purpose"] == "Dinner for two"
+    assert welcome["body"]["agent_id"] == str(setup.a.agent.id)
+
+    await a.send_json_to(frame("say", {"text": "Friday 7pm?"}, "a-1"))
+    sent = await a.receive_json_from(timeout=5)
+    assert sent["type"] == "sent"
+    assert sent["body"] == {"ref": "a-1", "seq": 1, "duplicate": False}
+    heard = await b.receive_json_from(timeout=5)
+    assert heard["type"] == "message"
+    assert heard["body"]["text"] == "Friday 7pm?"
+    assert heard["body"]["seq"] == 1
+    assert heard["body"]["sender_agent_id"] == str(setup.a.agent.id)
+    assert await a.receive_nothing(timeout=0.2)  # a sender is not echoed its own message
+
+    await b.send_json_to(frame("say", {"text": "Works for me."}, "b-1"))
+    assert (await b.receive_json_from(timeout=5))["body"]["seq"] == 2
+    assert (await a.receive_json_from(timeout=5))["body"]["text"] == "Works for me."
+    texts = await database_sync_to_async(lambda: list(Message.objects.values_list("seq", "text")))()
+    assert texts == [(1, "Friday 7pm?"), (2, "Works for me.")]
+    await a.disconnect()
+    await b.disconnect()
+
+
+async def test_resending_the_same_frame_id_stores_and_relays_once(make_open_room) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    a, _ = await join(setup.room.id, setup.a.token)
+    b, _ = await join(setup.room.id, setup.b.token)
+    for _ in range(2):
+        await a.send_json_to(frame("say", {"text": "hello"}, "same-id"))
+    first, second = await a.receive_json_from(timeout=5), await a.receive_json_from(timeout=5)
+    assert (first["body"]["duplicate"], second["body"]["duplicate"]) == (False, True)
+    assert first["body"]["seq"] == second["body"]["seq"] == 1
+    assert (await b.receive_json_from(timeout=5))["body"]["seq"] == 1
+    assert await b.receive_nothing(timeout=0.3)
+    assert await database_sync_to_async(Message.objects.count)() == 1
+    await a.disconnect()
+    await b.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("raw", "code", "ref"),
+    [
+        ("not json", "malformed", None),
+        ("[1, 2]", "malformed", None),
+        (json.dumps({"v": 1, "type": "say", "id": "x1"}), "malformed", "x1"),
+        (json.dumps(frame("say", {"text": "hi"}) | {"v": 2}), "unsupported_version", "f1"),
+        (json.dumps(frame("shout", {"text": "hi"})), "unknown_type", "f1"),
+        (json.dumps(frame("say", {"text": ""})), "invalid_body", "f1"),
+        (json.dumps(frame("say", {"text": "hi", "extra": 1})), "invalid_body", "f1"),
+        (json.dumps(frame("say", {"text": "x" * 8001})), "invalid_body", "f1"),
+        (json.dumps(frame("say", {"text": "x" * 70_000})), "oversized", None),
+        (json.dumps(frame("ack", {"seq": 99})), "invalid_ack", "f1"),
+    ],
+)
+async def test_invalid_frames_get_error_frames_and_nothing_is_stored(
+    make_open_room, raw, code, ref
+) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    a, _ = await join(setup.room.id, setup.a.token)
+    b, _ = await join(setup.room.id, setup.b.token)
+    await a.send_to(text_data=raw)
+    error = await a.receive_json_from(timeout=5)
+    assert error["type"] == "error"
+    assert error["body"]["code"] == code
+    assert error["body"]["ref"] == ref
+    # The connection stays open and usable after a recoverable error.
+    await a.send_json_to(frame("ping", {}, "p1"))
+    assert (await a.receive_json_from(timeout=5))["type"] == "pong"
+    assert await b.receive_nothing(timeout=0.2)
+    assert await database_sync_to_async(Message.objects.count)() == 0
+    await a.disconnect()
+    await b.disconnect()
+
+
+async def test_binary_frames_are_refused(make_open_room) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    a, _ = await join(setup.room.id, setup.a.token)
+    await a.send_to(bytes_data=b"\x00\x01")
+    assert (await a.receive_json_from(timeout=5))["body"]["code"] == "malformed"
+    await a.disconnect()
+
+
+async def test_paused_room_refuses_speech_out_of_state(make_open_room) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    a, _ = await join(setup.room.id, setup.a.token)
+    await database_sync_to_async(services.room_transition)(
+        owner=setup.a.owner, room_id=setup.room.id, to=RoomState.PAUSED
+    )
+    state = await a.receive_json_from(timeout=5)
+    assert state == {"v": 1, "type": "room_state", "id": state["id"], "body": {"state": "paused"}}
+    await a.send_json_to(frame("say", {"text": "still there?"}, "s1"))
+    error = await a.receive_json_from(timeout=5)
+    assert error["body"] == {
+        "code": "room_not_open",
+        "message": "The room is not open.",
+        "ref": "s1",
+    }
+    assert await database_sync_to_async(Message.objects.count)() == 0
+    await a.disconnect()
+
+
+async def test_reconnect_delivers_everything_after_the_last_ack_exactly_once(
+    make_open_room,
+) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    a, _ = await join(setup.room.id, setup.a.token)
+    b, _ = await join(setup.room.id, setup.b.token)
+    for n in range(1, 6):
+        await a.send_json_to(frame("say", {"text": f"m{n}"}, f"a-{n}"))
+        await a.receive_json_from(timeout=5)
+    received = [(await b.receive_json_from(timeout=5))["body"]["seq"] for _ in range(5)]
+    assert received == [1, 2, 3, 4, 5]
+    await b.send_json_to(frame("ack", {"seq": 2}, "ack-2"))
+    await b.send_json_to(frame("ping", {}, "p"))
+    assert (await b.receive_json_from(timeout=5))["type"] == "pong"  # the ack was processed
+    await b.disconnect()
+
+    for n in range(6, 8):  # said while b is away
+        await a.send_json_to(frame("say", {"text": f"m{n}"}, f"a-{n}"))
+        await a.receive_json_from(timeout=5)
+    b2, welcome = await join(setup.room.id, setup.b.token)
+    assert welcome["body"]["acked_seq"] == 2
+    replayed = [(await b2.receive_json_from(timeout=5))["body"]["seq"] for _ in range(5)]
+    assert replayed == [3, 4, 5, 6, 7]
+    await a.send_json_to(frame("say", {"text": "m8"}, "a-8"))
+    await a.receive_json_from(timeout=5)
+    assert (await b2.receive_json_from(timeout=5))["body"]["seq"] == 8
+    assert await b2.receive_nothing(timeout=0.3)
+    await a.disconnect()
+    await b2.disconnect()
+
+
+async def test_a_second_connection_replaces_the_first(make_open_room) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    first, _ = await join(setup.room.id, setup.a.token)
+    second, _ = await join(setup.room.id, setup.a.token)
+    closed = await first.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": CloseCode.REPLACED}
+    await second.send_json_to(frame("ping", {}, "p"))
+    assert (await second.receive_json_from(timeout=5))["type"] == "pong"
+    await second.disconnect()
+
+
+async def test_revoking_an_agent_closes_its_open_socket(make_open_room) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    a, _ = await join(setup.room.id, setup.a.token)
+    await database_sync_to_async(services.agent_revoke)(
+        owner=setup.a.owner, agent_id=setup.a.agent.id
+    )
+    closed = await a.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": CloseCode.UNAUTHENTICATED}
