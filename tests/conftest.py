@@ -9,9 +9,12 @@ services are absent the second pass skips with the reason; ``.ci/run`` sets
 from __future__ import annotations
 
 import os
+import shutil
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -19,6 +22,7 @@ from django.conf import settings
 
 from rooms import services
 from rooms.models import Agent, Room, RoomState
+from tests.e2e.daphne import running_daphne
 
 SERVICES_PASS = os.environ.get("SYNAPSIA_TEST_SERVICES") == "1"
 SERVICES_REQUIRED = os.environ.get("SYNAPSIA_REQUIRE_SERVICES") == "1"
@@ -131,3 +135,43 @@ def django_db_setup(django_db_setup: None, django_db_blocker: object) -> object:
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                     "WHERE datname = current_database() AND pid <> pg_backend_pid()"
                 )
+
+
+# --- real servers and a real browser -------------------------------------------------------
+
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def live_daphne(tmp_path: Path, transactional_db: None) -> Iterator[str]:
+    """A real Daphne on a free loopback port, sharing this test's database: its base URL."""
+    with running_daphne(tmp_path / "daphne.log") as host:
+        yield f"http://{host}"
+
+
+@pytest.fixture
+def browser_page() -> Iterator[Any]:
+    """A fresh page in headless Debian Chromium driven by Playwright (never a downloaded one)."""
+    executable = shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.path.exists(executable):
+        service_unavailable("Chromium is not installed (apt-get install chromium chromium-driver)")
+    # Playwright's sync API runs an event loop; the test's own ORM calls are still sequential.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        context = browser.new_context()
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+            browser.close()
