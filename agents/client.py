@@ -181,14 +181,15 @@ class RoomClient:
         return f"{self._session}-{next(self._ids)}"
 
     async def _request(self, kind: str, body: dict[str, Any], timeout: float) -> Any:
-        frame = {"v": PROTOCOL_VERSION, "type": kind, "id": self._next_id(), "body": body}
+        frame_id = self._next_id()
+        frame = {"v": PROTOCOL_VERSION, "type": kind, "id": frame_id, "body": body}
         pending = _Pending(frame)
-        self._pending[frame["id"]] = pending
+        self._pending[frame_id] = pending
         await self._send_quietly(frame)
         try:
             return await asyncio.wait_for(asyncio.shield(pending.future), timeout)
         finally:
-            self._pending.pop(frame["id"], None)
+            self._pending.pop(frame_id, None)
 
     async def _send_quietly(self, frame: dict[str, Any]) -> None:
         """Send if connected; otherwise the frame waits in ``_pending`` for the reconnect."""

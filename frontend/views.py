@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -18,8 +19,14 @@ from rooms.errors import RoomError
 from rooms.models import RoomState
 
 
+class OwnerRequest(HttpRequest):
+    """A request that ``login_required`` has let through: ``user`` is a signed-in owner."""
+
+    user: User
+
+
 def signup(request: HttpRequest) -> HttpResponse:
-    form = UserCreationForm(request.POST or None)
+    form: UserCreationForm[User] = UserCreationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user)
@@ -28,7 +35,7 @@ def signup(request: HttpRequest) -> HttpResponse:
 
 
 def _dashboard(
-    request: HttpRequest,
+    request: OwnerRequest,
     *,
     agent_form: AgentForm | None = None,
     room_form: RoomForm | None = None,
@@ -49,7 +56,7 @@ def _dashboard(
 
 
 @login_required
-def dashboard(request: HttpRequest) -> HttpResponse:
+def dashboard(request: OwnerRequest) -> HttpResponse:
     if request.method != "POST":
         return _dashboard(request)
     agent_form = AgentForm(request.POST, prefix="agent")
@@ -73,7 +80,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def agent_rotate(request: HttpRequest, agent_id: UUID) -> HttpResponse:
+def agent_rotate(request: OwnerRequest, agent_id: UUID) -> HttpResponse:
     try:
         issued = services.agent_rotate_token(owner=request.user, agent_id=agent_id)
     except RoomError as exc:
@@ -84,7 +91,7 @@ def agent_rotate(request: HttpRequest, agent_id: UUID) -> HttpResponse:
 
 @login_required
 @require_POST
-def agent_revoke(request: HttpRequest, agent_id: UUID) -> HttpResponse:
+def agent_revoke(request: OwnerRequest, agent_id: UUID) -> HttpResponse:
     try:
         services.agent_revoke(owner=request.user, agent_id=agent_id)
         messages.success(request, "Agent revoked; its token no longer works.")
@@ -94,7 +101,7 @@ def agent_revoke(request: HttpRequest, agent_id: UUID) -> HttpResponse:
 
 
 @login_required
-def room(request: HttpRequest, room_id: UUID) -> HttpResponse:
+def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
     try:
         seat = selectors.room_seat(owner=request.user, room_id=room_id)
     except RoomError:
@@ -140,7 +147,7 @@ def room(request: HttpRequest, room_id: UUID) -> HttpResponse:
 
 
 @login_required
-def invite(request: HttpRequest, token: str) -> HttpResponse:
+def invite(request: OwnerRequest, token: str) -> HttpResponse:
     if request.method == "POST":
         try:
             seat = services.invite_accept(owner=request.user, token=token)

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from ninja.security import django_auth
@@ -21,8 +21,10 @@ from rooms.models import Agent, Room, RoomMember, RoomState
 router = Router(auth=django_auth, tags=["rooms"])
 
 
-def _owner(request: HttpRequest) -> AbstractBaseUser:
-    return request.user  # type: ignore[return-value]  # django_auth guarantees a signed-in user
+def _owner(request: HttpRequest) -> User:
+    # django_auth has already refused anonymous requests.
+    assert isinstance(request.user, User)
+    return request.user
 
 
 # --- schemas ------------------------------------------------------------------------------

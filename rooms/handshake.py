@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from uuid import UUID
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.http.request import validate_host
 
 from rooms import selectors
@@ -59,7 +59,7 @@ def origin_allowed(origin: str) -> bool:
 
 
 def admit(
-    *, room_id: str, headers: list[tuple[bytes, bytes]], user: AbstractBaseUser | AnonymousUser
+    *, room_id: str, headers: list[tuple[bytes, bytes]], user: User | AnonymousUser
 ) -> Participant | Refusal:
     """Decide a room socket's handshake. Runs in one database hop."""
     origin = _header(headers, b"origin")

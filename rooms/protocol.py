@@ -47,7 +47,7 @@ class CloseCode(enum.IntEnum):
 class _Frame(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1] = PROTOCOL_VERSION
+    v: Literal[1] = 1
     id: FrameId
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -15,7 +15,7 @@ from rooms.models import Agent, Message, Room, RoomMember
 BACKLOG_LIMIT = 500
 
 
-def agents_of_owner(*, owner: AbstractBaseUser) -> QuerySet[Agent]:
+def agents_of_owner(*, owner: User) -> QuerySet[Agent]:
     return Agent.objects.filter(owner=owner)
 
 
@@ -29,11 +29,11 @@ def agent_by_token(*, token: str) -> Agent | None:
     return agent
 
 
-def rooms_of_owner(*, owner: AbstractBaseUser) -> QuerySet[Room]:
+def rooms_of_owner(*, owner: User) -> QuerySet[Room]:
     return Room.objects.filter(members__owner=owner).distinct()
 
 
-def room_seat(*, owner: AbstractBaseUser, room_id: UUID) -> RoomMember:
+def room_seat(*, owner: User, room_id: UUID) -> RoomMember:
     """``owner``'s seat in the room; ``NotFound`` if there is none (or no such room)."""
     try:
         return RoomMember.objects.select_related("room", "agent").get(room_id=room_id, owner=owner)

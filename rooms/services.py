@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Greatest
@@ -61,14 +61,14 @@ def _clean_text(value: str, *, field: str, max_chars: int, required: bool = True
     return value
 
 
-def _owned_agent(owner: AbstractBaseUser, agent_id: UUID) -> Agent:
+def _owned_agent(owner: User, agent_id: UUID) -> Agent:
     try:
         return Agent.objects.get(id=agent_id, owner=owner)
     except Agent.DoesNotExist:
         raise NotFound("No such agent.") from None
 
 
-def _seat(owner: AbstractBaseUser, room_id: UUID, *, lock: bool = False) -> RoomMember:
+def _seat(owner: User, room_id: UUID, *, lock: bool = False) -> RoomMember:
     members = RoomMember.objects.select_related("room")
     if lock:
         members = members.select_for_update()
@@ -81,7 +81,7 @@ def _seat(owner: AbstractBaseUser, room_id: UUID, *, lock: bool = False) -> Room
 # --- agents -------------------------------------------------------------------------------
 
 
-def agent_register(*, owner: AbstractBaseUser, name: str) -> IssuedAgent:
+def agent_register(*, owner: User, name: str) -> IssuedAgent:
     """Register an agent for ``owner`` and issue its API token (returned once)."""
     name = _clean_text(name, field="Agent name", max_chars=80)
     issued = secret_issue(AGENT_TOKEN_PREFIX)
@@ -96,7 +96,7 @@ def agent_register(*, owner: AbstractBaseUser, name: str) -> IssuedAgent:
 
 
 @transaction.atomic
-def agent_rotate_token(*, owner: AbstractBaseUser, agent_id: UUID) -> IssuedAgent:
+def agent_rotate_token(*, owner: User, agent_id: UUID) -> IssuedAgent:
     """Issue a new token; the old one stops working at once (open sockets are closed)."""
     agent = _owned_agent(owner, agent_id)
     if agent.revoked_at is not None:
@@ -114,7 +114,7 @@ def agent_rotate_token(*, owner: AbstractBaseUser, agent_id: UUID) -> IssuedAgen
 
 
 @transaction.atomic
-def agent_revoke(*, owner: AbstractBaseUser, agent_id: UUID) -> Agent:
+def agent_revoke(*, owner: User, agent_id: UUID) -> Agent:
     """Revoke an agent for good: its token is refused and its open sockets are closed."""
     agent = _owned_agent(owner, agent_id)
     if agent.revoked_at is None:
@@ -128,7 +128,7 @@ def agent_revoke(*, owner: AbstractBaseUser, agent_id: UUID) -> Agent:
 
 
 @transaction.atomic
-def room_create(*, owner: AbstractBaseUser, purpose: str, charter: str) -> Room:
+def room_create(*, owner: User, purpose: str, charter: str) -> Room:
     """Create a draft room with ``owner`` in the first seat."""
     room = Room.objects.create(
         created_by=owner,
@@ -145,7 +145,7 @@ def room_create(*, owner: AbstractBaseUser, purpose: str, charter: str) -> Room:
 
 
 @transaction.atomic
-def invite_create(*, owner: AbstractBaseUser, room_id: UUID) -> IssuedInvite:
+def invite_create(*, owner: User, room_id: UUID) -> IssuedInvite:
     """Issue a single-use, expiring invitation to the room's second seat."""
     seat = _seat(owner, room_id, lock=True)
     room = seat.room
@@ -164,7 +164,7 @@ def invite_create(*, owner: AbstractBaseUser, room_id: UUID) -> IssuedInvite:
 
 
 @transaction.atomic
-def invite_accept(*, owner: AbstractBaseUser, token: str) -> RoomMember:
+def invite_accept(*, owner: User, token: str) -> RoomMember:
     """Take the second seat of the invite's room. The invite is spent even if this fails late."""
     try:
         invite = (
@@ -186,13 +186,13 @@ def invite_accept(*, owner: AbstractBaseUser, token: str) -> RoomMember:
     if room.members.count() >= 2:
         raise InviteUnusable("Both seats in this room are taken.")
     invite.used_at = timezone.now()
-    invite.used_by = owner  # type: ignore[assignment]
+    invite.used_by = owner
     invite.save(update_fields=["used_at", "used_by"])
     return RoomMember.objects.create(room=room, owner=owner, role=MemberRole.INVITEE)
 
 
 @transaction.atomic
-def room_bind_agent(*, owner: AbstractBaseUser, room_id: UUID, agent_id: UUID) -> RoomMember:
+def room_bind_agent(*, owner: User, room_id: UUID, agent_id: UUID) -> RoomMember:
     """Bind one of ``owner``'s agents to their seat. Only while the room is a draft."""
     seat = _seat(owner, room_id, lock=True)
     if seat.room.state != RoomState.DRAFT:
@@ -206,7 +206,7 @@ def room_bind_agent(*, owner: AbstractBaseUser, room_id: UUID, agent_id: UUID) -
 
 
 @transaction.atomic
-def room_transition(*, owner: AbstractBaseUser, room_id: UUID, to: RoomState) -> Room:
+def room_transition(*, owner: User, room_id: UUID, to: RoomState) -> Room:
     """Open, pause, resume or close a room on behalf of one of its owners."""
     seat = _seat(owner, room_id)
     room = Room.objects.select_for_update().get(id=seat.room_id)
