@@ -1,0 +1,79 @@
+"""The database, not the channel layer, is the record: lost layer events never lose messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+
+from synapsia.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def say(text: str, frame_id: str) -> dict[str, Any]:
+    return {"v": 1, "type": "say", "id": frame_id, "body": {"text": text}}
+
+
+async def join(room_id: object, token: str) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(
+        application,
+        f"/ws/rooms/{room_id}/",
+        headers=[(b"authorization", f"Bearer {token}".encode())],
+    )
+    assert (await communicator.connect())[0]
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "welcome"
+    return communicator
+
+
+@pytest.fixture
+def lossy_layer(monkeypatch: pytest.MonkeyPatch) -> set[int]:
+    """Make the channel layer silently drop the room events for the listed sequence numbers,
+    as channels_redis does when a channel is full."""
+    layer = get_channel_layer()
+    real_group_send = layer.group_send
+    dropped: set[int] = set()
+
+    async def group_send(group: str, message: dict[str, Any]) -> None:
+        if message.get("type") == "room.message" and message["seq"] in dropped:
+            return
+        await real_group_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", group_send)
+    return dropped
+
+
+async def test_a_dropped_event_is_filled_in_from_the_record_in_order(
+    make_open_room, lossy_layer
+) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    a, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    lossy_layer.update({1, 2})
+    for n in (1, 2, 3):
+        await a.send_json_to(say(f"m{n}", f"a-{n}"))
+        assert (await a.receive_json_from(timeout=5))["body"]["seq"] == n
+    # Event 3 arrives with a gap behind it; b reads 1 and 2 back from the database first.
+    heard = [(await b.receive_json_from(timeout=5))["body"] for _ in range(3)]
+    assert [(m["seq"], m["text"]) for m in heard] == [(1, "m1"), (2, "m2"), (3, "m3")]
+    assert await b.receive_nothing(timeout=0.3)
+    await a.disconnect()
+    await b.disconnect()
+
+
+async def test_a_dropped_last_event_arrives_by_the_idle_catch_up(
+    make_open_room, lossy_layer, settings
+) -> None:
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "CATCH_UP_SECONDS": 0.2}
+    setup = await database_sync_to_async(make_open_room)()
+    a, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    lossy_layer.add(1)
+    await a.send_json_to(say("nobody rang the bell", "a-1"))
+    await a.receive_json_from(timeout=5)
+    heard = await b.receive_json_from(timeout=5)
+    assert (heard["type"], heard["body"]["seq"]) == ("message", 1)
+    assert await b.receive_nothing(timeout=0.5)  # not delivered again by later catch-ups
+    await a.disconnect()
+    await b.disconnect()
