@@ -32,11 +32,15 @@ def _owner(request: HttpRequest) -> User:
 
 class AgentIn(Schema):
     name: str
+    advisor_only: bool = False
+    declared_tools: list[str] | None = None
 
 
 class AgentOut(Schema):
     id: UUID
     name: str
+    advisor_only: bool
+    declared_tools: list[str] | None
     token_prefix: str
     token_issued_at: datetime
     token_last_used_at: datetime | None
@@ -129,7 +133,12 @@ def agents_list(request: HttpRequest) -> list[AgentOut]:
 
 @router.post("/agents", response={201: IssuedAgentOut})
 def agents_register(request: HttpRequest, payload: AgentIn) -> Status[IssuedAgentOut]:
-    issued = services.agent_register(owner=_owner(request), name=payload.name)
+    issued = services.agent_register(
+        owner=_owner(request),
+        name=payload.name,
+        advisor_only=payload.advisor_only,
+        declared_tools=payload.declared_tools,
+    )
     return Status(201, IssuedAgentOut(agent=_agent_out(issued.agent), token=issued.token))
 
 

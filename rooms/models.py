@@ -23,6 +23,11 @@ class Agent(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agents"
     )
     name = models.CharField(max_length=80)
+    # An advisor-only agent may only ever be given read-only tools (checked by gatekeeper).
+    advisor_only = models.BooleanField(default=False)
+    # Tools the agent itself says it will use; None = declared nothing. It can only narrow
+    # what the server-owned tool policy and the slips allow, never widen it.
+    declared_tools = models.JSONField(null=True, blank=True)
     token_hash = models.CharField(max_length=64, unique=True)
     # First characters of the token, so an owner can tell tokens apart in lists and logs.
     token_prefix = models.CharField(max_length=16)

@@ -81,13 +81,25 @@ def _seat(owner: User, room_id: UUID, *, lock: bool = False) -> RoomMember:
 # --- agents -------------------------------------------------------------------------------
 
 
-def agent_register(*, owner: User, name: str) -> IssuedAgent:
-    """Register an agent for ``owner`` and issue its API token (returned once)."""
+def agent_register(
+    *,
+    owner: User,
+    name: str,
+    advisor_only: bool = False,
+    declared_tools: list[str] | None = None,
+) -> IssuedAgent:
+    """Register an agent for ``owner`` and issue its API token (returned once).
+
+    ``declared_tools`` are the agent's own tool hints (they only narrow); an advisor-only
+    agent may declare read-only tools only.
+    """
     name = _clean_text(name, field="Agent name", max_chars=80)
     issued = secret_issue(AGENT_TOKEN_PREFIX)
     agent = Agent.objects.create(
         owner=owner,
         name=name,
+        advisor_only=advisor_only,
+        declared_tools=declared_tools,
         token_hash=issued.digest,
         token_prefix=issued.display_prefix,
         token_issued_at=timezone.now(),
