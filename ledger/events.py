@@ -1,0 +1,268 @@
+"""Typed ledger event records: one frozen pydantic model per event type.
+
+Events hold non-content metadata only: identifiers, rule ids, decisions, counts and hashes.
+Every string field has a constrained pattern and length, so message text, vault values or
+artifact bodies cannot be slipped into the ledger, even by mistake: a sentence has spaces, and
+a vault value does not fit an identifier pattern. Models are strict (no coercion: ``"3"`` is
+not an int, ``True`` is not a count) and forbid extra fields.
+
+Callers never pass ``kind``; it defaults to the model's literal and is the union's
+discriminator. The fields other than ``kind`` are the event's ``data`` in the hash chain
+(see ``docs/ledger.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
+
+# An identifier: a UUID, a database id, a key fingerprint, "owner:42". No spaces, no free text.
+Identifier = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$", max_length=64)
+]
+# A rule id or short reason slug: "bad_signature", "slip.expired", "SYN-TRUST-002".
+RuleId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,47}$", max_length=48)]
+# A lowercase hex SHA-256 digest.
+Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+# Counts and turn numbers: non-negative and far below 2**53 (RFC 8785 numbers stay exact).
+Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
+
+ParticipantKind = Literal["owner", "agent"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+# --- presence -------------------------------------------------------------------------------
+
+
+class Join(_Event):
+    kind: Literal["join"] = "join"
+    participant_id: Identifier
+    participant_kind: ParticipantKind
+
+
+class Leave(_Event):
+    kind: Literal["leave"] = "leave"
+    participant_id: Identifier
+    participant_kind: ParticipantKind
+
+
+# --- slips and keys -------------------------------------------------------------------------
+
+
+class SlipSigned(_Event):
+    kind: Literal["slip_signed"] = "slip_signed"
+    owner_id: Identifier
+    agent_id: Identifier
+    slip_id: Identifier
+    key_id: Identifier
+    capability_count: Count
+
+
+class SlipRejected(_Event):
+    kind: Literal["slip_rejected"] = "slip_rejected"
+    owner_id: Identifier
+    agent_id: Identifier
+    reason: RuleId
+
+
+class KeyEnrolled(_Event):
+    kind: Literal["key_enrolled"] = "key_enrolled"
+    owner_id: Identifier
+    key_id: Identifier
+    after_key_loss: bool
+
+
+class KeyRotated(_Event):
+    kind: Literal["key_rotated"] = "key_rotated"
+    owner_id: Identifier
+    old_key_id: Identifier
+    new_key_id: Identifier
+
+
+class KeyRevoked(_Event):
+    kind: Literal["key_revoked"] = "key_revoked"
+    owner_id: Identifier
+    key_id: Identifier
+
+
+# --- decisions ------------------------------------------------------------------------------
+
+
+class Disclosure(_Event):
+    """A slip item was placed in an agent's context: which item, whose, to whom, which turn."""
+
+    kind: Literal["disclosure"] = "disclosure"
+    owner_id: Identifier
+    item_id: Identifier
+    recipient_agent_id: Identifier
+    turn: Count
+
+
+class Denial(_Event):
+    """A check said no: which rule fired, for whom, about what."""
+
+    kind: Literal["denial"] = "denial"
+    rule: RuleId
+    subject_id: Identifier
+    resource_id: Identifier | None = None
+
+
+class ActionRequested(_Event):
+    kind: Literal["action_requested"] = "action_requested"
+    action_id: Identifier
+    agent_id: Identifier
+    tool: RuleId
+    schema_hash: Sha256Hex | None = None
+
+
+class GrantRequested(_Event):
+    kind: Literal["grant_requested"] = "grant_requested"
+    grant_id: Identifier
+    action_id: Identifier
+    owner_id: Identifier
+
+
+class GrantApproved(_Event):
+    kind: Literal["grant_approved"] = "grant_approved"
+    grant_id: Identifier
+    action_id: Identifier
+    owner_id: Identifier
+    key_id: Identifier | None = None
+
+
+class GrantDenied(_Event):
+    kind: Literal["grant_denied"] = "grant_denied"
+    grant_id: Identifier
+    action_id: Identifier
+    owner_id: Identifier
+    reason: RuleId
+
+
+class GrantExpired(_Event):
+    kind: Literal["grant_expired"] = "grant_expired"
+    grant_id: Identifier
+    action_id: Identifier
+
+
+class ActionExecuted(_Event):
+    kind: Literal["action_executed"] = "action_executed"
+    action_id: Identifier
+    agent_id: Identifier
+    tool: RuleId
+    grant_id: Identifier | None = None
+    outcome: Literal["ok", "failed"]
+
+
+class ForkOpened(_Event):
+    kind: Literal["fork_opened"] = "fork_opened"
+    fork_id: Identifier
+    reason_rule: RuleId
+    owner_id: Identifier | None = None
+
+
+class ForkResolved(_Event):
+    kind: Literal["fork_resolved"] = "fork_resolved"
+    fork_id: Identifier
+    by: Identifier
+    resolution: RuleId
+
+
+# --- safeguards -----------------------------------------------------------------------------
+
+
+class FlareRaised(_Event):
+    kind: Literal["flare_raised"] = "flare_raised"
+    agent_id: Identifier
+    reason: RuleId
+
+
+class InjectionSuspected(_Event):
+    """Points at the transcript message by number; the text itself never enters the ledger."""
+
+    kind: Literal["injection_suspected"] = "injection_suspected"
+    source_agent_id: Identifier
+    message_seq: Count
+    rule: RuleId
+
+
+# --- room lifecycle -------------------------------------------------------------------------
+
+
+class RoomPaused(_Event):
+    kind: Literal["room_paused"] = "room_paused"
+    by: Identifier
+    reason_rule: RuleId
+
+
+class RoomResumed(_Event):
+    kind: Literal["room_resumed"] = "room_resumed"
+    by: Identifier
+
+
+class RoomClosed(_Event):
+    kind: Literal["room_closed"] = "room_closed"
+    by: Identifier
+
+
+class RoomContentDeleted(_Event):
+    kind: Literal["room_content_deleted"] = "room_content_deleted"
+    by: Identifier
+    messages_deleted: Count
+    artifacts_deleted: Count
+
+
+class RetentionPurge(_Event):
+    """Events up to ``through_seq`` were purged; ``through_hash`` is the new checkpoint."""
+
+    kind: Literal["retention_purge"] = "retention_purge"
+    through_seq: Count
+    through_hash: Sha256Hex
+    events_purged: Count
+    window_days: Count
+
+
+LedgerEventRecord = Annotated[
+    Join
+    | Leave
+    | SlipSigned
+    | SlipRejected
+    | KeyEnrolled
+    | KeyRotated
+    | KeyRevoked
+    | Disclosure
+    | Denial
+    | ActionRequested
+    | GrantRequested
+    | GrantApproved
+    | GrantDenied
+    | GrantExpired
+    | ActionExecuted
+    | ForkOpened
+    | ForkResolved
+    | FlareRaised
+    | InjectionSuspected
+    | RoomPaused
+    | RoomResumed
+    | RoomClosed
+    | RoomContentDeleted
+    | RetentionPurge,
+    Field(discriminator="kind"),
+]
+
+# Parses stored ``{"kind": ..., **data}`` back into a record (receipts, tests).
+event_record_adapter: TypeAdapter[LedgerEventRecord] = TypeAdapter(LedgerEventRecord)
+
+EVENT_KINDS: tuple[str, ...] = tuple(
+    model.model_fields["kind"].default
+    for model in _Event.__subclasses__()  # every concrete event type, in declaration order
+)
+
+
+def event_record_parse(*, kind: str, data: dict[str, object]) -> LedgerEventRecord:
+    """Rebuild a typed record from a stored event's ``kind`` and ``data`` (raises if invalid)."""
+    # Stored JSON has no Python types to be strict about; validate from JSON semantics.
+    return event_record_adapter.validate_python({**data, "kind": kind}, strict=False)

@@ -1,0 +1,64 @@
+"""Ledger storage: events, one head row per room, and signed heads.
+
+Rooms are referenced by UUID value only (no foreign key): the ledger is the floor of the
+house and outlives the rooms' content. Only ``ledger.services.ledger_append`` inserts events,
+only ``ledger.retention`` deletes them; nothing updates them.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from ledger.chain import GENESIS_HASH
+
+
+class LedgerEvent(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    room_id = models.UUIDField()
+    seq = models.PositiveBigIntegerField()
+    kind = models.CharField(max_length=40)
+    occurred_at = models.DateTimeField()
+    # Metadata only (the typed record minus ``kind``); see ledger.events.
+    data = models.JSONField()
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            # The chain cannot fork: one event per number per room, even if a lock is missed.
+            models.UniqueConstraint(fields=["room_id", "seq"], name="ledger_event_room_seq")
+        ]
+        indexes = [models.Index(fields=["occurred_at"], name="ledger_event_occurred")]
+
+    def __str__(self) -> str:
+        return f"{self.room_id}#{self.seq} {self.kind}"
+
+
+class LedgerHead(models.Model):
+    """The tip of a room's chain (locked for every append) and its retention checkpoint."""
+
+    room_id = models.UUIDField(primary_key=True)
+    seq = models.PositiveBigIntegerField(default=0)
+    hash = models.CharField(max_length=64, default=GENESIS_HASH)
+    # Events up to checkpoint_seq were purged; checkpoint_hash was the hash of the last one.
+    checkpoint_seq = models.PositiveBigIntegerField(default=0)
+    checkpoint_hash = models.CharField(max_length=64, default=GENESIS_HASH)
+
+    def __str__(self) -> str:
+        return f"{self.room_id}@{self.seq}"
+
+
+class SignedHead(models.Model):
+    """A server signature over a room's (seq, hash) at a moment: pins history against
+    truncation or rewriting by whoever holds the database but not the signing key."""
+
+    id = models.BigAutoField(primary_key=True)
+    room_id = models.UUIDField(db_index=True)
+    seq = models.PositiveBigIntegerField()
+    hash = models.CharField(max_length=64)
+    signed_at = models.CharField(max_length=32)  # chain timestamp form, exactly as signed
+    public_key = models.CharField(max_length=64)  # base64 Ed25519 public key
+    signature = models.CharField(max_length=128)  # base64 Ed25519 signature
+
+    def __str__(self) -> str:
+        return f"{self.room_id}@{self.seq} signed {self.signed_at}"

@@ -1,0 +1,120 @@
+"""The one way to write the ledger: ``ledger_append``.
+
+Call it **inside the caller's** ``transaction.atomic()`` block, before the effect it records,
+so the event and the effect commit together or not at all (invariant 3: a decision that
+cannot be recorded is a denial). It raises ``LedgerAppendError`` on any failure; callers treat
+that as a deny, and the exception unwinding their atomic block rolls back the effect::
+
+    with transaction.atomic():
+        ledger_append(room_id=room.id, event=Disclosure(...))
+        ...  # the disclosure itself
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+import rfc8785
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+from pydantic import BaseModel
+
+from ledger.chain import GENESIS_HASH, MAX_CANONICAL_BYTES, event_canonical_bytes, occurred_at_text
+from ledger.events import LedgerEventRecord
+from ledger.models import LedgerEvent, LedgerHead
+
+
+class LedgerError(Exception):
+    """Base of the ledger's errors."""
+
+
+class LedgerAppendError(LedgerError):
+    """The event was not recorded. Deny the operation it guarded (and let the atomic block
+    roll back whatever else it did)."""
+
+
+@dataclass(frozen=True)
+class AppendedEvent:
+    room_id: UUID
+    seq: int
+    kind: str
+    occurred_at: datetime
+    prev_hash: str
+    hash: str
+
+
+def ledger_append(*, room_id: UUID, event: LedgerEventRecord) -> AppendedEvent:
+    """Append ``event`` to ``room_id``'s chain; must run inside ``transaction.atomic()``.
+
+    Three queries in the usual case: lock the room's head row (``SELECT … FOR UPDATE`` on
+    PostgreSQL; SQLite's IMMEDIATE transactions already serialise writers), insert the event,
+    move the head. The first event of a room also creates the head row. Raises
+    ``LedgerAppendError`` (nothing recorded) when not in an atomic block, when the record is
+    not a ledger event, or when the database refuses; it then marks the caller's atomic
+    block for rollback, so the guarded effect cannot commit even if the error is caught.
+    """
+    if not transaction.get_connection().in_atomic_block:
+        raise LedgerAppendError(
+            "ledger_append must run inside the caller's transaction.atomic() block, so the "
+            "event and the effect it records commit together."
+        )
+    if not isinstance(event, BaseModel) or "kind" not in type(event).model_fields:
+        raise LedgerAppendError(f"not a ledger event record: {type(event).__name__}")
+    kind: str = event.kind  # type: ignore[union-attr]
+    data = event.model_dump(mode="json", exclude={"kind"})
+    try:
+        head = _head_locked(room_id)
+        seq = head.seq + 1
+        occurred_at = timezone.now()
+        canonical = event_canonical_bytes(
+            room_id=room_id,
+            seq=seq,
+            kind=kind,
+            occurred_at=occurred_at_text(occurred_at),
+            data=data,
+            prev_hash=head.hash,
+        )
+        if len(canonical) > MAX_CANONICAL_BYTES:
+            raise LedgerAppendError(f"{kind} event is {len(canonical)} bytes; metadata only")
+        digest = hashlib.sha256(canonical).hexdigest()
+        LedgerEvent.objects.create(
+            room_id=room_id,
+            seq=seq,
+            kind=kind,
+            occurred_at=occurred_at,
+            data=data,
+            prev_hash=head.hash,
+            hash=digest,
+        )
+        LedgerHead.objects.filter(room_id=room_id).update(seq=seq, hash=digest)
+    except (LedgerAppendError, DatabaseError, rfc8785.CanonicalizationError, ValueError) as exc:
+        # Fail closed: the caller's atomic block rolls back even if it catches this error,
+        # so the effect this event guarded cannot commit without its record.
+        transaction.set_rollback(True)
+        if isinstance(exc, LedgerAppendError):
+            raise
+        raise LedgerAppendError(f"ledger append failed: {exc}") from exc
+    return AppendedEvent(
+        room_id=room_id,
+        seq=seq,
+        kind=kind,
+        occurred_at=occurred_at,
+        prev_hash=head.hash,
+        hash=digest,
+    )
+
+
+def _head_locked(room_id: UUID) -> LedgerHead:
+    """The room's head row, locked until the transaction ends; created on first use."""
+    head = LedgerHead.objects.select_for_update().filter(room_id=room_id).first()
+    if head is None:
+        # Two first appends may race: ignore_conflicts makes the loser reuse the winner's row,
+        # and the lock below then serialises them.
+        LedgerHead.objects.bulk_create(
+            [LedgerHead(room_id=room_id, seq=0, hash=GENESIS_HASH)], ignore_conflicts=True
+        )
+        head = LedgerHead.objects.select_for_update().get(room_id=room_id)
+    return head

@@ -1,0 +1,110 @@
+"""The server's Ed25519 ledger key: signs room heads so history cannot be quietly cut back.
+
+Production reads the key from ``SYNAPSIA_LEDGER_SIGNING_KEY`` (base64 of a 32-byte seed) and
+refuses to sign without it. The embedded profile generates one on first use and keeps it in
+``var/`` (mode 0600), so a laptop needs no setup.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import hashlib
+import os
+from pathlib import Path
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from nacl.signing import SigningKey
+
+from ledger.chain import GENESIS_HASH, head_signed_bytes, occurred_at_text
+from ledger.models import LedgerHead, SignedHead
+from ledger.services import LedgerError
+
+
+class LedgerSigningUnavailable(LedgerError):
+    """No server signing key is configured (production without SYNAPSIA_LEDGER_SIGNING_KEY)."""
+
+
+def _seed_decode(text: str, *, source: str) -> bytes:
+    try:
+        seed = base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise LedgerSigningUnavailable(f"{source} is not valid base64") from None
+    if len(seed) != 32:
+        raise LedgerSigningUnavailable(f"{source} must decode to 32 bytes (got {len(seed)})")
+    return seed
+
+
+def _embedded_seed(path: Path) -> bytes:
+    """Read the embedded profile's key, creating it (0600, never overwritten) on first use."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _seed_decode(path.read_text(), source=str(path))
+    with os.fdopen(fd, "w") as handle:
+        handle.write(base64.b64encode(os.urandom(32)).decode() + "\n")
+    return _seed_decode(path.read_text(), source=str(path))
+
+
+@functools.cache
+def _signing_key() -> SigningKey:
+    configured: str = settings.SYNAPSIA["LEDGER_SIGNING_KEY"]
+    if configured:
+        return SigningKey(_seed_decode(configured, source="SYNAPSIA_LEDGER_SIGNING_KEY"))
+    if settings.PROFILE != "embedded":
+        raise LedgerSigningUnavailable(
+            "The production profile signs ledger heads with SYNAPSIA_LEDGER_SIGNING_KEY: set it "
+            'to base64 of 32 random bytes (python -c "import base64, os; '
+            'print(base64.b64encode(os.urandom(32)).decode())") and keep it secret.'
+        )
+    return SigningKey(_embedded_seed(Path(settings.SYNAPSIA["LEDGER_SIGNING_KEY_PATH"])))
+
+
+def ledger_public_key() -> str:
+    """The server's current head-signing public key, base64 (raises if none is configured)."""
+    return base64.b64encode(bytes(_signing_key().verify_key)).decode()
+
+
+def ledger_key_id(public_key_b64: str) -> str:
+    """A short fingerprint: the first 16 hex digits of SHA-256 over the raw public key."""
+    return hashlib.sha256(base64.b64decode(public_key_b64)).hexdigest()[:16]
+
+
+def ledger_trusted_public_keys() -> frozenset[str]:
+    """Keys whose signed heads verification accepts: the current one and any retired ones
+    listed in ``SYNAPSIA_LEDGER_RETIRED_PUBLIC_KEYS``. Empty when no key is configured."""
+    retired = frozenset(settings.SYNAPSIA["LEDGER_RETIRED_PUBLIC_KEYS"])
+    try:
+        return retired | {ledger_public_key()}
+    except LedgerSigningUnavailable:
+        return retired
+
+
+def ledger_sign_head(*, room_id: UUID) -> SignedHead:
+    """Sign and store the room's current head (seq, hash). Call on pause and close.
+
+    Runs in its own atomic block (or the caller's) with the head row locked, so the signed
+    pair is exactly the chain's tip. A room with no events signs ``(0, GENESIS_HASH)``.
+    Raises ``LedgerSigningUnavailable`` when production has no key.
+    """
+    key = _signing_key()
+    with transaction.atomic():
+        head = LedgerHead.objects.select_for_update().filter(room_id=room_id).first()
+        seq, head_hash = (head.seq, head.hash) if head else (0, GENESIS_HASH)
+        signed_at = occurred_at_text(timezone.now())
+        signature = key.sign(
+            head_signed_bytes(room_id=room_id, seq=seq, head_hash=head_hash, signed_at=signed_at)
+        ).signature
+        return SignedHead.objects.create(
+            room_id=room_id,
+            seq=seq,
+            hash=head_hash,
+            signed_at=signed_at,
+            public_key=base64.b64encode(bytes(key.verify_key)).decode(),
+            signature=base64.b64encode(signature).decode(),
+        )
