@@ -66,7 +66,7 @@ def ledger_append(*, room_id: UUID, event: LedgerEventRecord) -> AppendedEvent:
     kind: str = event.kind  # type: ignore[union-attr]
     data = event.model_dump(mode="json", exclude={"kind"})
     try:
-        head = _head_locked(room_id)
+        head = ledger_head_locked(room_id)
         seq = head.seq + 1
         occurred_at = timezone.now()
         canonical = event_canonical_bytes(
@@ -107,8 +107,9 @@ def ledger_append(*, room_id: UUID, event: LedgerEventRecord) -> AppendedEvent:
     )
 
 
-def _head_locked(room_id: UUID) -> LedgerHead:
-    """The room's head row, locked until the transaction ends; created on first use."""
+def ledger_head_locked(room_id: UUID) -> LedgerHead:
+    """The room's head row, locked until the transaction ends; created on first use.
+    Only inside ``transaction.atomic()`` (the ledger's own writers use it)."""
     head = LedgerHead.objects.select_for_update().filter(room_id=room_id).first()
     if head is None:
         # Two first appends may race: ignore_conflicts makes the loser reuse the winner's row,

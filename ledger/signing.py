@@ -20,9 +20,9 @@ from django.db import transaction
 from django.utils import timezone
 from nacl.signing import SigningKey
 
-from ledger.chain import GENESIS_HASH, head_signed_bytes, occurred_at_text
-from ledger.models import LedgerHead, SignedHead
-from ledger.services import LedgerError
+from ledger.chain import head_signed_bytes, occurred_at_text
+from ledger.models import SignedHead
+from ledger.services import LedgerError, ledger_head_locked
 
 
 class LedgerSigningUnavailable(LedgerError):
@@ -94,8 +94,8 @@ def ledger_sign_head(*, room_id: UUID) -> SignedHead:
     """
     key = _signing_key()
     with transaction.atomic():
-        head = LedgerHead.objects.select_for_update().filter(room_id=room_id).first()
-        seq, head_hash = (head.seq, head.hash) if head else (0, GENESIS_HASH)
+        head = ledger_head_locked(room_id)
+        seq, head_hash = head.seq, head.hash
         signed_at = occurred_at_text(timezone.now())
         signature = key.sign(
             head_signed_bytes(room_id=room_id, seq=seq, head_hash=head_hash, signed_at=signed_at)
