@@ -13,7 +13,8 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 SERVICES_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	SYNAPSIA_TEST_SERVICES=1 SYNAPSIA_SECURE_SSL_REDIRECT=false SYNAPSIA_CONN_MAX_AGE=0 \
-	SYNAPSIA_SECRET_KEY=test-only-key-for-the-services-pass-of-make-test-not-for-deploys
+	SYNAPSIA_SECRET_KEY=test-only-key-for-the-services-pass-of-make-test-not-for-deploys \
+	SYNAPSIA_LEDGER_SIGNING_KEY=c3luYXBzaWEtdGVzdC1vbmx5LWxlZGdlci1zZWVkISE=
 
 .PHONY: run test lint typecheck schemas bench clean
 

@@ -136,6 +136,9 @@ class RoomConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(
                 realtime.agent_group(self.participant.agent_id), self.channel_name
             )
+            await database_sync_to_async(services.agent_leave)(
+                room_id=self.participant.room_id, agent_id=self.participant.agent_id
+            )
 
     # --- frames from the client -----------------------------------------------------------
 

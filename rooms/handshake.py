@@ -14,8 +14,11 @@ from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
+from django.db import transaction
 from django.http.request import validate_host
 
+from ledger.events import Join
+from ledger.services import LedgerAppendError, ledger_append
 from rooms import selectors
 from rooms.models import Room, RoomMember, RoomState
 from rooms.protocol import CloseCode
@@ -85,6 +88,15 @@ def admit(
             return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
         if seat.room.state not in _JOINABLE:
             return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {seat.room.state}.")
+        try:
+            with transaction.atomic():
+                ledger_append(
+                    room_id=room_uuid,
+                    event=Join(participant_id=str(agent.id), participant_kind="agent"),
+                )
+        except LedgerAppendError:
+            # A join that cannot be recorded does not happen.
+            return Refusal(CloseCode.TRY_AGAIN, "The room cannot record your join right now.")
         return Participant("agent", room_uuid, seat.owner_id, agent.id, seat.acked_seq)
 
     # Browsers: a session, and an Origin (browsers always send one on WebSocket upgrades).

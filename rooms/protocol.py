@@ -42,6 +42,7 @@ class CloseCode(enum.IntEnum):
     ORIGIN_NOT_ALLOWED = 4406  # a browser Origin outside the allowed hosts
     ROOM_NOT_JOINABLE = 4409  # the room is a draft or closed
     REPLACED = 4001  # the same agent connected again; the older socket is closed
+    TRY_AGAIN = 1013  # the join could not be recorded in the ledger; retry later
 
 
 class _Frame(BaseModel):

@@ -18,6 +18,9 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from ledger.events import Join, Leave, RoomClosed, RoomPaused, RoomResumed
+from ledger.services import ledger_append
+from ledger.signing import ledger_sign_head
 from rooms import realtime
 from rooms.bearer import AGENT_TOKEN_PREFIX, INVITE_TOKEN_PREFIX, secret_digest, secret_issue
 from rooms.errors import Invalid, InvalidState, InviteUnusable, NotFound
@@ -153,6 +156,9 @@ def room_create(*, owner: User, purpose: str, charter: str) -> Room:
         ),
     )
     RoomMember.objects.create(room=room, owner=owner, role=MemberRole.CREATOR)
+    ledger_append(
+        room_id=room.id, event=Join(participant_id=str(owner.pk), participant_kind="owner")
+    )
     return room
 
 
@@ -200,6 +206,9 @@ def invite_accept(*, owner: User, token: str) -> RoomMember:
     invite.used_at = timezone.now()
     invite.used_by = owner
     invite.save(update_fields=["used_at", "used_by"])
+    ledger_append(
+        room_id=room.id, event=Join(participant_id=str(owner.pk), participant_kind="owner")
+    )
     return RoomMember.objects.create(room=room, owner=owner, role=MemberRole.INVITEE)
 
 
@@ -231,11 +240,29 @@ def room_transition(*, owner: User, room_id: UUID, to: RoomState) -> Room:
             raise InvalidState("Invite the second owner before opening the room.")
         if any(s.agent is None or s.agent.revoked_at is not None for s in seats):
             raise InvalidState("Each owner must bind an active agent before the room opens.")
+    by = str(owner.pk)
+    if to == RoomState.PAUSED:
+        ledger_append(room_id=room.id, event=RoomPaused(by=by, reason_rule="owner_request"))
+    elif to == RoomState.CLOSED:
+        ledger_append(room_id=room.id, event=RoomClosed(by=by))
+    elif room.state == RoomState.PAUSED:
+        ledger_append(room_id=room.id, event=RoomResumed(by=by))
     room.state = to
     room.state_changed_at = timezone.now()
     room.save(update_fields=["state", "state_changed_at"])
+    if to in (RoomState.PAUSED, RoomState.CLOSED):
+        # Both owners' browsers compare later histories against this signed head.
+        ledger_sign_head(room_id=room.id)
     realtime.announce_room_state(room.id, room.state)
     return room
+
+
+@transaction.atomic
+def agent_leave(*, room_id: UUID, agent_id: UUID) -> None:
+    """Record that an agent's socket left the room."""
+    ledger_append(
+        room_id=room_id, event=Leave(participant_id=str(agent_id), participant_kind="agent")
+    )
 
 
 # --- transcript ---------------------------------------------------------------------------
