@@ -6,8 +6,10 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema
 from ninja.security import django_auth
 
+from ledger.api import router as ledger_router
 from rooms.api import router as rooms_router
 from rooms.errors import RoomError
+from rooms.ledger_api import router as rooms_ledger_router
 
 api = NinjaAPI(
     title="Synapsia",
@@ -39,3 +41,5 @@ def me(request: HttpRequest) -> MeOut:
 
 
 api.add_router("/", rooms_router)
+api.add_router("/ledger", ledger_router)
+api.add_router("/", rooms_ledger_router)

@@ -1,0 +1,137 @@
+"""Verify a Synapsia ledger export without Synapsia: ``python -m ledger.verify_export FILE.json``.
+
+Self-contained on purpose: needs only the standard library, ``rfc8785`` and ``PyNaCl``, and
+imports nothing else from Synapsia, so a third party can copy this one file and run it. It
+re-implements the encoding in docs/ledger.md independently of the server's code.
+
+Exit status 0 when the chain, checkpoint, head and every signed head verify; 1 otherwise,
+naming the first bad sequence number. ``--public-key BASE64`` pins the server key you
+obtained yourself (e.g. from ``GET /api/ledger/public-key``) instead of trusting the file's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import hashlib
+import json
+import sys
+from typing import Any
+
+import rfc8785
+from nacl.exceptions import BadSignatureError
+from nacl.signing import VerifyKey
+
+GENESIS = "0" * 64
+FORMAT = "synapsia-ledger-export/1"
+
+
+class Broken(Exception):
+    def __init__(self, seq: int | None, problem: str) -> None:
+        super().__init__(problem)
+        self.seq, self.problem = seq, problem
+
+
+def _hash(room_id: str, event: dict[str, Any]) -> str:
+    envelope = {
+        "room_id": room_id,
+        "seq": event["seq"],
+        "kind": event["kind"],
+        "occurred_at": event["occurred_at"],
+        "data": event["data"],
+        "prev_hash": event["prev_hash"],
+    }
+    return hashlib.sha256(rfc8785.dumps(envelope)).hexdigest()
+
+
+def verify(export: dict[str, Any], *, pinned_key: str | None = None) -> str:
+    """Return a one-line success summary, or raise ``Broken``."""
+    if export.get("format") != FORMAT:
+        raise Broken(None, f"not a {FORMAT} file")
+    room_id = str(export["room_id"])
+    checkpoint = export["checkpoint"]
+    expected_seq, expected_prev = int(checkpoint["seq"]) + 1, str(checkpoint["hash"])
+    if checkpoint["seq"] == 0 and expected_prev != GENESIS:
+        raise Broken(1, "a chain without a checkpoint must start from the genesis hash")
+    hashes: dict[int, str] = {int(checkpoint["seq"]): expected_prev}
+    last_purge: tuple[Any, Any] | None = None
+    for event in export["events"]:
+        seq = event.get("seq")
+        if type(seq) is not int or seq != expected_seq:
+            raise Broken(expected_seq, f"expected event {expected_seq}, found {seq!r}")
+        if not isinstance(event.get("data"), dict):
+            raise Broken(seq, "event data is not an object")
+        if event["prev_hash"] != expected_prev:
+            raise Broken(seq, "prev_hash does not match the event before it")
+        try:
+            recomputed = _hash(room_id, event)
+        except (rfc8785.CanonicalizationError, KeyError, TypeError, ValueError) as exc:
+            raise Broken(seq, f"event cannot be canonicalised ({exc})") from None
+        if recomputed != event["hash"]:
+            raise Broken(seq, "stored hash does not match the recomputed hash")
+        if event["kind"] == "retention_purge":
+            last_purge = (event["data"].get("through_seq"), event["data"].get("through_hash"))
+        hashes[seq] = recomputed
+        expected_seq, expected_prev = seq + 1, recomputed
+    last_seq = expected_seq - 1
+    head = export["head"]
+    if (head["seq"], head["hash"]) != (last_seq, expected_prev):
+        raise Broken(min(head["seq"], last_seq) + 1, "the head is not the chain's last event")
+    if checkpoint["seq"] > 0 and last_purge != (checkpoint["seq"], checkpoint["hash"]):
+        raise Broken(checkpoint["seq"] + 1, "no retention_purge event names the checkpoint")
+
+    server = export.get("server_public_key") or {}
+    trusted = pinned_key or server.get("public_key")
+    prefix = str(export.get("signed_message_prefix", "")).encode()
+    if prefix != b"synapsia-ledger-head-v1\n":
+        raise Broken(None, "unexpected signed message prefix")
+    for signed in export.get("signed_heads", []):
+        if trusted is None or signed["public_key"] != trusted:
+            raise Broken(signed["seq"], "a signed head is signed by an untrusted key")
+        message = prefix + rfc8785.dumps(
+            {
+                "room_id": room_id,
+                "seq": signed["seq"],
+                "hash": signed["hash"],
+                "signed_at": signed["signed_at"],
+            }
+        )
+        try:
+            VerifyKey(base64.b64decode(trusted, validate=True)).verify(
+                message, base64.b64decode(signed["signature"], validate=True)
+            )
+        except (BadSignatureError, binascii.Error, ValueError) as exc:
+            raise Broken(signed["seq"], f"a signed head's signature is invalid ({exc})") from None
+        if signed["seq"] > last_seq:
+            raise Broken(last_seq + 1, f"signed head at {signed['seq']}: the chain is truncated")
+        if signed["seq"] in hashes and hashes[signed["seq"]] != signed["hash"]:
+            raise Broken(signed["seq"], "a signed head names a different hash at this number")
+    signed_count = len(export.get("signed_heads", []))
+    return (
+        f"room {room_id}: intact, events {int(checkpoint['seq']) + 1}..{last_seq}, "
+        f"{signed_count} signed head(s) verified"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("file", help="a ledger export (JSON)")
+    parser.add_argument("--public-key", help="the server's Ed25519 key (base64) to trust")
+    args = parser.parse_args(argv)
+    try:
+        with open(args.file, encoding="utf-8") as handle:
+            export = json.load(handle)
+        print(verify(export, pinned_key=args.public_key))
+    except Broken as broken:
+        where = f" at seq {broken.seq}" if broken.seq is not None else ""
+        print(f"BROKEN{where}: {broken.problem}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"BROKEN: unreadable export ({exc!r})", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

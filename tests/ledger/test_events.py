@@ -1,0 +1,82 @@
+"""Event records carry metadata only: content-like values are refused at construction."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from ledger import events
+from ledger.events import (
+    EVENT_KINDS,
+    Denial,
+    Disclosure,
+    Join,
+    KeyEnrolled,
+    KeyRevoked,
+    KeyRotated,
+    SlipRejected,
+    SlipSigned,
+    event_record_parse,
+)
+
+REQUIRED_KINDS = {
+    "join", "leave", "slip_signed", "slip_rejected", "key_enrolled", "key_rotated",
+    "key_revoked", "disclosure", "denial", "action_requested", "grant_requested",
+    "grant_approved", "grant_denied", "grant_expired", "action_executed", "fork_opened",
+    "fork_resolved", "flare_raised", "injection_suspected", "room_paused", "room_resumed",
+    "room_closed", "room_content_deleted", "retention_purge",
+}  # fmt: skip
+
+
+def test_every_required_kind_exists_and_defaults() -> None:
+    assert set(EVENT_KINDS) == REQUIRED_KINDS
+    assert Join(participant_id="a1", participant_kind="agent").kind == "join"
+
+
+def test_the_contract_other_apps_code_against() -> None:
+    assert KeyEnrolled(owner_id="7", key_id="k-1", after_key_loss=True).model_dump() == {
+        "kind": "key_enrolled", "owner_id": "7", "key_id": "k-1", "after_key_loss": True,
+    }  # fmt: skip
+    assert KeyRotated(owner_id="7", old_key_id="k-1", new_key_id="k-2").kind == "key_rotated"
+    assert KeyRevoked(owner_id="7", key_id="k-2").kind == "key_revoked"
+    signed = SlipSigned(owner_id="7", agent_id="a", slip_id="s", key_id="k", capability_count=2)
+    assert signed.capability_count == 2
+    assert (
+        SlipRejected(owner_id="7", agent_id="a", reason="bad_signature").reason == "bad_signature"
+    )
+
+
+CANARY = "my budget is 4000 EUR and I'm allergic to peanuts"
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Join(participant_id=CANARY, participant_kind="agent"),
+        lambda: Join(participant_id="a" * 65, participant_kind="agent"),
+        lambda: Join(participant_id="a1", participant_kind="operator"),
+        lambda: Denial(rule="not cleared", subject_id="a1"),
+        lambda: Denial(rule="slip.not_cleared", subject_id="a1", resource_id="line\nbreak"),
+        lambda: SlipRejected(owner_id="7", agent_id="a", reason="x" * 49),
+        lambda: Disclosure(owner_id="7", item_id="budget", recipient_agent_id="b", turn=-1),
+        lambda: Disclosure(owner_id="7", item_id="budget", recipient_agent_id="b", turn="3"),
+        lambda: Disclosure(owner_id="7", item_id="budget", recipient_agent_id="b", turn=1.5),
+        lambda: Disclosure(owner_id="7", item_id="budget", recipient_agent_id="b", turn=2**53),
+        lambda: Disclosure(
+            owner_id="7", item_id="budget", recipient_agent_id="b", turn=1, value="4000 EUR"
+        ),
+        lambda: KeyEnrolled(owner_id="7", key_id="k", after_key_loss="yes"),
+        lambda: events.ActionRequested(action_id="a", agent_id="b", tool="t", schema_hash="xyz"),
+    ],
+)
+def test_content_like_values_are_refused(build) -> None:
+    with pytest.raises(ValidationError):
+        build()
+
+
+def test_records_are_frozen_and_round_trip_through_storage_form() -> None:
+    record = Disclosure(owner_id="7", item_id="budget", recipient_agent_id="b", turn=3)
+    with pytest.raises(ValidationError):
+        record.turn = 4  # type: ignore[misc]
+    stored = record.model_dump(mode="json", exclude={"kind"})
+    assert event_record_parse(kind="disclosure", data=stored) == record
