@@ -128,3 +128,15 @@ def make_signer(make_owner: Callable[[str], Any]) -> Callable[..., Signer]:
         return Signer(owner, key, device, room_id or uuid.uuid4(), agent_id or uuid.uuid4())
 
     return make
+
+
+TEST_VAULT_KEY = b64url_encode(b"test-only vault key, 32+ bytes.." * 2)
+
+
+@pytest.fixture(autouse=True)
+def vault_key(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Production refuses to run the vault without SYNAPSIA_VAULT_KEY: give the services pass
+    one (here and, through the environment, to any Daphne the test starts)."""
+    if settings.PROFILE == "production":
+        settings.SLIPS = {**getattr(settings, "SLIPS", {}), "VAULT_KEY": TEST_VAULT_KEY}
+        monkeypatch.setenv("SYNAPSIA_VAULT_KEY", TEST_VAULT_KEY)

@@ -1,4 +1,4 @@
-"""Maximum uses hold under concurrency: 100 simultaneous uses with k left succeed exactly k times."""
+"""Maximum uses hold under concurrency: of 100 simultaneous uses with k left, exactly k pass."""
 
 from __future__ import annotations
 
