@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.contrib import admin
 from django.urls import include, path
 
 from synapsia import health
@@ -9,5 +10,6 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("api/", api.urls),
+    path("admin/", admin.site.urls),
     path("", include("frontend.urls")),
 ]

@@ -1,0 +1,128 @@
+"""Storage of the tool layer: sandbox effects, owners' webhook endpoints and deliveries, and
+the admin-editable rows of the per-agent tool policy.
+
+Rules live in ``gatekeeper.adapters`` and ``gatekeeper.policy``; models only describe storage
+(``ToolPolicyRule.clean`` calls the policy's validator so the admin cannot save an unsafe row).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+
+class SandboxEffect(models.Model):
+    """One executed tool call in the local sandbox: the record that it happened exactly once."""
+
+    idempotency_key = models.CharField(max_length=128, unique=True)
+    tool = models.CharField(max_length=64)
+    schema_version = models.CharField(max_length=16)
+    # SHA-256 of the canonical arguments: a replayed key with other arguments is refused.
+    arguments_sha256 = models.CharField(max_length=64)
+    arguments = models.JSONField()
+    output = models.JSONField()
+    room_id = models.UUIDField(null=True, blank=True)
+    agent_id = models.UUIDField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"sandbox {self.tool} {self.idempotency_key}"
+
+
+class WebhookEndpoint(models.Model):
+    """An owner's outgoing webhook. The signing secret is kept encrypted (AES-GCM under a key
+    derived from SECRET_KEY with HKDF), because we must be able to use it to sign; it is
+    shown to the owner once, when created."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="webhook_endpoints"
+    )
+    url = models.CharField(max_length=2000)
+    secret_sealed = models.TextField()
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"webhook {self.id}"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    SUCCEEDED = "succeeded", "Succeeded"
+    REFUSED = "refused", "Refused"
+    UNAVAILABLE = "unavailable", "Unavailable"
+
+
+class WebhookDelivery(models.Model):
+    """One tool call delivered to a webhook, retried until final. Keyed by idempotency key, so
+    a replayed call is answered from here and never posted twice by us."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="+")
+    idempotency_key = models.CharField(max_length=128, unique=True)
+    tool = models.CharField(max_length=64)
+    arguments_sha256 = models.CharField(max_length=64)
+    # The exact signed bytes (canonical JSON), identical on every retry.
+    body = models.TextField()
+    status = models.CharField(
+        max_length=12, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    reason_code = models.CharField(max_length=64, blank=True)
+    message = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"delivery {self.id} ({self.status})"
+
+
+class PolicyEffect(models.TextChoices):
+    ALLOW = "allow", "Allow"
+    DENY = "deny", "Deny"
+
+
+class ToolPolicyRule(models.Model):
+    """One server-owned policy entry: allow or deny ``tool`` (or ``*``, every tool) to the agent
+    ``agent_key`` (an agent's UUID, or ``*`` for every agent). Deny beats allow."""
+
+    agent_key = models.CharField(
+        max_length=36, help_text="An agent's id (UUID), or * for every agent."
+    )
+    tool = models.CharField(max_length=64, help_text="A registered tool name, or * for all.")
+    effect = models.CharField(max_length=5, choices=PolicyEffect.choices)
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["agent_key", "tool", "effect"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent_key", "tool", "effect"], name="one_policy_rule_per_effect"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.effect} {self.tool} for {self.agent_key}"
+
+    def clean(self) -> None:
+        # Imported here: policy imports this module.
+        from gatekeeper.errors import ToolPolicyError
+        from gatekeeper.policy import tool_policy_entry_validate
+
+        try:
+            tool_policy_entry_validate(agent_key=self.agent_key, tool=self.tool, effect=self.effect)
+        except ToolPolicyError as exc:
+            raise ValidationError(exc.message, code=exc.code) from None

@@ -1,0 +1,297 @@
+"""Per-agent tool policy: which registered tools an agent may be offered and may call.
+
+Server-owned (never the agent's say): entries come from an optional JSON file
+(``settings.SYNAPSIA["TOOL_POLICY_FILE"]``) and from ``ToolPolicyRule`` rows edited in the
+admin. Both are re-read on every call: no cached trust.
+
+How one (agent, tool) is decided, first match wins:
+
+1. the tool is not registered                          -> deny  ``tool.unknown``
+2. a deny entry for the agent or ``*`` names the tool (or ``*``) -> deny  ``policy.deny``
+3. an allow entry for the agent or ``*`` names it          -> allow ``policy.allow``
+4. some allow entry exists for the agent or ``*`` (allow-list mode) -> deny ``policy.not_allowed``
+5. no entry applies                                     -> ``TOOL_POLICY_DEFAULT``
+   (``deny_all`` in production, ``allow_all`` in the embedded profile; anything else is
+   read as ``deny_all``)
+
+An unreadable or invalid policy file denies everything (``policy.unreadable``).
+
+Effective tools = policy ∩ slip ∩ the agent's declared hints (when it declares any), and an
+advisor-only agent never gets a tool that is not read-only, whatever the entries say.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+
+from gatekeeper.errors import ToolPolicyError
+from gatekeeper.models import PolicyEffect, ToolPolicyRule
+from gatekeeper.tools import tool_get, tool_names, tools_all
+
+logger = logging.getLogger(__name__)
+
+ANY = "*"
+DEFAULTS = ("deny_all", "allow_all")
+MAX_POLICY_FILE_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class PolicyVerdict:
+    """Whether the policy allows a tool, and the rule that decided (for the ledger)."""
+
+    allowed: bool
+    rule: str
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    agent_key: str
+    tool: str
+    effect: str
+    source: str  # "file" or "db"
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def _agent_key_check(agent_key: str) -> str:
+    if agent_key == ANY:
+        return ANY
+    try:
+        return str(uuid.UUID(agent_key))
+    except (ValueError, AttributeError, TypeError):
+        raise ToolPolicyError(f"{agent_key!r} is neither an agent id (UUID) nor *.") from None
+
+
+def _agent_advisor_only(agent_key: str) -> bool | None:
+    """Whether the agent with this id is advisor-only; None if there is no such agent.
+
+    Looked up by app label rather than imported: rooms depends on gatekeeper, not the other
+    way round, and this reads one column of one row at validation time only.
+    """
+    agent_model = apps.get_model("rooms", "Agent")
+    row = agent_model.objects.filter(id=agent_key).values("advisor_only").first()
+    return None if row is None else bool(row["advisor_only"])
+
+
+def tool_policy_entry_validate(*, agent_key: str, tool: str, effect: str) -> None:
+    """Refuse an entry that names an unknown tool, is malformed, or would give an advisor-only
+    agent a tool that is not read-only. Raises ``ToolPolicyError`` with a clear message."""
+    key = _agent_key_check(agent_key)
+    if effect not in PolicyEffect.values:
+        raise ToolPolicyError(f"Effect must be allow or deny (got {effect!r}).")
+    if tool != ANY and tool_get(tool) is None:
+        raise ToolPolicyError(f"No tool called {tool[:64]!r} is registered.")
+    if effect != PolicyEffect.ALLOW or key == ANY:
+        return
+    granted = tools_all() if tool == ANY else (tool_get(tool),)
+    mutating = sorted(spec.name for spec in granted if spec is not None and not spec.read_only)
+    if mutating and _agent_advisor_only(key):
+        raise ToolPolicyError(
+            f"Agent {key} is advisor-only: it may only be allowed read-only tools, and "
+            f"{', '.join(mutating)} {'is' if len(mutating) == 1 else 'are'} not read-only."
+        )
+
+
+def tool_hints_validate(*, advisor_only: bool, declared_tools: list[str] | None) -> None:
+    """Check an agent's own tool hints at registration: every name must be a registered tool,
+    and an advisor-only agent may declare read-only tools only. Raises ``ToolPolicyError``."""
+    if declared_tools is None:
+        return
+    if not isinstance(declared_tools, list) or not all(isinstance(t, str) for t in declared_tools):
+        raise ToolPolicyError("Declared tools must be a list of tool names.")
+    unknown = sorted({t for t in declared_tools if tool_get(t) is None})
+    if unknown:
+        listed = ", ".join(repr(t[:64]) for t in unknown[:10])
+        raise ToolPolicyError(f"Unknown tool names: {listed}.")
+    if advisor_only:
+        mutating = sorted({t for t in declared_tools if not _spec(t).read_only})
+        if mutating:
+            raise ToolPolicyError(
+                "An advisor-only agent may declare read-only tools only; not read-only: "
+                + ", ".join(mutating)
+                + "."
+            )
+
+
+def _spec(name: str) -> Any:
+    spec = tool_get(name)
+    assert spec is not None  # callers check registration first
+    return spec
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def tool_policy_file_load(*, path: str) -> tuple[PolicyEntry, ...]:
+    """Parse and validate a policy file. Raises ``ToolPolicyError`` naming the problem.
+
+    Format::
+
+        {"version": 1,
+         "agents": {"*": {"allow": ["propose_time"], "deny": []},
+                    "<agent uuid>": {"allow": ["*"], "deny": ["spend"]}}}
+    """
+    file = Path(path)
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise ToolPolicyError(f"Tool policy file {path} cannot be read ({exc.strerror}).") from None
+    if len(raw) > MAX_POLICY_FILE_BYTES:
+        raise ToolPolicyError(f"Tool policy file {path} is larger than 1 MiB.")
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ToolPolicyError(f"Tool policy file {path} is not JSON ({exc}).") from None
+    if not isinstance(data, dict) or set(data) != {"version", "agents"} or data["version"] != 1:
+        raise ToolPolicyError(
+            f'Tool policy file {path} must be {{"version": 1, "agents": {{...}}}}.'
+        )
+    agents = data["agents"]
+    if not isinstance(agents, dict):
+        raise ToolPolicyError(f"Tool policy file {path}: agents must be an object.")
+    entries: list[PolicyEntry] = []
+    for agent_key, lists in agents.items():
+        where = f"Tool policy file {path}, agent {agent_key!r}"
+        if not isinstance(lists, dict) or not set(lists) <= {"allow", "deny"}:
+            raise ToolPolicyError(f"{where}: expected an object with allow and/or deny lists.")
+        for effect, tools in lists.items():
+            if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+                raise ToolPolicyError(f"{where}: {effect} must be a list of tool names.")
+            for tool in tools:
+                try:
+                    tool_policy_entry_validate(agent_key=agent_key, tool=tool, effect=effect)
+                except ToolPolicyError as exc:
+                    raise ToolPolicyError(f"{where}: {exc.message}") from None
+                entries.append(PolicyEntry(_agent_key_check(agent_key), tool, effect, "file"))
+    return tuple(entries)
+
+
+def _entries_for(agent_key: str) -> tuple[PolicyEntry, ...]:
+    """Every entry for this agent or ``*``, read now from the file and the database."""
+    keys = {ANY, agent_key}
+    entries: list[PolicyEntry] = []
+    path = settings.SYNAPSIA.get("TOOL_POLICY_FILE") or ""
+    if path:
+        entries.extend(e for e in tool_policy_file_load(path=path) if e.agent_key in keys)
+    rows = ToolPolicyRule.objects.filter(agent_key__in=keys).values_list(
+        "agent_key", "tool", "effect"
+    )
+    entries.extend(PolicyEntry(a, t, e, "db") for a, t, e in rows)
+    return tuple(entries)
+
+
+def _default_allows() -> tuple[bool, str]:
+    default = settings.SYNAPSIA.get("TOOL_POLICY_DEFAULT")
+    if default not in DEFAULTS:
+        # A typo must not open everything up.
+        return False, "policy.default_misconfigured"
+    return default == "allow_all", f"policy.default.{default}"
+
+
+def _decide(tool: str, entries: tuple[PolicyEntry, ...]) -> PolicyVerdict:
+    if tool_get(tool) is None:
+        return PolicyVerdict(False, "tool.unknown")
+    matching = [e for e in entries if e.tool in (tool, ANY)]
+    for entry in matching:
+        if entry.effect == PolicyEffect.DENY:
+            return PolicyVerdict(False, f"policy.deny:{entry.source}:{entry.agent_key}")
+    for entry in matching:
+        if entry.effect == PolicyEffect.ALLOW:
+            return PolicyVerdict(True, f"policy.allow:{entry.source}:{entry.agent_key}")
+    if any(e.effect == PolicyEffect.ALLOW for e in entries):
+        return PolicyVerdict(False, "policy.not_allowed")
+    allowed, rule = _default_allows()
+    return PolicyVerdict(allowed, rule)
+
+
+def _policy_read(agent_id: uuid.UUID | str) -> tuple[PolicyEntry, ...] | PolicyVerdict:
+    try:
+        return _entries_for(_agent_key_check(str(agent_id)))
+    except ToolPolicyError as exc:
+        logger.error("tool policy unreadable, denying every tool: %s", exc.message)
+        return PolicyVerdict(False, "policy.unreadable")
+
+
+# --- questions the decision code asks --------------------------------------------------------
+
+
+def tool_policy_allows(*, agent_id: uuid.UUID | str, tool: str) -> PolicyVerdict:
+    """What the server-owned policy alone says about ``agent_id`` calling ``tool`` (re-read on
+    every call). Advisor-only and hints are applied by ``tool_verdict``/``tools_effective``."""
+    read = _policy_read(agent_id)
+    if isinstance(read, PolicyVerdict):
+        return read
+    return _decide(tool, read)
+
+
+def tool_verdict(
+    *,
+    agent_id: uuid.UUID | str,
+    advisor_only: bool,
+    declared_tools: list[str] | None,
+    tool: str,
+) -> PolicyVerdict:
+    """Deny-on-execute: may this agent call ``tool`` at all (before slips and grants)?
+
+    Order: unknown tool, advisor-only vs a tool that is not read-only, the agent's own hints
+    (when it declares any), then the policy.
+    """
+    spec = tool_get(tool)
+    if spec is None:
+        return PolicyVerdict(False, "tool.unknown")
+    if advisor_only and not spec.read_only:
+        return PolicyVerdict(False, "agent.advisor_only")
+    if declared_tools and tool not in declared_tools:
+        return PolicyVerdict(False, "agent.not_declared")
+    return tool_policy_allows(agent_id=agent_id, tool=tool)
+
+
+def tools_effective(
+    *,
+    agent_id: uuid.UUID | str,
+    advisor_only: bool,
+    declared_tools: list[str] | None,
+    slip_cleared: frozenset[str] | None,
+) -> frozenset[str]:
+    """Names of the tools this agent may use now: policy ∩ slip ∩ declared hints.
+
+    ``slip_cleared=None`` skips the slip intersection (the caller applies slips itself);
+    ``declared_tools`` None or empty means the agent declared no hints (policy alone).
+    """
+    read = _policy_read(agent_id)
+    if isinstance(read, PolicyVerdict):
+        return frozenset()
+    allowed = {name for name in tool_names() if _decide(name, read).allowed}
+    if slip_cleared is not None:
+        allowed &= slip_cleared
+    if declared_tools:
+        allowed &= set(declared_tools)
+    if advisor_only:
+        allowed = {name for name in allowed if _spec(name).read_only}
+    return frozenset(allowed)
+
+
+def tool_descriptors_for(
+    *,
+    agent_id: uuid.UUID | str,
+    advisor_only: bool,
+    declared_tools: list[str] | None,
+    slip_cleared: frozenset[str] | None,
+) -> list[dict[str, Any]]:
+    """MCP tool definitions of exactly the effective tools, by name (others are not listed)."""
+    names = tools_effective(
+        agent_id=agent_id,
+        advisor_only=advisor_only,
+        declared_tools=declared_tools,
+        slip_cleared=slip_cleared,
+    )
+    return [_spec(name).descriptor() for name in sorted(names)]

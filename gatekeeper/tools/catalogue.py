@@ -1,0 +1,194 @@
+"""The starter tools for negotiating a dinner: their typed arguments, results and manifests.
+
+Rules every tool here keeps:
+
+* Arguments are typed data: slugs, enums, bounded integers, timezone-aware datetimes. Money is
+  an integer amount in minor units (cents) plus a currency enum; floats are refused anywhere.
+* Free text (an artifact's title and body) is room content: it is stored and shown fenced as
+  untrusted, and no free-text field ever selects, routes or limits anything.
+* Validation is strict: no type coercion ("10" is not 10, 10.0 is not 10), no extra fields.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+
+from gatekeeper.tools.manifest import CapabilityManifest
+from gatekeeper.tools.spec import ToolSpec
+
+# Largest amount one call may carry: 100,000.00 in major units. The slip's budget scope is the
+# real limit (enforced by the decision code); this bound only keeps numbers sane and < 2^53.
+MAX_AMOUNT_MINOR = 10_000_000
+MAX_TITLE_CHARS = 120
+MAX_BODY_CHARS = 20_000
+
+Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
+Currency = Literal["EUR", "USD", "GBP", "CHF", "CAD", "AUD", "JPY", "SEK", "NOK", "DKK"]
+AmountMinor = Annotated[int, Field(ge=0, le=MAX_AMOUNT_MINOR)]
+
+
+class ToolModel(BaseModel):
+    """Base of every tool's input and output: strict, closed, immutable."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# --- propose_time ------------------------------------------------------------------------------
+
+
+class ProposeTimeIn(ToolModel):
+    start: AwareDatetime = Field(description="Proposed start, ISO 8601 with a UTC offset.")
+    duration_minutes: int = Field(ge=15, le=8 * 60, description="Length of the meeting.")
+
+
+class ProposeTimeOut(ToolModel):
+    proposal_id: Slug
+    start: AwareDatetime
+    end: AwareDatetime
+
+
+# --- book_table --------------------------------------------------------------------------------
+
+
+class BookTableIn(ToolModel):
+    venue_id: Slug = Field(description="Venue identifier (a slug from the venue list).")
+    party_size: int = Field(ge=1, le=20)
+    start: AwareDatetime
+    cost_cents: AmountMinor = Field(description="Deposit or price, integer minor units.")
+    currency: Currency
+
+
+class BookTableOut(ToolModel):
+    booking_reference: Slug
+    venue_id: Slug
+    party_size: int
+    start: AwareDatetime
+    cost_cents: int
+    currency: Currency
+
+
+# --- spend -------------------------------------------------------------------------------------
+
+
+class SpendIn(ToolModel):
+    amount_cents: int = Field(ge=1, le=MAX_AMOUNT_MINOR, description="Integer minor units.")
+    currency: Currency
+    payee_id: Slug
+    purpose: Slug = Field(description="A purpose code such as 'dinner-deposit'.")
+
+
+class SpendOut(ToolModel):
+    payment_reference: Slug
+    amount_cents: int
+    currency: Currency
+    payee_id: Slug
+
+
+# --- send_invitation ---------------------------------------------------------------------------
+
+
+class SendInvitationIn(ToolModel):
+    recipient: Literal["self", "peer"] = Field(description="The agent's own owner, or the peer's.")
+    event_start: AwareDatetime
+    venue_id: Slug
+
+
+class SendInvitationOut(ToolModel):
+    invitation_id: Slug
+    recipient: Literal["self", "peer"]
+
+
+# --- publish_artifact --------------------------------------------------------------------------
+
+
+class PublishArtifactIn(ToolModel):
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
+    # Room content: shown fenced as untrusted text, never interpreted.
+    body: str = Field(min_length=1, max_length=MAX_BODY_CHARS)
+    format: Literal["markdown", "plain"]
+
+
+class PublishArtifactOut(ToolModel):
+    artifact_id: Slug
+    body_sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+STARTER_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="propose_time",
+        title="Propose a time",
+        description="Propose a start time and duration to the other side. Changes nothing.",
+        input_model=ProposeTimeIn,
+        output_model=ProposeTimeOut,
+        manifest=CapabilityManifest(
+            read_only=True,
+            destructive=False,
+            idempotent=True,
+            open_world=False,
+            required_scopes=("tool:propose_time:call",),
+        ),
+    ),
+    ToolSpec(
+        name="book_table",
+        title="Book a table",
+        description="Hold or book a table at a venue, paying cost_cents (minor units).",
+        input_model=BookTableIn,
+        output_model=BookTableOut,
+        manifest=CapabilityManifest(
+            read_only=False,
+            destructive=False,
+            idempotent=False,
+            open_world=True,
+            required_scopes=("tool:book_table:call", "budget:range"),
+            money_argument="cost_cents",
+            currency_argument="currency",
+        ),
+    ),
+    ToolSpec(
+        name="spend",
+        title="Spend within the budget",
+        description="Pay amount_cents (minor units) to a payee for a stated purpose code.",
+        input_model=SpendIn,
+        output_model=SpendOut,
+        manifest=CapabilityManifest(
+            read_only=False,
+            # Money that has left does not come back by calling again.
+            destructive=True,
+            idempotent=False,
+            open_world=True,
+            required_scopes=("tool:spend:call", "budget:range"),
+            money_argument="amount_cents",
+            currency_argument="currency",
+        ),
+    ),
+    ToolSpec(
+        name="send_invitation",
+        title="Send an invitation",
+        description="Send a calendar invitation for the event to this agent's owner or the peer.",
+        input_model=SendInvitationIn,
+        output_model=SendInvitationOut,
+        manifest=CapabilityManifest(
+            read_only=False,
+            destructive=False,
+            idempotent=False,
+            open_world=True,
+            required_scopes=("tool:send_invitation:call",),
+        ),
+    ),
+    ToolSpec(
+        name="publish_artifact",
+        title="Publish a shared artifact",
+        description="Publish a titled document (plain text or Markdown) to the room.",
+        input_model=PublishArtifactIn,
+        output_model=PublishArtifactOut,
+        manifest=CapabilityManifest(
+            read_only=False,
+            destructive=False,
+            idempotent=False,
+            open_world=False,
+            required_scopes=("tool:publish_artifact:call",),
+        ),
+    ),
+)
