@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import views
+from frontend import ledger_views, views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -13,5 +13,6 @@ urlpatterns = [
     path("agents/<uuid:agent_id>/rotate/", views.agent_rotate, name="agent-rotate"),
     path("agents/<uuid:agent_id>/revoke/", views.agent_revoke, name="agent-revoke"),
     path("rooms/<uuid:room_id>/", views.room, name="room"),
+    path("rooms/<uuid:room_id>/ledger/", ledger_views.room_ledger, name="room-ledger"),
     path("invites/<str:token>/", views.invite, name="invite"),
 ]

@@ -1,0 +1,22 @@
+"""The owner's ledger page: the receipt, and the chain verified by the browser itself."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from rooms import selectors
+from rooms.errors import RoomError
+
+
+@login_required
+def room_ledger(request: HttpRequest, room_id: UUID) -> HttpResponse:
+    try:
+        seat = selectors.room_seat(owner=request.user, room_id=room_id)
+    except RoomError:
+        return render(request, "frontend/not_found.html", status=404)
+    # Data arrives through the API (rooms/ledger_api.py); the page only hosts the checker.
+    return render(request, "frontend/ledger.html", {"room": seat.room})

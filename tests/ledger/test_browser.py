@@ -1,0 +1,94 @@
+"""The owner's browser recomputes the chain itself: verified, tampered, rewritten history."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger.models import LedgerEvent, LedgerHead, SignedHead
+from ledger.signing import ledger_sign_head
+from tests.ledger.conftest import append_events
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def log_in(page, base: str, username: str) -> None:
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", "correct horse 42")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+
+def state(page, selector: str) -> str:
+    return page.get_attribute(selector, "data-state")
+
+
+def wait_checked(page) -> None:
+    page.wait_for_selector("#ledger-history:not([data-state=pending])", timeout=20_000)
+
+
+@pytest.fixture
+def opened(live_daphne, make_open_room):
+    """Set up before the browser starts: room services announce state changes through
+    async_to_sync, which cannot run in a thread where Playwright's event loop runs."""
+    return make_open_room()
+
+
+def test_browser_verifies_detects_tampering_and_warns_on_rewritten_history(
+    live_daphne, opened, browser_page
+) -> None:
+    page, base = browser_page, live_daphne
+    room_id = opened.room.id
+    append_events(room_id, 6)
+    ledger_sign_head(room_id=room_id)
+    head = LedgerHead.objects.get(room_id=room_id)
+    url = f"{base}/rooms/{room_id}/ledger/"
+
+    log_in(page, base, opened.a.owner.get_username())
+    page.goto(url)
+    wait_checked(page)
+    assert state(page, "#ledger-verdict") == "verified", page.inner_text("#ledger-verdict")
+    assert state(page, "#ledger-signatures") == "verified", page.inner_text("#ledger-signatures")
+    assert state(page, "#ledger-history") == "first-visit"
+    assert page.locator("#ledger-events tr").count() == head.seq
+    assert page.locator("#receipt-summary li").first.inner_text().startswith("Ledger verified")
+
+    # Someone edits a row in the database: the browser finds it, whatever the server says.
+    target = LedgerEvent.objects.get(room_id=room_id, seq=head.seq - 3)
+    LedgerEvent.objects.filter(pk=target.pk).update(data={**target.data, "turn": 99})
+    page.reload()
+    wait_checked(page)
+    assert state(page, "#ledger-verdict") == "broken"
+    assert page.get_attribute("#ledger", "data-first-bad") == str(head.seq - 3)
+    assert f"first bad sequence number {head.seq - 3}" in page.inner_text("#ledger-verdict")
+
+    # Put it back: verified again, and it extends what this browser saw.
+    LedgerEvent.objects.filter(pk=target.pk).update(data=target.data)
+    page.reload()
+    wait_checked(page)
+    assert state(page, "#ledger-verdict") == "verified"
+    assert state(page, "#ledger-history") == "extends"
+
+    # Whoever holds the database rewrites the whole history consistently (valid hashes, no
+    # signed heads): the chain verifies, but it does not extend the head this browser kept.
+    LedgerEvent.objects.filter(room_id=room_id).delete()
+    LedgerHead.objects.filter(room_id=room_id).delete()
+    SignedHead.objects.filter(room_id=room_id).delete()
+    append_events(room_id, head.seq + 2)
+    page.reload()
+    wait_checked(page)
+    assert state(page, "#ledger-verdict") == "verified"
+    assert state(page, "#ledger-history") == "diverged"
+    assert "WARNING" in page.inner_text("#ledger-history")
+    # The warning stays: the rewritten head was not remembered in place of the real one.
+    page.reload()
+    wait_checked(page)
+    assert state(page, "#ledger-history") == "diverged"
+
+
+def test_ledger_page_is_for_the_room_owners_only(client, make_open_room, make_owner) -> None:
+    opened = make_open_room()
+    client.force_login(opened.b.owner)
+    assert client.get(f"/rooms/{opened.room.id}/ledger/").status_code == 200
+    client.force_login(make_owner("mallory"))
+    assert client.get(f"/rooms/{opened.room.id}/ledger/").status_code == 404
