@@ -10,6 +10,8 @@ from ledger.api import router as ledger_router
 from rooms.api import router as rooms_router
 from rooms.errors import RoomError
 from rooms.ledger_api import router as rooms_ledger_router
+from rooms.slip_api import router as room_slips_router
+from slips.api import router as slips_router
 
 api = NinjaAPI(
     title="Synapsia",
@@ -43,3 +45,5 @@ def me(request: HttpRequest) -> MeOut:
 api.add_router("/", rooms_router)
 api.add_router("/ledger", ledger_router)
 api.add_router("/", rooms_ledger_router)
+api.add_router("/", slips_router)
+api.add_router("/", room_slips_router)
