@@ -5,6 +5,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -14,6 +15,7 @@ from rooms.errors import RoomError
 
 @login_required
 def room_ledger(request: HttpRequest, room_id: UUID) -> HttpResponse:
+    assert isinstance(request.user, User)  # login_required
     try:
         seat = selectors.room_seat(owner=request.user, room_id=room_id)
     except RoomError:

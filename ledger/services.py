@@ -63,7 +63,7 @@ def ledger_append(*, room_id: UUID, event: LedgerEventRecord) -> AppendedEvent:
         )
     if not isinstance(event, BaseModel) or "kind" not in type(event).model_fields:
         raise LedgerAppendError(f"not a ledger event record: {type(event).__name__}")
-    kind: str = event.kind  # type: ignore[union-attr]
+    kind: str = event.kind
     data = event.model_dump(mode="json", exclude={"kind"})
     try:
         head = ledger_head_locked(room_id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.http import HttpRequest, JsonResponse
 from ninja import Router, Schema
 from ninja.security import django_auth
@@ -53,8 +53,9 @@ class LedgerPageOut(Schema):
 
 
 def _room_id(request: HttpRequest, room_id: UUID) -> UUID:
-    owner: AbstractBaseUser = request.user  # type: ignore[assignment]  # django_auth
-    return selectors.room_seat(owner=owner, room_id=room_id).room_id
+    # django_auth has already refused anonymous requests.
+    assert isinstance(request.user, User)
+    return selectors.room_seat(owner=request.user, room_id=room_id).room_id
 
 
 @router.get("/rooms/{room_id}/ledger", response=LedgerPageOut)
