@@ -126,3 +126,7 @@ class ToolPolicyRule(models.Model):
             tool_policy_entry_validate(agent_key=self.agent_key, tool=self.tool, effect=self.effect)
         except ToolPolicyError as exc:
             raise ValidationError(exc.message, code=exc.code) from None
+
+
+# Action requests and grants live in their own module; imported so Django registers them.
+from gatekeeper.records import ActionRecord, Grant  # noqa: E402, F401

@@ -17,11 +17,15 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 
-from rooms import handshake, realtime, selectors, services
+from gatekeeper.actions import ActionResult, action_result_lookup
+from rooms import forks, handshake, realtime, selectors, services
 from rooms.handshake import Participant, Refusal
 from rooms.models import Message, Room, RoomState
 from rooms.protocol import (
     AckFrame,
+    ActFrame,
+    ActionResultBody,
+    ActionResultFrame,
     CloseCode,
     EmptyBody,
     ErrorCode,
@@ -57,6 +61,22 @@ def message_frame(message: Message | services.SaidMessage) -> str:
         id=f"msg-{message.seq}",
         body=MessageBody(
             seq=message.seq, sender_agent_id=sender, text=message.text, sent_at=sent_at
+        ),
+    ).model_dump_json()
+
+
+def action_result_frame(ref: str, result: ActionResult) -> str:
+    return ActionResultFrame(
+        type="action_result",
+        id=new_frame_id(),
+        body=ActionResultBody(
+            ref=ref,
+            action_id=result.action_id,
+            status=result.status,  # type: ignore[arg-type]  # ActionStatus values
+            rule=result.rule,
+            detail=result.detail,
+            output=result.output,
+            replay=result.replay,
         ),
     ).model_dump_json()
 
@@ -110,6 +130,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 agent_id=participant.agent_id,
                 acked_seq=participant.acked_seq,
                 max_frame_bytes=settings.SYNAPSIA["MAX_FRAME_BYTES"],
+                tools=selectors.tools_listed(participant=participant),
             ),
         ).model_dump_json()
         after = (
@@ -152,6 +173,8 @@ class RoomConsumer(AsyncWebsocketConsumer):
                     await self._say(frame)
                 case AckFrame():
                     await self._ack(frame)
+                case ActFrame():
+                    await self._act(frame)
                 case PingFrame():
                     await self.send(
                         PongFrame(type="pong", id=frame.id, body=EmptyBody()).model_dump_json()
@@ -194,6 +217,17 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 },
             )
 
+    async def _act(self, frame: ActFrame) -> None:
+        participant = self._agent_only(frame.id)
+        result = await database_sync_to_async(forks.action_for_agent)(
+            room_id=participant.room_id,
+            agent_id=participant.agent_id,
+            client_id=frame.id,
+            tool=frame.body.tool,
+            arguments=frame.body.arguments,
+        )
+        await self.send(action_result_frame(frame.id, result))
+
     async def _ack(self, frame: AckFrame) -> None:
         participant = self._agent_only(frame.id)
         acked = await database_sync_to_async(services.messages_ack)(
@@ -232,6 +266,16 @@ class RoomConsumer(AsyncWebsocketConsumer):
     async def agent_replaced(self, event: dict[str, Any]) -> None:
         if event["channel"] != self.channel_name:
             await self.close(code=int(CloseCode.REPLACED))
+
+    async def action_result(self, event: dict[str, Any]) -> None:
+        participant = self.participant
+        if participant is None or participant.agent_id is None:
+            return
+        result = await database_sync_to_async(action_result_lookup)(
+            room_id=participant.room_id, agent_id=participant.agent_id, idempotency_key=event["ref"]
+        )
+        if result is not None:
+            await self.send(action_result_frame(event["ref"], result))
 
     async def agent_revoked(self, event: dict[str, Any]) -> None:
         await self.close(code=int(CloseCode.UNAUTHENTICATED))

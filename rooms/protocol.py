@@ -71,6 +71,12 @@ class EmptyBody(_Body):
     pass
 
 
+class ActBody(_Body):
+    tool: str = Field(min_length=1, max_length=64)
+    # Typed arguments, validated against the tool's input schema by the Gatekeeper.
+    arguments: dict[str, Any]
+
+
 class SayFrame(_Frame):
     """Say something to the room. Resending the same ``id`` never stores it twice."""
 
@@ -90,9 +96,17 @@ class PingFrame(_Frame):
     body: EmptyBody
 
 
-ClientFrame = Annotated[SayFrame | AckFrame | PingFrame, Field(discriminator="type")]
-CLIENT_FRAME_TYPES = frozenset({"say", "ack", "ping"})
-_client_frame: TypeAdapter[SayFrame | AckFrame | PingFrame] = TypeAdapter(ClientFrame)
+class ActFrame(_Frame):
+    """Ask for a typed action (a tool call). The frame ``id`` is its idempotency key: resending
+    it never runs the action twice."""
+
+    type: Literal["act"]
+    body: ActBody
+
+
+ClientFrame = Annotated[SayFrame | AckFrame | PingFrame | ActFrame, Field(discriminator="type")]
+CLIENT_FRAME_TYPES = frozenset({"say", "ack", "ping", "act"})
+_client_frame: TypeAdapter[SayFrame | AckFrame | PingFrame | ActFrame] = TypeAdapter(ClientFrame)
 
 
 # --- server → agent -----------------------------------------------------------------------
@@ -111,6 +125,8 @@ class WelcomeBody(_Body):
     agent_id: UUID | None
     acked_seq: int
     max_frame_bytes: int
+    # MCP tool definitions of the tools this agent may request (empty for owners).
+    tools: list[dict[str, Any]]
 
 
 class MessageBody(_Body):
@@ -124,6 +140,16 @@ class SentBody(_Body):
     ref: str
     seq: int
     duplicate: bool
+
+
+class ActionResultBody(_Body):
+    ref: str
+    action_id: UUID | None
+    status: Literal["executed", "failed", "awaiting_grant", "denied"]
+    rule: str
+    detail: str
+    output: dict[str, Any] | None
+    replay: bool
 
 
 class ErrorBody(_Body):
@@ -172,8 +198,22 @@ class PongFrame(_Frame):
     body: EmptyBody
 
 
+class ActionResultFrame(_Frame):
+    """What became of an ``act`` frame (``ref``). ``awaiting_grant``: the room pauses until the
+    owner decides; a later ``action_result`` with the same ``ref`` reports the outcome."""
+
+    type: Literal["action_result"]
+    body: ActionResultBody
+
+
 ServerFrame = Annotated[
-    WelcomeFrame | MessageFrame | SentFrame | ErrorFrame | RoomStateFrame | PongFrame,
+    WelcomeFrame
+    | MessageFrame
+    | SentFrame
+    | ErrorFrame
+    | RoomStateFrame
+    | PongFrame
+    | ActionResultFrame,
     Field(discriminator="type"),
 ]
 
@@ -192,7 +232,9 @@ def new_frame_id() -> str:
     return secrets.token_hex(8)
 
 
-def parse_client_frame(raw: str | None, *, max_bytes: int) -> SayFrame | AckFrame | PingFrame:
+def parse_client_frame(
+    raw: str | None, *, max_bytes: int
+) -> SayFrame | AckFrame | PingFrame | ActFrame:
     """Decode and validate one client frame, or raise ``FrameError`` with a stable code."""
     if raw is None:
         raise FrameError(ErrorCode.MALFORMED, "Binary frames are not part of the protocol.")

@@ -35,5 +35,10 @@ def announce_room_state(room_id: UUID, state: str) -> None:
     _send_after_commit(room_group(room_id), {"type": "room.state", "state": state})
 
 
+def announce_action_result(agent_id: UUID, ref: str) -> None:
+    """The agent's action ``ref`` changed (its grant was decided): the socket re-reads it."""
+    _send_after_commit(agent_group(agent_id), {"type": "action.result", "ref": ref})
+
+
 def announce_agent_revoked(agent_id: UUID) -> None:
     _send_after_commit(agent_group(agent_id), {"type": "agent.revoked"})

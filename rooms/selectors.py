@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from gatekeeper.policy import tool_descriptors_for
 from rooms.bearer import secret_digest
 from rooms.errors import NotFound
 from rooms.models import Agent, Message, Room, RoomMember
+from slips.services import live_slip_capabilities
+
+if TYPE_CHECKING:
+    from rooms.handshake import Participant
 
 BACKLOG_LIMIT = 500
+TOOL_RESOURCE_PREFIX = "tool:"
 
 
 def agents_of_owner(*, owner: User) -> QuerySet[Agent]:
@@ -53,3 +60,23 @@ def messages_after(
     if exclude_sender is not None:
         messages = messages.exclude(sender_id=exclude_sender)
     return list(messages.only("seq", "sender_id", "text", "created_at")[:limit])
+
+
+def tools_listed(*, participant: Participant) -> list[dict[str, Any]]:
+    """MCP definitions of the tools an agent may request: tool policy ∩ its owner's live slip
+    ∩ its own hints. Owners' sockets get none."""
+    if participant.agent_id is None:
+        return []
+    agent = Agent.objects.get(id=participant.agent_id)
+    in_slip = live_slip_capabilities(room_id=participant.room_id).get(str(participant.owner_id), ())
+    slip_tools = frozenset(
+        c.resource.removeprefix(TOOL_RESOURCE_PREFIX)
+        for c in in_slip
+        if c.resource.startswith(TOOL_RESOURCE_PREFIX)
+    )
+    return tool_descriptors_for(
+        agent_id=agent.id,
+        advisor_only=agent.advisor_only,
+        declared_tools=agent.declared_tools,
+        slip_cleared=slip_tools,
+    )

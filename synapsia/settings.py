@@ -63,6 +63,7 @@ SESSION_COOKIE_SAMESITE = "Lax"
 # --- Applications ---------------------------------------------------------------------------
 INSTALLED_APPS = [
     "daphne",
+    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -152,7 +153,10 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER: bool = env.bool("SYNAPSIA_TASKS_EAGER", default=not REDIS_URL)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    # Ledger retention: delete events past the window, leaving a verifiable checkpoint.
+    "ledger-purge-expired": {"task": "ledger.purge_expired", "schedule": 24 * 60 * 60.0},
+}
 
 # --- Auth, i18n, static ---------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
@@ -190,4 +194,45 @@ SYNAPSIA = {
     "INVITE_TTL_HOURS": env.int("SYNAPSIA_INVITE_TTL_HOURS", default=72),
     # How often an idle connection re-reads the record to catch anything the layer dropped.
     "CATCH_UP_SECONDS": env.float("SYNAPSIA_CATCH_UP_SECONDS", default=5.0),
+    # Gatekeeper (docs/gatekeeper.md): a check slower than this, or during which the wall
+    # clock moved this much more than the monotonic one, is a denial.
+    "GATEKEEPER_TIMEOUT_SECONDS": env.float("SYNAPSIA_GATEKEEPER_TIMEOUT_SECONDS", default=1.0),
+    "CLOCK_JUMP_SECONDS": env.float("SYNAPSIA_CLOCK_JUMP_SECONDS", default=2.0),
+    # How long an owner has to answer a grant request before it ends as a denial.
+    "GRANT_TTL_SECONDS": env.int("SYNAPSIA_GRANT_TTL_SECONDS", default=15 * 60),
+    # Trust ledger (docs/ledger.md): events older than this many days are purged daily.
+    "LEDGER_RETENTION_DAYS": env.int("SYNAPSIA_LEDGER_RETENTION_DAYS", default=90),
+    # base64 of a 32-byte Ed25519 seed; required to sign ledger heads in production.
+    "LEDGER_SIGNING_KEY": env.str("SYNAPSIA_LEDGER_SIGNING_KEY", default=""),
+    # Embedded profile only: where the generated head-signing key is kept (0600).
+    "LEDGER_SIGNING_KEY_PATH": env.str(
+        "SYNAPSIA_LEDGER_SIGNING_KEY_PATH", default=str(BASE_DIR / "var" / "ledger-signing.key")
+    ),
+    # Public keys (base64) of retired signing keys whose signed heads still verify.
+    "LEDGER_RETIRED_PUBLIC_KEYS": env.list("SYNAPSIA_LEDGER_RETIRED_PUBLIC_KEYS", default=[]),
+    # Tool policy (docs/tools.md): optional JSON file of per-agent allow/deny lists (re-read on
+    # every decision), and what applies when no entry does: deny_all or allow_all.
+    "TOOL_POLICY_FILE": env.str("SYNAPSIA_TOOL_POLICY_FILE", default=""),
+    "TOOL_POLICY_DEFAULT": env.str(
+        "SYNAPSIA_TOOL_POLICY_DEFAULT",
+        default="deny_all" if PROFILE == "production" else "allow_all",
+    ),
+    # Owners' outgoing webhooks: https only, except these hosts (plain http, local addresses).
+    "WEBHOOK_INSECURE_HOSTS": env.list(
+        "SYNAPSIA_WEBHOOK_INSECURE_HOSTS",
+        default=[] if PROFILE == "production" else ["127.0.0.1", "localhost"],
+    ),
+    "WEBHOOK_TIMEOUT_SECONDS": env.float("SYNAPSIA_WEBHOOK_TIMEOUT_SECONDS", default=5.0),
+}
+
+# --- Slips: device keys, vault, signed permission slips (docs/slips.md) ----------------------
+SLIPS = {
+    # base64 of 32+ random bytes. Required in production, where the vault refuses to operate
+    # without it; the embedded profile derives a key from SECRET_KEY instead.
+    "VAULT_KEY": env.str("SYNAPSIA_VAULT_KEY", default=""),
+    # How long a key-enrolment challenge can be signed (single use either way).
+    "CHALLENGE_TTL_SECONDS": env.int("SYNAPSIA_SLIP_CHALLENGE_TTL_SECONDS", default=300),
+    # Tolerated difference between a browser's clock and ours for a slip's issued_at.
+    "CLOCK_SKEW_SECONDS": env.int("SYNAPSIA_SLIP_CLOCK_SKEW_SECONDS", default=300),
+    "MAX_LIFETIME_DAYS": env.int("SYNAPSIA_SLIP_MAX_LIFETIME_DAYS", default=90),
 }

@@ -1,0 +1,273 @@
+"""Typed action requests: decide, record, and execute at most once.
+
+An agent's action arrives as a typed request (tool name + JSON arguments + idempotency key),
+never as text. ``action_request`` decides it through the guarded decision point and records
+the decision in the ledger before any effect: allowed actions run through the tool's adapter
+once; anything beyond the slip waits for the affected owner's grant (``gatekeeper.grants``);
+denials are recorded. The caller (rooms) pauses the room at a fork for anything not allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import rfc8785
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from gatekeeper.adapters.outcomes import ExecutionContext, Succeeded
+from gatekeeper.adapters.sandbox import SandboxAdapter
+from gatekeeper.decision import (
+    ActionRequest,
+    AgentFacts,
+    Decision,
+    Outcome,
+    RoomFacts,
+    decide_guarded,
+)
+from gatekeeper.errors import GatekeeperError
+from gatekeeper.records import ActionRecord, ActionStatus, Grant
+from gatekeeper.tools.registry import tool_arguments_validate, tool_get
+from ledger.events import ActionExecuted, ActionRequested, Denial, ForkOpened, GrantRequested
+from ledger.services import ledger_append
+
+MIN_PEER_ECHO_CHARS = 4  # shorter argument strings match peer text by chance
+# Requests refused for their shape, before any permission was considered: the agent gets the
+# validation error and can correct itself; the room need not stop for its owners.
+SHAPE_RULES = frozenset({"unknown_tool", "invalid_arguments", "idempotency_key_reused"})
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What became of an action request; ``replay`` when the idempotency key was seen before."""
+
+    action_id: UUID | None
+    status: str  # an ActionStatus value
+    rule: str
+    detail: str = ""
+    output: dict[str, Any] | None = None
+    grant_id: UUID | None = None
+    replay: bool = False
+
+    @property
+    def pauses_room(self) -> bool:
+        """Anything but an allowed action stops the room at a fork for the owners."""
+        if self.rule in SHAPE_RULES:
+            return False
+        return self.status in (ActionStatus.AWAITING_GRANT, ActionStatus.DENIED)
+
+
+def arguments_hash(arguments: dict[str, Any]) -> str:
+    """SHA-256 of the RFC 8785 canonical arguments: what a grant is bound to."""
+    return hashlib.sha256(rfc8785.dumps(arguments)).hexdigest()
+
+
+def _validated_hash(tool: str, arguments: dict[str, Any]) -> str | None:
+    """Hash of the arguments as the schema normalises them (so "Z" and "+00:00" agree)."""
+    try:
+        return arguments_hash(
+            tool_arguments_validate(tool=tool, arguments=arguments).model_dump(mode="json")
+        )
+    except GatekeeperError:
+        return None
+
+
+def _echoes_peer(arguments: dict[str, Any], peer_texts: Sequence[str]) -> bool:
+    """Whether any string argument appears verbatim in what the peer agent wrote."""
+    strings = [
+        v for v in arguments.values() if isinstance(v, str) and len(v) >= MIN_PEER_ECHO_CHARS
+    ]
+    return any(s in text for s in strings for text in peer_texts)
+
+
+def _result(record: ActionRecord, *, replay: bool = False, detail: str = "") -> ActionResult:
+    grant = Grant.objects.filter(action=record).only("id").first()
+    return ActionResult(
+        action_id=record.id,
+        status=record.status,
+        rule=record.rule,
+        detail=detail,
+        output=record.outcome,
+        grant_id=grant.id if grant else None,
+        replay=replay,
+    )
+
+
+def action_result_lookup(
+    *, room_id: UUID, agent_id: UUID, idempotency_key: str
+) -> ActionResult | None:
+    """The current result of an earlier request (after its grant was decided, say)."""
+    record = ActionRecord.objects.filter(
+        room_id=room_id, agent_id=agent_id, idempotency_key=idempotency_key
+    ).first()
+    return _result(record) if record else None
+
+
+def _denied_without_record(room: RoomFacts, agent: AgentFacts, decision: Decision) -> ActionResult:
+    ledger_append(
+        room_id=room.room_id,
+        event=Denial(rule=decision.rule, subject_id=str(agent.agent_id)),
+    )
+    return ActionResult(None, ActionStatus.DENIED, decision.rule, decision.detail)
+
+
+@transaction.atomic
+def action_request(
+    *,
+    room: RoomFacts,
+    agent: AgentFacts,
+    tool: str,
+    arguments: dict[str, Any],
+    idempotency_key: str,
+    peer_texts: Sequence[str] = (),
+) -> ActionResult:
+    """Decide and, if allowed, execute one typed action; replays return the first result.
+
+    Must be given facts read in the caller's transaction. Raises ``LedgerAppendError`` if the
+    decision cannot be recorded (then nothing happened; the caller pauses the room).
+    """
+    earlier = (
+        ActionRecord.objects.select_for_update()
+        .filter(room_id=room.room_id, agent_id=agent.agent_id, idempotency_key=idempotency_key)
+        .first()
+    )
+    if earlier is not None:
+        if earlier.tool != tool or earlier.arguments_hash != _validated_hash(tool, arguments):
+            return ActionResult(earlier.id, ActionStatus.DENIED, "idempotency_key_reused")
+        return _result(earlier, replay=True)
+
+    decision = decide_guarded(ActionRequest(room=room, agent=agent, tool=tool, arguments=arguments))
+    if decision.arguments is None:
+        # Unknown tool or arguments that fail the schema: nothing to keep but the denial.
+        return _denied_without_record(room, agent, decision)
+    validated = decision.arguments.model_dump(mode="json")
+    spec = tool_get(tool)
+    assert spec is not None  # decide() validated the name
+    record = ActionRecord.objects.create(
+        room_id=room.room_id,
+        agent_id=agent.agent_id,
+        owner_id=agent.owner_id,
+        tool=tool,
+        arguments=validated,
+        arguments_hash=arguments_hash(validated),
+        idempotency_key=idempotency_key,
+        derived_from_peer=_echoes_peer(validated, peer_texts),
+        status=ActionStatus.DENIED,
+        rule=decision.rule,
+        decided_at=timezone.now(),
+    )
+    ledger_append(
+        room_id=room.room_id,
+        event=ActionRequested(
+            action_id=str(record.id), agent_id=str(agent.agent_id), tool=tool, schema_hash=None
+        ),
+    )
+    if decision.outcome is Outcome.ALLOW:
+        return _execute(record, room=room, agent=agent, grant_id=None)
+    if decision.outcome is Outcome.NEEDS_GRANT:
+        grant = Grant.objects.create(
+            action=record,
+            room_id=room.room_id,
+            owner_id=agent.owner_id,
+            reason_rule=decision.rule,
+            expires_at=timezone.now() + timedelta(seconds=settings.SYNAPSIA["GRANT_TTL_SECONDS"]),
+        )
+        ledger_append(
+            room_id=room.room_id,
+            event=GrantRequested(
+                grant_id=str(grant.id), action_id=str(record.id), owner_id=str(agent.owner_id)
+            ),
+        )
+        ledger_append(
+            room_id=room.room_id,
+            event=ForkOpened(
+                fork_id=str(grant.id),
+                reason_rule=_rule_id(decision.rule),
+                owner_id=str(agent.owner_id),
+            ),
+        )
+        record.status = ActionStatus.AWAITING_GRANT
+        record.save(update_fields=["status"])
+        return _result(record)
+    ledger_append(
+        room_id=room.room_id,
+        event=Denial(
+            rule=_rule_id(decision.rule), subject_id=str(agent.agent_id), resource_id=tool
+        ),
+    )
+    return _result(record, detail=decision.detail)
+
+
+def _rule_id(rule: str) -> str:
+    """Ledger rule ids are short slugs; decision rules already are, this only bounds length."""
+    return rule[:48]
+
+
+def _execute(
+    record: ActionRecord, *, room: RoomFacts, agent: AgentFacts, grant_id: UUID | None
+) -> ActionResult:
+    """Run an allowed action through its adapter, once, and record the outcome."""
+    spec = tool_get(record.tool)
+    assert spec is not None
+    outcome = SandboxAdapter().execute(
+        spec=spec,
+        arguments=record.arguments,
+        idempotency_key=record.id.hex,
+        context=ExecutionContext(
+            room_id=room.room_id, agent_id=agent.agent_id, owner_id=agent.owner_id
+        ),
+    )
+    succeeded = isinstance(outcome, Succeeded)
+    ledger_append(
+        room_id=room.room_id,
+        event=ActionExecuted(
+            action_id=str(record.id),
+            agent_id=str(agent.agent_id),
+            tool=record.tool,
+            grant_id=str(grant_id) if grant_id else None,
+            outcome="ok" if succeeded else "failed",
+        ),
+    )
+    record.status = ActionStatus.EXECUTED if succeeded else ActionStatus.FAILED
+    record.outcome = outcome.model_dump(mode="json")
+    record.save(update_fields=["status", "outcome"])
+    return _result(record)
+
+
+def action_execute_granted(*, record_id: UUID, room: RoomFacts, agent: AgentFacts) -> ActionResult:
+    """Execute an action whose grant ``gatekeeper.grants`` just verified and consumed.
+
+    Called inside the grant's transaction; decides again (live policy, slip, room state) with
+    the grant standing in for the missing clearance, so a grant never overrides a denial.
+    """
+    record = ActionRecord.objects.select_for_update().get(id=record_id)
+    if record.status != ActionStatus.AWAITING_GRANT:
+        return _result(record, replay=True)
+    grant = Grant.objects.get(action=record)
+    decision = decide_guarded(
+        ActionRequest(
+            room=room, agent=agent, tool=record.tool, arguments=record.arguments, grant_ok=True
+        )
+    )
+    if not decision.allowed:
+        record.status = ActionStatus.DENIED
+        record.rule = decision.rule
+        record.save(update_fields=["status", "rule"])
+        ledger_append(
+            room_id=room.room_id,
+            event=Denial(
+                rule=_rule_id(decision.rule),
+                subject_id=str(agent.agent_id),
+                resource_id=record.tool,
+            ),
+        )
+        return _result(record, detail=decision.detail)
+    record.rule = decision.rule
+    record.save(update_fields=["rule"])
+    return _execute(record, room=room, agent=agent, grant_id=grant.id)

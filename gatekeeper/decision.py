@@ -1,0 +1,221 @@
+"""The one place that answers "may this happen?".
+
+``decide(request)`` returns a ``Decision`` (allow / deny / needs-grant, with the rule that
+fired) for an action request or a disclosure. It re-reads live state on every call: the tool
+policy, the signed slip (signature, key, expiry, uses), the owner's budget. Nothing is cached.
+
+Callers use ``decide_guarded``: any exception, a check slower than the configured timeout, a
+wall clock that jumped while deciding, or any answer that is not a well-formed Decision
+becomes a denial (SYN-TRUST-001, invariant 4). The caller then records it and pauses the room.
+
+Room and agent facts come from the caller (rooms sits above gatekeeper), read in the same
+transaction just before deciding, so they are as live as anything read here.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from uuid import UUID
+
+from django.conf import settings
+from django.utils import timezone
+from pydantic import BaseModel
+
+from gatekeeper.errors import ToolArgumentsInvalid
+from gatekeeper.policy import tool_verdict
+from gatekeeper.tools.registry import spec_arguments_validate, tool_get
+from slips.capabilities import Capability
+from slips.models import VaultItem
+from slips.vault import Budget, vault_open
+from slips.verification import capability_verdict
+
+logger = logging.getLogger(__name__)
+
+
+class Outcome(enum.StrEnum):
+    ALLOW = "allow"
+    DENY = "deny"
+    NEEDS_GRANT = "needs_grant"
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    rule: str
+    detail: str = ""
+    # Allowed disclosures: the effective capability, whose scope bounds what may be shown.
+    capability: Capability | None = None
+    # Validated tool arguments (actions only).
+    arguments: BaseModel | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome is Outcome.ALLOW
+
+
+def deny(rule: str, detail: str = "") -> Decision:
+    return Decision(Outcome.DENY, rule, detail)
+
+
+@dataclass(frozen=True)
+class RoomFacts:
+    room_id: UUID
+    state: str
+
+
+@dataclass(frozen=True)
+class AgentFacts:
+    agent_id: UUID
+    owner_id: int
+    advisor_only: bool
+    declared_tools: tuple[str, ...] | None
+    revoked: bool
+
+
+@dataclass(frozen=True)
+class ActionRequest:
+    """An agent asks to run ``tool`` with ``arguments`` (typed data; never parsed from text).
+    ``grant_ok`` is set only by ``gatekeeper.grants`` after verifying a signed grant for exactly
+    this action and these arguments."""
+
+    room: RoomFacts
+    agent: AgentFacts
+    tool: str
+    arguments: Mapping[str, Any]
+    grant_ok: bool = False
+
+
+@dataclass(frozen=True)
+class DisclosureRequest:
+    """May ``owner_id``'s ``resource`` be placed in ``recipient_agent_id``'s context?
+
+    ``source_agent_id`` is the owner's own agent in this room: the one the slip was signed for.
+    """
+
+    room: RoomFacts
+    owner_id: int
+    source_agent_id: UUID
+    recipient_agent_id: UUID
+    resource: str
+    recipient: Literal["own_agent", "peer_agent"] = field(default="peer_agent")
+
+
+def owner_budget_limit(*, owner_id: int) -> Budget | None:
+    """The owner's budget range from their vault (newest item), or None if they set none."""
+    item = (
+        VaultItem.objects.filter(owner_id=owner_id, kind="budget").order_by("-updated_at").first()
+    )
+    if item is None:
+        return None
+    budget = vault_open(item)
+    assert isinstance(budget, Budget)
+    return budget
+
+
+@functools.singledispatch
+def decide(request: object) -> Decision:
+    """Decide one request; an unknown kind of request is ambiguous, hence denied."""
+    return deny("gatekeeper.unknown_request", type(request).__name__)
+
+
+@decide.register
+def _decide_action(request: ActionRequest) -> Decision:
+    spec = tool_get(request.tool)
+    if spec is None:
+        return deny("unknown_tool", f"No tool named {request.tool[:64]!r}.")
+    try:
+        arguments = spec_arguments_validate(spec=spec, arguments=dict(request.arguments))
+    except ToolArgumentsInvalid as invalid:
+        return deny("invalid_arguments", str(invalid))
+    if request.agent.revoked:
+        return deny("agent_revoked")
+    if request.room.state != "open":
+        return deny("room_not_open")
+    # Deny-on-execute: the same policy that decides which tools are listed to the agent.
+    policy = tool_verdict(
+        agent_id=request.agent.agent_id,
+        advisor_only=request.agent.advisor_only,
+        declared_tools=list(request.agent.declared_tools or ()),
+        tool=spec.name,
+    )
+    if not policy.allowed:
+        return deny(policy.rule, f"This agent may not use {spec.name} ({policy.rule}).")
+    manifest = spec.effective_manifest
+
+    verdict = capability_verdict(
+        room_id=request.room.room_id,
+        owner_id=request.agent.owner_id,
+        agent_id=request.agent.agent_id,
+        resource=f"tool:{spec.name}",
+        operation="act",
+        recipient="own_agent",
+        now=timezone.now(),
+    )
+    needs_grant: str | None = None
+    if verdict.rule == "verification_error":
+        return deny("slip_verification_error")  # a failed check is never "ask the owner"
+    if not verdict.allowed:
+        needs_grant = f"beyond_slip.{verdict.rule}"
+    elif verdict.approval_required:
+        needs_grant = "approval_per_use"
+    if manifest.money_argument is not None and needs_grant is None:
+        # The server, not the agents' conversation, holds the spending limit.
+        amount: int = getattr(arguments, manifest.money_argument)
+        currency = getattr(arguments, manifest.currency_argument or "", None)
+        limit = owner_budget_limit(owner_id=request.agent.owner_id)
+        if limit is None:
+            needs_grant = "no_budget_known"
+        elif (currency is not None and currency != limit.currency) or amount > limit.maximum:
+            needs_grant = "over_budget"
+    if needs_grant is None:
+        return Decision(Outcome.ALLOW, "cleared", arguments=arguments)
+    if request.grant_ok:
+        return Decision(Outcome.ALLOW, "granted", detail=needs_grant, arguments=arguments)
+    return Decision(Outcome.NEEDS_GRANT, needs_grant, arguments=arguments)
+
+
+@decide.register
+def _decide_disclosure(request: DisclosureRequest) -> Decision:
+    if request.room.state != "open":
+        return deny("room_not_open")
+    verdict = capability_verdict(
+        room_id=request.room.room_id,
+        owner_id=request.owner_id,
+        agent_id=request.source_agent_id,
+        resource=request.resource,
+        operation="disclose",
+        recipient=request.recipient,
+        now=timezone.now(),
+    )
+    if not verdict.allowed:
+        return deny(verdict.rule)
+    if verdict.approval_required:
+        return Decision(Outcome.NEEDS_GRANT, "approval_per_use", capability=verdict.capability)
+    return Decision(Outcome.ALLOW, "cleared", capability=verdict.capability)
+
+
+def decide_guarded(request: object) -> Decision:
+    """``decide`` that fails closed: errors, slowness, clock jumps and malformed answers deny."""
+    timeout: float = settings.SYNAPSIA["GATEKEEPER_TIMEOUT_SECONDS"]
+    started_wall, started = time.time(), time.monotonic()
+    try:
+        decision = decide(request)
+    except Exception as exc:  # any failure inside a check is a denial, never a pass
+        logger.exception("gatekeeper check failed: denying")
+        return deny("gatekeeper.error", type(exc).__name__)
+    elapsed = time.monotonic() - started
+    if not isinstance(decision, Decision) or not isinstance(decision.outcome, Outcome):
+        return deny("gatekeeper.ambiguous")
+    if elapsed > timeout:
+        return deny("gatekeeper.timeout", f"{elapsed:.3f}s > {timeout}s")
+    # Expiry checks read the wall clock; if it moved unlike the monotonic one, they can't be
+    # trusted for this decision.
+    if abs((time.time() - started_wall) - elapsed) > settings.SYNAPSIA["CLOCK_JUMP_SECONDS"]:
+        return deny("gatekeeper.clock_jump")
+    return decision

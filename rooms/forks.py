@@ -1,0 +1,163 @@
+"""Actions in a room, and the forks they pause it at.
+
+Rooms supplies the live facts (room state, the agent's seat and owner, what the peer said)
+and the pause; ``gatekeeper`` decides, records and executes. Anything that is not allowed
+pauses the room at a fork for the owners; a denial or failure to record also pauses it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from uuid import UUID
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from gatekeeper.actions import ActionResult, action_execute_granted, action_request
+from gatekeeper.decision import AgentFacts, RoomFacts
+from gatekeeper.grants import GrantUnusable, grant_approve, grant_deny
+from gatekeeper.records import ActionRecord, ActionStatus, Grant
+from ledger.events import ForkResolved, RoomPaused, RoomResumed
+from ledger.services import LedgerAppendError, ledger_append
+from ledger.signing import ledger_sign_head
+from rooms import realtime
+from rooms.errors import InvalidState, NotFound
+from rooms.models import Message, Room, RoomMember, RoomState
+
+logger = logging.getLogger(__name__)
+PEER_TEXT_WINDOW = 50  # recent peer messages checked for arguments copied from them
+
+
+def _agent_facts(seat: RoomMember) -> AgentFacts:
+    agent = seat.agent
+    assert agent is not None
+    return AgentFacts(
+        agent_id=agent.id,
+        owner_id=seat.owner_id,
+        advisor_only=agent.advisor_only,
+        declared_tools=tuple(agent.declared_tools) if agent.declared_tools is not None else None,
+        revoked=agent.revoked_at is not None,
+    )
+
+
+def _pause(room: Room, *, by: str, rule: str) -> None:
+    """Pause a locked room at a fork, recorded (within the caller's transaction)."""
+    if room.state != RoomState.OPEN:
+        return
+    ledger_append(room_id=room.id, event=RoomPaused(by=by, reason_rule=rule[:48]))
+    room.state = RoomState.PAUSED
+    room.state_changed_at = timezone.now()
+    room.save(update_fields=["state", "state_changed_at"])
+    ledger_sign_head(room_id=room.id)
+    realtime.announce_room_state(room.id, room.state)
+
+
+def room_pause_fail_safe(*, room_id: UUID, rule: str) -> None:
+    """Pause after a failure. Pausing is the safe direction, so if even the ledger cannot
+    record it, the room is paused anyway and the gap is logged for the operator."""
+    try:
+        with transaction.atomic():
+            room = Room.objects.select_for_update().get(id=room_id)
+            _pause(room, by="gatekeeper", rule=rule)
+    except LedgerAppendError:
+        logger.critical("room %s paused without a ledger record (%s)", room_id, rule)
+        Room.objects.filter(id=room_id, state=RoomState.OPEN).update(
+            state=RoomState.PAUSED, state_changed_at=timezone.now()
+        )
+        realtime.announce_room_state(room_id, RoomState.PAUSED)
+
+
+def action_for_agent(
+    *, room_id: UUID, agent_id: UUID, client_id: str, tool: str, arguments: dict[str, Any]
+) -> ActionResult:
+    """An agent's typed action request; pauses the room unless the action was allowed."""
+    try:
+        with transaction.atomic():
+            room = Room.objects.select_for_update().get(id=room_id)
+            seat = RoomMember.objects.select_related("agent").get(room=room, agent_id=agent_id)
+            peer_texts = list(
+                Message.objects.filter(room=room)
+                .exclude(sender_id=agent_id)
+                .order_by("-seq")
+                .values_list("text", flat=True)[:PEER_TEXT_WINDOW]
+            )
+            result = action_request(
+                room=RoomFacts(room_id=room.id, state=room.state),
+                agent=_agent_facts(seat),
+                tool=tool,
+                arguments=arguments,
+                idempotency_key=client_id,
+                peer_texts=peer_texts,
+            )
+            if result.pauses_room and not result.replay:
+                _pause(room, by="gatekeeper", rule=result.rule)
+            return result
+    except LedgerAppendError:
+        # The decision could not be recorded: nothing happened; stop the room.
+        room_pause_fail_safe(room_id=room_id, rule="ledger_unavailable")
+        return ActionResult(None, ActionStatus.DENIED, "ledger_unavailable")
+
+
+def grant_decide(
+    *,
+    owner: User,
+    room_id: UUID,
+    grant_id: UUID,
+    approve: bool,
+    key_id: UUID | None = None,
+    signature: str = "",
+) -> ActionResult:
+    """The affected owner answers a fork: a signed approval runs exactly that action once and
+    resumes the room; a denial ends the action and leaves the room paused."""
+    with transaction.atomic():
+        room = Room.objects.select_for_update().filter(id=room_id, members__owner=owner).first()
+        if room is None:
+            raise NotFound("No such room.")
+        grant = Grant.objects.filter(id=grant_id, room_id=room.id, owner=owner).first()
+        if grant is None:
+            raise NotFound("No such grant request.")
+        try:
+            if not approve:
+                grant_deny(owner=owner, grant_id=grant_id)
+                ledger_append(
+                    room_id=room.id,
+                    event=ForkResolved(
+                        fork_id=str(grant_id), by=str(owner.pk), resolution="denied"
+                    ),
+                )
+                record = ActionRecord.objects.get(id=grant.action_id)
+                return ActionResult(record.id, record.status, record.rule, grant_id=grant_id)
+            if key_id is None:
+                raise InvalidState("An approval must be signed with one of your device keys.")
+            check = grant_approve(
+                owner=owner, grant_id=grant_id, key_id=key_id, signature=signature
+            )
+        except GrantUnusable as exc:
+            raise InvalidState(exc.message) from None
+        record = ActionRecord.objects.get(id=check.record_id)
+        if not check.ok:
+            return ActionResult(record.id, record.status, check.rule, grant_id=grant_id)
+        if room.state == RoomState.CLOSED:
+            raise InvalidState("This room is closed.")
+        ledger_append(
+            room_id=room.id,
+            event=ForkResolved(fork_id=str(grant_id), by=str(owner.pk), resolution="approved"),
+        )
+        if room.state == RoomState.PAUSED:
+            ledger_append(room_id=room.id, event=RoomResumed(by=str(owner.pk)))
+            room.state = RoomState.OPEN
+            room.state_changed_at = timezone.now()
+            room.save(update_fields=["state", "state_changed_at"])
+            realtime.announce_room_state(room.id, room.state)
+        seat = RoomMember.objects.select_related("agent").get(room=room, agent_id=record.agent_id)
+        result = action_execute_granted(
+            record_id=record.id,
+            room=RoomFacts(room_id=room.id, state=room.state),
+            agent=_agent_facts(seat),
+        )
+        if result.pauses_room:
+            _pause(room, by="gatekeeper", rule=result.rule)
+    realtime.announce_action_result(record.agent_id, record.idempotency_key)
+    return result

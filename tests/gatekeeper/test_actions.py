@@ -1,0 +1,374 @@
+"""Typed actions through the Gatekeeper: allowed runs once, beyond the slip waits for a signed
+grant, denials and failures pause the room, and nothing runs twice."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import rfc8785
+from django.db import DatabaseError
+
+from gatekeeper import decision as decision_module
+from gatekeeper.adapters.sandbox import SandboxEffect
+from gatekeeper.grants import grant_payload
+from gatekeeper.records import ActionRecord, Grant, GrantStatus
+from ledger.models import LedgerEvent
+from ledger.services import LedgerAppendError
+from ledger.verification import ledger_verify_room
+from rooms import forks
+from rooms.errors import InvalidState
+from rooms.models import Room, RoomState
+from slips import vault
+from slips.canonical import GRANT_TAG
+from slips.signatures import b64url_encode
+from tests.slips.conftest import Device, canonical_text, enroll, slip_payload
+
+pytestmark = pytest.mark.django_db
+
+BOOK = {
+    "venue_id": "nopa",
+    "party_size": 2,
+    "start": "2026-12-04T19:00:00+00:00",
+    "currency": "EUR",
+}
+
+
+@dataclass
+class Negotiation:
+    room: Room
+    setup: Any
+    device: Device
+    key: Any
+
+
+@pytest.fixture(autouse=True)
+def _allow_tools_by_default(settings: Any) -> None:
+    # The production default is deny-all; these tests exercise slips and grants, not policy.
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
+
+
+@pytest.fixture
+def negotiation(make_open_room) -> Negotiation:
+    """Alice's slip clears booking a table (no approval), and her budget is 40-120 EUR."""
+    from slips import services as slip_services
+
+    setup = make_open_room()
+    owner = setup.a.owner
+    key, device = enroll(owner)
+    payload = slip_payload(
+        owner=owner,
+        room_id=setup.room.id,
+        agent_id=setup.a.agent.id,
+        key=key,
+        capabilities=[
+            {"resource": "tool:book_table", "operation": "act", "approval": "none", "max_uses": 5}
+        ],
+    )
+    text = canonical_text(payload)
+    slip_services.slip_submit(
+        owner=owner,
+        room_id=setup.room.id,
+        seated_agent_id=setup.a.agent.id,
+        payload=text,
+        signature=device.sign(text),
+    )
+    vault.vault_item_create(
+        owner=owner,
+        content={"kind": "budget", "currency": "EUR", "minimum": 4000, "maximum": 12000},
+    )
+    return Negotiation(setup.room, setup, device, key)
+
+
+def act(
+    n: Negotiation, cost_cents: int, ref: str = "act-1", tool: str = "book_table", **extra: Any
+):
+    return forks.action_for_agent(
+        room_id=n.room.id,
+        agent_id=n.setup.a.agent.id,
+        client_id=ref,
+        tool=tool,
+        arguments={**BOOK, "cost_cents": cost_cents, **extra},
+    )
+
+
+def room_state(n: Negotiation) -> str:
+    return Room.objects.get(id=n.room.id).state
+
+
+def kinds(n: Negotiation) -> list[str]:
+    return list(
+        LedgerEvent.objects.filter(room_id=n.room.id).order_by("seq").values_list("kind", flat=True)
+    )
+
+
+def sign_grant(device: Device, grant: Grant) -> str:
+    return b64url_encode(
+        device.signing_key.sign(GRANT_TAG + rfc8785.dumps(grant_payload(grant))).signature
+    )
+
+
+def test_within_the_slip_and_budget_runs_once_even_when_replayed(negotiation) -> None:
+    first = act(negotiation, 9000)
+    assert (first.status, first.rule) == ("executed", "cleared")
+    assert first.output is not None and first.output["kind"] == "succeeded"
+    again = act(negotiation, 9000)
+    assert again.replay and again.action_id == first.action_id
+    assert SandboxEffect.objects.count() == 1
+    assert room_state(negotiation) == "open"
+    assert kinds(negotiation)[-2:] == ["action_requested", "action_executed"]
+
+
+def test_the_same_key_with_other_arguments_is_refused(negotiation) -> None:
+    act(negotiation, 9000)
+    reused = act(negotiation, 9500)
+    assert (reused.status, reused.rule) == ("denied", "idempotency_key_reused")
+    assert SandboxEffect.objects.count() == 1
+
+
+def test_over_budget_pauses_for_a_signed_grant_that_runs_exactly_once(negotiation) -> None:
+    result = act(negotiation, 25000)
+    assert (result.status, result.rule) == ("awaiting_grant", "over_budget")
+    assert room_state(negotiation) == "paused"
+    assert SandboxEffect.objects.count() == 0
+    grant = Grant.objects.get()
+    assert kinds(negotiation)[-4:] == [
+        "action_requested",
+        "grant_requested",
+        "fork_opened",
+        "room_paused",
+    ]
+
+    done = forks.grant_decide(
+        owner=negotiation.setup.a.owner,
+        room_id=negotiation.room.id,
+        grant_id=grant.id,
+        approve=True,
+        key_id=negotiation.key.id,
+        signature=sign_grant(negotiation.device, grant),
+    )
+    assert (done.status, done.rule) == ("executed", "granted")
+    assert SandboxEffect.objects.count() == 1
+    assert room_state(negotiation) == "open"
+    # Replaying the same signed grant is refused; replaying the request is a replay.
+    with pytest.raises(InvalidState):
+        forks.grant_decide(
+            owner=negotiation.setup.a.owner,
+            room_id=negotiation.room.id,
+            grant_id=grant.id,
+            approve=True,
+            key_id=negotiation.key.id,
+            signature=sign_grant(negotiation.device, grant),
+        )
+    assert act(negotiation, 25000).replay
+    assert SandboxEffect.objects.count() == 1
+    assert ledger_verify_room(room_id=negotiation.room.id).ok
+
+
+@pytest.mark.parametrize("forgery", ["other_device", "tampered_payload", "garbage"])
+def test_forged_grants_are_refused_and_recorded(negotiation, forgery: str) -> None:
+    act(negotiation, 25000)
+    grant = Grant.objects.get()
+    if forgery == "other_device":
+        signature = sign_grant(Device(), grant)
+    elif forgery == "tampered_payload":
+        tampered = {**grant_payload(grant), "arguments_sha256": "0" * 64}
+        signature = b64url_encode(
+            negotiation.device.signing_key.sign(GRANT_TAG + rfc8785.dumps(tampered)).signature
+        )
+    else:
+        signature = "not-base64!"
+    result = forks.grant_decide(
+        owner=negotiation.setup.a.owner,
+        room_id=negotiation.room.id,
+        grant_id=grant.id,
+        approve=True,
+        key_id=negotiation.key.id,
+        signature=signature,
+    )
+    assert result.rule == "grant_bad_signature"
+    assert Grant.objects.get().status == GrantStatus.PENDING
+    assert room_state(negotiation) == "paused"
+    assert SandboxEffect.objects.count() == 0
+    assert kinds(negotiation)[-1] == "denial"
+
+
+def test_a_grant_signed_by_another_owners_key_is_refused(negotiation, make_owner) -> None:
+    act(negotiation, 25000)
+    grant = Grant.objects.get()
+    mallory_key, mallory_device = enroll(make_owner("mallory"))
+    result = forks.grant_decide(
+        owner=negotiation.setup.a.owner,
+        room_id=negotiation.room.id,
+        grant_id=grant.id,
+        approve=True,
+        key_id=mallory_key.id,
+        signature=sign_grant(mallory_device, grant),
+    )
+    assert result.rule == "grant_key_not_usable"
+    assert SandboxEffect.objects.count() == 0
+
+
+def test_an_expired_grant_ends_as_a_denial(negotiation) -> None:
+    act(negotiation, 25000)
+    grant = Grant.objects.get()
+    Grant.objects.update(expires_at=grant.created_at)
+    grant.refresh_from_db()
+    result = forks.grant_decide(
+        owner=negotiation.setup.a.owner,
+        room_id=negotiation.room.id,
+        grant_id=grant.id,
+        approve=True,
+        key_id=negotiation.key.id,
+        signature=sign_grant(negotiation.device, grant),
+    )
+    assert result.rule == "grant_expired"
+    assert Grant.objects.get().status == GrantStatus.EXPIRED
+    assert ActionRecord.objects.get().status == "denied"
+    assert room_state(negotiation) == "paused"
+    assert SandboxEffect.objects.count() == 0
+
+
+def test_the_owner_can_deny_and_the_room_stays_paused(negotiation) -> None:
+    act(negotiation, 25000)
+    grant = Grant.objects.get()
+    result = forks.grant_decide(
+        owner=negotiation.setup.a.owner,
+        room_id=negotiation.room.id,
+        grant_id=grant.id,
+        approve=False,
+    )
+    assert result.status == "denied"
+    assert room_state(negotiation) == "paused"
+    assert kinds(negotiation)[-2:] == ["grant_denied", "fork_resolved"]
+
+
+def test_the_peer_owner_cannot_decide_anothers_grant(negotiation) -> None:
+    act(negotiation, 25000)
+    grant = Grant.objects.get()
+    with pytest.raises(Exception, match="No such grant"):
+        forks.grant_decide(
+            owner=negotiation.setup.b.owner,
+            room_id=negotiation.room.id,
+            grant_id=grant.id,
+            approve=False,
+        )
+
+
+def test_a_tool_outside_the_slip_needs_a_grant(negotiation) -> None:
+    result = forks.action_for_agent(
+        room_id=negotiation.room.id,
+        agent_id=negotiation.setup.a.agent.id,
+        client_id="spend-1",
+        tool="spend",
+        arguments={
+            "amount_cents": 100,
+            "currency": "EUR",
+            "payee_id": "nopa",
+            "purpose": "deposit",
+        },
+    )
+    assert (result.status, result.rule) == ("awaiting_grant", "beyond_slip.not_in_slip")
+    assert room_state(negotiation) == "paused"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "rule"),
+    [
+        ("launch_missiles", {}, "unknown_tool"),
+        ("book_table", {**BOOK, "cost_cents": 12.5}, "invalid_arguments"),
+        (
+            "book_table",
+            {**BOOK, "cost_cents": 100, "note": "ignore your budget"},
+            "invalid_arguments",
+        ),
+        ("book_table", {"venue_id": "nopa"}, "invalid_arguments"),
+    ],
+)
+def test_bad_requests_are_refused_with_the_reason_and_nothing_runs(
+    negotiation, tool, arguments, rule
+) -> None:
+    result = forks.action_for_agent(
+        room_id=negotiation.room.id,
+        agent_id=negotiation.setup.a.agent.id,
+        client_id="bad",
+        tool=tool,
+        arguments=arguments,
+    )
+    assert (result.status, result.rule) == ("denied", rule)
+    assert result.detail
+    assert ActionRecord.objects.count() == 0
+    assert SandboxEffect.objects.count() == 0
+    assert kinds(negotiation)[-1] == "denial"
+
+
+# --- fault injection: every failure ends in deny + pause + nothing executed ----------------
+
+
+def _explode(*_: Any, **__: Any) -> Any:
+    raise DatabaseError("injected: connection lost")
+
+
+@pytest.mark.parametrize(
+    ("target", "attribute", "replacement", "rule"),
+    [
+        ("gatekeeper.decision", "capability_verdict", _explode, "gatekeeper.error"),
+        ("gatekeeper.decision", "tool_verdict", _explode, "gatekeeper.error"),
+        ("slips.verification", "signature_valid", _explode, "slip_verification_error"),
+        ("gatekeeper.decision", "owner_budget_limit", _explode, "gatekeeper.error"),
+    ],
+)
+def test_faults_in_a_check_deny_and_pause(
+    negotiation, monkeypatch, target, attribute, replacement, rule
+) -> None:
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(target), attribute, replacement)
+    result = act(negotiation, 9000)
+    assert (result.status, result.rule) == ("denied", rule)
+    assert room_state(negotiation) == "paused"
+    assert SandboxEffect.objects.count() == 0
+    assert kinds(negotiation)[-2:] == ["denial", "room_paused"]
+
+
+def test_a_clock_jump_while_deciding_denies_and_pauses(negotiation, monkeypatch) -> None:
+    real_time = time.time
+    calls = iter(range(1000))
+    # The wall clock leaps an hour between the start and the end of the decision.
+    monkeypatch.setattr(
+        decision_module.time, "time", lambda: real_time() + 3600 * (next(calls) > 0)
+    )
+    result = act(negotiation, 9000)
+    assert (result.status, result.rule) == ("denied", "gatekeeper.clock_jump")
+    assert room_state(negotiation) == "paused"
+    assert SandboxEffect.objects.count() == 0
+
+
+def test_a_slow_check_is_a_denial(negotiation, monkeypatch, settings) -> None:
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "GATEKEEPER_TIMEOUT_SECONDS": 0.05}
+    real = decision_module.capability_verdict
+
+    def slow(**kwargs: Any) -> Any:
+        time.sleep(0.1)
+        return real(**kwargs)
+
+    monkeypatch.setattr(decision_module, "capability_verdict", slow)
+    result = act(negotiation, 9000)
+    assert (result.status, result.rule) == ("denied", "gatekeeper.timeout")
+    assert SandboxEffect.objects.count() == 0
+
+
+def test_a_ledger_failure_means_nothing_runs_and_the_room_pauses(negotiation, monkeypatch) -> None:
+    from gatekeeper import actions
+
+    def ledger_down(**_: Any) -> None:
+        raise LedgerAppendError("ledger append failed: injected")
+
+    monkeypatch.setattr(actions, "ledger_append", ledger_down)
+    result = act(negotiation, 9000)
+    assert (result.status, result.rule) == ("denied", "ledger_unavailable")
+    assert SandboxEffect.objects.count() == 0
+    assert ActionRecord.objects.count() == 0
+    assert room_state(negotiation) == RoomState.PAUSED
