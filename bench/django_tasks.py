@@ -1,0 +1,138 @@
+"""In-process work against the benchmark database: seeding and counting queries.
+
+Run as ``python -m bench.django_tasks seed|queries --out FILE`` with the benchmark's
+environment (the orchestrator does this), so the orchestrator itself never imports Django
+settings and each profile gets a fresh settings module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import django
+
+
+def _setup() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "synapsia.settings")
+    django.setup()
+
+
+def seed(rooms: int) -> dict[str, Any]:
+    """Two owners, ``rooms`` open rooms with one fresh agent per seat, plus one probe room.
+
+    Everything goes through ``rooms.services``, exactly as the owner pages would do it.
+    """
+    from django.contrib.auth import get_user_model
+
+    from rooms import services
+    from rooms.models import RoomState
+
+    user_model = get_user_model()
+    # Unusable passwords: hashing a real one costs ~0.3 s each and is not what we measure.
+    alice = user_model.objects.create_user(username="bench-alice", password=None)
+    bob = user_model.objects.create_user(username="bench-bob", password=None)
+
+    def open_room(index: int) -> dict[str, Any]:
+        agent_a = services.agent_register(owner=alice, name=f"alice-agent-{index}")
+        agent_b = services.agent_register(owner=bob, name=f"bob-agent-{index}")
+        room = services.room_create(
+            owner=alice, purpose=f"Benchmark room {index}", charter="Agree on a dinner slot."
+        )
+        invite = services.invite_create(owner=alice, room_id=room.id)
+        services.invite_accept(owner=bob, token=invite.token)
+        services.room_bind_agent(owner=alice, room_id=room.id, agent_id=agent_a.agent.id)
+        services.room_bind_agent(owner=bob, room_id=room.id, agent_id=agent_b.agent.id)
+        services.room_transition(owner=alice, room_id=room.id, to=RoomState.OPEN)
+        return {
+            "room_id": str(room.id),
+            "agents": [
+                {"agent_id": str(agent_a.agent.id), "token": agent_a.token},
+                {"agent_id": str(agent_b.agent.id), "token": agent_b.token},
+            ],
+        }
+
+    return {"rooms": [open_room(i) for i in range(rooms)], "probe": open_room(rooms)}
+
+
+def count_queries(probe: dict[str, Any], *, messages: int, text_bytes: int) -> dict[str, Any]:
+    """Queries and in-process time per ``message_say`` and per ``messages_ack`` (no sockets)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from rooms import services
+
+    room_id = UUID(probe["room_id"])
+    agent_id = UUID(probe["agents"][0]["agent_id"])
+    peer_id = UUID(probe["agents"][1]["agent_id"])
+    text = "q" * text_bytes
+    # Warm up (first-query costs: connection, statement caches).
+    for i in range(5):
+        services.message_say(room_id=room_id, agent_id=agent_id, client_id=f"warm-{i}", text=text)
+
+    say_ms: list[float] = []
+    with CaptureQueriesContext(connection) as say_queries:
+        for i in range(messages):
+            start = time.perf_counter()
+            said = services.message_say(
+                room_id=room_id, agent_id=agent_id, client_id=f"q-{i}", text=text
+            )
+            say_ms.append((time.perf_counter() - start) * 1000)
+    ack_ms: list[float] = []
+    with CaptureQueriesContext(connection) as ack_queries:
+        for seq in range(said.seq - messages + 1, said.seq + 1):
+            start = time.perf_counter()
+            services.messages_ack(room_id=room_id, agent_id=peer_id, seq=seq)
+            ack_ms.append((time.perf_counter() - start) * 1000)
+    with CaptureQueriesContext(connection) as dup_queries:
+        services.message_say(room_id=room_id, agent_id=agent_id, client_id="q-0", text=text)
+
+    def shape(captured: CaptureQueriesContext) -> list[str]:
+        # Each distinct statement once, with its literal values blanked out.
+        seen: dict[str, None] = {}
+        for query in captured.captured_queries:
+            sql = re.sub(r"'[^']*'", "'?'", query["sql"])
+            seen.setdefault(re.sub(r"\b\d+\b", "?", sql), None)
+        return list(seen)
+
+    return {
+        "vendor": connection.vendor,
+        "messages": messages,
+        "say_queries_per_message": len(say_queries) / messages,
+        "ack_queries_per_message": len(ack_queries) / messages,
+        "duplicate_say_queries": len(dup_queries),
+        "say_ms_median": statistics.median(say_ms),
+        "ack_ms_median": statistics.median(ack_ms),
+        "say_statements": shape(say_queries),
+        "ack_statements": shape(ack_queries),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("task", choices=["seed", "queries"])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--rooms", type=int, default=10)
+    parser.add_argument("--seed-file", type=Path, help="queries: the seed's output")
+    parser.add_argument("--messages", type=int, default=200)
+    parser.add_argument("--text-bytes", type=int, default=200)
+    args = parser.parse_args()
+    _setup()
+    if args.task == "seed":
+        result = seed(args.rooms)
+    else:
+        probe = json.loads(args.seed_file.read_text())["probe"]
+        result = count_queries(probe, messages=args.messages, text_bytes=args.text_bytes)
+    args.out.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

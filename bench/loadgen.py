@@ -1,0 +1,348 @@
+"""The load generator: a separate process driving one server with N rooms x 2 sockets.
+
+``python -m bench.loadgen --config CONFIG.json --out RESULT.json`` (the orchestrator writes the
+config). Loopback only; bounded by a message count *and* a wall-clock deadline, after which it
+drains for a few seconds, closes every socket and exits.
+
+Each socket sends ``say`` frames (the same JSON envelope to both servers; the relay does not
+parse it) with a bounded window of messages that its peer has not received yet, so sends are
+pipelined without waiting for ``sent``. The text carries the run tag, the sender, an index and
+a ``time.monotonic_ns()`` stamp (system-wide on Linux, so valid across processes); the peer
+measures delivery latency from it and counts losses and duplicates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process (all threads), from ``/proc``; None if gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+@dataclass
+class Client:
+    """One socket: an agent of a room (or a relay peer)."""
+
+    name: str
+    url: str
+    headers: dict[str, str]
+    quota: int
+    window: asyncio.Semaphore
+    ws: ClientConnection | None = None
+    peer: Client | None = None
+    sent: int = 0  # frames written
+    sending_done: bool = False
+    confirmed: set[int] = field(default_factory=set)  # indices answered by `sent`
+    duplicate_confirms: int = 0
+    delivered: set[int] = field(default_factory=set)  # peer's indices received here
+    duplicates: int = 0
+    out_of_order: int = 0
+    foreign: int = 0  # replayed from an earlier run (unacknowledged then)
+    errors: list[str] = field(default_factory=list)
+    last_seq: int = 0
+    acked_seq: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    last_delivery: float = 0.0
+    all_in: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Run:
+    """One measured run against one server."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.mode: str = config["mode"]  # "relay" | "synapsia"
+        self.tag: str = config["tag"]
+        self.window: int = config["window"]
+        self.ack_every: int = config["ack_every"]
+        self.padding = "x" * max(0, config["text_bytes"] - 40)
+        self.clients: list[Client] = []
+        per_socket = max(1, config["messages"] // (2 * len(config["rooms"])))
+        for index, room in enumerate(config["rooms"]):
+            pair = []
+            for side in (0, 1):
+                headers = {}
+                if self.mode == "synapsia":
+                    headers["Authorization"] = f"Bearer {room['tokens'][side]}"
+                pair.append(
+                    Client(
+                        name=f"{index}{'ab'[side]}",
+                        url=room["urls"][side],
+                        headers=headers,
+                        quota=per_socket,
+                        window=asyncio.Semaphore(self.window),
+                    )
+                )
+            pair[0].peer, pair[1].peer = pair[1], pair[0]
+            self.clients.extend(pair)
+        self.started = 0.0
+        self.deadline = 0.0
+        self.drained = False
+        self.drain_s = 0.0
+
+    # --- connections ----------------------------------------------------------------------
+
+    async def _open(self, client: Client, gate: asyncio.Semaphore) -> None:
+        assert urlsplit(client.url).hostname == "127.0.0.1", "loopback only"
+        async with gate:
+            client.ws = await connect(
+                client.url,
+                additional_headers=client.headers,
+                compression=None,
+                max_size=2**20,
+                open_timeout=20,
+                ping_interval=None,
+            )
+            if self.mode == "synapsia":
+                welcome = json.loads(await client.ws.recv())
+                if welcome.get("type") != "welcome":
+                    raise RuntimeError(f"{client.name}: expected welcome, got {welcome}")
+                client.acked_seq = client.last_seq = welcome["body"]["acked_seq"]
+
+    # --- the two halves of a socket -------------------------------------------------------
+
+    async def _sender(self, client: Client) -> None:
+        assert client.ws is not None
+        for index in range(client.quota):
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(client.window.acquire(), remaining)
+            except TimeoutError:
+                break
+            text = f"{self.tag}|{client.name}|{index}|{time.monotonic_ns()}|{self.padding}"
+            frame = {"v": 1, "type": "say", "id": f"{self.tag}-{index}", "body": {"text": text}}
+            await client.ws.send(json.dumps(frame))
+            client.sent += 1
+        client.sending_done = True
+        if client.peer is not None and len(client.peer.delivered) >= client.sent:
+            client.peer.all_in.set()
+
+    def _delivered(self, client: Client, text: str) -> None:
+        now = time.monotonic_ns()
+        tag, sender, index_s, stamp, _ = text.split("|", 4)
+        if tag != self.tag:
+            client.foreign += 1
+            return
+        peer = client.peer
+        assert peer is not None and sender == peer.name
+        index = int(index_s)
+        if index in client.delivered:
+            client.duplicates += 1
+            return
+        client.delivered.add(index)
+        client.latencies_ms.append((now - int(stamp)) / 1e6)
+        client.last_delivery = time.monotonic()
+        peer.window.release()
+        if peer.sending_done and len(client.delivered) >= peer.sent:
+            client.all_in.set()
+
+    async def _receiver(self, client: Client) -> None:
+        assert client.ws is not None
+        with contextlib.suppress(ConnectionClosed):
+            async for raw in client.ws:
+                frame = json.loads(raw)
+                kind = frame.get("type")
+                if self.mode == "relay":
+                    self._delivered(client, frame["body"]["text"])
+                elif kind == "message":
+                    seq = frame["body"]["seq"]
+                    if seq != client.last_seq + 1:
+                        client.out_of_order += 1
+                    client.last_seq = max(client.last_seq, seq)
+                    self._delivered(client, frame["body"]["text"])
+                    if seq - client.acked_seq >= self.ack_every:
+                        await self._ack(client)
+                elif kind == "sent":
+                    index = int(frame["body"]["ref"].rsplit("-", 1)[1])
+                    if index in client.confirmed or frame["body"]["duplicate"]:
+                        client.duplicate_confirms += 1
+                    client.confirmed.add(index)
+                elif kind == "error":
+                    client.errors.append(f"{frame['body']['code']}: {frame['body']['message']}")
+
+    def _receiver_ended(self, client: Client, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            client.errors.append(f"receiver crashed: {task.exception()!r}")
+
+    async def _ack(self, client: Client) -> None:
+        assert client.ws is not None
+        client.acked_seq = client.last_seq
+        ack = {
+            "v": 1,
+            "type": "ack",
+            "id": f"ack-{client.last_seq}",
+            "body": {"seq": client.last_seq},
+        }
+        await client.ws.send(json.dumps(ack))
+
+    # --- the whole run ----------------------------------------------------------------------
+
+    async def _progress(self) -> None:
+        last, last_t = 0, time.monotonic()
+        while True:
+            await asyncio.sleep(2)
+            now = time.monotonic()
+            delivered = sum(len(c.delivered) for c in self.clients)
+            rate = (delivered - last) / (now - last_t)
+            print(
+                f"  [{self.mode}] {now - self.started:5.1f}s delivered {delivered:6d} "
+                f"({rate:6.0f} msg/s)",
+                file=sys.stderr,
+                flush=True,
+            )
+            last, last_t = delivered, now
+
+    async def execute(self) -> dict[str, Any]:
+        gate = asyncio.Semaphore(20)
+        connect_start = time.monotonic()
+        await asyncio.gather(*(self._open(c, gate) for c in self.clients))
+        connect_s = time.monotonic() - connect_start
+        receivers = [asyncio.create_task(self._receiver(c)) for c in self.clients]
+        for client, task in zip(self.clients, receivers, strict=True):
+            task.add_done_callback(lambda t, c=client: self._receiver_ended(c, t))
+        server_pid = self.config.get("server_pid")
+        cpu_before = process_cpu_seconds(server_pid) if server_pid else None
+        own_before = time.process_time()
+        self.started = time.monotonic()
+        self.deadline = self.started + self.config["duration"]
+        progress = asyncio.create_task(self._progress())
+        await asyncio.gather(*(self._sender(c) for c in self.clients))
+        sending_s = time.monotonic() - self.started
+        drain_start = time.monotonic()
+        self.drained = True
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(c.all_in.wait() for c in self.clients)), self.config["drain"]
+            )
+        except TimeoutError:
+            self.drained = False
+        self.drain_s = time.monotonic() - drain_start
+        last_delivery = max((c.last_delivery for c in self.clients), default=self.started)
+        cpu_after = process_cpu_seconds(server_pid) if server_pid else None
+        own_cpu = time.process_time() - own_before
+        progress.cancel()
+        if self.mode == "synapsia":
+            # Leave nothing unacknowledged for the next run to replay.
+            for c in self.clients:
+                if c.last_seq > c.acked_seq:
+                    await self._ack(c)
+            await asyncio.sleep(0.2)
+        for c in self.clients:
+            assert c.ws is not None
+            await c.ws.close()
+        for task in receivers:
+            task.cancel()
+        return self._summary(connect_s, sending_s, last_delivery, cpu_before, cpu_after, own_cpu)
+
+    def _summary(
+        self,
+        connect_s: float,
+        sending_s: float,
+        last_delivery: float,
+        cpu_before: float | None,
+        cpu_after: float | None,
+        own_cpu: float,
+    ) -> dict[str, Any]:
+        sent = sum(c.sent for c in self.clients)
+        delivered = sum(len(c.delivered) for c in self.clients)
+        elapsed = max(last_delivery - self.started, 1e-9)
+        latencies = sorted(x for c in self.clients for x in c.latencies_ms)
+
+        def pct(p: float) -> float | None:
+            if not latencies:
+                return None
+            return latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))]
+
+        lost = 0
+        unconfirmed = 0
+        missing: list[str] = []
+        for c in self.clients:
+            assert c.peer is not None
+            if self.mode == "synapsia":
+                # Recorded (answered with `sent`) but never delivered to the peer: a loss.
+                lost += len(c.confirmed - c.peer.delivered)
+                unconfirmed += c.sent - len(c.confirmed)
+            else:
+                lost += c.sent - len(c.peer.delivered)
+            gone = sorted(set(range(c.sent)) - c.peer.delivered)
+            if gone:
+                missing.append(f"{c.name}->{c.peer.name}: {gone[:10]} of {c.sent}")
+        server_cpu = (
+            cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+        )
+        return {
+            "mode": self.mode,
+            "rooms": len(self.clients) // 2,
+            "sockets": len(self.clients),
+            "window": self.window,
+            "ack_every": self.ack_every if self.mode == "synapsia" else None,
+            "connect_s": round(connect_s, 3),
+            "sending_s": round(sending_s, 3),
+            "elapsed_s": round(elapsed, 3),
+            "sent": sent,
+            "delivered": delivered,
+            "msg_per_s": delivered / elapsed,
+            "latency_ms": {
+                "p50": pct(50),
+                "p95": pct(95),
+                "p99": pct(99),
+                "max": latencies[-1] if latencies else None,
+                "mean": statistics.fmean(latencies) if latencies else None,
+            },
+            "lost": lost,
+            "missing": missing[:10],
+            "drained": self.drained,
+            "drain_s": round(self.drain_s, 3),
+            "duplicates": sum(c.duplicates for c in self.clients),
+            "out_of_order": sum(c.out_of_order for c in self.clients),
+            "unconfirmed": unconfirmed,
+            "duplicate_confirms": sum(c.duplicate_confirms for c in self.clients),
+            "replayed_from_earlier_runs": sum(c.foreign for c in self.clients),
+            "errors": [e for c in self.clients for e in c.errors][:10],
+            "server_cpu_s": server_cpu,
+            "server_cpu_ms_per_msg": server_cpu * 1000 / delivered
+            if server_cpu is not None and delivered
+            else None,
+            "loadgen_cpu_s": own_cpu,
+        }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    config = json.loads(args.config.read_text())
+    # A hard stop well past the run's own bounds, in case a socket hangs.
+    hard_limit = config["duration"] + config["drain"] + 60
+    result = asyncio.run(asyncio.wait_for(Run(config).execute(), hard_limit))
+    args.out.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

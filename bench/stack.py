@@ -1,0 +1,222 @@
+"""The throwaway stack a benchmark runs on: database, channel layer and Daphne processes.
+
+Two profiles, as in ``synapsia/settings.py``: **embedded** (a temporary SQLite file and the
+in-memory layer) and **services** (PostgreSQL database ``bench_synapsia`` and Redis db 12).
+Everything started here is stopped here, also on errors and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+POSTGRES_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+BENCH_DATABASE = "bench_synapsia"
+BENCH_DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{BENCH_DATABASE}"
+BENCH_REDIS_URL = "redis://127.0.0.1:6379/12"
+# Only ever used against the throwaway benchmark database on loopback.
+BENCH_SECRET_KEY = "bench-only-secret-key-for-a-throwaway-loopback-database-never-deploy"  # noqa: S105
+DAPHNE_MAX_MESSAGE_BYTES = 1_048_576
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Stack:
+    """Where a profile's processes find their database and channel layer."""
+
+    profile: str  # "embedded" | "services"
+    env: dict[str, str]
+    workdir: Path
+
+
+def base_env(debug: bool, settings: str) -> dict[str, str]:
+    """The parent's environment without any database/layer settings of its own."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(
+        DJANGO_SETTINGS_MODULE=settings,
+        PYTHONUNBUFFERED="1",
+        SYNAPSIA_LOG_LEVEL="WARNING",
+        SYNAPSIA_DEBUG="true" if debug else "false",
+        SYNAPSIA_ALLOWED_HOSTS="127.0.0.1,localhost",
+    )
+    return env
+
+
+def run_checked(args: list[str], env: dict[str, str], what: str) -> None:
+    """Run a short setup command; fail with its output if it fails."""
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+def _postgres_execute(*statements: str) -> None:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+        for statement in statements:
+            conn.execute(statement)  # type: ignore[arg-type]
+
+
+def _redis_flush() -> None:
+    import redis
+
+    client = redis.Redis.from_url(BENCH_REDIS_URL, socket_timeout=5)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def provisioned(
+    profile: str, workdir: Path, *, debug: bool, keep: bool, settings: str = "synapsia.settings"
+) -> Iterator[Stack]:
+    """Create, migrate and (unless ``keep``) afterwards remove the profile's database."""
+    env = base_env(debug, settings)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if profile == "embedded":
+        env["SYNAPSIA_SQLITE_PATH"] = str(workdir / "bench.sqlite3")
+    else:
+        env.update(
+            DATABASE_URL=BENCH_DATABASE_URL,
+            REDIS_URL=BENCH_REDIS_URL,
+            SYNAPSIA_SECRET_KEY=BENCH_SECRET_KEY,
+            SYNAPSIA_SECURE_SSL_REDIRECT="false",
+            # Throwaway keys, new each run: the production profile wants them set.
+            SYNAPSIA_VAULT_KEY=base64.b64encode(os.urandom(32)).decode(),
+            SYNAPSIA_LEDGER_SIGNING_KEY=base64.b64encode(os.urandom(32)).decode(),
+        )
+        drop = f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)"
+        _postgres_execute(drop, f"CREATE DATABASE {BENCH_DATABASE}")
+        _redis_flush()
+    try:
+        run_checked([sys.executable, "manage.py", "migrate", "--no-input", "-v0"], env, "migrate")
+        yield Stack(profile, env, workdir)
+    finally:
+        if profile == "services" and not keep:
+            with contextlib.suppress(Exception):
+                _postgres_execute(drop)
+            with contextlib.suppress(Exception):
+                _redis_flush()
+        if profile == "embedded" and not keep:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    (workdir / f"bench.sqlite3{suffix}").unlink()
+
+
+@dataclass
+class Server:
+    """A running Daphne: where it listens and the pid whose CPU time we read."""
+
+    host: str
+    pid: int
+
+
+def _descendant_daphne(pid: int) -> int:
+    """py-spy runs Daphne as its child; the CPU we want is the child's."""
+    for _ in range(50):
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            children = (task / "children").read_text().split()
+            if children:
+                return int(children[0])
+        time.sleep(0.1)
+    return pid
+
+
+@contextlib.contextmanager
+def running_daphne(
+    stack: Stack,
+    application: str,
+    log_path: Path,
+    *,
+    profile_to: Path | None = None,
+    timeout: float = 40.0,
+) -> Iterator[Server]:
+    """Serve ``application`` with Daphne on a free loopback port; always stop it afterwards.
+
+    With ``profile_to``, Daphne runs under ``py-spy record`` (raw collapsed stacks), which
+    writes the profile when Daphne exits.
+    """
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "daphne",
+        "-b",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "--websocket-max-message-size",
+        str(DAPHNE_MAX_MESSAGE_BYTES),
+        application,
+    ]
+    if profile_to is not None:
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        command = [
+            py_spy,
+            "record",
+            "--format",
+            "raw",
+            "--rate",
+            "200",
+            "-o",
+            str(profile_to),
+            "--",
+            *command,
+        ]
+    with open(log_path, "wb") as log:
+        # Own session: a Ctrl-C in the terminal reaches us, and we stop the server in order.
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=stack.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"daphne exited early:\n{log_path.read_text()}")
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"daphne did not answer in {timeout}s:\n{log_path.read_text()}"
+                        ) from None
+                    time.sleep(0.1)
+            pid = _descendant_daphne(process.pid) if profile_to is not None else process.pid
+            yield Server(f"127.0.0.1:{port}", pid)
+        finally:
+            if profile_to is not None:
+                # py-spy writes its profile once its child is gone: stop Daphne, then wait.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(_descendant_daphne(process.pid), signal.SIGTERM)
+            else:
+                process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
