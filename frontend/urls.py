@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import ledger_views, views
+from frontend import ledger_views, slip_views, views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -15,4 +15,7 @@ urlpatterns = [
     path("rooms/<uuid:room_id>/", views.room, name="room"),
     path("rooms/<uuid:room_id>/ledger/", ledger_views.room_ledger, name="room-ledger"),
     path("invites/<str:token>/", views.invite, name="invite"),
+    path("keys/", slip_views.keys, name="keys"),
+    path("vault/", slip_views.vault_page, name="vault"),
+    path("rooms/<uuid:room_id>/slip/", slip_views.slip, name="room-slip"),
 ]
