@@ -2,6 +2,20 @@
 
 from __future__ import annotations
 
-from agents.client import FrameRefusedError, RoomClient, RoomClosedError, RoomMessage, Welcome
+from agents.client import (
+    ActionOutcome,
+    FrameRefusedError,
+    RoomClient,
+    RoomClosedError,
+    RoomMessage,
+    Welcome,
+)
 
-__all__ = ["FrameRefusedError", "RoomClient", "RoomClosedError", "RoomMessage", "Welcome"]
+__all__ = [
+    "ActionOutcome",
+    "FrameRefusedError",
+    "RoomClient",
+    "RoomClosedError",
+    "RoomMessage",
+    "Welcome",
+]

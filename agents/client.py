@@ -66,6 +66,20 @@ class Welcome:
     participant: str
     agent_id: str | None
     acked_seq: int
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ActionOutcome:
+    """What became of an ``act`` request (``ref`` is its frame id and idempotency key)."""
+
+    ref: str
+    action_id: str | None
+    status: str  # executed, failed, awaiting_grant, denied
+    rule: str
+    detail: str
+    output: dict[str, Any] | None
+    replay: bool
 
 
 @dataclass
@@ -111,6 +125,7 @@ class RoomClient:
         self._runner: asyncio.Task[None] | None = None
         self._closing = False
         self._final_error: RoomClosedError | None = None
+        self._action_updates: dict[str, asyncio.Queue[ActionOutcome]] = {}
 
     async def __aenter__(self) -> RoomClient:
         await self.connect()
@@ -151,6 +166,18 @@ class RoomClient:
         """Say ``text`` in the room; returns its sequence number once the server recorded it."""
         result = await self._request("say", {"text": text}, timeout)
         return int(result["seq"])
+
+    async def act(
+        self, tool: str, arguments: dict[str, Any], timeout: float = 30.0
+    ) -> ActionOutcome:
+        """Ask for a typed action. If the outcome is ``awaiting_grant``, the room is paused
+        until the owner decides; ``await room.action_update(outcome.ref)`` waits for that."""
+        return await self._request("act", {"tool": tool, "arguments": arguments}, timeout)  # type: ignore[no-any-return]
+
+    async def action_update(self, ref: str, timeout: float | None = None) -> ActionOutcome:
+        """The next result the server reports for the action ``ref`` (after its grant)."""
+        queue = self._action_updates.setdefault(ref, asyncio.Queue())
+        return await asyncio.wait_for(queue.get(), timeout)
 
     async def ping(self, timeout: float = 10.0) -> None:
         await self._request("ping", {}, timeout)
@@ -237,6 +264,7 @@ class RoomClient:
             "pong": self._on_pong,
             "error": self._on_error,
             "room_state": self._on_room_state,
+            "action_result": self._on_action_result,
         }
         async for raw in socket:
             frame = json.loads(raw)
@@ -249,7 +277,11 @@ class RoomClient:
     async def _on_welcome(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
         body = frame["body"]
         self.welcome = Welcome(
-            body["room"], body["participant"], body["agent_id"], body["acked_seq"]
+            body["room"],
+            body["participant"],
+            body["agent_id"],
+            body["acked_seq"],
+            body.get("tools", []),
         )
         self.room_state = body["room"]["state"]
         self._connected.set()
@@ -275,6 +307,20 @@ class RoomClient:
         body = frame["body"]
         if not self._resolve(body["ref"], FrameRefusedError(body["code"], body["message"])):
             log.warning("server error frame: %s", body)
+
+    async def _on_action_result(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
+        body = frame["body"]
+        outcome = ActionOutcome(
+            body["ref"],
+            body["action_id"],
+            body["status"],
+            body["rule"],
+            body["detail"],
+            body["output"],
+            body["replay"],
+        )
+        if not self._resolve(body["ref"], outcome):  # a later update, after a grant decision
+            self._action_updates.setdefault(body["ref"], asyncio.Queue()).put_nowait(outcome)
 
     async def _on_room_state(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
         self.room_state = frame["body"]["state"]

@@ -7,7 +7,7 @@ Thin: every endpoint calls one service or selector. ``RoomError``s become
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
 from django.contrib.auth.models import User
@@ -15,7 +15,9 @@ from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from ninja.security import django_auth
 
-from rooms import selectors, services
+from gatekeeper.actions import ActionResult
+from gatekeeper.grants import grants_of_owner
+from rooms import forks, selectors, services
 from rooms.models import Agent, Room, RoomMember, RoomState
 
 router = Router(auth=django_auth, tags=["rooms"])
@@ -97,6 +99,42 @@ class MessageOut(Schema):
     sender_agent_id: UUID
     text: str
     sent_at: datetime
+
+
+class GrantRequestOut(Schema):
+    grant_id: UUID
+    action_id: UUID
+    tool: str
+    arguments: dict[str, Any]
+    derived_from_peer: bool  # an argument repeats what the other agent wrote
+    reason_rule: str
+    status: str
+    expires_at: datetime
+    payload: dict[str, Any]  # sign GRANT_TAG + RFC 8785(payload) to approve (docs/gatekeeper.md)
+
+
+class GrantDecisionIn(Schema):
+    decision: Literal["approve", "deny"]
+    key_id: UUID | None = None
+    signature: str = ""
+
+
+class ActionResultOut(Schema):
+    action_id: UUID | None
+    status: str
+    rule: str
+    detail: str
+    output: dict[str, Any] | None
+
+
+def _result_out(result: ActionResult) -> ActionResultOut:
+    return ActionResultOut(
+        action_id=result.action_id,
+        status=result.status,
+        rule=result.rule,
+        detail=result.detail,
+        output=result.output,
+    )
 
 
 def _agent_out(agent: Agent) -> AgentOut:
@@ -219,3 +257,30 @@ def rooms_messages(
         MessageOut(seq=m.seq, sender_agent_id=m.sender_id, text=m.text, sent_at=m.created_at)
         for m in messages
     ]
+
+
+# --- forks: grant requests waiting for this owner ----------------------------------------
+
+
+@router.get("/rooms/{room_id}/grants", response=list[GrantRequestOut])
+def rooms_grants(request: HttpRequest, room_id: UUID) -> list[GrantRequestOut]:
+    seat = selectors.room_seat(owner=_owner(request), room_id=room_id)
+    return [
+        GrantRequestOut.model_validate(view, from_attributes=True)
+        for view in grants_of_owner(owner=seat.owner, room_id=seat.room_id)
+    ]
+
+
+@router.post("/rooms/{room_id}/grants/{grant_id}", response=ActionResultOut)
+def rooms_grant_decide(
+    request: HttpRequest, room_id: UUID, grant_id: UUID, payload: GrantDecisionIn
+) -> ActionResultOut:
+    result = forks.grant_decide(
+        owner=_owner(request),
+        room_id=room_id,
+        grant_id=grant_id,
+        approve=payload.decision == "approve",
+        key_id=payload.key_id,
+        signature=payload.signature,
+    )
+    return _result_out(result)

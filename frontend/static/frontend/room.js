@@ -30,7 +30,10 @@
     socket.onmessage = (event) => {
       const frame = JSON.parse(event.data);
       if (frame.type === "message") render(frame.body);
-      else if (frame.type === "room_state") stateBadge.textContent = frame.body.state;
+      else if (frame.type === "room_state") {
+        stateBadge.textContent = frame.body.state;
+        document.dispatchEvent(new CustomEvent("synapsia:room-state", { detail: frame.body.state }));
+      }
     };
     socket.onclose = (event) => {
       status.textContent = `disconnected (code ${event.code})`;
