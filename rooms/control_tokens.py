@@ -1,0 +1,621 @@
+"""The one catalogue of what peer-authored text loses before another agent reads it.
+
+Everything the fence strips is listed here, each entry with the reason and the source it was
+taken from, so a reviewer can answer "why is this character / token gone?" in one file and a
+maintainer can add a model family by appending one line. ``rooms.untrusted`` applies the
+catalogue; ``docs/untrusted.md`` explains it for people.
+
+Two kinds of entry:
+
+* **Code points** (:data:`CODE_POINT_RANGES`, plus every ``Cf``/``Cc``/``Cs`` code point and
+  every noncharacter): invisible or control characters that can hide text from a human
+  reviewer while a model still reads it, reorder what a human sees (Trojan Source), or break
+  encoders. They are deleted.
+* **Chat-template control tokens** (:data:`CHAT_TEMPLATE_TOKENS`, :data:`GENERIC_TOKEN_PATTERNS`,
+  :data:`LINE_MARKER_WORDS`) and **fence markers** (:data:`FENCE_MARKER_PATTERNS`): strings a
+  model was trained to read as "a new turn / a new role / the end of the data". They are
+  deleted wherever they occur.
+
+Normalisation, exactly:
+
+* Input is NFKC-normalised before anything else and the *output* stays NFKC. NFKC rather than
+  NFC because some tokenizers apply NFKC themselves (SentencePiece ``nmt_nfkc`` normalisers),
+  so an NFC output could still carry a fullwidth ``<|im_start|>`` (U+FF1C U+FF5C …) that becomes
+  the real token one step
+  downstream. Delivering exactly the form we checked removes that gap. The cost is cosmetic:
+  compatibility characters are rewritten (fullwidth Latin to ASCII, ``ﬁ`` to ``fi``, ``²`` to
+  ``2``, ``…`` to ``...``, ``™`` to ``TM``).
+* Tokens are *detected* on a folded view of the NFKC text: full Unicode case folding
+  (``str.casefold``) plus a small 1:1 map of lookalikes (:data:`CONFUSABLES`: Cyrillic and
+  Greek letters that look Latin, bar and angle-bracket lookalikes). Matches are mapped back to
+  the NFKC text and deleted there, so the output is not case-folded.
+* Token patterns tolerate whitespace around their punctuation (``< | im_start | >``) and
+  ``_``, ``-``, space or ``▁`` for the underscore inside a token name.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import unicodedata
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from itertools import chain
+
+
+class StripCategory(enum.StrEnum):
+    """Stable names for what was stripped; they appear in ledger events, never the content."""
+
+    TAG_CHARACTER = "tag_character"
+    BIDI_CONTROL = "bidi_control"
+    ZERO_WIDTH = "zero_width"
+    VARIATION_SELECTOR = "variation_selector"
+    FORMAT_CHARACTER = "format_character"
+    CONTROL_CHARACTER = "control_character"
+    SURROGATE = "surrogate"
+    NONCHARACTER = "noncharacter"
+    CHAT_TEMPLATE_TOKEN = "chat_template_token"  # noqa: S105 (a name, not a secret)
+    FENCE_MARKER = "fence_marker"
+    # Last resort when nesting defeats the fixpoint loop (see ``rooms.untrusted``).
+    TOKEN_PUNCTUATION = "token_punctuation"  # noqa: S105 (a name, not a secret)
+
+
+# --------------------------------------------------------------------------------------------
+# Code points
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CodePointRange:
+    """An inclusive range of code points that is always deleted, with why and from where."""
+
+    first: int
+    last: int
+    category: StripCategory
+    why: str
+
+
+# Order is precedence: a code point takes the category of the first range containing it.
+CODE_POINT_RANGES: tuple[CodePointRange, ...] = (
+    # Unicode "Tags" block. Invisible ASCII look-alikes (E0020-E007E mirror U+0020-U+007E);
+    # models decode them, humans never see them ("ASCII smuggling", Rehberger 2024).
+    # Source: Unicode Standard ch. 23.9 "Tag Characters"; UTS #51 §2.7 (emoji tag sequences).
+    CodePointRange(0xE0000, 0xE007F, StripCategory.TAG_CHARACTER, "tag characters"),
+    # Bidirectional embeddings/overrides/isolates reorder what a human sees versus what a
+    # model reads ("Trojan Source", CVE-2021-42574). Source: UAX #9 §2.1-2.6.
+    CodePointRange(0x202A, 0x202E, StripCategory.BIDI_CONTROL, "LRE, RLE, PDF, LRO, RLO"),
+    CodePointRange(0x2066, 0x2069, StripCategory.BIDI_CONTROL, "LRI, RLI, FSI, PDI"),
+    # Implicit directional marks: harmless to meaning, so no loss, and invisible.
+    CodePointRange(0x200E, 0x200F, StripCategory.BIDI_CONTROL, "LRM, RLM"),
+    CodePointRange(0x061C, 0x061C, StripCategory.BIDI_CONTROL, "ARABIC LETTER MARK"),
+    # Zero-width characters: the classic hidden-text channel (binary-encoded in ZWSP/ZWNJ/ZWJ).
+    # ZWJ/ZWNJ also shape emoji and Indic/Persian text; losing them splits 👨‍👩‍👧 into its
+    # parts and drops a shaping hint, never a letter. Source: Unicode ch. 23.2 "Layout Controls".
+    CodePointRange(0x200B, 0x200D, StripCategory.ZERO_WIDTH, "ZWSP, ZWNJ, ZWJ"),
+    CodePointRange(0x2060, 0x2064, StripCategory.ZERO_WIDTH, "word joiner, invisible operators"),
+    CodePointRange(0xFEFF, 0xFEFF, StripCategory.ZERO_WIDTH, "BOM / ZWNBSP"),
+    CodePointRange(0x180E, 0x180E, StripCategory.ZERO_WIDTH, "MONGOLIAN VOWEL SEPARATOR"),
+    # Variation selectors. VS17-VS256 (and VS1-VS14 in runs) carry a byte each after a visible
+    # base: "emoji smuggling" (Butler 2025) hides arbitrary bytes behind one emoji. Legitimate
+    # uses are ideographic variants and math/CJK standardized variants: a glyph preference,
+    # never meaning. VS15/VS16 (FE0E/FE0F, text/emoji presentation) are kept when they follow
+    # an emoji-capable base, see STRAY_PRESENTATION_SELECTOR. Source: Unicode ch. 23.4;
+    # StandardizedVariants.txt; emoji-variation-sequences.txt.
+    CodePointRange(0xFE00, 0xFE0D, StripCategory.VARIATION_SELECTOR, "VS1-VS14"),
+    CodePointRange(0xE0100, 0xE01EF, StripCategory.VARIATION_SELECTOR, "VS17-VS256"),
+    # The rest of Default_Ignorable_Code_Point (DerivedCoreProperties.txt): code points a
+    # renderer shows as nothing, including the reserved ones so that a later Unicode version
+    # assigning them cannot open a new invisible channel.
+    CodePointRange(0x00AD, 0x00AD, StripCategory.FORMAT_CHARACTER, "SOFT HYPHEN"),
+    CodePointRange(0x034F, 0x034F, StripCategory.FORMAT_CHARACTER, "COMBINING GRAPHEME JOINER"),
+    CodePointRange(0x115F, 0x1160, StripCategory.FORMAT_CHARACTER, "Hangul fillers"),
+    CodePointRange(0x17B4, 0x17B5, StripCategory.FORMAT_CHARACTER, "Khmer inherent vowels"),
+    CodePointRange(0x180B, 0x180D, StripCategory.FORMAT_CHARACTER, "Mongolian FVS1-3"),
+    CodePointRange(0x180F, 0x180F, StripCategory.FORMAT_CHARACTER, "Mongolian FVS4"),
+    CodePointRange(0x2065, 0x2065, StripCategory.FORMAT_CHARACTER, "reserved ignorable"),
+    CodePointRange(0x206A, 0x206F, StripCategory.FORMAT_CHARACTER, "deprecated format chars"),
+    CodePointRange(0x3164, 0x3164, StripCategory.FORMAT_CHARACTER, "HANGUL FILLER"),
+    CodePointRange(0xFFA0, 0xFFA0, StripCategory.FORMAT_CHARACTER, "HALFWIDTH HANGUL FILLER"),
+    CodePointRange(0xFFF0, 0xFFF8, StripCategory.FORMAT_CHARACTER, "reserved ignorable"),
+    CodePointRange(0xFFF9, 0xFFFB, StripCategory.FORMAT_CHARACTER, "interlinear annotation"),
+    CodePointRange(0x1BCA0, 0x1BCA3, StripCategory.FORMAT_CHARACTER, "shorthand format"),
+    CodePointRange(0x1D173, 0x1D17A, StripCategory.FORMAT_CHARACTER, "musical format"),
+    CodePointRange(0xE0080, 0xE00FF, StripCategory.FORMAT_CHARACTER, "reserved ignorable"),
+    CodePointRange(0xE01F0, 0xE0FFF, StripCategory.FORMAT_CHARACTER, "reserved ignorable"),
+    # Format characters of Unicode 16 not covered above (kept explicit so an older Python
+    # Unicode database still strips them): Arabic/Syriac/Kaithi prepended concatenation marks
+    # and Egyptian hieroglyph format controls. Every other Cf the running Python knows is
+    # added by _build_code_point_table().
+    CodePointRange(0x0600, 0x0605, StripCategory.FORMAT_CHARACTER, "Arabic number signs"),
+    CodePointRange(0x06DD, 0x06DD, StripCategory.FORMAT_CHARACTER, "ARABIC END OF AYAH"),
+    CodePointRange(0x070F, 0x070F, StripCategory.FORMAT_CHARACTER, "SYRIAC ABBREVIATION MARK"),
+    CodePointRange(0x0890, 0x0891, StripCategory.FORMAT_CHARACTER, "Arabic pound/piastre mark"),
+    CodePointRange(0x08E2, 0x08E2, StripCategory.FORMAT_CHARACTER, "ARABIC DISPUTED END OF AYAH"),
+    CodePointRange(0x110BD, 0x110BD, StripCategory.FORMAT_CHARACTER, "KAITHI NUMBER SIGN"),
+    CodePointRange(0x110CD, 0x110CD, StripCategory.FORMAT_CHARACTER, "KAITHI NUMBER SIGN ABOVE"),
+    CodePointRange(0x13430, 0x1343F, StripCategory.FORMAT_CHARACTER, "hieroglyph format"),
+    # C0 controls except TAB and LF, DEL, C1 controls: terminal escapes, NUL truncation in C
+    # libraries, and invisible in most renderers. CR is not listed: ``rooms.untrusted`` turns
+    # CR, CRLF, NEL, LS and PS into LF first so line structure survives. Source: ISO 6429.
+    CodePointRange(0x0000, 0x0008, StripCategory.CONTROL_CHARACTER, "C0 controls"),
+    CodePointRange(0x000B, 0x001F, StripCategory.CONTROL_CHARACTER, "C0 controls"),
+    CodePointRange(0x007F, 0x009F, StripCategory.CONTROL_CHARACTER, "DEL and C1 controls"),
+    # Lone surrogates are legal in a Python str (JSON "\ud800" decodes to one) but cannot be
+    # encoded as UTF-8, so they would crash the byte cap and every encoder after it.
+    CodePointRange(0xD800, 0xDFFF, StripCategory.SURROGATE, "surrogates"),
+    # Noncharacters are "permanently reserved for internal use" (Unicode ch. 23.7, Corrigendum
+    # #9): never meaningful in interchange. The planes' FFFE/FFFF pairs are added below.
+    CodePointRange(0xFDD0, 0xFDEF, StripCategory.NONCHARACTER, "noncharacters"),
+)
+
+# VS15/VS16 decide text-vs-emoji presentation (☎︎ / ☎️) and are in nearly every emoji text, so
+# stripping them would be noisy. One is kept when it directly follows a base that can take it;
+# a selector anywhere else (after a letter, another selector, at the start) is stripped, which
+# closes the run-based smuggling channel and leaves at most one bit per visible base character.
+# The base set approximates emoji-variation-sequences.txt (ranges, not an exact list).
+EMOJI_BASE_CLASS = (
+    "#*0-9\u00a9\u00ae\u203c\u2049\u2122\u2139\u2194-\u21aa\u231a-\u23ff\u24c2"
+    "\u25aa-\u27bf\u2934\u2935\u2b05-\u2b55\u3030\u303d\u3297\u3299\U0001f000-\U0001faff"
+)
+PRESENTATION_SELECTORS = "\ufe0e\ufe0f"
+# (Selector first, lookbehind second: re then jumps between selectors.)
+STRAY_PRESENTATION_SELECTOR = re.compile(
+    f"[{PRESENTATION_SELECTORS}](?<![{EMOJI_BASE_CLASS}][{PRESENTATION_SELECTORS}])"
+)
+
+
+def _build_code_point_table() -> dict[int, StripCategory]:
+    """Code point -> category for every always-stripped code point (not VS15/VS16)."""
+    table: dict[int, StripCategory] = {}
+    for entry in CODE_POINT_RANGES:
+        for cp in range(entry.first, entry.last + 1):
+            table.setdefault(cp, entry.category)
+    for plane in range(17):  # U+nFFFE and U+nFFFF in every plane are noncharacters
+        for low in (0xFFFE, 0xFFFF):
+            table.setdefault(plane * 0x10000 + low, StripCategory.NONCHARACTER)
+    # Any other Cf / Cc the running Unicode database knows about (only planes 0, 1 and 14 hold
+    # them). This keeps "every format character goes" true after a Python upgrade.
+    for cp in chain(range(0x20000), range(0xE0000, 0xE1000)):
+        if cp in table or cp in (0x09, 0x0A, 0x0D):
+            continue
+        general = unicodedata.category(chr(cp))
+        if general == "Cf":
+            table[cp] = StripCategory.FORMAT_CHARACTER
+        elif general == "Cc":
+            table[cp] = StripCategory.CONTROL_CHARACTER
+    # CR is normalised to LF before stripping; listing it anyway makes a stray CR impossible.
+    table.setdefault(0x0D, StripCategory.CONTROL_CHARACTER)
+    return table
+
+
+_CODE_POINT_TABLE = _build_code_point_table()
+
+STRIPPED_CODE_POINTS: frozenset[int] = frozenset(_CODE_POINT_TABLE)
+"""Every code point that never survives fencing (VS15/VS16 survive only after an emoji base)."""
+
+
+def category_of(char: str) -> StripCategory | None:
+    """The strip category of one character, or ``None`` when it is kept."""
+    return _CODE_POINT_TABLE.get(ord(char))
+
+
+def char_class(code_points: Iterable[int]) -> str:
+    """A regex character class body covering ``code_points``, compressed into ranges."""
+    ordered = sorted(code_points)
+    parts: list[str] = []
+    start = prev = ordered[0]
+    for cp in [*ordered[1:], -1]:
+        if cp == prev + 1:
+            prev = cp
+            continue
+        first, last = re.escape(chr(start)), re.escape(chr(prev))
+        parts.append(first if start == prev else f"{first}-{last}")
+        start = prev = cp
+    return "".join(parts)
+
+
+# Speed: Python's re turns a class of BMP code points into a bitmap, but scans astral ranges
+# one by one for every character. So the BMP and astral parts are separate patterns, the astral
+# one runs only when the text has astral characters at all, and ASCII text (``str.isascii`` is
+# O(1)) only needs the C0 check.
+_ASCII_STRIPPABLE = re.compile(f"[{char_class(cp for cp in _CODE_POINT_TABLE if cp < 0x80)}]+")
+_BMP_STRIPPABLE = re.compile(f"[{char_class(cp for cp in _CODE_POINT_TABLE if cp < 0x10000)}]+")
+_ASTRAL_STRIPPABLE = re.compile(f"[{char_class(cp for cp in _CODE_POINT_TABLE if cp >= 0x10000)}]+")
+ASTRAL_RUNS = re.compile("[\U00010000-\U0010ffff]+")
+
+
+def strip_code_points(text: str) -> tuple[str, Counter[StripCategory]]:
+    """Delete every catalogued code point; return the text and per-category counts."""
+    counts: Counter[StripCategory] = Counter()
+    if text.isascii():
+        patterns: tuple[re.Pattern[str], ...] = (_ASCII_STRIPPABLE,)
+    else:
+        patterns = (_BMP_STRIPPABLE,)
+        # Check the astral class only against the astral characters actually present.
+        astral = "".join(ASTRAL_RUNS.findall(text))
+        if astral and _ASTRAL_STRIPPABLE.search(astral):
+            patterns = (_BMP_STRIPPABLE, _ASTRAL_STRIPPABLE)
+    for pattern in patterns:
+        runs = pattern.findall(text)
+        if runs:
+            counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(runs))
+            text = pattern.sub("", text)
+    if "\ufe0e" in text or "\ufe0f" in text:  # the lookbehind is costly; run it only if needed
+        text, stray = STRAY_PRESENTATION_SELECTOR.subn("", text)
+        if stray:
+            counts[StripCategory.VARIATION_SELECTOR] += stray
+    return text, counts
+
+
+# --------------------------------------------------------------------------------------------
+# Detection view: case folding plus lookalikes
+# --------------------------------------------------------------------------------------------
+
+# 1:1 lookalike map applied after casefold for *detection only* (positions stay aligned).
+# A hand-picked subset of UTS #39 confusables.txt: letters that render like Latin in common
+# fonts, and lookalikes of the punctuation that control tokens are made of. Not exhaustive.
+CONFUSABLES: dict[str, str] = {
+    # Cyrillic (after casefold)
+    "\u0430": "a",  # CYRILLIC SMALL LETTER A
+    "\u0432": "b",  # CYRILLIC SMALL LETTER VE
+    "\u0435": "e",  # CYRILLIC SMALL LETTER IE
+    "\u0437": "3",  # CYRILLIC SMALL LETTER ZE
+    "\u0456": "i",  # CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I
+    "\u0458": "j",  # CYRILLIC SMALL LETTER JE
+    "\u043a": "k",  # CYRILLIC SMALL LETTER KA
+    "\u043c": "m",  # CYRILLIC SMALL LETTER EM
+    "\u043d": "h",  # CYRILLIC SMALL LETTER EN
+    "\u043e": "o",  # CYRILLIC SMALL LETTER O
+    "\u0440": "p",  # CYRILLIC SMALL LETTER ER
+    "\u0441": "c",  # CYRILLIC SMALL LETTER ES
+    "\u0442": "t",  # CYRILLIC SMALL LETTER TE
+    "\u0443": "y",  # CYRILLIC SMALL LETTER U
+    "\u0445": "x",  # CYRILLIC SMALL LETTER HA
+    "\u0455": "s",  # CYRILLIC SMALL LETTER DZE
+    "\u04bb": "h",  # CYRILLIC SMALL LETTER SHHA
+    "\u0501": "d",  # CYRILLIC SMALL LETTER KOMI DE
+    "\u051b": "q",  # CYRILLIC SMALL LETTER QA
+    "\u051d": "w",  # CYRILLIC SMALL LETTER WE
+    "\u04cf": "l",  # CYRILLIC SMALL LETTER PALOCHKA
+    # Greek
+    "\u03b1": "a",  # GREEK SMALL LETTER ALPHA
+    "\u03b9": "i",  # GREEK SMALL LETTER IOTA
+    "\u03ba": "k",  # GREEK SMALL LETTER KAPPA
+    "\u03bd": "v",  # GREEK SMALL LETTER NU
+    "\u03bf": "o",  # GREEK SMALL LETTER OMICRON
+    "\u03c1": "p",  # GREEK SMALL LETTER RHO
+    "\u03c4": "t",  # GREEK SMALL LETTER TAU
+    "\u03c5": "u",  # GREEK SMALL LETTER UPSILON
+    "\u03c7": "x",  # GREEK SMALL LETTER CHI
+    "\u03f2": "c",  # GREEK LUNATE SIGMA SYMBOL
+    "\u03f3": "j",  # GREEK LETTER YOT
+    # Latin oddities
+    "\u0131": "i",  # LATIN SMALL LETTER DOTLESS I
+    "\u0237": "j",  # LATIN SMALL LETTER DOTLESS J
+    "\u0261": "g",  # LATIN SMALL LETTER SCRIPT G
+    "\u0251": "a",  # LATIN SMALL LETTER ALPHA
+    # Armenian
+    "\u0585": "o",  # ARMENIAN SMALL LETTER OH
+    "\u057d": "u",  # ARMENIAN SMALL LETTER SEH
+    "\u0570": "h",  # ARMENIAN SMALL LETTER HO
+    "\u0578": "n",  # ARMENIAN SMALL LETTER VO
+    # Bars and angle brackets that survive NFKC
+    "\u00a6": "|",  # BROKEN BAR
+    "\u01c0": "|",  # LATIN LETTER DENTAL CLICK
+    "\u2223": "|",  # DIVIDES
+    "\u2502": "|",  # BOX DRAWINGS LIGHT VERTICAL
+    "\u2758": "|",  # LIGHT VERTICAL BAR
+    "\u2039": "<",  # SINGLE LEFT-POINTING ANGLE QUOTATION MARK
+    "\u203a": ">",  # SINGLE RIGHT-POINTING ANGLE QUOTATION MARK
+    "\u3008": "<",  # LEFT ANGLE BRACKET
+    "\u3009": ">",  # RIGHT ANGLE BRACKET
+    "\u276e": "<",  # HEAVY LEFT-POINTING ANGLE QUOTATION MARK ORNAMENT
+    "\u276f": ">",  # HEAVY RIGHT-POINTING ANGLE QUOTATION MARK ORNAMENT
+    "\u02c2": "<",  # MODIFIER LETTER LEFT ARROWHEAD
+    "\u02c3": ">",  # MODIFIER LETTER RIGHT ARROWHEAD
+}
+
+# Code points whose casefold is longer than one character (sharp s -> ss, ligatures, ...): the only
+# places where the folded view and the text drift apart.
+_EXPANDING_CASEFOLD = re.compile(
+    f"[{char_class(cp for cp in range(0x20000) if len(chr(cp).casefold()) > 1)}]"
+)
+
+
+_CONFUSABLE_RUNS = re.compile(f"[{char_class(map(ord, CONFUSABLES))}]+")
+
+
+def replace_confusables(text: str, *, alphanumeric_only: bool = False) -> str:
+    """Map the lookalikes in ``text`` to their Latin twins (1:1, so indexes stay valid).
+
+    ``str.translate`` costs ~150 ns per non-ASCII character; one ``str.replace`` per distinct
+    lookalike actually present is C-speed, and usually there are none or a few.
+    """
+    if text.isascii():
+        return text
+    for char in set("".join(_CONFUSABLE_RUNS.findall(text))):
+        target = CONFUSABLES[char]
+        if target.isalnum() or not alphanumeric_only:
+            text = text.replace(char, target)
+    return text
+
+
+def fold(text: str) -> str:
+    """The detection view of NFKC text: casefold, then lookalikes to their Latin twin."""
+    return replace_confusables(text.casefold())
+
+
+def _folded_view(text: str) -> tuple[str, Callable[[int], int]]:
+    """The folded view and a function mapping a view index back to a text index."""
+    view = fold(text)
+    if len(view) == len(text):
+        return view, lambda index: index
+    view_starts: list[int] = []
+    view_ends: list[int] = []
+    sources: list[int] = []
+    shift = 0
+    for match in _EXPANDING_CASEFOLD.finditer(text):
+        source = match.start()
+        view_starts.append(source + shift)
+        shift += len(text[source].casefold()) - 1
+        view_ends.append(source + shift + 1)
+        sources.append(source)
+
+    def to_source(index: int) -> int:
+        k = bisect_right(view_starts, index) - 1
+        if k < 0:
+            return index
+        if index < view_ends[k]:
+            return sources[k]  # inside one character's expansion
+        return index - (view_ends[k] - sources[k] - 1)
+
+    return view, to_source
+
+
+# --------------------------------------------------------------------------------------------
+# Chat-template control tokens
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ControlToken:
+    """A chat-template control token as its tokenizer config spells it."""
+
+    text: str
+    family: str
+    source: str
+
+
+# To add a family: append its special tokens here with the file you read them from. Tokens of
+# the "<|name|>" shape are already caught by GENERIC_TOKEN_PATTERNS; listing them still
+# documents the family and keeps the tests honest.
+CHAT_TEMPLATE_TOKENS: tuple[ControlToken, ...] = (
+    # ChatML (OpenAI ChatML spec; Qwen2/2.5/3 tokenizer_config.json added_tokens; Yi, Hermes).
+    ControlToken("<|im_start|>", "chatml", "openai/openai-python chatml.md; Qwen tokenizer"),
+    ControlToken("<|im_end|>", "chatml", "openai/openai-python chatml.md; Qwen tokenizer"),
+    ControlToken("<|im_sep|>", "chatml", "microsoft/phi-4 tokenizer_config.json"),
+    ControlToken("<|endoftext|>", "chatml", "GPT-2/tiktoken, Qwen, Phi tokenizer configs"),
+    ControlToken("<|startoftext|>", "chatml", "openai/gpt-oss tokenizer_config.json"),
+    ControlToken("<|fim_prefix|>", "chatml", "Qwen2.5-Coder tokenizer_config.json"),
+    ControlToken("<|fim_middle|>", "chatml", "Qwen2.5-Coder tokenizer_config.json"),
+    ControlToken("<|fim_suffix|>", "chatml", "Qwen2.5-Coder tokenizer_config.json"),
+    ControlToken("<tool_call>", "chatml", "Qwen2.5/Qwen3 tokenizer_config.json"),
+    ControlToken("</tool_call>", "chatml", "Qwen2.5/Qwen3 tokenizer_config.json"),
+    ControlToken("<tool_response>", "chatml", "Qwen2.5/Qwen3 chat template"),
+    ControlToken("</tool_response>", "chatml", "Qwen2.5/Qwen3 chat template"),
+    ControlToken("<think>", "chatml", "Qwen3 / DeepSeek-R1 tokenizer_config.json"),
+    ControlToken("</think>", "chatml", "Qwen3 / DeepSeek-R1 tokenizer_config.json"),
+    # Llama 2 (meta-llama/llama generation.py: B_INST, E_INST, B_SYS, E_SYS; SentencePiece BOS/EOS).
+    ControlToken("[INST]", "llama2", "meta-llama/llama llama/generation.py B_INST"),
+    ControlToken("[/INST]", "llama2", "meta-llama/llama llama/generation.py E_INST"),
+    ControlToken("<<SYS>>", "llama2", "meta-llama/llama llama/generation.py B_SYS"),
+    ControlToken("<</SYS>>", "llama2", "meta-llama/llama llama/generation.py E_SYS"),
+    ControlToken("<s>", "llama2", "Llama 2 / Mistral SentencePiece bos_token"),
+    ControlToken("</s>", "llama2", "Llama 2 / Mistral SentencePiece eos_token"),
+    # Llama 3 / 3.1 / 4 (meta-llama/llama-models tokenizer.py special_tokens; Llama 4 header_*).
+    ControlToken("<|begin_of_text|>", "llama3", "meta-llama/llama-models llama3 tokenizer.py"),
+    ControlToken("<|end_of_text|>", "llama3", "meta-llama/llama-models llama3 tokenizer.py"),
+    ControlToken("<|start_header_id|>", "llama3", "meta-llama/llama-models llama3 tokenizer.py"),
+    ControlToken("<|end_header_id|>", "llama3", "meta-llama/llama-models llama3 tokenizer.py"),
+    ControlToken("<|eot_id|>", "llama3", "meta-llama/llama-models llama3 tokenizer.py"),
+    ControlToken("<|eom_id|>", "llama3", "meta-llama/llama-models llama3.1 tokenizer.py"),
+    ControlToken("<|python_tag|>", "llama3", "meta-llama/llama-models llama3.1 tokenizer.py"),
+    ControlToken("<|header_start|>", "llama3", "meta-llama/llama-models llama4 tokenizer.py"),
+    ControlToken("<|header_end|>", "llama3", "meta-llama/llama-models llama4 tokenizer.py"),
+    ControlToken("<|eot|>", "llama3", "meta-llama/llama-models llama4 tokenizer.py"),
+    # Gemma (google/gemma-* tokenizer_config.json; Gemma formatting docs).
+    ControlToken("<start_of_turn>", "gemma", "ai.google.dev/gemma/docs/formatting"),
+    ControlToken("<end_of_turn>", "gemma", "ai.google.dev/gemma/docs/formatting"),
+    ControlToken("<bos>", "gemma", "google/gemma tokenizer_config.json bos_token"),
+    ControlToken("<eos>", "gemma", "google/gemma tokenizer_config.json eos_token"),
+    # Mistral (mistralai/mistral-common SpecialTokens; cookbook tokenization/templates.md).
+    ControlToken("[SYSTEM_PROMPT]", "mistral", "mistral-common tokens/tokenizers/base.py"),
+    ControlToken("[/SYSTEM_PROMPT]", "mistral", "mistral-common tokens/tokenizers/base.py"),
+    ControlToken("[AVAILABLE_TOOLS]", "mistral", "mistral-common tokens/tokenizers/base.py"),
+    ControlToken("[/AVAILABLE_TOOLS]", "mistral", "mistral-common tokens/tokenizers/base.py"),
+    ControlToken("[TOOL_CALLS]", "mistral", "mistral-common tokens/tokenizers/base.py"),
+    ControlToken("[TOOL_RESULTS]", "mistral", "mistral-common tokens/tokenizers/base.py"),
+    ControlToken("[/TOOL_RESULTS]", "mistral", "mistral-common tokens/tokenizers/base.py"),
+    ControlToken("[TOOL_CONTENT]", "mistral", "mistral-common tokens/tokenizers/base.py"),
+    ControlToken("[THINK]", "mistral", "mistral-common tokens/tokenizers/base.py (Magistral)"),
+    ControlToken("[/THINK]", "mistral", "mistral-common tokens/tokenizers/base.py (Magistral)"),
+    # Phi-3, Zephyr, GLM (microsoft/Phi-3-* and THUDM/glm-4 tokenizer_config.json).
+    ControlToken("<|system|>", "phi", "microsoft/Phi-3-mini-4k-instruct tokenizer_config.json"),
+    ControlToken("<|user|>", "phi", "microsoft/Phi-3-mini-4k-instruct tokenizer_config.json"),
+    ControlToken("<|assistant|>", "phi", "microsoft/Phi-3-mini-4k-instruct tokenizer_config"),
+    ControlToken("<|end|>", "phi", "microsoft/Phi-3-mini-4k-instruct tokenizer_config.json"),
+    ControlToken("<|observation|>", "phi", "THUDM/glm-4-9b-chat tokenizer_config.json"),
+    ControlToken("[gMASK]", "phi", "THUDM/glm-4-9b-chat tokenizer_config.json"),
+    ControlToken("<sop>", "phi", "THUDM/glm-4-9b-chat tokenizer_config.json"),
+    # OpenAI harmony (openai/harmony; gpt-oss tokenizer_config.json).
+    ControlToken("<|start|>", "harmony", "openai/harmony docs; gpt-oss tokenizer_config.json"),
+    ControlToken("<|message|>", "harmony", "openai/harmony docs; gpt-oss tokenizer_config.json"),
+    ControlToken("<|channel|>", "harmony", "openai/harmony docs; gpt-oss tokenizer_config.json"),
+    ControlToken("<|return|>", "harmony", "openai/harmony docs; gpt-oss tokenizer_config.json"),
+    ControlToken("<|call|>", "harmony", "openai/harmony docs; gpt-oss tokenizer_config.json"),
+    ControlToken("<|constrain|>", "harmony", "openai/harmony; gpt-oss tokenizer_config.json"),
+    # Cohere Command-R (CohereForAI/c4ai-command-r tokenizer_config.json).
+    ControlToken("<|START_OF_TURN_TOKEN|>", "cohere", "c4ai-command-r tokenizer_config.json"),
+    ControlToken("<|END_OF_TURN_TOKEN|>", "cohere", "c4ai-command-r tokenizer_config.json"),
+    ControlToken("<|SYSTEM_TOKEN|>", "cohere", "c4ai-command-r tokenizer_config.json"),
+    ControlToken("<|USER_TOKEN|>", "cohere", "c4ai-command-r tokenizer_config.json"),
+    ControlToken("<|CHATBOT_TOKEN|>", "cohere", "c4ai-command-r tokenizer_config.json"),
+    ControlToken("<BOS_TOKEN>", "cohere", "c4ai-command-r tokenizer_config.json"),
+    # DeepSeek V3/R1 (deepseek-ai/DeepSeek-V3 tokenizer_config.json; fullwidth bar U+FF5C and
+    # U+2581, which NFKC turns into "|" and leaves as "▁").
+    ControlToken(
+        "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "deepseek", "deepseek-ai/DeepSeek-V3 tokenizer"
+    ),
+    ControlToken(
+        "<\uff5cend\u2581of\u2581sentence\uff5c>", "deepseek", "deepseek-ai/DeepSeek-V3 tokenizer"
+    ),
+    ControlToken("<\uff5cUser\uff5c>", "deepseek", "deepseek-ai/DeepSeek-V3 tokenizer_config.json"),
+    ControlToken(
+        "<\uff5cAssistant\uff5c>", "deepseek", "deepseek-ai/DeepSeek-V3 tokenizer_config.json"
+    ),
+    # XML-style role tags several templates and agent frameworks use as turn delimiters.
+    ControlToken("<system>", "xml_roles", "common prompt-template role tags"),
+    ControlToken("</system>", "xml_roles", "common prompt-template role tags"),
+    ControlToken("<user>", "xml_roles", "common prompt-template role tags"),
+    ControlToken("</user>", "xml_roles", "common prompt-template role tags"),
+    ControlToken("<assistant>", "xml_roles", "common prompt-template role tags"),
+    ControlToken("</assistant>", "xml_roles", "common prompt-template role tags"),
+    # Generic begin/end/pad tokens (BERT/T5/GPT-NeoX vocabularies).
+    ControlToken("<unk>", "generic", "SentencePiece default unk_token"),
+    ControlToken("<pad>", "generic", "SentencePiece / T5 pad_token"),
+    ControlToken("<mask>", "generic", "RoBERTa mask_token"),
+    ControlToken("[CLS]", "generic", "BERT vocab.txt"),
+    ControlToken("[SEP]", "generic", "BERT vocab.txt"),
+    ControlToken("[MASK]", "generic", "BERT vocab.txt"),
+    ControlToken("[PAD]", "generic", "BERT vocab.txt"),
+    ControlToken("[UNK]", "generic", "BERT vocab.txt"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenPattern:
+    """A regex (over the folded view) for a whole shape of token rather than one spelling."""
+
+    name: str
+    pattern: str
+    source: str
+
+
+GENERIC_TOKEN_PATTERNS: tuple[TokenPattern, ...] = (
+    # "<|anything|>" is the special-token shape of tiktoken-style vocabularies: ChatML, Llama 3
+    # reserved tokens (<|reserved_special_token_N|>), Phi, GLM, harmony, Command-R, DeepSeek
+    # after NFKC. Ordinary prose practically never writes "<|" ... "|>".
+    TokenPattern(
+        "pipe_token", r"<\s*\|[^|<>]{1,64}\|\s*>", "tiktoken / HF added_tokens naming convention"
+    ),
+)
+
+# Anthropic's legacy completion format delimits turns with "\n\nHuman:" and "\n\nAssistant:".
+# They are removed at the start of any line (a fence or a context join can supply the blank
+# line), together with any immediate repeats. Source: Anthropic Text Completions API docs
+# ("HUMAN_PROMPT" / "AI_PROMPT" in anthropic-sdk-python).
+LINE_MARKER_WORDS: tuple[str, ...] = ("human", "assistant")
+
+
+# Anything that looks like the start of our own fence (or of a sibling trusted block the room
+# might add) is deleted, so peer text can neither close its fence nor open a fake one. The
+# boundary also carries an unguessable nonce; this is the second lock.
+FENCE_MARKER_PATTERNS: tuple[TokenPattern, ...] = (
+    TokenPattern(
+        "untrusted_marker",
+        r"<<*\s*/*\s*(?:un[\s_\-]*)?trusted",
+        "rooms.untrusted fence format (<<untrusted …>> / <</untrusted …>>)",
+    ),
+    TokenPattern(
+        "room_block_marker",
+        r"<<\s*/*\s*(?:system|charter|preamble|whisper|owner|notice|synapsia|fence|context|peer)",
+        "double-angle markers reserved for trusted room blocks",
+    ),
+)
+
+
+def _literal_pattern(literal: str) -> str:
+    """Regex for one token spelling: folded, whitespace-tolerant around punctuation."""
+    folded = fold(unicodedata.normalize("NFKC", literal))
+    pieces: list[str] = []
+    previous = ""
+    for char in folded:
+        if char in "_- ▁":
+            kind, piece = "sep", r"[\s_\-▁]*"
+        elif char.isalnum():
+            kind, piece = "word", re.escape(char)
+        else:
+            kind, piece = "punct", re.escape(char)
+        if pieces and "sep" not in (kind, previous) and "punct" in (kind, previous):
+            pieces.append(r"\s*")
+        pieces.append(piece)
+        previous = kind
+    return "".join(pieces)
+
+
+def _token_regexes() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    # Every alternative starts with a literal "<" or "[", which lets re skip straight to those
+    # characters instead of trying ~90 alternatives at every position (a 20x difference).
+    fences = [p.pattern for p in FENCE_MARKER_PATTERNS]
+    literals = sorted({_literal_pattern(t.text) for t in CHAT_TEMPLATE_TOKENS}, key=len)
+    tokens = [p.pattern for p in GENERIC_TOKEN_PATTERNS] + literals[::-1]
+    return re.compile("|".join(fences + tokens)), re.compile("|".join(fences))
+
+
+TOKEN_REGEX, FENCE_MARKER_REGEX = _token_regexes()
+LINE_MARKER_REGEX = re.compile(
+    rf"^(?:[ \t]*(?:{'|'.join(LINE_MARKER_WORDS)})[ \t]*:)+", re.MULTILINE
+)
+
+
+def find_control_tokens(text: str) -> list[tuple[int, int, StripCategory]]:
+    """Spans (in ``text``) of chat-template tokens and fence markers, in order.
+
+    ``text`` should already be NFKC with catalogued code points stripped; the spans cover
+    whole characters of ``text`` even where case folding expanded one character into two.
+    """
+    view, to_source = _folded_view(text)
+    found: list[tuple[int, int, StripCategory]] = []
+    if "<" in view or "[" in view:
+        for match in TOKEN_REGEX.finditer(view):
+            is_fence = FENCE_MARKER_REGEX.match(view, match.start(), match.end()) is not None
+            category = StripCategory.FENCE_MARKER if is_fence else StripCategory.CHAT_TEMPLATE_TOKEN
+            found.append((to_source(match.start()), to_source(match.end() - 1) + 1, category))
+    if ":" in view:
+        for match in LINE_MARKER_REGEX.finditer(view):
+            start, end = to_source(match.start()), to_source(match.end() - 1) + 1
+            found.append((start, end, StripCategory.CHAT_TEMPLATE_TOKEN))
+    found.sort()
+    return found
+
+
+def strip_control_tokens(text: str) -> tuple[str, Counter[StripCategory]]:
+    """Delete every chat-template token and fence marker once (callers loop to a fixpoint)."""
+    counts: Counter[StripCategory] = Counter()
+    spans = find_control_tokens(text)
+    if not spans:
+        return text, counts
+    pieces: list[str] = []
+    cursor = 0
+    for start, end, category in spans:
+        counts[category] += 1
+        if end <= cursor:  # nested inside a span already removed
+            continue
+        pieces.append(text[cursor : max(cursor, start)])
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces), counts
+
+
+# The characters every catalogue token needs: once they are gone no token can be assembled.
+TOKEN_PUNCTUATION = frozenset("<>[]|:") | frozenset(
+    source for source, target in CONFUSABLES.items() if target in "<>[]|:"
+)
+_TOKEN_PUNCTUATION_REGEX = re.compile(f"[{char_class(map(ord, TOKEN_PUNCTUATION))}]")
+
+
+def strip_token_punctuation(text: str) -> tuple[str, int]:
+    """Delete every character tokens are built from (the last resort against deep nesting)."""
+    return _TOKEN_PUNCTUATION_REGEX.subn("", text)
