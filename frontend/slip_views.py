@@ -12,6 +12,7 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -58,6 +59,7 @@ def vault_page(request: HttpRequest) -> HttpResponse:
                 vault.vault_item_delete(owner=request.user, item_id=UUID(request.POST["delete"]))
             elif "ics" in request.FILES:
                 upload = request.FILES["ics"]
+                assert isinstance(upload, UploadedFile)
                 if (upload.size or 0) > vault.MAX_ICS_BYTES:
                     messages.error(request, "Calendar files are limited to 1 MB.")
                 else:

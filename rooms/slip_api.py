@@ -34,11 +34,12 @@ def _owner(request: HttpRequest) -> AbstractBaseUser:
     return request.user  # type: ignore[return-value]  # django_auth guarantees a signed-in user
 
 
-def _seat_with_agent(request: HttpRequest, room_id: UUID) -> RoomMember:
-    seat = room_selectors.room_seat(owner=_owner(request), room_id=room_id)
+def _seated_agent(request: HttpRequest, room_id: UUID) -> UUID:
+    """The agent bound to the caller's seat in the room (404 without a seat, 409 unbound)."""
+    seat: RoomMember = room_selectors.room_seat(owner=_owner(request), room_id=room_id)
     if seat.agent_id is None:
         raise InvalidState("Bind your agent to this room before signing a slip for it.")
-    return seat
+    return seat.agent_id
 
 
 class TemplateOut(Schema):
@@ -101,10 +102,10 @@ def _slip_out(slip: Slip) -> SlipOut:
 @router.get("/rooms/{room_id}/slip-template", response=TemplateOut)
 @slip_errors
 def slip_template(request: HttpRequest, room_id: UUID) -> TemplateOut:
-    seat = _seat_with_agent(request, room_id)
+    agent_id = _seated_agent(request, room_id)
     return TemplateOut(
         payload=services.slip_template(
-            owner=_owner(request), room_id=room_id, seated_agent_id=seat.agent_id
+            owner=_owner(request), room_id=room_id, seated_agent_id=agent_id
         ),
         domain_tag="synapsia-slip-v1\n",
         resources={k: list(v) for k, v in VAULT_SCOPES.items()},
@@ -118,11 +119,11 @@ def slip_template(request: HttpRequest, room_id: UUID) -> TemplateOut:
 @router.post("/rooms/{room_id}/slips", response={201: SlipOut})
 @slip_errors
 def slip_submit(request: HttpRequest, room_id: UUID, payload: SlipIn) -> Status[SlipOut]:
-    seat = _seat_with_agent(request, room_id)
+    agent_id = _seated_agent(request, room_id)
     slip = services.slip_submit(
         owner=_owner(request),
         room_id=room_id,
-        seated_agent_id=seat.agent_id,
+        seated_agent_id=agent_id,
         payload=payload.payload,
         signature=payload.signature,
     )
