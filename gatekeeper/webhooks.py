@@ -1,0 +1,346 @@
+"""Owners' outgoing webhooks: configuration, the signing secret, signatures, one delivery
+attempt. Retries are the Celery task's job (``gatekeeper.tasks.webhook_deliver``).
+
+Signing secret: generated here, shown to the owner once, stored sealed with AES-GCM under a
+key derived from ``settings.SECRET_KEY`` by HKDF-SHA256 (info ``synapsia-webhook-secret-v1``),
+bound to the endpoint id as associated data. It must stay usable (we sign with it), so it is
+encrypted rather than hashed. Rotating ``SECRET_KEY`` makes existing secrets unreadable:
+deliveries then end ``Refused`` (``webhook_secret_unreadable``) until the owner creates a new
+endpoint.
+
+Where we connect: only ``https`` URLs, except hosts listed in
+``settings.SYNAPSIA["WEBHOOK_INSECURE_HOSTS"]`` (loopback in the embedded profile, none in
+production). For other hosts every resolved address must be a public (global) address, and we
+connect to the address we checked (no second lookup for an attacker's DNS to change), with
+TLS verified against the host name. Redirects are never followed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import http.client
+import ipaddress
+import os
+import secrets
+import socket
+import ssl
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+from uuid import UUID
+
+import rfc8785
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from gatekeeper.errors import WebhookConfigInvalid
+from gatekeeper.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
+
+SIGNATURE_HEADER = "X-Synapsia-Signature"
+IDEMPOTENCY_HEADER = "X-Synapsia-Idempotency-Key"
+DELIVERY_HEADER = "X-Synapsia-Delivery"
+SECRET_PREFIX = "whsec_"  # noqa: S105 (a label, not a secret)
+MAX_URL_CHARS = 2000
+MAX_RESPONSE_BYTES = 64 * 1024
+_SEAL_VERSION = "v1"
+_HKDF_INFO = b"synapsia-webhook-secret-v1"
+# Statuses worth retrying: the receiver is overloaded or asked us to come back later.
+_RETRY_STATUSES = frozenset({408, 425, 429})
+
+
+@dataclass(frozen=True)
+class IssuedWebhookEndpoint:
+    endpoint: WebhookEndpoint
+    secret: str  # shown once
+
+
+class WebhookTransient(Exception):
+    """A delivery attempt failed in a way a later attempt may not (5xx, timeout, network)."""
+
+    def __init__(self, reason_code: str, message: str) -> None:
+        super().__init__(f"{reason_code}: {message}")
+        self.reason_code = reason_code
+        self.message = message
+
+
+class _WebhookRefused(Exception):
+    def __init__(self, reason_code: str, message: str) -> None:
+        super().__init__(f"{reason_code}: {message}")
+        self.reason_code = reason_code
+        self.message = message
+
+
+# --- the secret --------------------------------------------------------------------------------
+
+
+def _sealing_key() -> bytes:
+    hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_HKDF_INFO)
+    return hkdf.derive(settings.SECRET_KEY.encode())
+
+
+def webhook_secret_seal(*, endpoint_id: UUID, secret: str) -> str:
+    """``v1:<base64(nonce || ciphertext)>``, bound to ``endpoint_id``."""
+    nonce = os.urandom(12)
+    sealed = AESGCM(_sealing_key()).encrypt(nonce, secret.encode(), endpoint_id.bytes)
+    return f"{_SEAL_VERSION}:{base64.b64encode(nonce + sealed).decode()}"
+
+
+def webhook_secret_open(*, endpoint: WebhookEndpoint) -> bytes:
+    """The endpoint's signing secret; ``_WebhookRefused`` if it cannot be opened."""
+    version, _, blob = endpoint.secret_sealed.partition(":")
+    try:
+        if version != _SEAL_VERSION:
+            raise ValueError(version)
+        raw = base64.b64decode(blob, validate=True)
+        return AESGCM(_sealing_key()).decrypt(raw[:12], raw[12:], endpoint.id.bytes)
+    except (ValueError, InvalidTag):
+        raise _WebhookRefused(
+            "webhook_secret_unreadable",
+            "The webhook's secret cannot be opened (was SECRET_KEY rotated?); recreate it.",
+        ) from None
+
+
+def webhook_signature(*, secret: bytes, body: bytes) -> str:
+    """The ``X-Synapsia-Signature`` value: ``sha256=`` + hex HMAC-SHA256 of the exact body."""
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def webhook_signature_verify(*, secret: bytes, body: bytes, header: str) -> bool:
+    """What a receiver does: recompute over the raw body, compare in constant time."""
+    return hmac.compare_digest(webhook_signature(secret=secret, body=body), header)
+
+
+# --- configuration -----------------------------------------------------------------------------
+
+
+def _insecure_hosts() -> frozenset[str]:
+    return frozenset(h.lower() for h in settings.SYNAPSIA.get("WEBHOOK_INSECURE_HOSTS", ()))
+
+
+def webhook_url_check(*, url: str) -> str:
+    """The URL, if we may post to it; ``WebhookConfigInvalid`` saying why not."""
+    if not isinstance(url, str) or not url or len(url) > MAX_URL_CHARS:
+        raise WebhookConfigInvalid(f"A webhook URL is 1-{MAX_URL_CHARS} characters.")
+    if not url.isascii() or any(ch.isspace() or ord(ch) < 32 for ch in url):
+        raise WebhookConfigInvalid("A webhook URL must be plain ASCII without spaces.")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise WebhookConfigInvalid("This is not a valid URL.") from None
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise WebhookConfigInvalid("A webhook URL needs a host.")
+    if parts.username is not None or parts.password is not None:
+        raise WebhookConfigInvalid("Credentials in the URL are not allowed; we sign instead.")
+    if parts.fragment:
+        raise WebhookConfigInvalid("A webhook URL cannot have a #fragment.")
+    insecure_ok = host in _insecure_hosts()
+    if parts.scheme != "https" and not (parts.scheme == "http" and insecure_ok):
+        raise WebhookConfigInvalid("Webhook URLs must use https.")
+    if port == 0:
+        raise WebhookConfigInvalid("Port 0 is not a port.")
+    if not insecure_ok:
+        try:
+            literal = ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            literal = None
+        if literal is not None and not literal.is_global:
+            raise WebhookConfigInvalid("Webhooks cannot point at private or local addresses.")
+        if host == "localhost" or host.endswith(".localhost"):
+            raise WebhookConfigInvalid("Webhooks cannot point at this machine.")
+    return url
+
+
+def webhook_endpoint_create(*, owner: AbstractBaseUser, url: str) -> IssuedWebhookEndpoint:
+    """Configure an outgoing webhook for ``owner``; the secret is returned once."""
+    url = webhook_url_check(url=url)
+    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    endpoint = WebhookEndpoint(owner=owner, url=url)
+    endpoint.secret_sealed = webhook_secret_seal(endpoint_id=endpoint.id, secret=secret)
+    endpoint.save()
+    return IssuedWebhookEndpoint(endpoint=endpoint, secret=secret)
+
+
+def webhook_endpoint_deactivate(*, owner: AbstractBaseUser, endpoint_id: UUID) -> bool:
+    """Stop using an endpoint (pending deliveries then end refused). False if not the owner's."""
+    return bool(WebhookEndpoint.objects.filter(id=endpoint_id, owner=owner).update(active=False))
+
+
+# --- one attempt -------------------------------------------------------------------------------
+
+
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, host: str, port: int, *, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self._address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    """TLS to the address we vetted, with the certificate checked against the host name."""
+
+    def __init__(self, host: str, port: int, *, address: str, timeout: float) -> None:
+        self._tls = ssl.create_default_context()
+        super().__init__(host, port, timeout=timeout, context=self._tls)
+        self._address = address
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+
+
+def _address_for(host: str, port: int) -> str:
+    """The address to connect to: any for an insecure-listed host, else public only."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise WebhookTransient("webhook_dns", f"Cannot resolve the webhook host ({exc}).") from None
+    addresses = [str(info[4][0]) for info in infos]
+    if not addresses:
+        raise WebhookTransient("webhook_dns", "The webhook host has no address.")
+    if host.lower() not in _insecure_hosts() and not all(
+        ipaddress.ip_address(a.split("%")[0]).is_global for a in addresses
+    ):
+        raise _WebhookRefused(
+            "webhook_address_forbidden", "The webhook host resolves to a non-public address."
+        )
+    return addresses[0]
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
+    """POST once; the response status. Network trouble raises ``WebhookTransient``."""
+    webhook_url_check(url=url)  # settings may have changed since it was configured
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    secure = parts.scheme == "https"
+    port = parts.port or (443 if secure else 80)
+    timeout = float(settings.SYNAPSIA.get("WEBHOOK_TIMEOUT_SECONDS", 5.0))
+    address = _address_for(host, port)
+    connection_class = _PinnedHTTPSConnection if secure else _PinnedHTTPConnection
+    connection = connection_class(host, port, address=address, timeout=timeout)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        connection.request("POST", path, body=body, headers=headers)
+        response = connection.getresponse()
+        response.read(MAX_RESPONSE_BYTES)
+        return response.status
+    except TimeoutError:
+        raise WebhookTransient("webhook_timeout", f"No answer within {timeout:g}s.") from None
+    except ssl.SSLCertVerificationError as exc:
+        raise _WebhookRefused("webhook_tls_invalid", f"TLS verification failed ({exc}).") from None
+    except (OSError, http.client.HTTPException) as exc:
+        raise WebhookTransient("webhook_network", f"{type(exc).__name__}: {exc}") from None
+    finally:
+        connection.close()
+
+
+def _finish(delivery: WebhookDelivery, status: str, reason_code: str, message: str) -> str:
+    delivery.status = status
+    delivery.reason_code = reason_code
+    delivery.message = message[:300]
+    delivery.finished_at = timezone.now()
+    delivery.save(
+        update_fields=[
+            "status",
+            "reason_code",
+            "message",
+            "finished_at",
+            "attempts",
+            "last_status_code",
+        ]
+    )
+    return status
+
+
+def webhook_delivery_attempt(*, delivery_id: UUID, last_attempt: bool) -> str:
+    """Make one attempt at a pending delivery and record it; returns the delivery's status.
+
+    Raises ``WebhookTransient`` when a retry may succeed and this is not ``last_attempt``;
+    on the last attempt a transient failure is recorded as final ``unavailable`` instead.
+    A delivery that is already final is left alone (a duplicate task run posts nothing).
+    """
+    delivery = WebhookDelivery.objects.select_related("endpoint").get(id=delivery_id)
+    if delivery.status != DeliveryStatus.PENDING:
+        return delivery.status
+    endpoint = delivery.endpoint
+    delivery.attempts += 1
+    try:
+        if not endpoint.active:
+            raise _WebhookRefused("webhook_endpoint_inactive", "The webhook was switched off.")
+        secret = webhook_secret_open(endpoint=endpoint)
+        body = delivery.body.encode()
+        status = _post(
+            endpoint.url,
+            body,
+            {
+                "Content-Type": "application/json",
+                "User-Agent": "Synapsia-Webhook/1",
+                SIGNATURE_HEADER: webhook_signature(secret=secret, body=body),
+                IDEMPOTENCY_HEADER: delivery.idempotency_key,
+                DELIVERY_HEADER: str(delivery.id),
+            },
+        )
+        delivery.last_status_code = status
+        if 200 <= status < 300:
+            return _finish(delivery, DeliveryStatus.SUCCEEDED, "", "")
+        if status >= 500 or status in _RETRY_STATUSES:
+            raise WebhookTransient("webhook_http_status", f"The receiver answered {status}.")
+        if 300 <= status < 400:
+            raise _WebhookRefused("webhook_redirect", f"The receiver redirected ({status}).")
+        raise _WebhookRefused("webhook_rejected", f"The receiver refused with {status}.")
+    except _WebhookRefused as exc:
+        return _finish(delivery, DeliveryStatus.REFUSED, exc.reason_code, exc.message)
+    except WebhookConfigInvalid as exc:
+        return _finish(delivery, DeliveryStatus.REFUSED, exc.code, exc.message)
+    except WebhookTransient as exc:
+        if last_attempt:
+            return _finish(delivery, DeliveryStatus.UNAVAILABLE, exc.reason_code, exc.message)
+        delivery.reason_code, delivery.message = exc.reason_code, exc.message[:300]
+        delivery.save(update_fields=["attempts", "last_status_code", "reason_code", "message"])
+        raise
+
+
+def webhook_delivery_create(
+    *,
+    delivery_id: UUID,
+    endpoint: WebhookEndpoint,
+    idempotency_key: str,
+    tool: str,
+    arguments_sha256: str,
+    body: bytes,
+) -> tuple[WebhookDelivery, bool]:
+    """The delivery for this key: (row, created). Racing creators end with one row."""
+    try:
+        with transaction.atomic():
+            return (
+                WebhookDelivery.objects.create(
+                    id=delivery_id,
+                    endpoint=endpoint,
+                    idempotency_key=idempotency_key,
+                    tool=tool,
+                    arguments_sha256=arguments_sha256,
+                    body=body.decode(),
+                ),
+                True,
+            )
+    except IntegrityError:
+        existing = WebhookDelivery.objects.filter(idempotency_key=idempotency_key).first()
+        if existing is None:
+            raise
+        return existing, False
+
+
+def webhook_body(**fields: Any) -> bytes:
+    """The canonical (RFC 8785) JSON body: the exact bytes that are signed."""
+    return rfc8785.dumps(fields)

@@ -1,0 +1,156 @@
+"""Gatekeeper fixtures: a real HTTP receiver on a free loopback port, and (when tasks are not
+eager, i.e. the services pass) a real Celery worker consuming from Redis in a thread."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from gatekeeper.adapters import ExecutionContext, Unavailable
+from gatekeeper.adapters.webhook import PENDING_REASON
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Receiver:
+    """What the local webhook receiver saw, and how each path answers.
+
+    ``script[path]`` is a list of actions used in order (the last one repeats): an int status,
+    or ``("sleep", seconds)`` to answer 200 only after ``seconds``.
+    """
+
+    base_url: str
+    script: dict[str, list[Any]] = field(default_factory=dict)
+    received: list[Received] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def seen(self, path: str) -> list[Received]:
+        with self.lock:
+            return [r for r in self.received if r.path == path]
+
+
+def _handler_for(receiver: Receiver) -> type[http.server.BaseHTTPRequestHandler]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            body = self.rfile.read(length)
+            with receiver.lock:
+                receiver.received.append(Received(self.path, dict(self.headers.items()), body))
+                n = sum(1 for r in receiver.received if r.path == self.path)
+                actions = receiver.script.get(self.path, [200])
+                action = actions[min(n, len(actions)) - 1]
+            if isinstance(action, tuple):
+                time.sleep(action[1])
+                action = 200
+            self.send_response(action)
+            if 300 <= action < 400:
+                self.send_header("Location", receiver.base_url + "/ok")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            with contextlib.suppress(OSError):  # the client gave up (timeout tests)
+                self.wfile.write(b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A real HTTP server on 127.0.0.1 (free port), in a thread."""
+    rec = Receiver(base_url="")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(rec))
+    server.daemon_threads = True
+    server.block_on_close = False
+    rec.base_url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield rec
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def webhook_settings(settings: Any) -> Any:
+    """Loopback is a listed insecure host (production lists none), short timeouts."""
+    settings.SYNAPSIA = {
+        **settings.SYNAPSIA,
+        "WEBHOOK_INSECURE_HOSTS": ["127.0.0.1"],
+        "WEBHOOK_TIMEOUT_SECONDS": 0.4,
+    }
+    return settings
+
+
+@pytest.fixture(scope="module")
+def celery_worker() -> Iterator[bool]:
+    """A real worker (solo pool, in a thread) when tasks are not eager; yields whether one runs.
+
+    The services pass has a Redis broker and no worker process, so the webhook's retries run
+    in this worker exactly as in production, backoff countdowns included.
+    """
+    from synapsia.celery import app
+
+    if app.conf.task_always_eager:
+        yield False
+        return
+    from celery.contrib.testing.worker import start_worker
+
+    app.control.purge()  # tasks left queued by an earlier, interrupted run
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        yield True
+
+
+def settle(call: Callable[[], Any], *, timeout: float = 60.0) -> Any:
+    """Call ``call`` (an ``execute`` with a fixed idempotency key) until it is no longer
+    pending: with a worker, the first answer is ``delivery_pending`` and replays of the same
+    key report the final outcome."""
+    deadline = time.monotonic() + timeout
+    outcome = call()
+    while isinstance(outcome, Unavailable) and outcome.reason_code == PENDING_REASON:
+        if time.monotonic() > deadline:
+            raise AssertionError("webhook delivery did not settle")
+        time.sleep(0.1)
+        outcome = call()
+    return outcome
+
+
+def idempotency_key() -> str:
+    return f"act-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def context_for() -> Callable[[Any], ExecutionContext]:
+    def make(owner: Any) -> ExecutionContext:
+        return ExecutionContext(room_id=uuid.uuid4(), agent_id=uuid.uuid4(), owner_id=owner.pk)
+
+    return make
+
+
+@pytest.fixture
+def make_user(django_user_model: Any) -> Callable[[str], Any]:
+    """An owner without a password (hashing one costs most of a second per test)."""
+
+    def make(username: str) -> Any:
+        return django_user_model.objects.create(username=username)
+
+    return make
