@@ -12,7 +12,7 @@ from gatekeeper.models import ToolPolicyRule
 
 
 @admin.register(ToolPolicyRule)
-class ToolPolicyRuleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ToolPolicyRuleAdmin(admin.ModelAdmin):
     list_display = ("agent_key", "tool", "effect", "note", "updated_at")
     list_filter = ("effect", "tool")
     search_fields = ("agent_key", "tool", "note")

@@ -34,7 +34,7 @@ from django.conf import settings
 
 from gatekeeper.errors import ToolPolicyError
 from gatekeeper.models import PolicyEffect, ToolPolicyRule
-from gatekeeper.tools import tool_get, tool_names, tools_all
+from gatekeeper.tools import ToolSpec, tool_get, tool_names, tools_all
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def tool_hints_validate(*, advisor_only: bool, declared_tools: list[str] | None)
             )
 
 
-def _spec(name: str) -> Any:
+def _spec(name: str) -> ToolSpec:
     spec = tool_get(name)
     assert spec is not None  # callers check registration first
     return spec

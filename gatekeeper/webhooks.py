@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -160,7 +160,7 @@ def webhook_url_check(*, url: str) -> str:
     return url
 
 
-def webhook_endpoint_create(*, owner: AbstractBaseUser, url: str) -> IssuedWebhookEndpoint:
+def webhook_endpoint_create(*, owner: User, url: str) -> IssuedWebhookEndpoint:
     """Configure an outgoing webhook for ``owner``; the secret is returned once."""
     url = webhook_url_check(url=url)
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
@@ -170,7 +170,7 @@ def webhook_endpoint_create(*, owner: AbstractBaseUser, url: str) -> IssuedWebho
     return IssuedWebhookEndpoint(endpoint=endpoint, secret=secret)
 
 
-def webhook_endpoint_deactivate(*, owner: AbstractBaseUser, endpoint_id: UUID) -> bool:
+def webhook_endpoint_deactivate(*, owner: User, endpoint_id: UUID) -> bool:
     """Stop using an endpoint (pending deliveries then end refused). False if not the owner's."""
     return bool(WebhookEndpoint.objects.filter(id=endpoint_id, owner=owner).update(active=False))
 
