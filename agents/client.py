@@ -25,6 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 log = logging.getLogger("synapsia.agents")
 
 PROTOCOL_VERSION = 1
+ACK_BATCH = 32  # while busy, acknowledge at least this often
 # Close codes after which retrying cannot help (docs/protocol.md, "Close codes").
 FINAL_CLOSE_CODES = {
     4401: "unauthenticated",
@@ -126,6 +127,8 @@ class RoomClient:
         self._closing = False
         self._final_error: RoomClosedError | None = None
         self._action_updates: dict[str, asyncio.Queue[ActionOutcome]] = {}
+        self._handed_out = 0  # highest seq returned by next_message
+        self._acked = 0  # highest seq acknowledged to the server
 
     async def __aenter__(self) -> RoomClient:
         await self.connect()
@@ -172,7 +175,10 @@ class RoomClient:
     ) -> ActionOutcome:
         """Ask for a typed action. If the outcome is ``awaiting_grant``, the room is paused
         until the owner decides; ``await room.action_update(outcome.ref)`` waits for that."""
-        return await self._request("act", {"tool": tool, "arguments": arguments}, timeout)  # type: ignore[no-any-return]
+        outcome: ActionOutcome = await self._request(
+            "act", {"tool": tool, "arguments": arguments}, timeout
+        )
+        return outcome
 
     async def action_update(self, ref: str, timeout: float | None = None) -> ActionOutcome:
         """The next result the server reports for the action ``ref`` (after its grant)."""
@@ -183,18 +189,36 @@ class RoomClient:
         await self._request("ping", {}, timeout)
 
     async def next_message(self, timeout: float | None = None) -> RoomMessage:
-        """The next message from the peer, in order and exactly once; acknowledged on return."""
+        """The next message from the peer, in order and exactly once.
+
+        Acknowledgements are cumulative and batched: sent as soon as the inbox is drained (so
+        an idle agent is always fully acknowledged), and at least every ``ACK_BATCH`` messages
+        while busy. Anything unacknowledged is replayed after a reconnect and dropped here.
+        """
         item = await asyncio.wait_for(self._inbox.get(), timeout)
         if isinstance(item, BaseException):
             self._inbox.put_nowait(item)  # keep telling later callers too
             raise item
-        await self._send_quietly(
-            {"v": PROTOCOL_VERSION, "type": "ack", "id": self._next_id(), "body": {"seq": item.seq}}
-        )
+        self._handed_out = item.seq
+        if self._inbox.empty() or item.seq - self._acked >= ACK_BATCH:
+            await self._ack()
         return item
+
+    async def _ack(self) -> None:
+        if self._handed_out > self._acked:
+            self._acked = self._handed_out
+            await self._send_quietly(
+                {
+                    "v": PROTOCOL_VERSION,
+                    "type": "ack",
+                    "id": self._next_id(),
+                    "body": {"seq": self._acked},
+                }
+            )
 
     async def close(self) -> None:
         self._closing = True
+        await self._ack()  # leave nothing handed out unacknowledged
         if self._socket is not None:
             await self._socket.close()
         if self._runner is not None:

@@ -43,7 +43,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2, help="baseline/synapsia alternations")
     parser.add_argument("--window", type=int, default=8, help="in-flight messages per socket")
     parser.add_argument(
-        "--ack-every", type=int, default=1, help="ack after this many messages (SDK: 1)"
+        "--ack-every",
+        type=int,
+        default=32,
+        help="ack after this many messages (the SDK: every 32 while busy, at once when idle)",
     )
     parser.add_argument("--text-bytes", type=int, default=200, help="size of each message text")
     parser.add_argument(

@@ -13,7 +13,7 @@ from uuid import UUID
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.files.uploadedfile import UploadedFile
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 
@@ -21,10 +21,11 @@ from rooms import selectors as room_selectors
 from rooms.errors import RoomError
 from slips import selectors, vault
 from slips.errors import SlipError
+from synapsia.owners import OwnerRequest
 
 
 @login_required
-def keys(request: HttpRequest) -> HttpResponse:
+def keys(request: OwnerRequest) -> HttpResponse:
     return render(request, "frontend/keys.html")
 
 
@@ -52,7 +53,7 @@ def _vault_content(post: Any) -> dict[str, Any]:
 
 
 @login_required
-def vault_page(request: HttpRequest) -> HttpResponse:
+def vault_page(request: OwnerRequest) -> HttpResponse:
     if request.method == "POST":
         try:
             if "delete" in request.POST:
@@ -81,7 +82,7 @@ def vault_page(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def slip(request: HttpRequest, room_id: UUID) -> HttpResponse:
+def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
     try:
         seat = room_selectors.room_seat(owner=request.user, room_id=room_id)
     except RoomError:

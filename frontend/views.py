@@ -17,12 +17,7 @@ from frontend.forms import AgentForm, BindAgentForm, RoomForm
 from rooms import selectors, services
 from rooms.errors import RoomError
 from rooms.models import RoomState
-
-
-class OwnerRequest(HttpRequest):
-    """A request that ``login_required`` has let through: ``user`` is a signed-in owner."""
-
-    user: User
+from synapsia.owners import OwnerRequest
 
 
 def signup(request: HttpRequest) -> HttpResponse:

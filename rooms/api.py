@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from django.contrib.auth.models import User
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from ninja.security import django_auth
@@ -19,14 +18,9 @@ from gatekeeper.actions import ActionResult
 from gatekeeper.grants import grants_of_owner
 from rooms import forks, selectors, services
 from rooms.models import Agent, Room, RoomMember, RoomState
+from synapsia.owners import request_owner
 
 router = Router(auth=django_auth, tags=["rooms"])
-
-
-def _owner(request: HttpRequest) -> User:
-    # django_auth has already refused anonymous requests.
-    assert isinstance(request.user, User)
-    return request.user
 
 
 # --- schemas ------------------------------------------------------------------------------
@@ -166,13 +160,13 @@ def _room_out(room: Room) -> RoomOut:
 
 @router.get("/agents", response=list[AgentOut])
 def agents_list(request: HttpRequest) -> list[AgentOut]:
-    return [_agent_out(a) for a in selectors.agents_of_owner(owner=_owner(request))]
+    return [_agent_out(a) for a in selectors.agents_of_owner(owner=request_owner(request))]
 
 
 @router.post("/agents", response={201: IssuedAgentOut})
 def agents_register(request: HttpRequest, payload: AgentIn) -> Status[IssuedAgentOut]:
     issued = services.agent_register(
-        owner=_owner(request),
+        owner=request_owner(request),
         name=payload.name,
         advisor_only=payload.advisor_only,
         declared_tools=payload.declared_tools,
@@ -182,13 +176,13 @@ def agents_register(request: HttpRequest, payload: AgentIn) -> Status[IssuedAgen
 
 @router.post("/agents/{agent_id}/token", response=IssuedAgentOut)
 def agents_rotate_token(request: HttpRequest, agent_id: UUID) -> IssuedAgentOut:
-    issued = services.agent_rotate_token(owner=_owner(request), agent_id=agent_id)
+    issued = services.agent_rotate_token(owner=request_owner(request), agent_id=agent_id)
     return IssuedAgentOut(agent=_agent_out(issued.agent), token=issued.token)
 
 
 @router.post("/agents/{agent_id}/revoke", response=AgentOut)
 def agents_revoke(request: HttpRequest, agent_id: UUID) -> AgentOut:
-    return _agent_out(services.agent_revoke(owner=_owner(request), agent_id=agent_id))
+    return _agent_out(services.agent_revoke(owner=request_owner(request), agent_id=agent_id))
 
 
 # --- rooms --------------------------------------------------------------------------------
@@ -196,25 +190,25 @@ def agents_revoke(request: HttpRequest, agent_id: UUID) -> AgentOut:
 
 @router.get("/rooms", response=list[RoomOut])
 def rooms_list(request: HttpRequest) -> list[RoomOut]:
-    return [_room_out(r) for r in selectors.rooms_of_owner(owner=_owner(request))]
+    return [_room_out(r) for r in selectors.rooms_of_owner(owner=request_owner(request))]
 
 
 @router.post("/rooms", response={201: RoomOut})
 def rooms_create(request: HttpRequest, payload: RoomIn) -> Status[RoomOut]:
     room = services.room_create(
-        owner=_owner(request), purpose=payload.purpose, charter=payload.charter
+        owner=request_owner(request), purpose=payload.purpose, charter=payload.charter
     )
     return Status(201, _room_out(room))
 
 
 @router.get("/rooms/{room_id}", response=RoomOut)
 def rooms_detail(request: HttpRequest, room_id: UUID) -> RoomOut:
-    return _room_out(selectors.room_seat(owner=_owner(request), room_id=room_id).room)
+    return _room_out(selectors.room_seat(owner=request_owner(request), room_id=room_id).room)
 
 
 @router.post("/rooms/{room_id}/invites", response={201: InviteOut})
 def rooms_invite(request: HttpRequest, room_id: UUID) -> Status[InviteOut]:
-    issued = services.invite_create(owner=_owner(request), room_id=room_id)
+    issued = services.invite_create(owner=request_owner(request), room_id=room_id)
     invite = InviteOut(
         token=issued.token,
         expires_at=issued.invite.expires_at,
@@ -225,14 +219,14 @@ def rooms_invite(request: HttpRequest, room_id: UUID) -> Status[InviteOut]:
 
 @router.post("/invites/accept", response=RoomOut)
 def invites_accept(request: HttpRequest, payload: InviteAcceptIn) -> RoomOut:
-    seat = services.invite_accept(owner=_owner(request), token=payload.token)
+    seat = services.invite_accept(owner=request_owner(request), token=payload.token)
     return _room_out(seat.room)
 
 
 @router.post("/rooms/{room_id}/agent", response=RoomOut)
 def rooms_bind_agent(request: HttpRequest, room_id: UUID, payload: BindIn) -> RoomOut:
     seat = services.room_bind_agent(
-        owner=_owner(request), room_id=room_id, agent_id=payload.agent_id
+        owner=request_owner(request), room_id=room_id, agent_id=payload.agent_id
     )
     return _room_out(seat.room)
 
@@ -240,7 +234,7 @@ def rooms_bind_agent(request: HttpRequest, room_id: UUID, payload: BindIn) -> Ro
 @router.post("/rooms/{room_id}/state", response=RoomOut)
 def rooms_transition(request: HttpRequest, room_id: UUID, payload: TransitionIn) -> RoomOut:
     room = services.room_transition(
-        owner=_owner(request), room_id=room_id, to=RoomState(payload.to)
+        owner=request_owner(request), room_id=room_id, to=RoomState(payload.to)
     )
     return _room_out(room)
 
@@ -249,7 +243,7 @@ def rooms_transition(request: HttpRequest, room_id: UUID, payload: TransitionIn)
 def rooms_messages(
     request: HttpRequest, room_id: UUID, after: int = 0, limit: int = 100
 ) -> list[MessageOut]:
-    seat = selectors.room_seat(owner=_owner(request), room_id=room_id)
+    seat = selectors.room_seat(owner=request_owner(request), room_id=room_id)
     messages = selectors.messages_after(
         room_id=seat.room_id, after_seq=max(after, 0), limit=min(max(limit, 1), 500)
     )
@@ -264,7 +258,7 @@ def rooms_messages(
 
 @router.get("/rooms/{room_id}/grants", response=list[GrantRequestOut])
 def rooms_grants(request: HttpRequest, room_id: UUID) -> list[GrantRequestOut]:
-    seat = selectors.room_seat(owner=_owner(request), room_id=room_id)
+    seat = selectors.room_seat(owner=request_owner(request), room_id=room_id)
     return [
         GrantRequestOut.model_validate(view, from_attributes=True)
         for view in grants_of_owner(owner=seat.owner, room_id=seat.room_id)
@@ -276,7 +270,7 @@ def rooms_grant_decide(
     request: HttpRequest, room_id: UUID, grant_id: UUID, payload: GrantDecisionIn
 ) -> ActionResultOut:
     result = forks.grant_decide(
-        owner=_owner(request),
+        owner=request_owner(request),
         room_id=room_id,
         grant_id=grant_id,
         approve=payload.decision == "approve",

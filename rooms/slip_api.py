@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from ninja.security import django_auth
@@ -26,17 +25,14 @@ from slips.api import slip_errors
 from slips.capabilities import APPROVALS, NARROWEST, RECIPIENTS, TOOL_SCOPES, VAULT_SCOPES
 from slips.models import Slip, Tier
 from slips.verification import room_tier
+from synapsia.owners import request_owner
 
 router = Router(auth=django_auth, tags=["slips"])
 
 
-def _owner(request: HttpRequest) -> AbstractBaseUser:
-    return request.user  # type: ignore[return-value]  # django_auth guarantees a signed-in user
-
-
 def _seated_agent(request: HttpRequest, room_id: UUID) -> UUID:
     """The agent bound to the caller's seat in the room (404 without a seat, 409 unbound)."""
-    seat: RoomMember = room_selectors.room_seat(owner=_owner(request), room_id=room_id)
+    seat: RoomMember = room_selectors.room_seat(owner=request_owner(request), room_id=room_id)
     if seat.agent_id is None:
         raise InvalidState("Bind your agent to this room before signing a slip for it.")
     return seat.agent_id
@@ -105,7 +101,7 @@ def slip_template(request: HttpRequest, room_id: UUID) -> TemplateOut:
     agent_id = _seated_agent(request, room_id)
     return TemplateOut(
         payload=services.slip_template(
-            owner=_owner(request), room_id=room_id, seated_agent_id=agent_id
+            owner=request_owner(request), room_id=room_id, seated_agent_id=agent_id
         ),
         domain_tag="synapsia-slip-v1\n",
         resources={k: list(v) for k, v in VAULT_SCOPES.items()},
@@ -121,7 +117,7 @@ def slip_template(request: HttpRequest, room_id: UUID) -> TemplateOut:
 def slip_submit(request: HttpRequest, room_id: UUID, payload: SlipIn) -> Status[SlipOut]:
     agent_id = _seated_agent(request, room_id)
     slip = services.slip_submit(
-        owner=_owner(request),
+        owner=request_owner(request),
         room_id=room_id,
         seated_agent_id=agent_id,
         payload=payload.payload,
@@ -133,15 +129,18 @@ def slip_submit(request: HttpRequest, room_id: UUID, payload: SlipIn) -> Status[
 @router.get("/rooms/{room_id}/slips", response=list[SlipOut])
 @slip_errors
 def slips_list(request: HttpRequest, room_id: UUID) -> list[SlipOut]:
-    room_selectors.room_seat(owner=_owner(request), room_id=room_id)
-    return [_slip_out(s) for s in selectors.slips_of_owner(owner=_owner(request), room_id=room_id)]
+    room_selectors.room_seat(owner=request_owner(request), room_id=room_id)
+    return [
+        _slip_out(s)
+        for s in selectors.slips_of_owner(owner=request_owner(request), room_id=room_id)
+    ]
 
 
 @router.put("/rooms/{room_id}/tier", response=TierOut)
 @slip_errors
 def tier_choose(request: HttpRequest, room_id: UUID, payload: TierIn) -> TierOut:
-    room_selectors.room_seat(owner=_owner(request), room_id=room_id)
-    row = services.tier_choose(owner=_owner(request), room_id=room_id, tier=payload.tier)
+    room_selectors.room_seat(owner=request_owner(request), room_id=room_id)
+    row = services.tier_choose(owner=request_owner(request), room_id=room_id, tier=payload.tier)
     return TierOut(chosen=Tier(row.tier).value, room=room_tier(room_id=room_id))
 
 
@@ -149,7 +148,7 @@ def tier_choose(request: HttpRequest, room_id: UUID, payload: TierIn) -> TierOut
 @slip_errors
 def slip_conflicts(request: HttpRequest, room_id: UUID) -> list[ConflictOut]:
     """Which rule won where the owners' slips or tiers differ; both owners see the same list."""
-    room_selectors.room_seat(owner=_owner(request), room_id=room_id)
+    room_selectors.room_seat(owner=request_owner(request), room_id=room_id)
     return [
         ConflictOut.model_validate(c, from_attributes=True)
         for c in selectors.room_conflicts(room_id=room_id)

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from ninja import File, Router, Schema, Status
@@ -25,6 +25,7 @@ from slips import selectors, services, vault
 from slips.errors import Malformed, NotFound, SlipError
 from slips.models import DeviceKey
 from slips.signatures import b64url_encode
+from synapsia.owners import request_owner
 
 router = Router(auth=django_auth, tags=["keys and vault"])
 
@@ -42,10 +43,6 @@ def slip_errors(view: Callable[..., Any]) -> Callable[..., Any]:
     # Resolved annotations, so django-ninja reads the view's own types from any module.
     wrapper.__signature__ = inspect.signature(view, eval_str=True)  # type: ignore[attr-defined]
     return wrapper
-
-
-def _owner(request: HttpRequest) -> AbstractBaseUser:
-    return request.user  # type: ignore[return-value]  # django_auth guarantees a signed-in user
 
 
 # --- schemas ---------------------------------------------------------------------------------
@@ -103,7 +100,7 @@ def _key_out(key: DeviceKey) -> KeyOut:
     )
 
 
-def _item_out(owner: AbstractBaseUser, item_id: UUID) -> VaultItemOut:
+def _item_out(owner: User, item_id: UUID) -> VaultItemOut:
     for item in selectors.vault_of_owner(owner=owner):
         if item.id == item_id:
             return VaultItemOut(id=item.id, kind=item.kind, content=item.content)
@@ -116,7 +113,7 @@ def _item_out(owner: AbstractBaseUser, item_id: UUID) -> VaultItemOut:
 @router.post("/keys/challenge", response={201: ChallengeOut})
 @slip_errors
 def keys_challenge(request: HttpRequest, payload: ChallengeIn) -> Status[ChallengeOut]:
-    owner = _owner(request)
+    owner = request_owner(request)
     challenge = services.key_challenge_issue(owner=owner, purpose=payload.purpose)
     return Status(
         201,
@@ -132,26 +129,26 @@ def keys_challenge(request: HttpRequest, payload: ChallengeIn) -> Status[Challen
 @router.post("/keys", response={201: KeyOut})
 @slip_errors
 def keys_enroll(request: HttpRequest, payload: KeyIn) -> Status[KeyOut]:
-    key = services.key_enroll(owner=_owner(request), **payload.dict())
+    key = services.key_enroll(owner=request_owner(request), **payload.dict())
     return Status(201, _key_out(key))
 
 
 @router.get("/keys", response=list[KeyOut])
 def keys_list(request: HttpRequest) -> list[KeyOut]:
-    return [_key_out(k) for k in selectors.keys_of_owner(owner=_owner(request))]
+    return [_key_out(k) for k in selectors.keys_of_owner(owner=request_owner(request))]
 
 
 @router.post("/keys/{key_id}/rotate", response={201: KeyOut})
 @slip_errors
 def keys_rotate(request: HttpRequest, key_id: UUID, payload: KeyIn) -> Status[KeyOut]:
-    key = services.key_rotate(owner=_owner(request), old_key_id=key_id, **payload.dict())
+    key = services.key_rotate(owner=request_owner(request), old_key_id=key_id, **payload.dict())
     return Status(201, _key_out(key))
 
 
 @router.post("/keys/{key_id}/revoke", response=KeyOut)
 @slip_errors
 def keys_revoke(request: HttpRequest, key_id: UUID) -> KeyOut:
-    return _key_out(services.key_revoke(owner=_owner(request), key_id=key_id))
+    return _key_out(services.key_revoke(owner=request_owner(request), key_id=key_id))
 
 
 # --- vault -----------------------------------------------------------------------------------
@@ -162,14 +159,14 @@ def keys_revoke(request: HttpRequest, key_id: UUID) -> KeyOut:
 def vault_list(request: HttpRequest) -> list[VaultItemOut]:
     return [
         VaultItemOut(id=i.id, kind=i.kind, content=i.content)
-        for i in selectors.vault_of_owner(owner=_owner(request))
+        for i in selectors.vault_of_owner(owner=request_owner(request))
     ]
 
 
 @router.post("/vault", response={201: VaultItemOut})
 @slip_errors
 def vault_create(request: HttpRequest, payload: VaultItemIn) -> Status[VaultItemOut]:
-    owner = _owner(request)
+    owner = request_owner(request)
     item = vault.vault_item_create(owner=owner, content=payload.content)
     return Status(201, _item_out(owner, item.id))
 
@@ -177,7 +174,7 @@ def vault_create(request: HttpRequest, payload: VaultItemIn) -> Status[VaultItem
 @router.post("/vault/ics", response={201: VaultItemOut})
 @slip_errors
 def vault_ics(request: HttpRequest, file: UploadedFile = File(...)) -> Status[VaultItemOut]:  # noqa: B008
-    owner = _owner(request)
+    owner = request_owner(request)
     if file.size is None or file.size > vault.MAX_ICS_BYTES:
         raise Malformed(
             "ics_oversized", f"Calendar files are limited to {vault.MAX_ICS_BYTES} bytes."
@@ -189,7 +186,7 @@ def vault_ics(request: HttpRequest, file: UploadedFile = File(...)) -> Status[Va
 @router.put("/vault/{item_id}", response=VaultItemOut)
 @slip_errors
 def vault_update(request: HttpRequest, item_id: UUID, payload: VaultItemIn) -> VaultItemOut:
-    owner = _owner(request)
+    owner = request_owner(request)
     vault.vault_item_update(owner=owner, item_id=item_id, content=payload.content)
     return _item_out(owner, item_id)
 
@@ -197,5 +194,5 @@ def vault_update(request: HttpRequest, item_id: UUID, payload: VaultItemIn) -> V
 @router.delete("/vault/{item_id}", response={204: None})
 @slip_errors
 def vault_delete(request: HttpRequest, item_id: UUID) -> HttpResponse:
-    vault.vault_item_delete(owner=_owner(request), item_id=item_id)
+    vault.vault_item_delete(owner=request_owner(request), item_id=item_id)
     return HttpResponse(status=204)

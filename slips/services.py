@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -74,9 +74,7 @@ def _clean_label(label: str) -> str:
 # --- device keys -----------------------------------------------------------------------------
 
 
-def key_challenge_issue(
-    *, owner: AbstractBaseUser, purpose: str, now: datetime | None = None
-) -> KeyChallenge:
+def key_challenge_issue(*, owner: User, purpose: str, now: datetime | None = None) -> KeyChallenge:
     """A fresh single-use challenge for a new key to sign (``enroll`` or ``rotate``)."""
     if purpose not in KeyChallengePurpose.values:
         raise Malformed("bad_purpose", "A challenge is for 'enroll' or 'rotate'.")
@@ -91,7 +89,7 @@ def key_challenge_issue(
 
 def _key_from_proof(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     purpose: str,
     challenge: str,
     public_key: str,
@@ -138,7 +136,7 @@ def _key_from_proof(
 @transaction.atomic
 def key_enroll(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     challenge: str,
     public_key: str,
     label: str,
@@ -176,7 +174,7 @@ def key_enroll(
     return key
 
 
-def _usable_key(owner: AbstractBaseUser, key_id: UUID) -> DeviceKey:
+def _usable_key(owner: User, key_id: UUID) -> DeviceKey:
     try:
         key = DeviceKey.objects.select_for_update().get(id=key_id, owner=owner)
     except DeviceKey.DoesNotExist:
@@ -191,7 +189,7 @@ def _usable_key(owner: AbstractBaseUser, key_id: UUID) -> DeviceKey:
 @transaction.atomic
 def key_rotate(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     old_key_id: UUID,
     challenge: str,
     public_key: str,
@@ -227,7 +225,7 @@ def key_rotate(
 
 
 @transaction.atomic
-def key_revoke(*, owner: AbstractBaseUser, key_id: UUID, now: datetime | None = None) -> DeviceKey:
+def key_revoke(*, owner: User, key_id: UUID, now: datetime | None = None) -> DeviceKey:
     """Revoke a key at once, from any signed-in session: slips it signed stop clearing anything.
 
     Recorded in every room the owner has slips in; after commit ``slips.signals.key_revoked``
@@ -261,7 +259,7 @@ def key_revoke(*, owner: AbstractBaseUser, key_id: UUID, now: datetime | None = 
 
 
 def slip_template(
-    *, owner: AbstractBaseUser, room_id: UUID, seated_agent_id: UUID, now: datetime | None = None
+    *, owner: User, room_id: UUID, seated_agent_id: UUID, now: datetime | None = None
 ) -> dict[str, Any]:
     """The payload for the browser to fill (``key_id``, ``capabilities``), canonicalise and sign.
 
@@ -283,7 +281,7 @@ def slip_template(
 
 def _slip_check(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     room_id: UUID,
     seated_agent_id: UUID,
     payload: str,
@@ -331,7 +329,7 @@ def _slip_check(
     return raw, signature_bytes, parsed, key
 
 
-def _slip_reject(*, owner: AbstractBaseUser, room_id: UUID, agent_id: UUID, code: str) -> None:
+def _slip_reject(*, owner: User, room_id: UUID, agent_id: UUID, code: str) -> None:
     """Record a refused slip (rule id only). A ledger failure here must not hide the refusal."""
     try:
         with transaction.atomic():
@@ -345,7 +343,7 @@ def _slip_reject(*, owner: AbstractBaseUser, room_id: UUID, agent_id: UUID, code
 
 def slip_submit(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     room_id: UUID,
     seated_agent_id: UUID,
     payload: str,
@@ -375,7 +373,7 @@ def slip_submit(
 
 def _slip_store(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     room_id: UUID,
     seated_agent_id: UUID,
     payload: str,
@@ -447,7 +445,7 @@ def _slip_store(
 
 
 @transaction.atomic
-def tier_choose(*, owner: AbstractBaseUser, room_id: UUID, tier: str) -> RoomTier:
+def tier_choose(*, owner: User, room_id: UUID, tier: str) -> RoomTier:
     """Record the tier ``owner`` wants for a room (the room runs under the narrowest chosen).
 
     The caller must have checked ``owner`` holds a seat in the room (see module docstring).

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from pydantic import (
     BaseModel,
@@ -121,7 +121,7 @@ _content_adapter: TypeAdapter[Any] = TypeAdapter(VaultContent)
 def vault_content_parse(data: Any) -> BaseModel:
     """Validate an item body against its kind's schema; ``Malformed`` naming the first problem."""
     try:
-        return _content_adapter.validate_python(data)  # type: ignore[no-any-return]
+        return _content_adapter.validate_python(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "item"
@@ -193,7 +193,7 @@ def _content_dump(content: BaseModel) -> dict[str, Any]:
 
 
 @transaction.atomic
-def vault_item_create(*, owner: AbstractBaseUser, content: dict[str, Any]) -> VaultItem:
+def vault_item_create(*, owner: User, content: dict[str, Any]) -> VaultItem:
     """Validate and store a new vault item, sealed."""
     parsed = vault_content_parse(content)
     item = VaultItem(owner=owner, kind=parsed.kind)  # type: ignore[attr-defined]
@@ -204,7 +204,7 @@ def vault_item_create(*, owner: AbstractBaseUser, content: dict[str, Any]) -> Va
     return item
 
 
-def _owned_item(owner: AbstractBaseUser, item_id: UUID, *, lock: bool = False) -> VaultItem:
+def _owned_item(owner: User, item_id: UUID, *, lock: bool = False) -> VaultItem:
     items = VaultItem.objects.select_for_update() if lock else VaultItem.objects
     try:
         return items.get(id=item_id, owner=owner)
@@ -213,9 +213,7 @@ def _owned_item(owner: AbstractBaseUser, item_id: UUID, *, lock: bool = False) -
 
 
 @transaction.atomic
-def vault_item_update(
-    *, owner: AbstractBaseUser, item_id: UUID, content: dict[str, Any]
-) -> VaultItem:
+def vault_item_update(*, owner: User, item_id: UUID, content: dict[str, Any]) -> VaultItem:
     """Replace an item's content (its kind cannot change)."""
     item = _owned_item(owner, item_id, lock=True)
     parsed = vault_content_parse(content)
@@ -229,7 +227,7 @@ def vault_item_update(
 
 
 @transaction.atomic
-def vault_item_delete(*, owner: AbstractBaseUser, item_id: UUID) -> None:
+def vault_item_delete(*, owner: User, item_id: UUID) -> None:
     """Delete an item at once; no capability can clear it afterwards."""
     _owned_item(owner, item_id, lock=True).delete()
 
@@ -285,7 +283,10 @@ def ics_busy_windows(*, ics: bytes, now: datetime) -> list[BusyWindow]:
             title = str(event.get("SUMMARY", ""))[:200]
             starts = [start]
             if event.get("RRULE") is not None:
-                rule = rrulestr(event["RRULE"].to_ical().decode(), dtstart=start)
+                rrule_text = event["RRULE"].to_ical()
+                if isinstance(rrule_text, bytes):
+                    rrule_text = rrule_text.decode()
+                rule = rrulestr(rrule_text, dtstart=start)
                 starts = list(rule.between(window_from - length, window_until, inc=True))[
                     :MAX_WINDOWS
                 ]
@@ -310,7 +311,7 @@ def ics_busy_windows(*, ics: bytes, now: datetime) -> list[BusyWindow]:
 
 
 @transaction.atomic
-def vault_import_ics(*, owner: AbstractBaseUser, ics: bytes, now: datetime) -> VaultItem:
+def vault_import_ics(*, owner: User, ics: bytes, now: datetime) -> VaultItem:
     """Replace the owner's availability with the busy windows of an ``.ics`` file."""
     windows = ics_busy_windows(ics=ics, now=now)
     content = {"kind": "availability", "busy": [w.model_dump() for w in windows]}
