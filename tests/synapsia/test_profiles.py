@@ -17,6 +17,10 @@ PRODUCTION = {
     "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/test",
     "REDIS_URL": "redis://127.0.0.1:6379/15",
     "SYNAPSIA_SECRET_KEY": "kV9q2-Lm8zT4wR1xB7nC3yH6pF0sD5gJ-aE2uK8oI4tW9vQ1rM7bN3cX6zL0hY5j",
+    "SYNAPSIA_LEDGER_SIGNING_KEY": "c3luYXBzaWEtdGVzdC1vbmx5LWxlZGdlci1zZWVkISE=",
+    "SYNAPSIA_VAULT_KEY": (
+        "dGVzdC1vbmx5IHZhdWx0IGtleSwgMzIrIGJ5dGVzLi50ZXN0LW9ubHkgdmF1bHQga2V5LCAzMisgYnl0ZXMuLg"
+    ),
 }
 
 
@@ -67,6 +71,8 @@ def test_production_check_deploy_is_clean() -> None:
         ({"SYNAPSIA_SECRET_KEY": "ab" * 40}, "SYNAPSIA_SECRET_KEY"),
         ({"SYNAPSIA_DEBUG": "true"}, "SYNAPSIA_DEBUG must be off"),
         ({"REDIS_URL": ""}, "needs both DATABASE_URL and REDIS_URL"),
+        ({"SYNAPSIA_LEDGER_SIGNING_KEY": ""}, "set SYNAPSIA_LEDGER_SIGNING_KEY"),
+        ({"SYNAPSIA_VAULT_KEY": ""}, "set SYNAPSIA_VAULT_KEY"),
     ],
 )
 def test_production_refuses_to_start_unsafely(override: dict[str, str], complaint: str) -> None:
