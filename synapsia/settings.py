@@ -159,6 +159,8 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Ledger retention: delete events past the window, leaving a verifiable checkpoint.
     "ledger-purge-expired": {"task": "ledger.purge_expired", "schedule": 24 * 60 * 60.0},
+    # Grants not answered by their deadline end as denials (docs/gatekeeper.md).
+    "gatekeeper-grants-expire": {"task": "gatekeeper.grants_expire", "schedule": 60.0},
 }
 
 # --- Auth, i18n, static ---------------------------------------------------------------------

@@ -1,0 +1,122 @@
+"""Grant deadlines: the beat task ``gatekeeper.grants_expire`` ends every pending grant past
+its deadline as a denial; the room stays paused at its fork and nothing runs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from gatekeeper import tasks
+from gatekeeper.actions import action_request
+from gatekeeper.adapters.sandbox import SandboxEffect
+from gatekeeper.decision import AgentFacts, RoomFacts
+from gatekeeper.records import ActionRecord, ActionStatus, Grant, GrantStatus
+from ledger.models import LedgerEvent
+from ledger.verification import ledger_verify_room
+from rooms import forks
+from rooms.errors import InvalidState
+from rooms.models import Room, RoomState
+from synapsia.celery import app
+from tests.gatekeeper.test_actions import BOOK, Negotiation, negotiation, sign_grant
+
+__all__ = ["negotiation"]  # a fixture, imported so pytest finds it here
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _allow_tools_by_default(settings: Any) -> None:
+    # The production default is deny-all; these tests are about grant deadlines, not policy.
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
+
+
+def _kinds(n: Negotiation) -> list[str]:
+    return list(
+        LedgerEvent.objects.filter(room_id=n.room.id).order_by("seq").values_list("kind", flat=True)
+    )
+
+
+def test_beat_runs_the_expiry_task_every_minute() -> None:
+    entries = [
+        e for e in settings.CELERY_BEAT_SCHEDULE.values() if e["task"] == "gatekeeper.grants_expire"
+    ]
+    assert entries == [{"task": "gatekeeper.grants_expire", "schedule": 60.0}]
+    app.loader.import_default_modules()  # what a worker does at start-up
+    assert app.tasks["gatekeeper.grants_expire"] is tasks.grants_expire._get_current_object()
+
+
+def test_a_pending_grant_past_its_deadline_ends_as_a_denial(negotiation) -> None:
+    late = forks.action_for_agent(
+        room_id=negotiation.room.id,
+        agent_id=negotiation.setup.a.agent.id,
+        client_id="late",
+        tool="book_table",
+        arguments={**BOOK, "cost_cents": 25_000},
+    )
+    assert late.status == ActionStatus.AWAITING_GRANT
+    assert Room.objects.get(id=negotiation.room.id).state == RoomState.PAUSED
+    # A second request, still within its deadline (recorded by the gatekeeper directly: the
+    # room is already paused for the first).
+    agent = negotiation.setup.a.agent
+    waiting = action_request(
+        room=RoomFacts(room_id=negotiation.room.id, state="open"),
+        agent=AgentFacts(
+            agent_id=agent.id,
+            owner_id=negotiation.setup.a.owner.pk,
+            advisor_only=False,
+            declared_tools=None,
+            revoked=False,
+        ),
+        tool="spend",
+        arguments={"amount_cents": 100, "currency": "EUR", "payee_id": "nopa", "purpose": "tip"},
+        idempotency_key="waiting",
+    )
+    assert waiting.status == ActionStatus.AWAITING_GRANT
+    # The first deadline passes unanswered.
+    Grant.objects.filter(id=late.grant_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+    expired_grant = Grant.objects.select_related("action").get(id=late.grant_id)
+
+    ran = tasks.grants_expire.apply()  # the task as a worker runs it, in this process
+    assert ran.successful() and ran.result == 1
+
+    assert Grant.objects.get(id=late.grant_id).status == GrantStatus.EXPIRED
+    record = ActionRecord.objects.get(id=late.action_id)
+    assert (record.status, record.rule) == (ActionStatus.DENIED, "grant_expired")
+    # The other grant is untouched: it still has time.
+    assert Grant.objects.get(id=waiting.grant_id).status == GrantStatus.PENDING
+    assert ActionRecord.objects.get(id=waiting.action_id).status == ActionStatus.AWAITING_GRANT
+    # The default at a fork is to stay paused; nothing ran.
+    assert Room.objects.get(id=negotiation.room.id).state == RoomState.PAUSED
+    assert SandboxEffect.objects.count() == 0
+    expired_events = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="grant_expired")
+    assert expired_events.count() == 1
+    assert _kinds(negotiation)[-1] == "grant_expired"
+    assert ledger_verify_room(room_id=negotiation.room.id).ok
+
+    # Running again ends nothing twice.
+    assert tasks.grants_expire.apply().result == 0
+    assert expired_events.count() == 1
+    # The owner's signature, arriving late, is refused; the agent's retry reads the denial.
+    with pytest.raises(InvalidState, match="already expired"):
+        forks.grant_decide(
+            owner=negotiation.setup.a.owner,
+            room_id=negotiation.room.id,
+            grant_id=expired_grant.id,
+            approve=True,
+            key_id=negotiation.key.id,
+            signature=sign_grant(negotiation.device, expired_grant),
+        )
+    retry = forks.action_for_agent(
+        room_id=negotiation.room.id,
+        agent_id=agent.id,
+        client_id="late",
+        tool="book_table",
+        arguments={**BOOK, "cost_cents": 25_000},
+    )
+    assert retry.replay and (retry.status, retry.rule) == (ActionStatus.DENIED, "grant_expired")
+    assert SandboxEffect.objects.count() == 0
+    assert Room.objects.get(id=negotiation.room.id).state == RoomState.PAUSED
