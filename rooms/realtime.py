@@ -3,17 +3,22 @@
 The channel layer is a doorbell, not the record: events may be lost (see ARCHITECTURE.md's
 pitfalls), so every event a consumer acts on can be re-derived from the database. Events
 about writes are sent only after the transaction commits, so nobody hears of a rolled-back
-change.
+change. A layer that fails (Redis down) is logged and otherwise ignored: the change it would
+announce has already committed, and must neither be undone nor reported to the caller as a
+failure.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+
+logger = logging.getLogger(__name__)
 
 
 def room_group(room_id: UUID) -> str:
@@ -28,7 +33,17 @@ def _send_after_commit(group: str, event: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    transaction.on_commit(lambda: async_to_sync(layer.group_send)(group, event))
+
+    def send() -> None:
+        try:
+            async_to_sync(layer.group_send)(group, event)
+        except Exception:
+            # Raised from an on_commit hook it would reach the caller after the decision
+            # committed (a recorded pause or execution reported as an error) and skip later
+            # hooks. Sockets catch up from the database instead.
+            logger.warning("channel layer unavailable: %s not told of %s", group, event["type"])
+
+    transaction.on_commit(send)
 
 
 def announce_room_state(room_id: UUID, state: str) -> None:
