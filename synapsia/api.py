@@ -6,6 +6,8 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema
 from ninja.security import django_auth
 
+from gatekeeper.api import router as gatekeeper_router
+from gatekeeper.errors import GatekeeperError
 from ledger.api import router as ledger_router
 from rooms.api import router as rooms_router
 from rooms.errors import RoomError
@@ -37,6 +39,13 @@ def room_error(request: HttpRequest, exc: RoomError) -> HttpResponse:
     )
 
 
+@api.exception_handler(GatekeeperError)
+def gatekeeper_error(request: HttpRequest, exc: GatekeeperError) -> HttpResponse:
+    return api.create_response(
+        request, ErrorOut(code=exc.code, message=exc.message), status=exc.status
+    )
+
+
 @api.get("/auth/me", response=MeOut, auth=django_auth, tags=["auth"])
 def me(request: HttpRequest) -> MeOut:
     return MeOut(username=request.user.get_username())
@@ -47,3 +56,4 @@ api.add_router("/ledger", ledger_router)
 api.add_router("/", rooms_ledger_router)
 api.add_router("/", slips_router)
 api.add_router("/", room_slips_router)
+api.add_router("/", gatekeeper_router)
