@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -36,11 +36,15 @@ from gatekeeper.records import ActionRecord, ActionStatus, Grant
 from gatekeeper.tools.registry import tool_arguments_validate, tool_get
 from ledger.events import ActionExecuted, ActionRequested, Denial, ForkOpened, GrantRequested
 from ledger.services import ledger_append
+from slips.verification import capability_use
 
 MIN_PEER_ECHO_CHARS = 4  # shorter argument strings match peer text by chance
-# Requests refused for their shape, before any permission was considered: the agent gets the
-# validation error and can correct itself; the room need not stop for its owners.
-SHAPE_RULES = frozenset({"unknown_tool", "invalid_arguments", "idempotency_key_reused"})
+# Refusals that need no fork: requests refused for their shape before any permission was
+# considered (the agent gets the validation error and can correct itself), and requests from
+# an agent its owner has already withdrawn at a Signal Flare.
+SHAPE_RULES = frozenset(
+    {"unknown_tool", "invalid_arguments", "idempotency_key_reused", "agent_withdrawn"}
+)
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,8 @@ def action_request(
         return _result(earlier, replay=True)
 
     decision = decide_guarded(ActionRequest(room=room, agent=agent, tool=tool, arguments=arguments))
+    if decision.outcome is Outcome.ALLOW and decision.rule == "cleared":
+        decision = _spend_slip_use(decision, room=room, agent=agent, tool=tool)
     if decision.arguments is None:
         # Unknown tool or arguments that fail the schema: nothing to keep but the denial.
         return _denied_without_record(room, agent, decision)
@@ -202,6 +208,25 @@ def action_request(
         ),
     )
     return _result(record, detail=decision.detail)
+
+
+def _spend_slip_use(
+    decision: Decision, *, room: RoomFacts, agent: AgentFacts, tool: str
+) -> Decision:
+    """An action the slip clears spends one of its uses (race-safe); if another request took
+    the last one meanwhile, this one is beyond the slip after all and needs a grant."""
+    spent = capability_use(
+        room_id=room.room_id,
+        owner_id=agent.owner_id,
+        agent_id=agent.agent_id,
+        resource=f"tool:{tool}",
+        operation="act",
+        recipient="own_agent",
+        now=timezone.now(),
+    )
+    if spent.allowed:
+        return decision
+    return replace(decision, outcome=Outcome.NEEDS_GRANT, rule=f"beyond_slip.{spent.rule}")
 
 
 def _rule_id(rule: str) -> str:

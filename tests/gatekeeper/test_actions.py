@@ -372,3 +372,11 @@ def test_a_ledger_failure_means_nothing_runs_and_the_room_pauses(negotiation, mo
     assert SandboxEffect.objects.count() == 0
     assert ActionRecord.objects.count() == 0
     assert room_state(negotiation) == RoomState.PAUSED
+
+
+def test_each_cleared_action_spends_a_slip_use_and_then_needs_a_grant(negotiation) -> None:
+    # The slip allows 5 bookings within the budget; the sixth is beyond the slip.
+    results = [act(negotiation, 9000, ref=f"book-{n}") for n in range(6)]
+    assert [r.status for r in results[:5]] == ["executed"] * 5
+    assert (results[5].status, results[5].rule) == ("awaiting_grant", "beyond_slip.uses_exhausted")
+    assert SandboxEffect.objects.count() == 5
