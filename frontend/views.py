@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from uuid import UUID
 
 from django.contrib import messages
@@ -11,10 +12,11 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from frontend.forms import AgentForm, BindAgentForm, RoomForm
-from rooms import selectors, services
+from rooms import notifications, selectors, services
 from rooms.errors import RoomError
 from rooms.models import RoomState
 from synapsia.owners import OwnerRequest
@@ -42,6 +44,9 @@ def _dashboard(
         {
             "agents": selectors.agents_of_owner(owner=request.user),
             "rooms": selectors.rooms_of_owner(owner=request.user),
+            "notifications": notifications.notifications_for(
+                owner=request.user, since=timezone.now() - timedelta(days=1)
+            ),
             "agent_form": agent_form or AgentForm(prefix="agent"),
             "room_form": room_form or RoomForm(prefix="room"),
             # (agent name, token): shown on this one response only, never stored.

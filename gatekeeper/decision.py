@@ -76,6 +76,8 @@ class AgentFacts:
     advisor_only: bool
     declared_tools: tuple[str, ...] | None
     revoked: bool
+    # False while its owner has muted or blocked it, or stepped in to speak in person.
+    active: bool = True
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,8 @@ def _decide_action(request: ActionRequest) -> Decision:
         return deny("invalid_arguments", str(invalid))
     if request.agent.revoked:
         return deny("agent_revoked")
+    if not request.agent.active:
+        return deny("agent_withdrawn")
     if request.room.state != "open":
         return deny("room_not_open")
     # Deny-on-execute: the same policy that decides which tools are listed to the agent.

@@ -6,18 +6,20 @@ Thin: every endpoint calls one service or selector. ``RoomError``s become
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
 from django.http import HttpRequest
-from ninja import Router, Schema, Status
+from django.utils import timezone
+from ninja import Field, Router, Schema, Status
 from ninja.security import django_auth
 
 from gatekeeper.actions import ActionResult
 from gatekeeper.grants import grants_of_owner
-from rooms import forks, selectors, services
-from rooms.models import Agent, Room, RoomMember, RoomState
+from rooms import context, flares, forks, notifications, selectors, services
+from rooms.models import Agent, FlareChoice, Room, RoomMember, RoomState
+from rooms.protocol import MAX_MESSAGE_CHARS
 from synapsia.owners import request_owner
 
 router = Router(auth=django_auth, tags=["rooms"])
@@ -253,6 +255,53 @@ def rooms_messages(
     ]
 
 
+# --- whispers and turns -------------------------------------------------------------------
+
+
+class WhisperIn(Schema):
+    text: str
+
+
+class WhisperOut(Schema):
+    id: UUID
+    text: str
+    sent_at: datetime
+
+
+class TurnItemOut(Schema):
+    ledger_seq: int
+    owner_id: str
+    item_id: str
+    recorded_at: datetime
+
+
+class TurnOut(Schema):
+    agent_id: UUID
+    turn: int
+    items: list[TurnItemOut]
+
+
+@router.post("/rooms/{room_id}/whispers", response={201: WhisperOut})
+def rooms_whisper(request: HttpRequest, room_id: UUID, payload: WhisperIn) -> Status[WhisperOut]:
+    """Whisper to your own agent in this room; nobody else sees it."""
+    whisper = services.whisper_send(
+        owner=request_owner(request), room_id=room_id, text=payload.text
+    )
+    return Status(201, WhisperOut(id=whisper.id, text=whisper.text, sent_at=whisper.created_at))
+
+
+@router.get("/rooms/{room_id}/turns/{turn}", response=TurnOut)
+def rooms_turn(request: HttpRequest, room_id: UUID, turn: int, agent: UUID) -> TurnOut:
+    """Which vault items fed one of this room's agents' turns (both owners read the ledger)."""
+    seat = selectors.room_seat(owner=request_owner(request), room_id=room_id)
+    items = context.context_turn_items(room_id=seat.room_id, agent_id=agent, turn=turn)
+    return TurnOut(
+        agent_id=agent,
+        turn=turn,
+        items=[TurnItemOut.model_validate(i, from_attributes=True) for i in items],
+    )
+
+
 # --- forks: grant requests waiting for this owner ----------------------------------------
 
 
@@ -278,3 +327,99 @@ def rooms_grant_decide(
         signature=payload.signature,
     )
     return _result_out(result)
+
+
+# --- Signal Flares: the agent's owner answers; both owners see them ------------------------
+
+
+class FlareOut(Schema):
+    id: UUID
+    agent_id: UUID
+    reason: str
+    raised_by: str
+    raised_at: str
+    resolved: bool
+    choice: str
+
+
+class FlareAnswerIn(Schema):
+    choice: Literal["reset_resume", "mute", "block", "step_in"]
+
+
+class InPersonIn(Schema):
+    client_id: str = Field(min_length=1, max_length=48, pattern=r"^[A-Za-z0-9._:-]+$")
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, pattern=r"^[^\x00]*$")
+
+
+class InPersonOut(Schema):
+    seq: int
+
+
+@router.get("/rooms/{room_id}/flares", response=list[FlareOut])
+def rooms_flares(request: HttpRequest, room_id: UUID) -> list[FlareOut]:
+    views = flares.flares_of_room(owner=request_owner(request), room_id=room_id)
+    return [FlareOut.model_validate(v, from_attributes=True) for v in views]
+
+
+@router.post("/rooms/{room_id}/flares/{flare_id}", response=FlareOut)
+def rooms_flare_answer(
+    request: HttpRequest, room_id: UUID, flare_id: UUID, payload: FlareAnswerIn
+) -> FlareOut:
+    view = flares.flare_resolve(
+        owner=request_owner(request),
+        room_id=room_id,
+        flare_id=flare_id,
+        choice=FlareChoice(payload.choice),
+    )
+    return FlareOut.model_validate(view, from_attributes=True)
+
+
+@router.post("/rooms/{room_id}/in-person", response={201: InPersonOut})
+def rooms_say_in_person(
+    request: HttpRequest, room_id: UUID, payload: InPersonIn
+) -> Status[InPersonOut]:
+    seq = flares.owner_say_in_person(
+        owner=request_owner(request),
+        room_id=room_id,
+        client_id=payload.client_id,
+        text=payload.text,
+    )
+    return Status(201, InPersonOut(seq=seq))
+
+
+# --- notifications ------------------------------------------------------------------------
+
+
+class RoomDigestOut(Schema):
+    room_id: UUID
+    purpose: str
+    counts: dict[str, int]
+
+
+class NotificationsOut(Schema):
+    urgent_flares: int
+    forks_waiting: int
+    digest_enabled: bool
+    digest: list[RoomDigestOut]
+
+
+class NotificationPreferenceIn(Schema):
+    digest: bool
+
+
+@router.get("/notifications", response=NotificationsOut)
+def owner_notifications(request: HttpRequest, since: datetime | None = None) -> NotificationsOut:
+    """Urgent flares, forks waiting, and the opt-in digest since ``since`` (default: a day)."""
+    moment = since or timezone.now() - timedelta(days=1)
+    found = notifications.notifications_for(owner=request_owner(request), since=moment)
+    return NotificationsOut.model_validate(found, from_attributes=True)
+
+
+@router.put("/notifications/preferences", response=NotificationsOut)
+def owner_notification_preferences(
+    request: HttpRequest, payload: NotificationPreferenceIn
+) -> NotificationsOut:
+    owner = request_owner(request)
+    notifications.notification_preference_set(owner=owner, digest=payload.digest)
+    found = notifications.notifications_for(owner=owner, since=timezone.now() - timedelta(days=1))
+    return NotificationsOut.model_validate(found, from_attributes=True)

@@ -5,3 +5,10 @@ from django.apps import AppConfig
 
 class RoomsConfig(AppConfig):
     name = "rooms"
+
+    def ready(self) -> None:
+        # slips sits below rooms and cannot call it; it signals revocations instead.
+        from rooms.realtime import announce_slip_key_revoked
+        from slips.signals import key_revoked
+
+        key_revoked.connect(announce_slip_key_revoked, dispatch_uid="rooms.slip_key_revoked")

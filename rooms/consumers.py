@@ -10,28 +10,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
 
 from gatekeeper.actions import ActionResult, action_result_lookup
-from rooms import forks, handshake, realtime, selectors, services
+from rooms import context, flares, forks, handshake, realtime, selectors, services, untrusted
 from rooms.handshake import Participant, Refusal
-from rooms.models import Message, Room, RoomState
+from rooms.models import FlareReason, Message, Room, RoomState, Whisper
 from rooms.protocol import (
     AckFrame,
     ActFrame,
     ActionResultBody,
     ActionResultFrame,
     CloseCode,
+    ContextFrame,
+    ContextRequestFrame,
     EmptyBody,
     ErrorCode,
+    FlareFrame,
     FrameError,
     MessageBody,
     MessageFrame,
+    NoticeBody,
+    NoticeFrame,
     PingFrame,
     PongFrame,
     RoomStateBody,
@@ -42,25 +50,58 @@ from rooms.protocol import (
     SentFrame,
     WelcomeBody,
     WelcomeFrame,
+    WhisperBody,
+    WhisperFrame,
     error_frame,
     new_frame_id,
     parse_client_frame,
 )
+from slips.selectors import slip_in_force
 
+T = TypeVar("T")
 OWNER_BACKLOG = 200
 
 
-def message_frame(message: Message | services.SaidMessage) -> str:
-    """The wire form of one transcript message; built once and fanned out as text."""
-    sender = (
-        message.sender_agent_id if isinstance(message, services.SaidMessage) else message.sender_id
-    )
-    sent_at = message.sent_at if isinstance(message, services.SaidMessage) else message.created_at
+def in_db_thread(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """Run one socket hop's database work in a worker thread.
+
+    PostgreSQL: any thread from the pool. Channels' default funnels every socket of a Daphne
+    process through one thread, which serialised all rooms' round trips (bench/, py-spy); each
+    hop is a self-contained transaction, so it needs no particular thread. SQLite has a single
+    writer: threads racing for its lock sleep in its busy handler, so there one thread it is.
+    """
+    thread_sensitive = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
+    return database_sync_to_async(func, thread_sensitive=thread_sensitive)
+
+
+def message_frame(message: Message | services.SaidMessage, *, for_agent: bool) -> str:
+    """The wire form of one transcript message; built once per audience and fanned out.
+
+    An agent gets the peer's text only as fenced untrusted data (SYN-TRUST-003); an owner's
+    browser gets the text as written, with the same flags, and renders it as text.
+    """
+    said = isinstance(message, services.SaidMessage)
+    sender = message.sender_agent_id if said else message.sender_id  # type: ignore[union-attr]
+    sent_at = message.sent_at if said else message.created_at  # type: ignore[union-attr]
+    text, fenced_block = message.text, None
+    if for_agent:
+        # Replays are fenced afresh (new nonce); the live path reuses the say path's fence.
+        fenced = message.fenced if said else None  # type: ignore[union-attr]
+        fenced = fenced or untrusted.fence(message.text, source="peer")
+        text, fenced_block = fenced.text, fenced.fenced
     return MessageFrame(
         type="message",
         id=f"msg-{message.seq}",
         body=MessageBody(
-            seq=message.seq, sender_agent_id=sender, text=message.text, sent_at=sent_at
+            seq=message.seq,
+            sender_agent_id=sender,
+            text=text,
+            fenced=fenced_block,
+            flags=list(message.flags),
+            sent_at=sent_at,
+            author="owner"
+            if isinstance(message, Message) and message.author == "owner"
+            else "agent",
         ),
     ).model_dump_json()
 
@@ -72,7 +113,7 @@ def action_result_frame(ref: str, result: ActionResult) -> str:
         body=ActionResultBody(
             ref=ref,
             action_id=result.action_id,
-            status=result.status,  # type: ignore[arg-type]  # ActionStatus values
+            status=result.status,  # an ActionStatus value
             rule=result.rule,
             detail=result.detail,
             output=result.output,
@@ -86,10 +127,22 @@ class RoomConsumer(AsyncWebsocketConsumer):
     position: int = 0
     _catch_up: asyncio.Task[None] | None = None
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Route a message to its handler, without channels' per-message connection sweep.
+
+        Channels runs ``close_old_connections`` in a thread before every handler, a thread
+        switch per delivered message even when the handler never touches the database. Here
+        all database work happens in ``in_db_thread`` hops, which sweep on their own thread.
+        """
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
     # --- connection lifecycle -------------------------------------------------------------
 
     async def connect(self) -> None:
-        verdict = await database_sync_to_async(handshake.admit)(
+        verdict = await in_db_thread(handshake.admit)(
             room_id=self.scope["url_route"]["kwargs"]["room_id"],
             headers=self.scope.get("headers", []),
             user=self.scope.get("user") or AnonymousUser(),
@@ -110,7 +163,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         # Subscribe before reading the backlog, so nothing falls between the two.
         await self.channel_layer.group_add(realtime.room_group(verdict.room_id), self.channel_name)
         await self.accept()
-        welcome, backlog, position = await database_sync_to_async(self._opening)(verdict)
+        welcome, backlog, position = await in_db_thread(self._opening)(verdict)
         await self.send(welcome)
         for frame in backlog:
             await self.send(frame)
@@ -143,7 +196,9 @@ class RoomConsumer(AsyncWebsocketConsumer):
         )
         # Everything up to the room's last seq at this moment is handled: shown now, or the
         # agent's own, or acknowledged earlier.
-        return welcome, [message_frame(m) for m in backlog], max(room.last_seq, after)
+        for_agent = participant.kind == "agent"
+        frames = [message_frame(m, for_agent=for_agent) for m in backlog]
+        return welcome, frames, max(room.last_seq, after)
 
     async def disconnect(self, code: int) -> None:
         if self._catch_up is not None:
@@ -157,7 +212,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(
                 realtime.agent_group(self.participant.agent_id), self.channel_name
             )
-            await database_sync_to_async(services.agent_leave)(
+            await in_db_thread(services.agent_leave)(
                 room_id=self.participant.room_id, agent_id=self.participant.agent_id
             )
 
@@ -175,6 +230,16 @@ class RoomConsumer(AsyncWebsocketConsumer):
                     await self._ack(frame)
                 case ActFrame():
                     await self._act(frame)
+                case ContextRequestFrame():
+                    await self._context(frame)
+                case FlareFrame():
+                    participant = self._agent_only(frame.id)
+                    await in_db_thread(flares.flare_raise)(
+                        room_id=participant.room_id,
+                        agent_id=participant.agent_id,
+                        reason=FlareReason(frame.body.reason),
+                        raised_by="agent",
+                    )
                 case PingFrame():
                     await self.send(
                         PongFrame(type="pong", id=frame.id, body=EmptyBody()).model_dump_json()
@@ -185,7 +250,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
     async def _say(self, frame: SayFrame) -> None:
         participant = self._agent_only(frame.id)
         try:
-            said = await database_sync_to_async(services.message_say)(
+            said = await in_db_thread(services.message_say)(
                 room_id=participant.room_id,
                 agent_id=participant.agent_id,
                 client_id=frame.id,
@@ -196,7 +261,14 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 raise FrameError(
                     ErrorCode.ROOM_NOT_OPEN, "The room is not open.", frame.id
                 ) from None
-            code = CloseCode.UNAUTHENTICATED if refused.reason == "revoked" else CloseCode.FORBIDDEN
+            if refused.reason == "withdrawn":
+                raise FrameError(
+                    ErrorCode.WITHDRAWN, "Your owner has muted you or stepped in.", frame.id
+                ) from None
+            code = {
+                "revoked": CloseCode.UNAUTHENTICATED,
+                "ledger_unavailable": CloseCode.TRY_AGAIN,  # nothing was stored; resend later
+            }.get(refused.reason, CloseCode.FORBIDDEN)
             await self.close(code=int(code))
             return
         await self.send(
@@ -213,13 +285,14 @@ class RoomConsumer(AsyncWebsocketConsumer):
                     "type": "room.message",
                     "seq": said.seq,
                     "sender": participant.agent_id.hex if participant.agent_id else "",
-                    "frame": message_frame(said),
+                    "frame": message_frame(said, for_agent=True),
+                    "owner_frame": message_frame(said, for_agent=False),
                 },
             )
 
     async def _act(self, frame: ActFrame) -> None:
         participant = self._agent_only(frame.id)
-        result = await database_sync_to_async(forks.action_for_agent)(
+        result = await in_db_thread(forks.action_for_agent)(
             room_id=participant.room_id,
             agent_id=participant.agent_id,
             client_id=frame.id,
@@ -228,9 +301,16 @@ class RoomConsumer(AsyncWebsocketConsumer):
         )
         await self.send(action_result_frame(frame.id, result))
 
+    async def _context(self, frame: ContextRequestFrame) -> None:
+        participant = self._agent_only(frame.id)
+        assembled = await in_db_thread(context.context_for_agent)(
+            room_id=participant.room_id, agent_id=participant.agent_id
+        )
+        await self.send(ContextFrame(type="context", id=frame.id, body=assembled).model_dump_json())
+
     async def _ack(self, frame: AckFrame) -> None:
         participant = self._agent_only(frame.id)
-        acked = await database_sync_to_async(services.messages_ack)(
+        acked = await in_db_thread(services.messages_ack)(
             room_id=participant.room_id, agent_id=participant.agent_id, seq=frame.body.seq
         )
         if not acked:
@@ -252,7 +332,12 @@ class RoomConsumer(AsyncWebsocketConsumer):
             return
         self.position = seq
         if self.participant is not None and event["sender"] != self._own_hex():
-            await self.send(event["frame"])
+            agent = self.participant.kind == "agent"
+            await self.send(event["frame"] if agent else event["owner_frame"])
+
+    async def room_catch_up(self, event: dict[str, Any]) -> None:
+        """Something was recorded outside a socket (an owner speaking in person): read it."""
+        await self._backfill()
 
     async def room_state(self, event: dict[str, Any]) -> None:
         await self.send(
@@ -271,11 +356,68 @@ class RoomConsumer(AsyncWebsocketConsumer):
         participant = self.participant
         if participant is None or participant.agent_id is None:
             return
-        result = await database_sync_to_async(action_result_lookup)(
+        result = await in_db_thread(action_result_lookup)(
             room_id=participant.room_id, agent_id=participant.agent_id, idempotency_key=event["ref"]
         )
         if result is not None:
             await self.send(action_result_frame(event["ref"], result))
+
+    async def slip_key_revoked(self, event: dict[str, Any]) -> None:
+        participant = self.participant
+        if (
+            participant is None
+            or participant.agent_id is None
+            or event["room_id"] != participant.room_id.hex
+        ):
+            return
+        await self.send(
+            NoticeFrame(
+                type="notice",
+                id=new_frame_id(),
+                body=NoticeBody(
+                    code="slip_key_revoked",
+                    message="Your owner revoked the key that signed your slip in this room.",
+                ),
+            ).model_dump_json()
+        )
+        cleared = await in_db_thread(slip_in_force)(
+            room_id=participant.room_id,
+            owner_id=participant.owner_id,
+            agent_id=participant.agent_id,
+            now=timezone.now(),
+        )
+        if not cleared:
+            await self.close(code=int(CloseCode.NO_CLEARANCE))
+
+    async def agent_whisper(self, event: dict[str, Any]) -> None:
+        """The owner whispered to this agent: re-read it from the record, for this room and
+        this agent only (an agent's group spans its rooms), and pass it on."""
+        participant = self.participant
+        if (
+            participant is None
+            or participant.agent_id is None
+            or event["room_id"] != participant.room_id.hex
+        ):
+            return
+        whisper = await in_db_thread(
+            Whisper.objects.filter(
+                id=event["whisper_id"],
+                room_id=participant.room_id,
+                agent_id=participant.agent_id,
+                owner_id=participant.owner_id,
+            ).first
+        )()
+        if whisper is not None:
+            await self.send(
+                WhisperFrame(
+                    type="whisper",
+                    id=f"whisper-{whisper.id.hex}",
+                    body=WhisperBody(id=whisper.id, text=whisper.text, sent_at=whisper.created_at),
+                ).model_dump_json()
+            )
+
+    async def agent_blocked(self, event: dict[str, Any]) -> None:
+        await self.close(code=int(CloseCode.FORBIDDEN))
 
     async def agent_revoked(self, event: dict[str, Any]) -> None:
         await self.close(code=int(CloseCode.UNAUTHENTICATED))
@@ -289,7 +431,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
     async def _backfill(self) -> None:
         if self.participant is None:
             return
-        missed = await database_sync_to_async(selectors.messages_after)(
+        missed = await in_db_thread(selectors.messages_after)(
             room_id=self.participant.room_id, after_seq=self.position
         )
         own = self.participant.agent_id
@@ -298,7 +440,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 continue
             self.position = message.seq
             if message.sender_id != own:
-                await self.send(message_frame(message))
+                await self.send(message_frame(message, for_agent=self.participant.kind == "agent"))
 
     async def _catch_up_loop(self) -> None:
         interval = settings.SYNAPSIA["CATCH_UP_SECONDS"]

@@ -7,7 +7,6 @@ pauses the room at a fork for the owners; a denial or failure to record also pau
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 from uuid import UUID
 
@@ -19,14 +18,15 @@ from gatekeeper.actions import ActionResult, action_execute_granted, action_requ
 from gatekeeper.decision import AgentFacts, RoomFacts
 from gatekeeper.grants import GrantUnusable, grant_approve, grant_deny
 from gatekeeper.records import ActionRecord, ActionStatus, Grant
-from ledger.events import ForkResolved, RoomPaused, RoomResumed
+from ledger.events import ForkResolved, RoomResumed
 from ledger.services import LedgerAppendError, ledger_append
-from ledger.signing import ledger_sign_head
 from rooms import realtime
 from rooms.errors import InvalidState, NotFound
-from rooms.models import Message, Room, RoomMember, RoomState
+from rooms.flares import flare_if_looping
+from rooms.models import Message, Room, RoomMember, RoomState, SeatStanding
+from rooms.pausing import pause_at_fork, room_pause_fail_safe
 
-logger = logging.getLogger(__name__)
+__all__ = ["action_for_agent", "grant_decide", "room_pause_fail_safe"]
 PEER_TEXT_WINDOW = 50  # recent peer messages checked for arguments copied from them
 
 
@@ -39,34 +39,8 @@ def _agent_facts(seat: RoomMember) -> AgentFacts:
         advisor_only=agent.advisor_only,
         declared_tools=tuple(agent.declared_tools) if agent.declared_tools is not None else None,
         revoked=agent.revoked_at is not None,
+        active=seat.standing == SeatStanding.ACTIVE,
     )
-
-
-def _pause(room: Room, *, by: str, rule: str) -> None:
-    """Pause a locked room at a fork, recorded (within the caller's transaction)."""
-    if room.state != RoomState.OPEN:
-        return
-    ledger_append(room_id=room.id, event=RoomPaused(by=by, reason_rule=rule[:48]))
-    room.state = RoomState.PAUSED
-    room.state_changed_at = timezone.now()
-    room.save(update_fields=["state", "state_changed_at"])
-    ledger_sign_head(room_id=room.id)
-    realtime.announce_room_state(room.id, room.state)
-
-
-def room_pause_fail_safe(*, room_id: UUID, rule: str) -> None:
-    """Pause after a failure. Pausing is the safe direction, so if even the ledger cannot
-    record it, the room is paused anyway and the gap is logged for the operator."""
-    try:
-        with transaction.atomic():
-            room = Room.objects.select_for_update().get(id=room_id)
-            _pause(room, by="gatekeeper", rule=rule)
-    except LedgerAppendError:
-        logger.critical("room %s paused without a ledger record (%s)", room_id, rule)
-        Room.objects.filter(id=room_id, state=RoomState.OPEN).update(
-            state=RoomState.PAUSED, state_changed_at=timezone.now()
-        )
-        realtime.announce_room_state(room_id, RoomState.PAUSED)
 
 
 def action_for_agent(
@@ -92,12 +66,14 @@ def action_for_agent(
                 peer_texts=peer_texts,
             )
             if result.pauses_room and not result.replay:
-                _pause(room, by="gatekeeper", rule=result.rule)
-            return result
+                pause_at_fork(room, by="gatekeeper", rule=result.rule)
     except LedgerAppendError:
         # The decision could not be recorded: nothing happened; stop the room.
         room_pause_fail_safe(room_id=room_id, rule="ledger_unavailable")
         return ActionResult(None, ActionStatus.DENIED, "ledger_unavailable")
+    if result.status == ActionStatus.DENIED and result.pauses_room and not result.replay:
+        flare_if_looping(room_id=room_id, agent_id=agent_id)
+    return result
 
 
 def grant_decide(
@@ -158,6 +134,6 @@ def grant_decide(
             agent=_agent_facts(seat),
         )
         if result.pauses_room:
-            _pause(room, by="gatekeeper", rule=result.rule)
+            pause_at_fork(room, by="gatekeeper", rule=result.rule)
     realtime.announce_action_result(record.agent_id, record.idempotency_key)
     return result

@@ -20,7 +20,7 @@ from django.http.request import validate_host
 from ledger.events import Join
 from ledger.services import LedgerAppendError, ledger_append
 from rooms import selectors
-from rooms.models import Room, RoomMember, RoomState
+from rooms.models import Room, RoomMember, RoomState, SeatStanding
 from rooms.protocol import CloseCode
 
 _JOINABLE = (RoomState.OPEN, RoomState.PAUSED)
@@ -88,6 +88,8 @@ def admit(
             return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
         if seat.room.state not in _JOINABLE:
             return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {seat.room.state}.")
+        if seat.standing == SeatStanding.BLOCKED:
+            return Refusal(CloseCode.FORBIDDEN, "Your owner blocked you in this room.")
         try:
             with transaction.atomic():
                 ledger_append(

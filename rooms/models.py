@@ -78,6 +78,13 @@ class MemberRole(models.TextChoices):
     INVITEE = "invitee", "Invitee"
 
 
+class SeatStanding(models.TextChoices):
+    ACTIVE = "active", "Active"
+    MUTED = "muted", "Muted by its owner"
+    BLOCKED = "blocked", "Blocked by its owner"
+    STEPPED_IN = "stepped_in", "Its owner is speaking in person"
+
+
 class RoomMember(models.Model):
     """One owner's seat in a room, and the one agent they bound to it."""
 
@@ -91,7 +98,13 @@ class RoomMember(models.Model):
     )
     # Highest transcript sequence number this seat's agent has acknowledged receiving.
     acked_seq = models.PositiveBigIntegerField(default=0)
+    # Context turns assembled for this seat's agent so far; the last one is the current turn.
+    # Disclosure ledger events name the turn they fed (rooms.context).
+    context_turn = models.PositiveIntegerField(default=0)
     joined_at = models.DateTimeField(auto_now_add=True)
+    # What the owner decided at this seat's last Signal Flare (rooms.flares): while not
+    # "active", the agent may not speak or act; "blocked" also keeps it out of the room.
+    standing = models.CharField(max_length=12, choices=SeatStanding.choices, default="active")
 
     class Meta:
         constraints = [
@@ -131,10 +144,15 @@ class Message(models.Model):
     # The envelope id the sender chose; a resent frame with the same id is not stored twice.
     client_id = models.CharField(max_length=64)
     text = models.TextField()
+    # "owner" when the seat's owner stepped in and spoke in person (after a Signal Flare).
+    author = models.CharField(max_length=5, default="agent")
+    # Suspicion rule ids ``rooms.untrusted.fence`` raised on this text (no content); each is
+    # also an InjectionSuspected ledger event, and both owners see them.
+    flags = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["room", "seq"]
+        # No default ordering: ordering by "room" made every lookup join the room table.
         constraints = [
             models.UniqueConstraint(fields=["room", "seq"], name="gapless_room_seq"),
             models.UniqueConstraint(fields=["room", "sender", "client_id"], name="idempotent_send"),
@@ -142,3 +160,69 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"message {self.seq} in room {self.room_id}"
+
+
+WHISPER_MAX_CHARS = 2_000
+
+
+class Whisper(models.Model):
+    """An owner's private word to their own agent in a room: room content, shown to no one else.
+
+    It reaches only ``agent``'s context (and socket); the other owner and agent never see it.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="whispers")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["room", "agent", "created_at"], name="whisper_to_agent")]
+
+    def __str__(self) -> str:
+        return f"whisper in room {self.room_id}"
+
+
+class FlareReason(models.TextChoices):
+    LOOP = "loop", "Stuck in a loop"
+    CONTRADICTION = "contradiction", "Contradiction"
+    DISTRESS = "distress", "Distress"
+    REPEATED_DENIALS = "repeated_denials", "Repeated denials"
+
+
+class FlareChoice(models.TextChoices):
+    RESET_RESUME = "reset_resume", "Reset and resume"
+    MUTE = "mute", "Mute the agent"
+    BLOCK = "block", "Block the agent"
+    STEP_IN = "step_in", "Step in personally"
+
+
+class Flare(models.Model):
+    """A Signal Flare: an agent (or the server, on its behalf) stops and asks its owner."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="flares")
+    seat = models.ForeignKey(RoomMember, on_delete=models.CASCADE, related_name="flares")
+    reason = models.CharField(max_length=20, choices=FlareReason.choices)
+    raised_by = models.CharField(max_length=6)  # "agent" or "server"
+    raised_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    choice = models.CharField(max_length=12, choices=FlareChoice.choices, blank=True)
+
+    def __str__(self) -> str:
+        return f"flare {self.reason} in room {self.room_id}"
+
+
+class NotificationPreference(models.Model):
+    """How loudly an owner hears about rooms. Flares are always urgent and forks waiting
+    always show as a badge; the "While you were away" digest is opt-in."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_preference"
+    )
+    digest = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"notification preference of {self.owner_id}"

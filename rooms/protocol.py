@@ -31,6 +31,7 @@ class ErrorCode(enum.StrEnum):
     INVALID_BODY = "invalid_body"  # body does not match the type's schema
     ROOM_NOT_OPEN = "room_not_open"  # e.g. saying something while the room is paused
     NOT_ALLOWED = "not_allowed"  # this participant may not send this type
+    WITHDRAWN = "withdrawn"  # your owner muted you or stepped in to speak in person
     INVALID_ACK = "invalid_ack"  # acknowledging a message that does not exist
 
 
@@ -43,6 +44,7 @@ class CloseCode(enum.IntEnum):
     ROOM_NOT_JOINABLE = 4409  # the room is a draft or closed
     REPLACED = 4001  # the same agent connected again; the older socket is closed
     TRY_AGAIN = 1013  # the join could not be recorded in the ledger; retry later
+    NO_CLEARANCE = 4412  # the owner's slip stopped clearing this agent (its key was revoked)
 
 
 class _Frame(BaseModel):
@@ -60,7 +62,8 @@ class _Body(BaseModel):
 
 
 class SayBody(_Body):
-    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    # No U+0000: PostgreSQL cannot store it, and no message needs it.
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, pattern=r"^[^\x00]*$")
 
 
 class AckBody(_Body):
@@ -96,6 +99,26 @@ class PingFrame(_Frame):
     body: EmptyBody
 
 
+class ContextRequestFrame(_Frame):
+    """Ask for this turn's assembled context; answered with a ``context`` frame. Each request
+    is a new turn: every vault item in the answer was cleared, spent and recorded for it."""
+
+    type: Literal["context_request"]
+    body: EmptyBody
+
+
+class FlareBody(_Body):
+    reason: Literal["loop", "contradiction", "distress"]
+
+
+class FlareFrame(_Frame):
+    """Raise a Signal Flare: stop, pause the room, and ask your owner (reset and resume, mute
+    or block you, or step in personally). Answered with a ``room_state`` of ``paused``."""
+
+    type: Literal["flare"]
+    body: FlareBody
+
+
 class ActFrame(_Frame):
     """Ask for a typed action (a tool call). The frame ``id`` is its idempotency key: resending
     it never runs the action twice."""
@@ -104,9 +127,10 @@ class ActFrame(_Frame):
     body: ActBody
 
 
-ClientFrame = Annotated[SayFrame | AckFrame | PingFrame | ActFrame, Field(discriminator="type")]
-CLIENT_FRAME_TYPES = frozenset({"say", "ack", "ping", "act"})
-_client_frame: TypeAdapter[SayFrame | AckFrame | PingFrame | ActFrame] = TypeAdapter(ClientFrame)
+AnyClientFrame = SayFrame | AckFrame | PingFrame | ActFrame | ContextRequestFrame | FlareFrame
+ClientFrame = Annotated[AnyClientFrame, Field(discriminator="type")]
+CLIENT_FRAME_TYPES = frozenset({"say", "ack", "ping", "act", "context_request", "flare"})
+_client_frame: TypeAdapter[AnyClientFrame] = TypeAdapter(ClientFrame)
 
 
 # --- server → agent -----------------------------------------------------------------------
@@ -132,6 +156,75 @@ class WelcomeBody(_Body):
 class MessageBody(_Body):
     seq: int
     sender_agent_id: UUID
+    # For an agent: the peer's text after stripping (exactly what sits between the fence's
+    # boundary lines), and ``fenced``, the same as one nonce-bounded untrusted block to place
+    # in a model's context. For an owner's browser: the text as written (``fenced`` null);
+    # render it as text, never as markup.
+    text: str
+    fenced: str | None
+    # Suspicion rule ids raised on this message (docs/untrusted.md); the message is delivered
+    # either way.
+    flags: list[str]
+    sent_at: datetime
+    # "owner": the sender's owner stepped in at a Signal Flare and wrote this in person.
+    author: Literal["agent", "owner"] = "agent"
+
+
+class ClearedItem(_Body):
+    """One vault item cleared for this turn, cut to the capability's scope."""
+
+    item_id: UUID
+    owner_id: str
+    resource: str
+    scope: str
+    content: dict[str, Any]
+
+
+class PeerItem(ClearedItem):
+    """A vault item the other owner's slip cleared for you: untrusted. ``content``'s strings
+    are stripped like peer text; ``fenced`` is the same content as one fenced block."""
+
+    fenced: str
+    nonce: str
+
+
+class ContextWhisper(_Body):
+    id: UUID
+    text: str
+    sent_at: datetime
+
+
+class ContextMessage(_Body):
+    seq: int
+    sender_agent_id: UUID
+    fenced: str  # untrusted: the peer's text inside a nonce-bounded fence
+    nonce: str
+    flags: list[str]
+    truncated: bool
+    sent_at: datetime
+
+
+class AgentContext(_Body):
+    """One turn's context for one agent: assembled from the charter, signed slips and cleared
+    material only (SYN-TRUST-005). Trusted and untrusted parts are separate fields."""
+
+    room_id: UUID
+    agent_id: UUID
+    turn: int
+    # Trusted: written only from the fields below it that the room itself vouches for.
+    preamble: str
+    purpose: str
+    charter: str
+    own_items: list[ClearedItem]
+    whispers: list[ContextWhisper]
+    notices: list[str]
+    # Untrusted: data from the other side, never instructions.
+    peer_items: list[PeerItem]
+    peer_messages: list[ContextMessage]
+
+
+class WhisperBody(_Body):
+    id: UUID
     text: str
     sent_at: datetime
 
@@ -150,6 +243,11 @@ class ActionResultBody(_Body):
     detail: str
     output: dict[str, Any] | None
     replay: bool
+
+
+class NoticeBody(_Body):
+    code: str
+    message: str
 
 
 class ErrorBody(_Body):
@@ -206,6 +304,27 @@ class ActionResultFrame(_Frame):
     body: ActionResultBody
 
 
+class ContextFrame(_Frame):
+    """This turn's assembled context (answer to ``context_request``, same ``id``)."""
+
+    type: Literal["context"]
+    body: AgentContext
+
+
+class WhisperFrame(_Frame):
+    """Your own owner whispered to you. Trusted; nobody else in the room sees it."""
+
+    type: Literal["whisper"]
+    body: WhisperBody
+
+
+class NoticeFrame(_Frame):
+    """A trusted system notice from the room itself (never from the other agent)."""
+
+    type: Literal["notice"]
+    body: NoticeBody
+
+
 ServerFrame = Annotated[
     WelcomeFrame
     | MessageFrame
@@ -213,7 +332,10 @@ ServerFrame = Annotated[
     | ErrorFrame
     | RoomStateFrame
     | PongFrame
-    | ActionResultFrame,
+    | ActionResultFrame
+    | NoticeFrame
+    | ContextFrame
+    | WhisperFrame,
     Field(discriminator="type"),
 ]
 
@@ -232,9 +354,7 @@ def new_frame_id() -> str:
     return secrets.token_hex(8)
 
 
-def parse_client_frame(
-    raw: str | None, *, max_bytes: int
-) -> SayFrame | AckFrame | PingFrame | ActFrame:
+def parse_client_frame(raw: str | None, *, max_bytes: int) -> AnyClientFrame:
     """Decode and validate one client frame, or raise ``FrameError`` with a stable code."""
     if raw is None:
         raise FrameError(ErrorCode.MALFORMED, "Binary frames are not part of the protocol.")

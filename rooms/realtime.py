@@ -55,5 +55,35 @@ def announce_action_result(agent_id: UUID, ref: str) -> None:
     _send_after_commit(agent_group(agent_id), {"type": "action.result", "ref": ref})
 
 
+def announce_slip_key_revoked(*, affected: list[tuple[UUID, UUID]], **_: object) -> None:
+    """``slips.signals.key_revoked`` receiver (sent after the revocation committed): tell each
+    affected agent's sessions, which then re-check whether anything still clears them."""
+    for room_id, agent_id in affected:
+        # Already after commit, so this sends at once (and, like every announcement, a layer
+        # failure is logged rather than raised into the revocation that already happened).
+        _send_after_commit(
+            agent_group(agent_id), {"type": "slip.key_revoked", "room_id": room_id.hex}
+        )
+
+
+def announce_whisper(*, agent_id: UUID, room_id: UUID, whisper_id: UUID) -> None:
+    """Ids only (a doorbell): the agent's socket re-reads the whisper from the record and
+    checks it is for this room and this agent before sending it."""
+    _send_after_commit(
+        agent_group(agent_id),
+        {"type": "agent.whisper", "room_id": room_id.hex, "whisper_id": whisper_id.hex},
+    )
+
+
+def announce_recorded(room_id: UUID) -> None:
+    """Messages were recorded outside any socket: every socket reads the record again."""
+    _send_after_commit(room_group(room_id), {"type": "room.catch_up"})
+
+
+def announce_agent_blocked(agent_id: UUID) -> None:
+    """Its owner blocked the agent at a Signal Flare: its sockets in the room are closed."""
+    _send_after_commit(agent_group(agent_id), {"type": "agent.blocked"})
+
+
 def announce_agent_revoked(agent_id: UUID) -> None:
     _send_after_commit(agent_group(agent_id), {"type": "agent.revoked"})

@@ -59,7 +59,7 @@ def messages_after(
     messages = Message.objects.filter(room_id=room_id, seq__gt=after_seq).order_by("seq")
     if exclude_sender is not None:
         messages = messages.exclude(sender_id=exclude_sender)
-    return list(messages.only("seq", "sender_id", "text", "created_at")[:limit])
+    return list(messages.only("seq", "sender_id", "text", "flags", "author", "created_at")[:limit])
 
 
 def tools_listed(*, participant: Participant) -> list[dict[str, Any]]:

@@ -13,18 +13,32 @@ from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from ledger.events import Join, Leave, RoomClosed, RoomPaused, RoomResumed
-from ledger.services import ledger_append
+from gatekeeper.errors import ToolPolicyError
+from gatekeeper.policy import tool_hints_validate
+from ledger.events import InjectionSuspected, Join, Leave, RoomClosed, RoomPaused, RoomResumed
+from ledger.services import LedgerAppendError, ledger_append
 from ledger.signing import ledger_sign_head
 from rooms import realtime
 from rooms.bearer import AGENT_TOKEN_PREFIX, INVITE_TOKEN_PREFIX, secret_digest, secret_issue
 from rooms.errors import Invalid, InvalidState, InviteUnusable, NotFound
-from rooms.models import Agent, MemberRole, Message, Room, RoomInvite, RoomMember, RoomState
+from rooms.models import (
+    WHISPER_MAX_CHARS,
+    Agent,
+    MemberRole,
+    Message,
+    Room,
+    RoomInvite,
+    RoomMember,
+    RoomState,
+    SeatStanding,
+    Whisper,
+)
+from rooms.untrusted import FencedText, fence
 
 # Which state changes an owner may ask for, and from where.
 _TRANSITIONS: dict[RoomState, frozenset[RoomState]] = {
@@ -53,6 +67,11 @@ class SaidMessage:
     text: str
     sent_at: datetime
     duplicate: bool
+    # Suspicion rule ids the fence raised (stored on the message; never its content).
+    flags: tuple[str, ...] = ()
+    # The text as the peer agent receives it: fenced untrusted data (None for a duplicate,
+    # which is not relayed again).
+    fenced: FencedText | None = None
 
 
 def _clean_text(value: str, *, field: str, max_chars: int, required: bool = True) -> str:
@@ -61,6 +80,9 @@ def _clean_text(value: str, *, field: str, max_chars: int, required: bool = True
         raise Invalid(f"{field} must not be empty.")
     if len(value) > max_chars:
         raise Invalid(f"{field} is limited to {max_chars} characters (got {len(value)}).")
+    if "\x00" in value:
+        # PostgreSQL cannot store U+0000; refuse it in both profiles alike.
+        raise Invalid(f"{field} must not contain U+0000.")
     return value
 
 
@@ -97,6 +119,10 @@ def agent_register(
     agent may declare read-only tools only.
     """
     name = _clean_text(name, field="Agent name", max_chars=80)
+    try:
+        tool_hints_validate(advisor_only=advisor_only, declared_tools=declared_tools)
+    except ToolPolicyError as refused:
+        raise Invalid(refused.message) from None
     issued = secret_issue(AGENT_TOKEN_PREFIX)
     agent = Agent.objects.create(
         owner=owner,
@@ -273,40 +299,131 @@ class SpeakRefused(Exception):
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
-        self.reason = reason  # "room_not_open" | "not_member" | "revoked"
+        self.reason = reason  # "room_not_open" | "not_member" | "revoked" | "ledger_unavailable"
 
 
-@transaction.atomic
-def message_say(*, room_id: UUID, agent_id: UUID, client_id: str, text: str) -> SaidMessage:
-    """Record what an agent said, with the next gapless sequence number of the room.
-
-    Membership, revocation and room state are re-read under the room's row lock on every
-    message: nothing about the sender is trusted from when it connected.
-    """
-    room = (
-        Room.objects.select_for_update(of=("self",))
-        .filter(id=room_id, members__agent_id=agent_id, members__agent__revoked_at__isnull=True)
-        .only("id", "state", "last_seq")
-        .first()
+def _next_seq_sql() -> str:
+    room, member, agent = (
+        connection.ops.quote_name(model._meta.db_table) for model in (Room, RoomMember, Agent)
     )
-    if room is None:
-        revoked = Agent.objects.filter(id=agent_id, revoked_at__isnull=False).exists()
-        raise SpeakRefused("revoked" if revoked else "not_member")
+    # Only our own table names are interpolated; every value is a bound parameter.
+    return (
+        f"UPDATE {room} SET last_seq = last_seq + 1 WHERE id = %s AND state = %s AND EXISTS ("  # noqa: S608
+        f"SELECT 1 FROM {member} m JOIN {agent} a ON a.id = m.agent_id "
+        f"WHERE m.room_id = {room}.id AND m.agent_id = %s AND m.standing = %s "
+        "AND a.revoked_at IS NULL) "
+        "RETURNING last_seq"
+    )
+
+
+def _next_seq(room_id: UUID, agent_id: UUID, standing: SeatStanding) -> int | None:
+    """Take the room's next sequence number if ``agent_id``'s seat may speak there right now.
+
+    One statement: it locks the room row (the UPDATE), checks the room is open, the agent is
+    bound to it and not revoked, the seat has the given standing (active for the agent,
+    stepped-in for its owner speaking in person), and bumps ``last_seq``. None if not.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _next_seq_sql(),
+            [
+                Room._meta.pk.get_db_prep_value(room_id, connection),
+                RoomState.OPEN.value,
+                Agent._meta.pk.get_db_prep_value(agent_id, connection),
+                standing.value,
+            ],
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else None
+
+
+def _earlier(room_id: UUID, agent_id: UUID, client_id: str) -> SaidMessage | None:
     earlier = (
         Message.objects.filter(room_id=room_id, sender_id=agent_id, client_id=client_id)
-        .only("seq", "text", "created_at")
+        .only("seq", "text", "created_at", "flags")
         .first()
     )
-    if earlier is not None:
-        return SaidMessage(earlier.seq, agent_id, earlier.text, earlier.created_at, duplicate=True)
-    if room.state != RoomState.OPEN:
-        raise SpeakRefused("room_not_open")
-    seq = room.last_seq + 1
-    Room.objects.filter(id=room_id).update(last_seq=seq)
-    message = Message.objects.create(
-        room_id=room_id, seq=seq, sender_id=agent_id, client_id=client_id, text=text
+    if earlier is None:
+        return None
+    return SaidMessage(
+        earlier.seq,
+        agent_id,
+        earlier.text,
+        earlier.created_at,
+        duplicate=True,
+        flags=tuple(earlier.flags),
     )
-    return SaidMessage(seq, agent_id, text, message.created_at, duplicate=False)
+
+
+def message_say(
+    *, room_id: UUID, agent_id: UUID, client_id: str, text: str, author: str = "agent"
+) -> SaidMessage:
+    """Record what an agent said, with the next gapless sequence number of the room.
+
+    Membership, revocation and room state are re-read on every message (nothing about the
+    sender is trusted from when it connected), in the same statement that takes the number.
+    A resent frame id returns the message recorded the first time. ``author="owner"`` is the
+    seat's owner speaking in person after stepping in at a Signal Flare (rooms.flares).
+
+    The text is fenced as untrusted peer data before anything is stored (SYN-TRUST-003): the
+    peer agent only ever receives the fenced form. Each suspicion the fence raises is an
+    ``InjectionSuspected`` ledger event (rule and message number, no content) in the same
+    transaction as the message, so an unflagged message costs no extra write; a flag that
+    cannot be recorded refuses the message (``ledger_unavailable``).
+    """
+    fenced = fence(text, source="peer")  # pure CPU, before the room row is locked
+    flags = tuple(s.rule.value for s in fenced.suspicions)
+    try:
+        with transaction.atomic():
+            standing = SeatStanding.STEPPED_IN if author == "owner" else SeatStanding.ACTIVE
+            seq = _next_seq(room_id, agent_id, standing)
+            if seq is not None:
+                message = Message.objects.create(
+                    room_id=room_id,
+                    seq=seq,
+                    sender_id=agent_id,
+                    client_id=client_id,
+                    text=text,
+                    flags=list(flags),
+                    author=author,
+                )
+                for rule in flags:
+                    ledger_append(
+                        room_id=room_id,
+                        event=InjectionSuspected(
+                            source_agent_id=str(agent_id), message_seq=seq, rule=rule
+                        ),
+                    )
+                return SaidMessage(
+                    seq,
+                    agent_id,
+                    text,
+                    message.created_at,
+                    duplicate=False,
+                    flags=flags,
+                    fenced=fenced,
+                )
+    except LedgerAppendError:
+        # The flag could not be recorded, so the message was not either (one transaction).
+        raise SpeakRefused("ledger_unavailable") from None
+    except IntegrityError:
+        # The frame id was recorded before (the unique constraint said so); the number taken
+        # above rolled back with the failed insert, so no gap is left.
+        earlier = _earlier(room_id, agent_id, client_id)
+        if earlier is None:
+            raise
+        return earlier
+    earlier = _earlier(room_id, agent_id, client_id)
+    if earlier is not None:
+        return earlier  # a resend while paused still learns its message was recorded
+    if Agent.objects.filter(id=agent_id, revoked_at__isnull=False).exists():
+        raise SpeakRefused("revoked")
+    seat = RoomMember.objects.filter(room_id=room_id, agent_id=agent_id).only("standing").first()
+    if seat is None:
+        raise SpeakRefused("not_member")
+    if seat.standing != (SeatStanding.STEPPED_IN if author == "owner" else SeatStanding.ACTIVE):
+        raise SpeakRefused("withdrawn")
+    raise SpeakRefused("room_not_open")
 
 
 def messages_ack(*, room_id: UUID, agent_id: UUID, seq: int) -> bool:
@@ -316,3 +433,28 @@ def messages_ack(*, room_id: UUID, agent_id: UUID, seq: int) -> bool:
         room_id=room_id, agent_id=agent_id, room__last_seq__gte=seq
     ).update(acked_seq=Greatest(F("acked_seq"), seq))
     return updated == 1
+
+
+# --- whispers -----------------------------------------------------------------------------
+
+
+@transaction.atomic
+def whisper_send(*, owner: User, room_id: UUID, text: str) -> Whisper:
+    """An owner whispers to their own agent in a room (seat-checked).
+
+    Stored as room content; it reaches only that agent: its context (``rooms.context``) and
+    its own sockets, told after commit. Neither the other owner nor their agent ever sees it.
+    """
+    seat = _seat(owner, room_id)
+    if seat.room.state == RoomState.CLOSED:
+        raise InvalidState("This room is closed.")
+    if seat.agent_id is None:
+        raise InvalidState("Bind your agent to this room before whispering to it.")
+    whisper = Whisper.objects.create(
+        room_id=seat.room_id,
+        owner=owner,
+        agent_id=seat.agent_id,
+        text=_clean_text(text, field="Whisper", max_chars=WHISPER_MAX_CHARS),
+    )
+    realtime.announce_whisper(agent_id=seat.agent_id, room_id=seat.room_id, whisper_id=whisper.id)
+    return whisper

@@ -158,13 +158,13 @@ def live_daphne(tmp_path: Path, transactional_db: None) -> Iterator[str]:
 
 
 @pytest.fixture
-def browser_page() -> Iterator[Any]:
+def browser_page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A fresh page in headless Debian Chromium driven by Playwright (never a downloaded one)."""
     executable = shutil.which("chromium") or "/usr/bin/chromium"
     if not os.path.exists(executable):
         service_unavailable("Chromium is not installed (apt-get install chromium chromium-driver)")
     # Playwright's sync API runs an event loop; the test's own ORM calls are still sequential.
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

@@ -70,6 +70,12 @@ def spec_arguments_validate(*, spec: ToolSpec, arguments: Any) -> BaseModel:
             tool=spec.name,
             problems=(ArgumentProblem(path="", message=f"arguments must be plain JSON ({exc})"),),
         ) from None
+    if "\\u0000" in raw:
+        # PostgreSQL cannot store U+0000 in text; refuse it here so both profiles agree.
+        raise ToolArgumentsInvalid(
+            tool=spec.name,
+            problems=(ArgumentProblem(path="", message="text must not contain U+0000"),),
+        )
     if len(raw.encode()) > MAX_ARGUMENTS_BYTES:
         raise ToolArgumentsInvalid(
             tool=spec.name,

@@ -285,6 +285,11 @@ def test_a_tool_outside_the_slip_needs_a_grant(negotiation) -> None:
             "invalid_arguments",
         ),
         ("book_table", {"venue_id": "nopa"}, "invalid_arguments"),
+        (
+            "publish_artifact",
+            {"title": "t", "body": "nul \u0000", "format": "text"},
+            "invalid_arguments",
+        ),
     ],
 )
 def test_bad_requests_are_refused_with_the_reason_and_nothing_runs(

@@ -144,3 +144,19 @@ def test_revoked_agent_cannot_be_rotated_and_openapi_is_published(make_owner) ->
     assert client.post(f"/api/agents/{agent['id']}/token").status_code == 409
     schema = Client().get("/api/openapi.json").json()
     assert "/api/rooms/{room_id}/state" in schema["paths"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "accepted"),
+    [
+        ({"name": "Adviser", "advisor_only": True, "declared_tools": ["propose_time"]}, True),
+        ({"name": "Adviser", "advisor_only": True, "declared_tools": ["book_table"]}, False),
+        ({"name": "Booker", "declared_tools": ["book_table", "no_such_tool"]}, False),
+        ({"name": "Booker", "declared_tools": ["book_table", "spend"]}, True),
+    ],
+)
+def test_agent_tool_hints_are_checked_at_registration(make_owner, payload, accepted) -> None:
+    client = _client_for(make_owner("alice"))
+    response = client.post("/api/agents", payload, content_type="application/json")
+    assert response.status_code == (201 if accepted else 422), response.content
+    assert Agent.objects.count() == (1 if accepted else 0)

@@ -90,6 +90,7 @@ async def test_resending_the_same_frame_id_stores_and_relays_once(make_open_room
         (json.dumps(frame("say", {"text": ""})), "invalid_body", "f1"),
         (json.dumps(frame("say", {"text": "hi", "extra": 1})), "invalid_body", "f1"),
         (json.dumps(frame("say", {"text": "x" * 8001})), "invalid_body", "f1"),
+        (json.dumps(frame("say", {"text": "nul \u0000 inside"})), "invalid_body", "f1"),
         (json.dumps(frame("say", {"text": "x" * 70_000})), "oversized", None),
         (json.dumps(frame("ack", {"seq": 99})), "invalid_ack", "f1"),
     ],

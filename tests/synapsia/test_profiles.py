@@ -28,7 +28,8 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     clean = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("SYNAPSIA_") and k not in ("DATABASE_URL", "REDIS_URL")
+        if not k.startswith("SYNAPSIA_")
+        and k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")
     }
     return subprocess.run(
         [sys.executable, "manage.py", *args],

@@ -21,7 +21,71 @@
     const text = document.createElement("span");
     text.textContent = body.text;
     item.append(who, text);
+    if (body.flags && body.flags.length) {
+      const flags = document.createElement("em");
+      flags.className = "flags";
+      flags.textContent = ` ⚑ ${body.flags.join(", ")}`;
+      item.append(flags);
+    }
     list.append(item);
+  }
+
+  // Whisper to the owner's own agent, and look up which vault items fed a turn.
+  function csrf() {
+    const input = document.querySelector("[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+  async function call(method, path, body) {
+    const response = await fetch(path, {
+      method,
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const data = await response.json();
+    if (!response.ok) throw new Error(data.message || `HTTP ${response.status}`);
+    return data;
+  }
+  const roomId = list.dataset.roomId;
+  const whisperForm = document.getElementById("whisper-form");
+  if (whisperForm) {
+    whisperForm.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const input = document.getElementById("whisper-text");
+      const status = document.getElementById("whisper-status");
+      try {
+        const sent = await call("POST", `/api/rooms/${roomId}/whispers`, { text: input.value });
+        const item = document.createElement("li");
+        item.textContent = sent.text;
+        document.getElementById("whispers").append(item);
+        input.value = "";
+        status.textContent = "whispered";
+      } catch (error) {
+        status.textContent = error.message;
+      }
+    });
+  }
+  const turnForm = document.getElementById("turn-form");
+  if (turnForm) {
+    turnForm.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const agent = document.getElementById("turn-agent").value;
+      const turn = document.getElementById("turn-number").value;
+      const out = document.getElementById("turn-items");
+      out.replaceChildren();
+      try {
+        const data = await call(
+          "GET", `/api/rooms/${roomId}/turns/${encodeURIComponent(turn)}?agent=${encodeURIComponent(agent)}`);
+        for (const entry of data.items) {
+          const item = document.createElement("li");
+          item.textContent = `ledger #${entry.ledger_seq}: item ${entry.item_id} of owner ${entry.owner_id}`;
+          out.append(item);
+        }
+        if (!data.items.length) out.textContent = "No vault item fed that turn.";
+      } catch (error) {
+        out.textContent = error.message;
+      }
+    });
   }
 
   function connect() {

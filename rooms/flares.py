@@ -1,0 +1,163 @@
+"""Signal Flares: an agent in a loop, a contradiction or distress stops and asks its owner.
+
+An agent raises one with a ``flare`` frame; the server raises one for it after repeated
+denials. The room pauses (nothing proceeds on a guess) and the agent's owner chooses: reset
+and resume, mute or block the agent, or step in and speak in person. Every flare and every
+choice is in the ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from uuid import UUID
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from ledger.events import FlareRaised, ForkResolved, RoomResumed
+from ledger.models import LedgerEvent
+from ledger.services import ledger_append
+from rooms import realtime
+from rooms.errors import InvalidState, NotFound
+from rooms.models import Flare, FlareChoice, FlareReason, Room, RoomMember, RoomState, SeatStanding
+from rooms.pausing import pause_at_fork
+from rooms.services import SpeakRefused, message_say
+
+# The server raises a flare for an agent denied this many times within the window: it is
+# probably looping on something its slip does not allow.
+REPEATED_DENIALS = 3
+DENIAL_WINDOW = timedelta(minutes=10)
+
+_STANDING_AFTER: dict[FlareChoice, SeatStanding] = {
+    FlareChoice.RESET_RESUME: SeatStanding.ACTIVE,
+    FlareChoice.MUTE: SeatStanding.MUTED,
+    FlareChoice.BLOCK: SeatStanding.BLOCKED,
+    FlareChoice.STEP_IN: SeatStanding.STEPPED_IN,
+}
+
+
+@dataclass(frozen=True)
+class FlareView:
+    id: UUID
+    agent_id: UUID
+    reason: str
+    raised_by: str
+    raised_at: str
+    resolved: bool
+    choice: str
+
+
+def _view(flare: Flare) -> FlareView:
+    assert flare.seat.agent_id is not None
+    return FlareView(
+        id=flare.id,
+        agent_id=flare.seat.agent_id,
+        reason=flare.reason,
+        raised_by=flare.raised_by,
+        raised_at=flare.raised_at.isoformat(),
+        resolved=flare.resolved_at is not None,
+        choice=flare.choice,
+    )
+
+
+def flare_raise(*, room_id: UUID, agent_id: UUID, reason: FlareReason, raised_by: str) -> FlareView:
+    """Raise a flare for ``agent_id``: recorded, and the room pauses for its owner.
+
+    While a flare is unresolved a second one for the same agent is the same flare.
+    """
+    with transaction.atomic():
+        room = Room.objects.select_for_update().get(id=room_id)
+        seat = RoomMember.objects.get(room=room, agent_id=agent_id)
+        open_flare = Flare.objects.filter(seat=seat, resolved_at__isnull=True).first()
+        if open_flare is not None:
+            return _view(open_flare)
+        flare = Flare.objects.create(room=room, seat=seat, reason=reason, raised_by=raised_by)
+        ledger_append(
+            room_id=room.id, event=FlareRaised(agent_id=str(agent_id), reason=reason.value)
+        )
+        pause_at_fork(room, by=raised_by, rule=f"flare.{reason.value}")
+        return _view(flare)
+
+
+def flare_if_looping(*, room_id: UUID, agent_id: UUID) -> FlareView | None:
+    """After a denial: raise a flare on the agent's behalf if it keeps being denied."""
+    since = timezone.now() - DENIAL_WINDOW
+    denials = LedgerEvent.objects.filter(
+        room_id=room_id, kind="denial", occurred_at__gte=since, data__subject_id=str(agent_id)
+    ).count()
+    if denials < REPEATED_DENIALS:
+        return None
+    return flare_raise(
+        room_id=room_id, agent_id=agent_id, reason=FlareReason.REPEATED_DENIALS, raised_by="server"
+    )
+
+
+def flares_of_room(*, owner: User, room_id: UUID) -> list[FlareView]:
+    """The room's flares, for one of its owners (both owners see that a flare happened)."""
+    if not RoomMember.objects.filter(room_id=room_id, owner=owner).exists():
+        raise NotFound("No such room.")
+    flares = Flare.objects.filter(room_id=room_id).select_related("seat").order_by("raised_at")
+    return [_view(f) for f in flares]
+
+
+def flare_resolve(*, owner: User, room_id: UUID, flare_id: UUID, choice: FlareChoice) -> FlareView:
+    """The agent's owner answers a flare. Reset, mute and step-in resume the room; block
+    keeps the agent out and the room paused for the owners to decide what next."""
+    with transaction.atomic():
+        room = Room.objects.select_for_update().filter(id=room_id, members__owner=owner).first()
+        if room is None:
+            raise NotFound("No such room.")
+        flare = (
+            Flare.objects.select_for_update()
+            .select_related("seat")
+            .filter(id=flare_id, room=room, seat__owner=owner)
+            .first()
+        )
+        if flare is None:
+            raise NotFound("No such flare (only the agent's own owner can answer it).")
+        if flare.resolved_at is not None:
+            raise InvalidState(f"This flare was already answered ({flare.choice}).")
+        by = str(owner.pk)
+        ledger_append(
+            room_id=room.id,
+            event=ForkResolved(fork_id=str(flare.id), by=by, resolution=choice.value),
+        )
+        flare.resolved_at = timezone.now()
+        flare.choice = choice
+        flare.save(update_fields=["resolved_at", "choice"])
+        seat = flare.seat
+        seat.standing = _STANDING_AFTER[choice]
+        seat.save(update_fields=["standing"])
+        if choice != FlareChoice.BLOCK and room.state == RoomState.PAUSED:
+            ledger_append(room_id=room.id, event=RoomResumed(by=by))
+            room.state = RoomState.OPEN
+            room.state_changed_at = timezone.now()
+            room.save(update_fields=["state", "state_changed_at"])
+            realtime.announce_room_state(room.id, room.state)
+        if choice == FlareChoice.BLOCK and seat.agent_id is not None:
+            realtime.announce_agent_blocked(seat.agent_id)
+        return _view(flare)
+
+
+def owner_say_in_person(*, owner: User, room_id: UUID, client_id: str, text: str) -> int:
+    """The owner, having stepped in at a flare, speaks in the room as themselves (through
+    their seat, marked as written by the owner). Returns the message's sequence number."""
+    seat = RoomMember.objects.filter(room_id=room_id, owner=owner).first()
+    if seat is None or seat.agent_id is None:
+        raise NotFound("No such room.")
+    if seat.standing != SeatStanding.STEPPED_IN:
+        raise InvalidState("Step in at a Signal Flare before speaking in person.")
+    try:
+        said = message_say(
+            room_id=room_id,
+            agent_id=seat.agent_id,
+            client_id=f"owner-{client_id}",
+            text=text,
+            author="owner",
+        )
+    except SpeakRefused as refused:
+        raise InvalidState(f"Not recorded: {refused.reason}.") from None
+    realtime.announce_recorded(room_id)
+    return said.seq
