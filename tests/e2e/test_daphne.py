@@ -33,9 +33,9 @@ def test_two_sdk_clients_talk_through_a_real_daphne(make_open_room, tmp_path: Pa
         heard_by_a, heard_by_b = asyncio.run(conversation())
     assert heard_by_b == [f"a{n}" for n in range(10)]
     assert heard_by_a == [f"b{n}" for n in range(10)]
-    assert list(Message.objects.filter(room=setup.room).values_list("seq", flat=True)) == list(
-        range(1, 21)
-    )
+    assert list(
+        Message.objects.filter(room=setup.room).order_by("seq").values_list("seq", flat=True)
+    ) == list(range(1, 21))
 
 
 def test_sdk_reports_a_refused_handshake(make_open_room, tmp_path: Path) -> None:

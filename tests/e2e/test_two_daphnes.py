@@ -55,5 +55,7 @@ def test_agents_on_different_servers_hear_everything_once_in_order(
     assert texts_a == [f"b{n}" for n in range(MESSAGES_EACH)]
     assert seqs_a == sorted(seqs_a) and len(set(seqs_a)) == MESSAGES_EACH
     assert seqs_b == sorted(seqs_b) and len(set(seqs_b)) == MESSAGES_EACH
-    stored = list(Message.objects.filter(room=setup.room).values_list("seq", flat=True))
+    stored = list(
+        Message.objects.filter(room=setup.room).order_by("seq").values_list("seq", flat=True)
+    )
     assert stored == list(range(1, 2 * MESSAGES_EACH + 1))

@@ -57,7 +57,9 @@ async def test_two_agents_talk_and_the_record_keeps_it(make_open_room) -> None:
     await b.send_json_to(frame("say", {"text": "Works for me."}, "b-1"))
     assert (await b.receive_json_from(timeout=5))["body"]["seq"] == 2
     assert (await a.receive_json_from(timeout=5))["body"]["text"] == "Works for me."
-    texts = await database_sync_to_async(lambda: list(Message.objects.values_list("seq", "text")))()
+    texts = await database_sync_to_async(
+        lambda: list(Message.objects.order_by("seq").values_list("seq", "text"))
+    )()
     assert texts == [(1, "Friday 7pm?"), (2, "Works for me.")]
     await a.disconnect()
     await b.disconnect()
