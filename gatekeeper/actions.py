@@ -21,8 +21,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from gatekeeper.adapters.outcomes import ExecutionContext, Succeeded
+from gatekeeper.adapters.outcomes import ExecutionContext, Succeeded, ToolAdapter, Unavailable
 from gatekeeper.adapters.sandbox import SandboxAdapter
+from gatekeeper.adapters.webhook import PENDING_REASON, WebhookAdapter
 from gatekeeper.decision import (
     ActionRequest,
     AgentFacts,
@@ -32,6 +33,7 @@ from gatekeeper.decision import (
     decide_guarded,
 )
 from gatekeeper.errors import GatekeeperError
+from gatekeeper.models import WebhookEndpoint
 from gatekeeper.records import ActionRecord, ActionStatus, Grant
 from gatekeeper.tools.registry import tool_arguments_validate, tool_get
 from ledger.events import ActionExecuted, ActionRequested, Denial, ForkOpened, GrantRequested
@@ -72,7 +74,7 @@ def arguments_hash(arguments: dict[str, Any]) -> str:
     return hashlib.sha256(rfc8785.dumps(arguments)).hexdigest()
 
 
-def _validated_hash(tool: str, arguments: dict[str, Any]) -> str | None:
+def validated_arguments_hash(tool: str, arguments: dict[str, Any]) -> str | None:
     """Hash of the arguments as the schema normalises them (so "Z" and "+00:00" agree)."""
     try:
         return arguments_hash(
@@ -142,8 +144,16 @@ def action_request(
         .first()
     )
     if earlier is not None:
-        if earlier.tool != tool or earlier.arguments_hash != _validated_hash(tool, arguments):
+        if earlier.tool != tool or earlier.arguments_hash != validated_arguments_hash(
+            tool, arguments
+        ):
             return ActionResult(earlier.id, ActionStatus.DENIED, "idempotency_key_reused")
+        if earlier.status == ActionStatus.PENDING:
+            # Ask the adapter again under the same key: it reports the delivery's outcome
+            # and never delivers twice.
+            return _execute(
+                earlier, room=room, agent=agent, grant_id=_grant_id(earlier), replay=True
+            )
         return _result(earlier, replay=True)
 
     decision = decide_guarded(ActionRequest(room=room, agent=agent, tool=tool, arguments=arguments))
@@ -234,13 +244,38 @@ def _rule_id(rule: str) -> str:
     return rule[:48]
 
 
+def _grant_id(record: ActionRecord) -> UUID | None:
+    grant = Grant.objects.filter(action=record).only("id").first()
+    return grant.id if grant else None
+
+
+def adapter_for(*, owner_id: int) -> ToolAdapter:
+    """Where an owner's actions run: their active webhook if they configured one (the real
+    world), otherwise the local sandbox."""
+    endpoint = (
+        WebhookEndpoint.objects.filter(owner_id=owner_id, active=True)
+        .order_by("-created_at")
+        .first()
+    )
+    return WebhookAdapter(endpoint_id=endpoint.id) if endpoint else SandboxAdapter()
+
+
 def _execute(
-    record: ActionRecord, *, room: RoomFacts, agent: AgentFacts, grant_id: UUID | None
+    record: ActionRecord,
+    *,
+    room: RoomFacts,
+    agent: AgentFacts,
+    grant_id: UUID | None,
+    replay: bool = False,
 ) -> ActionResult:
-    """Run an allowed action through its adapter, once, and record the outcome."""
+    """Run an allowed action through its owner's adapter, once, and record the outcome.
+
+    A webhook delivery still being retried comes back pending: the action is recorded as
+    ``pending`` (not executed), and asking again with the same idempotency key reports it.
+    """
     spec = tool_get(record.tool)
     assert spec is not None
-    outcome = SandboxAdapter().execute(
+    outcome = adapter_for(owner_id=agent.owner_id).execute(
         spec=spec,
         arguments=record.arguments,
         idempotency_key=record.id.hex,
@@ -248,6 +283,11 @@ def _execute(
             room_id=room.room_id, agent_id=agent.agent_id, owner_id=agent.owner_id
         ),
     )
+    if isinstance(outcome, Unavailable) and outcome.reason_code == PENDING_REASON:
+        record.status = ActionStatus.PENDING
+        record.outcome = outcome.model_dump(mode="json")
+        record.save(update_fields=["status", "outcome"])
+        return _result(record, replay=replay)
     succeeded = isinstance(outcome, Succeeded)
     ledger_append(
         room_id=room.room_id,
@@ -262,7 +302,7 @@ def _execute(
     record.status = ActionStatus.EXECUTED if succeeded else ActionStatus.FAILED
     record.outcome = outcome.model_dump(mode="json")
     record.save(update_fields=["status", "outcome"])
-    return _result(record)
+    return _result(record, replay=replay)
 
 
 def action_execute_granted(*, record_id: UUID, room: RoomFacts, agent: AgentFacts) -> ActionResult:

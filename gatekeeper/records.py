@@ -17,6 +17,7 @@ class ActionStatus(models.TextChoices):
     AWAITING_GRANT = "awaiting_grant", "Awaiting the owner's grant"
     DENIED = "denied", "Denied"
     EXECUTED = "executed", "Executed"
+    PENDING = "pending", "Sent to the owner's webhook; not yet confirmed"
     FAILED = "failed", "Failed (the adapter refused or was unavailable)"
 
 

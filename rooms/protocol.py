@@ -238,7 +238,7 @@ class SentBody(_Body):
 class ActionResultBody(_Body):
     ref: str
     action_id: UUID | None
-    status: Literal["executed", "failed", "awaiting_grant", "denied"]
+    status: Literal["executed", "pending", "failed", "awaiting_grant", "denied"]
     rule: str
     detail: str
     output: dict[str, Any] | None

@@ -16,6 +16,9 @@ import pytest
 
 from gatekeeper.adapters import ExecutionContext, Unavailable
 from gatekeeper.adapters.webhook import PENDING_REASON
+from rooms.models import Room
+from slips import vault
+from tests.slips.conftest import Device, canonical_text, enroll, slip_payload
 
 
 @dataclass
@@ -154,3 +157,53 @@ def make_user(django_user_model: Any) -> Callable[[str], Any]:
         return django_user_model.objects.create(username=username)
 
     return make
+
+
+# --- an open room where Alice's slip clears booking a table ------------------------------
+
+BOOK = {
+    "venue_id": "nopa",
+    "party_size": 2,
+    "start": "2026-12-04T19:00:00+00:00",
+    "currency": "EUR",
+}
+
+
+@dataclass
+class Negotiation:
+    room: Room
+    setup: Any
+    device: Device
+    key: Any
+
+
+@pytest.fixture
+def negotiation(make_open_room) -> Negotiation:
+    """Alice's slip clears booking a table (no approval), and her budget is 40-120 EUR."""
+    from slips import services as slip_services
+
+    setup = make_open_room()
+    owner = setup.a.owner
+    key, device = enroll(owner)
+    payload = slip_payload(
+        owner=owner,
+        room_id=setup.room.id,
+        agent_id=setup.a.agent.id,
+        key=key,
+        capabilities=[
+            {"resource": "tool:book_table", "operation": "act", "approval": "none", "max_uses": 5}
+        ],
+    )
+    text = canonical_text(payload)
+    slip_services.slip_submit(
+        owner=owner,
+        room_id=setup.room.id,
+        seated_agent_id=setup.a.agent.id,
+        payload=text,
+        signature=device.sign(text),
+    )
+    vault.vault_item_create(
+        owner=owner,
+        content={"kind": "budget", "currency": "EUR", "minimum": 4000, "maximum": 12000},
+    )
+    return Negotiation(setup.room, setup, device, key)

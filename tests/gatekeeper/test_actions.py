@@ -4,7 +4,6 @@ grant, denials and failures pause the room, and nothing runs twice."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -21,65 +20,18 @@ from ledger.verification import ledger_verify_room
 from rooms import forks
 from rooms.errors import InvalidState
 from rooms.models import Room, RoomState
-from slips import vault
 from slips.canonical import GRANT_TAG
 from slips.signatures import b64url_encode
-from tests.slips.conftest import Device, canonical_text, enroll, slip_payload
+from tests.gatekeeper.conftest import BOOK, Negotiation
+from tests.slips.conftest import Device, enroll
 
 pytestmark = pytest.mark.django_db
-
-BOOK = {
-    "venue_id": "nopa",
-    "party_size": 2,
-    "start": "2026-12-04T19:00:00+00:00",
-    "currency": "EUR",
-}
-
-
-@dataclass
-class Negotiation:
-    room: Room
-    setup: Any
-    device: Device
-    key: Any
 
 
 @pytest.fixture(autouse=True)
 def _allow_tools_by_default(settings: Any) -> None:
     # The production default is deny-all; these tests exercise slips and grants, not policy.
     settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
-
-
-@pytest.fixture
-def negotiation(make_open_room) -> Negotiation:
-    """Alice's slip clears booking a table (no approval), and her budget is 40-120 EUR."""
-    from slips import services as slip_services
-
-    setup = make_open_room()
-    owner = setup.a.owner
-    key, device = enroll(owner)
-    payload = slip_payload(
-        owner=owner,
-        room_id=setup.room.id,
-        agent_id=setup.a.agent.id,
-        key=key,
-        capabilities=[
-            {"resource": "tool:book_table", "operation": "act", "approval": "none", "max_uses": 5}
-        ],
-    )
-    text = canonical_text(payload)
-    slip_services.slip_submit(
-        owner=owner,
-        room_id=setup.room.id,
-        seated_agent_id=setup.a.agent.id,
-        payload=text,
-        signature=device.sign(text),
-    )
-    vault.vault_item_create(
-        owner=owner,
-        content={"kind": "budget", "currency": "EUR", "minimum": 4000, "maximum": 12000},
-    )
-    return Negotiation(setup.room, setup, device, key)
 
 
 def act(
@@ -385,3 +337,16 @@ def test_each_cleared_action_spends_a_slip_use_and_then_needs_a_grant(negotiatio
     assert [r.status for r in results[:5]] == ["executed"] * 5
     assert (results[5].status, results[5].rule) == ("awaiting_grant", "beyond_slip.uses_exhausted")
     assert SandboxEffect.objects.count() == 5
+
+
+def test_booking_something_else_after_a_booking_is_a_contradiction_flare(negotiation) -> None:
+    from rooms.models import Flare
+
+    assert act(negotiation, 9000, ref="book-1").status == "executed"
+    other = act(negotiation, 9000, ref="book-2", venue_id="another-place")
+    assert (other.status, other.rule) == ("denied", "contradiction")
+    assert SandboxEffect.objects.count() == 1
+    assert room_state(negotiation) == "paused"
+    flare = Flare.objects.get()
+    assert (flare.reason, flare.raised_by) == ("contradiction", "server")
+    assert "flare_raised" in kinds(negotiation)

@@ -22,9 +22,8 @@ from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
 from rooms import forks
 from rooms.models import Room, RoomState
-from tests.gatekeeper.test_actions import Negotiation, act, negotiation, sign_grant
-
-__all__ = ["negotiation"]  # a fixture, imported so pytest finds it here
+from tests.gatekeeper.conftest import Negotiation
+from tests.gatekeeper.test_actions import act, sign_grant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

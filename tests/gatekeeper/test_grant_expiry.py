@@ -21,9 +21,8 @@ from rooms import forks
 from rooms.errors import InvalidState
 from rooms.models import Room, RoomState
 from synapsia.celery import app
-from tests.gatekeeper.test_actions import BOOK, Negotiation, negotiation, sign_grant
-
-__all__ = ["negotiation"]  # a fixture, imported so pytest finds it here
+from tests.gatekeeper.conftest import BOOK, Negotiation
+from tests.gatekeeper.test_actions import sign_grant
 
 pytestmark = pytest.mark.django_db
 

@@ -34,10 +34,9 @@ from rooms import forks
 from rooms.errors import InvalidState
 from slips.canonical import GRANT_TAG
 from slips.signatures import b64url_encode
-from tests.gatekeeper.test_actions import BOOK, Negotiation, negotiation, sign_grant
+from tests.gatekeeper.conftest import BOOK, Negotiation
+from tests.gatekeeper.test_actions import sign_grant
 from tests.slips.conftest import Device
-
-__all__ = ["negotiation"]  # a fixture, imported so pytest finds it here
 
 pytestmark = pytest.mark.django_db
 

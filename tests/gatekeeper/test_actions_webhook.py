@@ -1,0 +1,60 @@
+"""An owner who configured a webhook has their allowed actions delivered there (signed,
+once), not to the sandbox; a delivery still being retried is reported as pending until it
+settles, and asking again never delivers twice."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from gatekeeper.adapters.sandbox import SandboxEffect
+from gatekeeper.webhooks import webhook_endpoint_create
+from ledger.models import LedgerEvent
+from rooms import forks
+from tests.gatekeeper.conftest import BOOK
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _allow_tools(settings: Any) -> None:
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
+
+
+def book(n: Any) -> Any:
+    return forks.action_for_agent(
+        room_id=n.room.id,
+        agent_id=n.setup.a.agent.id,
+        client_id="book-webhook-1",
+        tool="book_table",
+        arguments={**BOOK, "cost_cents": 9000},
+    )
+
+
+def test_allowed_actions_go_to_the_owners_webhook_once(
+    negotiation,
+    receiver,
+    webhook_settings,
+    celery_worker,
+) -> None:
+    webhook_endpoint_create(owner=negotiation.setup.a.owner, url=receiver.url("/hook"))
+    result = book(negotiation)
+    deadline = time.monotonic() + 60
+    while result.status == "pending":  # with a real worker the first answer is pending
+        assert time.monotonic() < deadline, "webhook delivery did not settle"
+        time.sleep(0.1)
+        result = book(negotiation)  # same idempotency key: reports, never re-delivers
+    assert (result.status, result.rule) == ("executed", "cleared")
+    deliveries = receiver.seen("/hook")
+    assert len(deliveries) == 1
+    body = json.loads(deliveries[0].body)
+    assert body["tool"] == "book_table"
+    assert deliveries[0].headers["X-Synapsia-Signature"].startswith("sha256=")
+    assert SandboxEffect.objects.count() == 0
+    executed = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="action_executed")
+    assert executed.count() == 1
+    assert book(negotiation).replay
+    assert len(receiver.seen("/hook")) == 1
