@@ -124,6 +124,7 @@ def action_result_frame(ref: str, result: ActionResult) -> str:
 
 class RoomConsumer(AsyncWebsocketConsumer):
     participant: Participant | None = None
+    _repetition: flares.RepetitionWatch
     position: int = 0
     _catch_up: asyncio.Task[None] | None = None
 
@@ -154,6 +155,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             await self.close(code=int(verdict.code))
             return
         self.participant = verdict
+        self._repetition = flares.RepetitionWatch()
         if verdict.agent_id is not None:
             group = realtime.agent_group(verdict.agent_id)
             await self.channel_layer.group_send(
@@ -289,6 +291,13 @@ class RoomConsumer(AsyncWebsocketConsumer):
                     "owner_frame": message_frame(said, for_agent=False),
                 },
             )
+            if self._repetition.looping(frame.body.text):
+                await in_db_thread(flares.flare_raise)(
+                    room_id=participant.room_id,
+                    agent_id=participant.agent_id,
+                    reason=FlareReason.LOOP,
+                    raised_by="server",
+                )
 
     async def _act(self, frame: ActFrame) -> None:
         participant = self._agent_only(frame.id)

@@ -16,6 +16,8 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from gatekeeper.records import ActionRecord, ActionStatus
+from gatekeeper.tools.registry import tool_get
 from ledger.events import FlareRaised, ForkResolved, RoomResumed
 from ledger.models import LedgerEvent
 from ledger.services import ledger_append
@@ -29,6 +31,29 @@ from rooms.services import SpeakRefused, message_say
 # probably looping on something its slip does not allow.
 REPEATED_DENIALS = 3
 DENIAL_WINDOW = timedelta(minutes=10)
+
+# An agent saying the same thing this many times in a row is looping.
+LOOP_REPEATS = 3
+
+
+class RepetitionWatch:
+    """Per agent socket: notices an agent repeating itself word for word.
+
+    Kept in the socket's memory, not the database, so the say path pays nothing for it; a
+    reconnect starts counting again, which only delays the flare.
+    """
+
+    def __init__(self) -> None:
+        self._last: str | None = None
+        self._times = 0
+
+    def looping(self, text: str) -> bool:
+        """Record ``text``; True exactly when it completes ``LOOP_REPEATS`` in a row."""
+        normalised = " ".join(text.split()).casefold()
+        self._times = self._times + 1 if normalised == self._last else 1
+        self._last = normalised
+        return self._times == LOOP_REPEATS
+
 
 _STANDING_AFTER: dict[FlareChoice, SeatStanding] = {
     FlareChoice.RESET_RESUME: SeatStanding.ACTIVE,
@@ -161,3 +186,32 @@ def owner_say_in_person(*, owner: User, room_id: UUID, client_id: str, text: str
         raise InvalidState(f"Not recorded: {refused.reason}.") from None
     realtime.announce_recorded(room_id)
     return said.seq
+
+
+def flare_if_contradicting(
+    *, room_id: UUID, agent_id: UUID, tool: str, arguments_sha256: str | None, idempotency_key: str
+) -> bool:
+    """Before an action: an agent that already had this world-changing tool executed here and
+    now asks for it with other arguments (a second booking, a different spend) contradicts its
+    own commitment. The server raises a flare for it; True when it did (the action must not run).
+    """
+    spec = tool_get(tool)
+    if (
+        spec is None
+        or arguments_sha256 is None
+        or spec.read_only
+        or spec.effective_manifest.idempotent
+    ):
+        return False
+    mine = ActionRecord.objects.filter(room_id=room_id, agent_id=agent_id)
+    if mine.filter(idempotency_key=idempotency_key).exists():
+        return False  # a resend of a known request: replay or key reuse, decided elsewhere
+    earlier = mine.filter(tool=tool, status=ActionStatus.EXECUTED).exclude(
+        arguments_hash=arguments_sha256
+    )
+    if not earlier.exists():
+        return False
+    flare_raise(
+        room_id=room_id, agent_id=agent_id, reason=FlareReason.CONTRADICTION, raised_by="server"
+    )
+    return True

@@ -14,7 +14,12 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from gatekeeper.actions import ActionResult, action_execute_granted, action_request
+from gatekeeper.actions import (
+    ActionResult,
+    action_execute_granted,
+    action_request,
+    validated_arguments_hash,
+)
 from gatekeeper.decision import AgentFacts, RoomFacts
 from gatekeeper.grants import GrantUnusable, grant_approve, grant_deny
 from gatekeeper.records import ActionRecord, ActionStatus, Grant
@@ -22,7 +27,7 @@ from ledger.events import ForkResolved, RoomResumed
 from ledger.services import LedgerAppendError, ledger_append
 from rooms import realtime
 from rooms.errors import InvalidState, NotFound
-from rooms.flares import flare_if_looping
+from rooms.flares import flare_if_contradicting, flare_if_looping
 from rooms.models import Message, Room, RoomMember, RoomState, SeatStanding
 from rooms.pausing import pause_at_fork, room_pause_fail_safe
 
@@ -47,6 +52,14 @@ def action_for_agent(
     *, room_id: UUID, agent_id: UUID, client_id: str, tool: str, arguments: dict[str, Any]
 ) -> ActionResult:
     """An agent's typed action request; pauses the room unless the action was allowed."""
+    if flare_if_contradicting(
+        room_id=room_id,
+        agent_id=agent_id,
+        tool=tool,
+        arguments_sha256=validated_arguments_hash(tool, arguments),
+        idempotency_key=client_id,
+    ):
+        return ActionResult(None, ActionStatus.DENIED, "contradiction")
     try:
         with transaction.atomic():
             room = Room.objects.select_for_update().get(id=room_id)

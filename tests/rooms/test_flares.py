@@ -186,3 +186,32 @@ async def test_repeated_denials_raise_a_flare_for_the_agent(make_open_room, sett
     assert (flare.reason, flare.raised_by) == ("repeated_denials", "server")
     assert "flare_raised" in await database_sync_to_async(kinds)(setup.room.id)
     await a.disconnect()
+
+
+async def test_an_agent_repeating_itself_gets_a_flare_from_the_server(make_open_room) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    a = await join(setup.room.id, setup.a.token)
+    for n, text in enumerate(["Friday at 7?", "friday at   7?", "FRIDAY AT 7?"]):
+        await a.send_json_to(frame("say", {"text": text}, f"s{n}"))
+        assert (await a.receive_json_from(timeout=5))["type"] == "sent"
+    state = await a.receive_json_from(timeout=5)
+    assert (state["type"], state["body"]["state"]) == ("room_state", "paused")
+    flare = await database_sync_to_async(Flare.objects.get)()
+    assert (flare.reason, flare.raised_by) == ("loop", "server")
+    await a.disconnect()
+
+
+def test_saying_different_things_is_not_a_loop() -> None:
+    from rooms.flares import RepetitionWatch
+
+    watch = RepetitionWatch()
+    said = ["a", "a", "b", "a", "a", "a", "a"]
+    assert [watch.looping(text) for text in said] == [
+        False,
+        False,
+        False,
+        False,
+        False,
+        True,
+        False,
+    ]
