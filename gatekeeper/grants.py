@@ -21,7 +21,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from gatekeeper.records import ActionRecord, ActionStatus, Grant, GrantStatus
-from ledger.events import Denial, GrantApproved, GrantDenied, GrantExpired
+from gatekeeper.signals import grant_expired
+from ledger.events import Denial, ForkResolved, GrantApproved, GrantDenied, GrantExpired
 from ledger.services import ledger_append
 from slips.canonical import GRANT_TAG
 from slips.errors import Malformed
@@ -129,6 +130,20 @@ def _expire(grant: Grant) -> None:
     ledger_append(
         room_id=grant.room_id,
         event=GrantExpired(grant_id=str(grant.id), action_id=str(grant.action_id)),
+    )
+    # The fork ends unanswered; the room stays paused (the safe default at a fork).
+    ledger_append(
+        room_id=grant.room_id,
+        event=ForkResolved(fork_id=str(grant.id), by="server", resolution="expired"),
+    )
+    action = grant.action
+    transaction.on_commit(
+        lambda: grant_expired.send(
+            sender=Grant,
+            room_id=grant.room_id,
+            agent_id=action.agent_id,
+            ref=action.idempotency_key,
+        )
     )
 
 

@@ -8,7 +8,9 @@ class RoomsConfig(AppConfig):
 
     def ready(self) -> None:
         # slips sits below rooms and cannot call it; it signals revocations instead.
-        from rooms.realtime import announce_slip_key_revoked
+        from gatekeeper.signals import grant_expired
+        from rooms.realtime import announce_grant_expired, announce_slip_key_revoked
         from slips.signals import key_revoked
 
         key_revoked.connect(announce_slip_key_revoked, dispatch_uid="rooms.slip_key_revoked")
+        grant_expired.connect(announce_grant_expired, dispatch_uid="rooms.grant_expired")

@@ -85,5 +85,10 @@ def announce_agent_blocked(agent_id: UUID) -> None:
     _send_after_commit(agent_group(agent_id), {"type": "agent.blocked"})
 
 
+def announce_grant_expired(*, agent_id: UUID, ref: str, **_: object) -> None:
+    """``gatekeeper.signals.grant_expired`` receiver: the agent learns its action's end."""
+    announce_action_result(agent_id, ref)
+
+
 def announce_agent_revoked(agent_id: UUID) -> None:
     _send_after_commit(agent_group(agent_id), {"type": "agent.revoked"})

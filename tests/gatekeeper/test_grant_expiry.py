@@ -93,7 +93,7 @@ def test_a_pending_grant_past_its_deadline_ends_as_a_denial(negotiation) -> None
     assert SandboxEffect.objects.count() == 0
     expired_events = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="grant_expired")
     assert expired_events.count() == 1
-    assert _kinds(negotiation)[-1] == "grant_expired"
+    assert _kinds(negotiation)[-2:] == ["grant_expired", "fork_resolved"]
     assert ledger_verify_room(room_id=negotiation.room.id).ok
 
     # Running again ends nothing twice.
@@ -119,3 +119,35 @@ def test_a_pending_grant_past_its_deadline_ends_as_a_denial(negotiation) -> None
     assert retry.replay and (retry.status, retry.rule) == (ActionStatus.DENIED, "grant_expired")
     assert SandboxEffect.objects.count() == 0
     assert Room.objects.get(id=negotiation.room.id).state == RoomState.PAUSED
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_agent_is_told_when_its_grant_expires(negotiation) -> None:
+    from channels.db import database_sync_to_async
+    from channels.testing import WebsocketCommunicator
+
+    from gatekeeper.grants import grants_expire
+    from synapsia.asgi import application
+
+    agent = WebsocketCommunicator(
+        application,
+        f"/ws/rooms/{negotiation.room.id}/",
+        headers=[(b"authorization", f"Bearer {negotiation.setup.a.token}".encode())],
+    )
+    assert (await agent.connect())[0]
+    assert (await agent.receive_json_from(timeout=5))["type"] == "welcome"
+    booking = {"tool": "book_table", "arguments": {**BOOK, "cost_cents": 99000}}
+    await agent.send_json_to({"v": 1, "type": "act", "id": "big-booking", "body": booking})
+    while (asked := await agent.receive_json_from(timeout=5))["type"] != "action_result":
+        pass  # the room's pause may come first
+    assert asked["body"]["status"] == "awaiting_grant"
+    later = timezone.now() + timedelta(seconds=settings.SYNAPSIA["GRANT_TTL_SECONDS"] + 1)
+    assert await database_sync_to_async(grants_expire)(now=later) == 1
+    while (told := await agent.receive_json_from(timeout=5))["type"] != "action_result":
+        assert told["type"] == "room_state"  # the pause, if it came after the first answer
+    assert (told["body"]["ref"], told["body"]["status"], told["body"]["rule"]) == (
+        "big-booking",
+        "denied",
+        "grant_expired",
+    )
+    await agent.disconnect()
