@@ -115,11 +115,15 @@ def action_result_lookup(
     return _result(record) if record else None
 
 
-def _denied_without_record(room: RoomFacts, agent: AgentFacts, decision: Decision) -> ActionResult:
+def _record_denial(room: RoomFacts, agent: AgentFacts, rule: str, tool: str | None) -> None:
     ledger_append(
         room_id=room.room_id,
-        event=Denial(rule=decision.rule, subject_id=str(agent.agent_id)),
+        event=Denial(rule=_rule_id(rule), subject_id=str(agent.agent_id), resource_id=tool),
     )
+
+
+def _denied_without_record(room: RoomFacts, agent: AgentFacts, decision: Decision) -> ActionResult:
+    _record_denial(room, agent, decision.rule, tool=None)
     return ActionResult(None, ActionStatus.DENIED, decision.rule, decision.detail)
 
 
@@ -211,12 +215,7 @@ def action_request(
         record.status = ActionStatus.AWAITING_GRANT
         record.save(update_fields=["status"])
         return _result(record)
-    ledger_append(
-        room_id=room.room_id,
-        event=Denial(
-            rule=_rule_id(decision.rule), subject_id=str(agent.agent_id), resource_id=tool
-        ),
-    )
+    _record_denial(room, agent, decision.rule, tool=tool)
     return _result(record, detail=decision.detail)
 
 
@@ -324,14 +323,7 @@ def action_execute_granted(*, record_id: UUID, room: RoomFacts, agent: AgentFact
         record.status = ActionStatus.DENIED
         record.rule = decision.rule
         record.save(update_fields=["status", "rule"])
-        ledger_append(
-            room_id=room.room_id,
-            event=Denial(
-                rule=_rule_id(decision.rule),
-                subject_id=str(agent.agent_id),
-                resource_id=record.tool,
-            ),
-        )
+        _record_denial(room, agent, decision.rule, tool=record.tool)
         return _result(record, detail=decision.detail)
     record.rule = decision.rule
     record.save(update_fields=["rule"])
