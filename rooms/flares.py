@@ -25,6 +25,7 @@ from rooms import realtime
 from rooms.errors import InvalidState, NotFound
 from rooms.models import Flare, FlareChoice, FlareReason, Room, RoomMember, RoomState, SeatStanding
 from rooms.pausing import pause_at_fork
+from rooms.selectors import room_seat
 from rooms.services import SpeakRefused, message_say
 
 # The server raises a flare for an agent denied this many times within the window: it is
@@ -121,8 +122,7 @@ def flare_if_looping(*, room_id: UUID, agent_id: UUID) -> FlareView | None:
 
 def flares_of_room(*, owner: User, room_id: UUID) -> list[FlareView]:
     """The room's flares, for one of its owners (both owners see that a flare happened)."""
-    if not RoomMember.objects.filter(room_id=room_id, owner=owner).exists():
-        raise NotFound("No such room.")
+    room_seat(owner=owner, room_id=room_id)  # NotFound unless the owner has a seat
     flares = Flare.objects.filter(room_id=room_id).select_related("seat").order_by("raised_at")
     return [_view(f) for f in flares]
 
@@ -169,9 +169,9 @@ def flare_resolve(*, owner: User, room_id: UUID, flare_id: UUID, choice: FlareCh
 def owner_say_in_person(*, owner: User, room_id: UUID, client_id: str, text: str) -> int:
     """The owner, having stepped in at a flare, speaks in the room as themselves (through
     their seat, marked as written by the owner). Returns the message's sequence number."""
-    seat = RoomMember.objects.filter(room_id=room_id, owner=owner).first()
-    if seat is None or seat.agent_id is None:
-        raise NotFound("No such room.")
+    seat = room_seat(owner=owner, room_id=room_id)
+    if seat.agent_id is None:
+        raise InvalidState("Bind your agent to this room first.")
     if seat.standing != SeatStanding.STEPPED_IN:
         raise InvalidState("Step in at a Signal Flare before speaking in person.")
     try:
