@@ -5,17 +5,25 @@ from __future__ import annotations
 from agents.client import (
     ActionOutcome,
     FrameRefusedError,
+    Notice,
     RoomClient,
     RoomClosedError,
     RoomMessage,
     Welcome,
 )
+from agents.context import ClearedItem, PeerItem, PeerMessage, TurnContext, Whisper
 
 __all__ = [
     "ActionOutcome",
+    "ClearedItem",
     "FrameRefusedError",
+    "Notice",
+    "PeerItem",
+    "PeerMessage",
     "RoomClient",
     "RoomClosedError",
     "RoomMessage",
+    "TurnContext",
     "Welcome",
+    "Whisper",
 ]

@@ -22,6 +22,8 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
+from agents.context import TurnContext, Whisper
+
 log = logging.getLogger("synapsia.agents")
 
 PROTOCOL_VERSION = 1
@@ -55,10 +57,27 @@ class FrameRefusedError(Exception):
 
 @dataclass(frozen=True)
 class RoomMessage:
+    """One of the other agent's messages: untrusted data, already stripped by the server.
+
+    ``fenced`` is the same text as one nonce-bounded untrusted block (what to give a model);
+    ``flags`` are the suspicion rules it raised; ``author`` is ``owner`` when the peer's owner
+    stepped in and wrote it in person (still untrusted to you)."""
+
     seq: int
     sender_agent_id: str
     text: str
     sent_at: str
+    fenced: str | None = None
+    flags: tuple[str, ...] = ()
+    author: str = "agent"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A trusted notice from the room itself (e.g. ``slip_key_revoked``)."""
+
+    code: str
+    message: str
 
 
 @dataclass
@@ -76,11 +95,19 @@ class ActionOutcome:
 
     ref: str
     action_id: str | None
-    status: str  # executed, failed, awaiting_grant, denied
+    status: str  # executed, pending, failed, awaiting_grant, denied
     rule: str
     detail: str
     output: dict[str, Any] | None
     replay: bool
+
+    @property
+    def settled(self) -> bool:
+        """Whether this is the action's final outcome (not waiting for a grant or a webhook)."""
+        return self.status not in UNSETTLED
+
+
+UNSETTLED = frozenset({"awaiting_grant", "pending"})
 
 
 @dataclass
@@ -129,6 +156,9 @@ class RoomClient:
         self._action_updates: dict[str, asyncio.Queue[ActionOutcome]] = {}
         self._handed_out = 0  # highest seq returned by next_message
         self._acked = 0  # highest seq acknowledged to the server
+        self._state_changed = asyncio.Event()
+        self.whispers: asyncio.Queue[Whisper] = asyncio.Queue()  # from your own owner
+        self.notices: asyncio.Queue[Notice] = asyncio.Queue()  # from the room itself
 
     async def __aenter__(self) -> RoomClient:
         await self.connect()
@@ -170,15 +200,81 @@ class RoomClient:
         result = await self._request("say", {"text": text}, timeout)
         return int(result["seq"])
 
+    async def say_when_open(self, text: str, timeout: float = 300.0, poll: float = 2.0) -> int:
+        """Say ``text``, waiting while the room is paused (at a fork or a flare).
+
+        Room-state frames can be lost between server processes, so while paused this retries
+        every ``poll`` seconds as well as on each state change; the server decides each time."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            self._state_changed.clear()
+            try:
+                return await self.say(text)
+            except FrameRefusedError as refused:
+                if refused.code != "room_not_open":
+                    raise
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise TimeoutError(f"the room stayed {self.room_state} for {timeout}s")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._state_changed.wait(), min(poll, remaining))
+
     async def act(
-        self, tool: str, arguments: dict[str, Any], timeout: float = 30.0
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout: float = 30.0,
+        *,
+        ref: str | None = None,
     ) -> ActionOutcome:
-        """Ask for a typed action. If the outcome is ``awaiting_grant``, the room is paused
-        until the owner decides; ``await room.action_update(outcome.ref)`` waits for that."""
+        """Ask for a typed action. ``ref`` (the frame id) is the idempotency key: passing an
+        earlier outcome's ``ref`` again never runs the action twice and reports its state.
+        If the outcome is ``awaiting_grant``, the room is paused until the owner decides;
+        ``await room.settle(outcome)`` waits for the final outcome."""
         outcome: ActionOutcome = await self._request(
-            "act", {"tool": tool, "arguments": arguments}, timeout
+            "act", {"tool": tool, "arguments": arguments}, timeout, frame_id=ref
         )
         return outcome
+
+    async def settle(
+        self,
+        outcome: ActionOutcome,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        timeout: float = 900.0,
+        poll: float = 5.0,
+    ) -> ActionOutcome:
+        """Wait until the action ``outcome`` reports is final (its owner decided the grant, or
+        the webhook answered). Updates are pushed, but a push can be lost between server
+        processes, so every ``poll`` seconds this also re-asks with the same ``ref``."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not outcome.settled:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise TimeoutError(f"action {outcome.ref} still {outcome.status} after {timeout}s")
+            try:
+                outcome = await self.action_update(outcome.ref, timeout=min(poll, remaining))
+            except TimeoutError:
+                outcome = await self.act(tool, arguments, ref=outcome.ref)
+        return outcome
+
+    async def context(self, timeout: float = 30.0) -> TurnContext:
+        """Start a new turn and return its assembled context: only what the slips clear now."""
+        body: dict[str, Any] = await self._request("context_request", {}, timeout)
+        return TurnContext.from_body(body)
+
+    async def flare(self, reason: str) -> None:
+        """Raise a Signal Flare (``loop``, ``contradiction`` or ``distress``): the room pauses
+        and your owner decides what happens next."""
+        await self._send_quietly(
+            {
+                "v": PROTOCOL_VERSION,
+                "type": "flare",
+                "id": self._next_id(),
+                "body": {"reason": reason},
+            }
+        )
 
     async def action_update(self, ref: str, timeout: float | None = None) -> ActionOutcome:
         """The next result the server reports for the action ``ref`` (after its grant)."""
@@ -231,8 +327,10 @@ class RoomClient:
     def _next_id(self) -> str:
         return f"{self._session}-{next(self._ids)}"
 
-    async def _request(self, kind: str, body: dict[str, Any], timeout: float) -> Any:
-        frame_id = self._next_id()
+    async def _request(
+        self, kind: str, body: dict[str, Any], timeout: float, *, frame_id: str | None = None
+    ) -> Any:
+        frame_id = frame_id or self._next_id()
         frame = {"v": PROTOCOL_VERSION, "type": kind, "id": frame_id, "body": body}
         pending = _Pending(frame)
         self._pending[frame_id] = pending
@@ -289,6 +387,9 @@ class RoomClient:
             "error": self._on_error,
             "room_state": self._on_room_state,
             "action_result": self._on_action_result,
+            "context": self._on_context,
+            "whisper": self._on_whisper,
+            "notice": self._on_notice,
         }
         async for raw in socket:
             frame = json.loads(raw)
@@ -308,6 +409,7 @@ class RoomClient:
             body.get("tools", []),
         )
         self.room_state = body["room"]["state"]
+        self._state_changed.set()
         self._connected.set()
         for pending in list(self._pending.values()):  # resend what was never confirmed
             await socket.send(json.dumps(pending.frame))
@@ -317,7 +419,13 @@ class RoomClient:
         if body["seq"] > self.last_seq:
             self.last_seq = body["seq"]
             message = RoomMessage(
-                body["seq"], body["sender_agent_id"], body["text"], body["sent_at"]
+                body["seq"],
+                body["sender_agent_id"],
+                body["text"],
+                body["sent_at"],
+                body.get("fenced"),
+                tuple(body.get("flags", ())),
+                body.get("author", "agent"),
             )
             self._inbox.put_nowait(message)
 
@@ -348,6 +456,17 @@ class RoomClient:
 
     async def _on_room_state(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
         self.room_state = frame["body"]["state"]
+        self._state_changed.set()
+
+    async def _on_context(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
+        self._resolve(frame["id"], frame["body"])
+
+    async def _on_whisper(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
+        body = frame["body"]
+        self.whispers.put_nowait(Whisper(str(body["id"]), body["text"], str(body["sent_at"])))
+
+    async def _on_notice(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
+        self.notices.put_nowait(Notice(frame["body"]["code"], frame["body"]["message"]))
 
     def _resolve(self, ref: str | None, value: Any) -> bool:
         pending = self._pending.get(ref or "")
