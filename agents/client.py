@@ -35,6 +35,7 @@ FINAL_CLOSE_CODES = {
     4406: "origin not allowed",
     4409: "room not joinable",
     4001: "replaced by a newer connection",
+    4412: "no clearance: the owner must sign a new slip",
 }
 
 
