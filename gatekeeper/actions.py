@@ -36,7 +36,14 @@ from gatekeeper.errors import GatekeeperError
 from gatekeeper.models import WebhookEndpoint
 from gatekeeper.records import ActionRecord, ActionStatus, Grant
 from gatekeeper.tools.registry import tool_arguments_validate, tool_get
-from ledger.events import ActionExecuted, ActionRequested, Denial, ForkOpened, GrantRequested
+from ledger.events import (
+    ActionExecuted,
+    ActionRequested,
+    Denial,
+    ForkOpened,
+    GrantRequested,
+    rule_id_from,
+)
 from ledger.services import ledger_append
 from slips.verification import capability_use
 
@@ -239,8 +246,8 @@ def _spend_slip_use(
 
 
 def _rule_id(rule: str) -> str:
-    """Ledger rule ids are short slugs; decision rules already are, this only bounds length."""
-    return rule[:48]
+    """Ledger rule ids are short slugs; most decision rules already are (see rule_id_from)."""
+    return rule_id_from(rule)
 
 
 def _grant_id(record: ActionRecord) -> UUID | None:

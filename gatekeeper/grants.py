@@ -27,6 +27,7 @@ from ledger.services import ledger_append
 from slips.canonical import GRANT_TAG
 from slips.errors import Malformed
 from slips.models import DeviceKey
+from slips.services import key_custody_recorded
 from slips.signatures import b64url_decode, signature_valid
 
 
@@ -52,6 +53,7 @@ class GrantView:
     grant_id: UUID
     action_id: UUID
     room_id: UUID
+    owner_id: int  # the owner who decides (the acting agent's owner)
     tool: str
     arguments: dict[str, Any]
     derived_from_peer: bool
@@ -85,6 +87,7 @@ def _view(grant: Grant) -> GrantView:
         grant_id=grant.id,
         action_id=action.id,
         room_id=grant.room_id,
+        owner_id=grant.owner_id,
         tool=action.tool,
         arguments=action.arguments,
         derived_from_peer=action.derived_from_peer,
@@ -189,6 +192,7 @@ def grant_approve(*, owner: User, grant_id: UUID, key_id: UUID, signature: str) 
             action_id=str(grant.action_id),
             owner_id=subject,
             key_id=str(key.id),
+            key_custody=key_custody_recorded(key),
         ),
     )
     return GrantCheck(True, "granted", grant.action_id)

@@ -128,6 +128,20 @@ def _spec(name: str) -> ToolSpec:
     return spec
 
 
+def tool_policy_rule_put(
+    *, agent_id: uuid.UUID | str, tool: str, effect: str, note: str = ""
+) -> ToolPolicyRule:
+    """Store one policy entry as a database row (validated exactly as the admin would), or
+    return the existing identical one. Used where the server itself configures agents (the
+    practice room's seeding); owners' agents are configured by operators in the admin."""
+    agent_key = _agent_key_check(str(agent_id))
+    tool_policy_entry_validate(agent_key=agent_key, tool=tool, effect=effect)
+    rule, _ = ToolPolicyRule.objects.get_or_create(
+        agent_key=agent_key, tool=tool, effect=effect, defaults={"note": note[:200]}
+    )
+    return rule
+
+
 # --- loading ---------------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ discriminator. The fields other than ``kind`` are the event's ``data`` in the ha
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
@@ -23,12 +24,25 @@ Identifier = Annotated[
 ]
 # A rule id or short reason slug: "bad_signature", "slip.expired", "SYN-TRUST-002".
 RuleId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,47}$", max_length=48)]
+_NOT_IN_RULE_ID = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def rule_id_from(rule: str) -> str:
+    """A decision's rule as a ``RuleId``: characters the ledger refuses become ``.`` (``*``
+    becomes ``any``) and it is cut to 48. Policy rules name their entry
+    (``policy.deny:db:<agent id or *>``) and would otherwise fail to record."""
+    return _NOT_IN_RULE_ID.sub(".", rule.replace("*", "any"))[:48]
+
+
 # A lowercase hex SHA-256 digest.
 Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 # Counts and turn numbers: non-negative and far below 2**53 (RFC 8785 numbers stay exact).
 Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
 
 ParticipantKind = Literal["owner", "agent"]
+# Who held the private key that signed: the owner's device, or (the practice room's seeded
+# demo owners only) the server. Recorded so both owners can see a server-held key was used.
+KeyCustody = Literal["device", "demo_seeding"]
 
 
 class _Event(BaseModel):
@@ -60,6 +74,7 @@ class SlipSigned(_Event):
     slip_id: Identifier
     key_id: Identifier
     capability_count: Count
+    key_custody: KeyCustody = "device"
 
 
 class SlipRejected(_Event):
@@ -132,6 +147,7 @@ class GrantApproved(_Event):
     action_id: Identifier
     owner_id: Identifier
     key_id: Identifier | None = None
+    key_custody: KeyCustody = "device"
 
 
 class GrantDenied(_Event):

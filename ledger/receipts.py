@@ -54,6 +54,7 @@ class ReceiptSlip(BaseModel):
     agent_id: str
     slip_id: str
     capability_count: int
+    key_custody: str = "device"
 
 
 class ReceiptItemDisclosures(BaseModel):
@@ -99,6 +100,8 @@ class Receipt(BaseModel):
     forks: dict[str, int]  # opened / resolved
     pauses: int
     unreadable_events: int
+    # Slips and grant approvals signed with a server-held demo key (the practice room only).
+    demo_key_signatures: int = 0
     summary: list[str]
 
 
@@ -117,7 +120,7 @@ def receipt_build(*, room_id: UUID) -> Receipt:
     flares: list[ReceiptFlag] = []
     injections: list[ReceiptFlag] = []
     forks: Counter[str] = Counter({"opened": 0, "resolved": 0})
-    key_changes = pauses = unreadable = 0
+    key_changes = pauses = unreadable = demo_signed = 0
     first_at: str | None = None
     last_at: str | None = None
 
@@ -149,8 +152,10 @@ def receipt_build(*, room_id: UUID) -> Receipt:
                         agent_id=record.agent_id,
                         slip_id=record.slip_id,
                         capability_count=record.capability_count,
+                        key_custody=record.key_custody,
                     )
                 )
+                demo_signed += record.key_custody == "demo_seeding"
             case SlipRejected():
                 rejected[record.reason] += 1
             case KeyEnrolled() | KeyRotated() | KeyRevoked():
@@ -176,6 +181,7 @@ def receipt_build(*, room_id: UUID) -> Receipt:
                 grants["requested"] += 1
             case GrantApproved():
                 grants["approved"] += 1
+                demo_signed += record.key_custody == "demo_seeding"
             case GrantDenied():
                 grants["denied"] += 1
             case GrantExpired():
@@ -230,6 +236,7 @@ def receipt_build(*, room_id: UUID) -> Receipt:
         forks=dict(forks),
         pauses=pauses,
         unreadable_events=unreadable,
+        demo_key_signatures=demo_signed,
         summary=[],
     )
     receipt.summary = _summary_lines(receipt)
@@ -258,6 +265,11 @@ def _summary_lines(r: Receipt) -> list[str]:
         f"{plural(len(r.flares), 'flare')}; "
         f"{plural(len(r.injections_suspected), 'suspected injection')}.",
     ]
+    if r.demo_key_signatures:
+        lines.append(
+            f"{plural(r.demo_key_signatures, 'signature')} (slips or approvals) made with a "
+            "demo key the server holds: practice room only, not an owner's own device."
+        )
     if r.checkpoint_seq:
         lines.append(f"Events up to seq {r.checkpoint_seq} were purged under the retention window.")
     return lines

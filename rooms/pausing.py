@@ -8,7 +8,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from ledger.events import RoomPaused
+from ledger.events import RoomPaused, rule_id_from
 from ledger.services import LedgerAppendError, ledger_append
 from ledger.signing import ledger_sign_head
 from rooms import realtime
@@ -21,7 +21,7 @@ def pause_at_fork(room: Room, *, by: str, rule: str) -> None:
     """Pause a locked room at a fork, recorded (within the caller's transaction)."""
     if room.state != RoomState.OPEN:
         return
-    ledger_append(room_id=room.id, event=RoomPaused(by=by, reason_rule=rule[:48]))
+    ledger_append(room_id=room.id, event=RoomPaused(by=by, reason_rule=rule_id_from(rule)))
     room.state = RoomState.PAUSED
     room.state_changed_at = timezone.now()
     room.save(update_fields=["state", "state_changed_at"])

@@ -75,6 +75,7 @@ class KeyOut(Schema):
     retired_at: datetime | None
     revoked_at: datetime | None
     after_key_loss: bool
+    custody: str  # "device", or "demo_seeding" for the practice room's server-held demo keys
 
 
 class VaultItemIn(Schema):
@@ -97,6 +98,7 @@ def _key_out(key: DeviceKey) -> KeyOut:
         retired_at=key.retired_at,
         revoked_at=key.revoked_at,
         after_key_loss=key.after_key_loss,
+        custody=key.custody,
     )
 
 

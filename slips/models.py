@@ -13,10 +13,21 @@ from django.conf import settings
 from django.db import models
 
 
+class KeyCustody(models.TextChoices):
+    """Who holds a key's private half."""
+
+    # The owner's browser (non-extractable WebCrypto key): the only custody outside the demo.
+    DEVICE = "device", "On the owner's device"
+    # The server, for the seeded demo owners of the practice room only (``practice``): every
+    # slip and approval such a key signs says so in the ledger.
+    DEMO_SEEDING = "demo_seeding", "Held by the server (demo only)"
+
+
 class DeviceKey(models.Model):
     """The public half of an Ed25519 key made in an owner's browser (the private half never
     leaves that device). A retired key (rotated away) still verifies the slips it signed but
-    signs no new ones; a revoked key clears nothing at all."""
+    signs no new ones; a revoked key clears nothing at all. The practice room's demo owners
+    are the one exception: their keys are held by the server (``custody``)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
@@ -33,6 +44,7 @@ class DeviceKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     # Enrolled while the owner had no usable key left: shown to their room partners.
     after_key_loss = models.BooleanField(default=False)
+    custody = models.CharField(max_length=16, choices=KeyCustody.choices, default=KeyCustody.DEVICE)
 
     class Meta:
         ordering = ["created_at"]

@@ -22,6 +22,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from ledger.events import KeyCustody as RecordedCustody
 from ledger.events import KeyEnrolled, KeyRevoked, KeyRotated, SlipRejected, SlipSigned
 from ledger.services import ledger_append
 from slips.canonical import KEY_PROOF_TAG, SLIP_TAG, payload_parse_canonical, signed_bytes
@@ -38,6 +39,7 @@ from slips.models import (
     DeviceKey,
     KeyChallenge,
     KeyChallengePurpose,
+    KeyCustody,
     RoomTier,
     Slip,
     SlipCapability,
@@ -60,6 +62,12 @@ def _config(name: str) -> int:
 def _rooms_of_owner(owner_id: Any) -> list[UUID]:
     """Rooms this owner has signed slips for: where key changes must be shown to partners."""
     return list(Slip.objects.filter(owner_id=owner_id).values_list("room_id", flat=True).distinct())
+
+
+def key_custody_recorded(key: DeviceKey) -> RecordedCustody:
+    """The key's custody as ledger events record it (anything unknown reads as server-held,
+    the more conspicuous answer)."""
+    return "device" if key.custody == KeyCustody.DEVICE else "demo_seeding"
 
 
 def _clean_label(label: str) -> str:
@@ -142,11 +150,14 @@ def key_enroll(
     label: str,
     proof: str,
     now: datetime | None = None,
+    custody: KeyCustody = KeyCustody.DEVICE,
 ) -> DeviceKey:
     """Enroll a browser's public key after checking it signed our challenge.
 
     Enrolling while the owner has keys but none usable (all revoked) is flagged
     ``after_key_loss`` and recorded in each of the owner's rooms, for partners to see.
+    ``custody`` is ``demo_seeding`` only for the practice room's server-held demo keys
+    (``practice.seeding``); the API never sets it.
     """
     now = now or timezone.now()
     key = _key_from_proof(
@@ -163,6 +174,7 @@ def key_enroll(
     key.after_key_loss = (
         had_keys and not keys.filter(revoked_at__isnull=True, retired_at__isnull=True).exists()
     )
+    key.custody = custody
     key.save()
     for room_id in _rooms_of_owner(owner.pk):
         ledger_append(
@@ -435,6 +447,7 @@ def _slip_store(
             slip_id=str(slip.id),
             key_id=str(key.id),
             capability_count=len(parsed.capabilities),
+            key_custody=key_custody_recorded(key),
         ),
     )
     conflicts_recompute(room_id=room_id)

@@ -41,6 +41,7 @@ from slips.models import VaultItem
 
 SEAL_VERSION = b"\x01"
 _AAD_PREFIX = b"synapsia-vault-v1|"
+_SECRET_AAD_PREFIX = b"synapsia-vault-secret-v1|"
 MAX_ICS_BYTES = 1024 * 1024
 MAX_WINDOWS = 2000
 ICS_HORIZON_DAYS = 90
@@ -156,33 +157,56 @@ def _aad(*, owner_id: Any, item_id: UUID, kind: str) -> bytes:
     return _AAD_PREFIX + f"{owner_id}|{item_id}|{kind}".encode()
 
 
-def vault_seal(*, owner_id: Any, item_id: UUID, kind: str, content: dict[str, Any]) -> bytes:
-    """AES-256-GCM-encrypt ``content`` for one row (version byte + 96-bit nonce + ciphertext)."""
+def _seal(plaintext: bytes, aad: bytes) -> bytes:
+    """AES-256-GCM under the vault key: version byte + 96-bit nonce + ciphertext and tag."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     nonce = os.urandom(12)
+    return SEAL_VERSION + nonce + AESGCM(_vault_key()).encrypt(nonce, plaintext, aad)
+
+
+def _open(blob: bytes, aad: bytes, *, what: str) -> bytes:
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    if blob[:1] != SEAL_VERSION or len(blob) < 1 + 12 + 16:
+        raise Misconfigured("vault_sealed", f"{what} is in an unknown format.")
+    try:
+        return AESGCM(_vault_key()).decrypt(blob[1:13], blob[13:], aad)
+    except InvalidTag:
+        raise Misconfigured("vault_sealed", f"{what} does not open with this key.") from None
+
+
+def vault_seal(*, owner_id: Any, item_id: UUID, kind: str, content: dict[str, Any]) -> bytes:
+    """AES-256-GCM-encrypt ``content`` for one row (version byte + 96-bit nonce + ciphertext)."""
     plaintext = json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode()
-    sealed = AESGCM(_vault_key()).encrypt(
-        nonce, plaintext, _aad(owner_id=owner_id, item_id=item_id, kind=kind)
-    )
-    return SEAL_VERSION + nonce + sealed
+    return _seal(plaintext, _aad(owner_id=owner_id, item_id=item_id, kind=kind))
 
 
 def vault_open(item: VaultItem) -> BaseModel:
     """Decrypt and re-validate one stored item."""
-    from cryptography.exceptions import InvalidTag
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-    blob = bytes(item.sealed)
-    if blob[:1] != SEAL_VERSION:
-        raise Misconfigured("vault_sealed", "A vault item is in an unknown format.")
-    try:
-        plaintext = AESGCM(_vault_key()).decrypt(
-            blob[1:13], blob[13:], _aad(owner_id=item.owner_id, item_id=item.id, kind=item.kind)
-        )
-    except InvalidTag:
-        raise Misconfigured("vault_sealed", "A vault item does not open with this key.") from None
+    plaintext = _open(
+        bytes(item.sealed),
+        _aad(owner_id=item.owner_id, item_id=item.id, kind=item.kind),
+        what="A vault item",
+    )
     return vault_content_parse(json.loads(plaintext))
+
+
+def vault_secret_seal(*, binding: str, secret: bytes) -> bytes:
+    """Seal a server-held secret (bytes, not a vault item) under the vault key.
+
+    ``binding`` names what the secret belongs to (e.g. ``demo-device-key|<owner>|<key id>``)
+    and is authenticated as associated data, under a prefix no vault item uses: the blob opens
+    only for that same binding, never as another secret or as an item.
+    """
+    return _seal(secret, _SECRET_AAD_PREFIX + binding.encode())
+
+
+def vault_secret_open(*, binding: str, sealed: bytes) -> bytes:
+    """Open what ``vault_secret_seal`` sealed for ``binding``; ``Misconfigured`` (fails
+    closed) if it was altered, moved to another binding, or the vault key changed."""
+    return _open(bytes(sealed), _SECRET_AAD_PREFIX + binding.encode(), what="A sealed secret")
 
 
 # --- writes ----------------------------------------------------------------------------------

@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "gatekeeper",
     "rooms",
     "frontend",
+    "practice",
 ]
 
 MIDDLEWARE = [

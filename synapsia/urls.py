@@ -11,5 +11,6 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
+    path("practice/", include("practice.urls")),
     path("", include("frontend.urls")),
 ]

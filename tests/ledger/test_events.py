@@ -80,3 +80,28 @@ def test_records_are_frozen_and_round_trip_through_storage_form() -> None:
         record.turn = 4  # type: ignore[misc]
     stored = record.model_dump(mode="json", exclude={"kind"})
     assert event_record_parse(kind="disclosure", data=stored) == record
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "policy.deny:db:0b9e4a8e-9d1c-4c1e-8f57-1d2f3a4b5c6d",
+        "policy.deny:file:*",
+        "over_budget",
+        "beyond_slip.not_in_slip",
+    ],
+)
+def test_every_decision_rule_can_be_recorded(rule: str) -> None:
+    recorded = events.rule_id_from(rule)
+    Denial(rule=recorded, subject_id="agent-1")
+    events.RoomPaused(by="gatekeeper", reason_rule=recorded)
+    if ":" not in rule:
+        assert recorded == rule  # rules that already are rule ids stay as they are
+
+
+def test_old_events_without_key_custody_read_as_device() -> None:
+    data = {"owner_id": "7", "agent_id": "a", "slip_id": "s", "key_id": "k", "capability_count": 1}
+    record = event_record_parse(kind="slip_signed", data=data)
+    assert isinstance(record, SlipSigned) and record.key_custody == "device"
+    with pytest.raises(ValidationError):
+        SlipSigned(**data, key_custody="browser")  # type: ignore[arg-type]

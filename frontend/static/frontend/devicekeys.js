@@ -139,7 +139,8 @@
       const state = key.revoked_at ? "revoked" : key.retired_at ? "rotated" : "active";
       item.textContent = `${key.label} · ${state} · created ${key.created_at.slice(0, 10)}` +
         ` · last used ${key.last_used_at ? key.last_used_at.slice(0, 10) : "never"}` +
-        (local.has(key.id) ? " · on this device" : "");
+        (local.has(key.id) ? " · on this device" : "") +
+        (key.custody === "demo_seeding" ? " · held by the server (practice demo only)" : "");
       if (state === "active") {
         const revoke = document.createElement("button");
         revoke.textContent = "Revoke";
