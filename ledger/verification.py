@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from uuid import UUID
 
+from django.db.models import Subquery
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
@@ -30,9 +32,9 @@ from ledger.signing import ledger_trusted_public_keys
 CHUNK_SIZE = 2000
 
 
-def _stored_events(room_id: UUID) -> Iterator[ChainEvent]:
+def _stored_events(room_id: UUID, *, through_seq: int) -> Iterator[ChainEvent]:
     rows = (
-        LedgerEvent.objects.filter(room_id=room_id)
+        LedgerEvent.objects.filter(room_id=room_id, seq__lte=through_seq)
         .order_by("seq")
         .values_list("room_id", "seq", "kind", "occurred_at", "data", "prev_hash", "hash")
     )
@@ -80,14 +82,36 @@ def ledger_verify_room(*, room_id: UUID) -> ChainVerdict:
         if LedgerEvent.objects.filter(room_id=room_id).exists() or claims:
             return ChainVerdict(rid, False, 0, 0, GENESIS_HASH, 1, "the room has no head row")
         return ChainVerdict(rid, True, 0, 0, GENESIS_HASH)
-    return chain_check(
+    verdict = chain_check(
         room_id=rid,
-        events=_stored_events(room_id),
+        events=_stored_events(room_id, through_seq=head.seq),
         checkpoint_seq=head.checkpoint_seq,
         checkpoint_hash=head.checkpoint_hash,
         claims=claims,
         tip=HeadClaim(head.seq, head.hash, "the head row"),
     )
+    if not verdict.ok:
+        return verdict
+    # The chain was read up to the head row as it stood when verification began; events a live
+    # room appended since then are not a fault. A row beyond the head as it stands *now* is:
+    # one statement compares them, so an append cannot slip in between the two reads.
+    stray = (
+        LedgerEvent.objects.filter(
+            room_id=room_id,
+            seq__gt=Subquery(LedgerHead.objects.filter(room_id=room_id).values("seq")[:1]),
+        )
+        .order_by("seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    if stray is not None:
+        return replace(
+            verdict,
+            ok=False,
+            first_bad_seq=stray,
+            problem=f"event {stray} lies beyond the head row",
+        )
+    return verdict
 
 
 def ledger_room_ids() -> list[UUID]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import uuid
+from typing import Any
 
 import pytest
 import rfc8785
@@ -12,6 +13,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from ledger import verification
 from ledger.chain import GENESIS_HASH, event_hash, occurred_at_text
 from ledger.events import Disclosure, Join
 from ledger.models import LedgerEvent, LedgerHead
@@ -201,3 +203,22 @@ def test_verify_ledger_command_exit_codes(make_chain, capsys) -> None:
         call_command("verify_ledger", room=str(bad))
     assert exited.value.code == 1
     call_command("verify_ledger", room=str(good))
+
+
+def test_an_append_while_verifying_a_live_room_is_not_a_fault(make_chain, monkeypatch) -> None:
+    """The head row is read first, then the events: an event a live room appends in between
+    (an agent leaving, say) lies beyond the head that was read, yet nothing is wrong."""
+    room_id = make_chain(3)
+    read_events = verification._stored_events
+
+    def append_meanwhile(room: Any, *, through_seq: int) -> Any:
+        with transaction.atomic():
+            ledger_append(room_id=room, event=Join(participant_id="late", participant_kind="agent"))
+        return read_events(room, through_seq=through_seq)
+
+    monkeypatch.setattr(verification, "_stored_events", append_meanwhile)
+    verdict = ledger_verify_room(room_id=room_id)
+    assert verdict.ok, verdict
+    assert verdict.last_seq == 3  # what was verified: the chain up to the head that was read
+    monkeypatch.undo()
+    assert ledger_verify_room(room_id=room_id).last_seq == 4
