@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Bob's agent in the practice room: negotiator, or adversary to watch the boundaries hold.
+GUEST ?= negotiator
 
 # The services pass of `make test` (production profile against PostgreSQL + Redis).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
@@ -17,7 +19,7 @@ SERVICES_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	SYNAPSIA_LEDGER_SIGNING_KEY=c3luYXBzaWEtdGVzdC1vbmx5LWxlZGdlci1zZWVkISE= \
 	SYNAPSIA_VAULT_KEY=dGVzdC1vbmx5IHZhdWx0IGtleSwgMzIrIGJ5dGVzLi50ZXN0LW9ubHkgdmF1bHQga2V5LCAzMisgYnl0ZXMuLg
 
-.PHONY: run test lint typecheck schemas bench clean
+.PHONY: run serve test lint typecheck schemas bench clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Synapsia needs Python 3.11 or newer (found %s); set PYTHON=/path/to/python3.11" % sys.version.split()[0])'
@@ -27,10 +29,17 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
+# The practice room: two demo owners, their agents negotiating a dinner, served for the browser.
 run: $(STAMP)
 	@mkdir -p var
 	$(PY) manage.py migrate --no-input
-	@echo "==> serving Synapsia on http://$(HOST):$(PORT)/ (embedded profile; Ctrl-C stops)"
+	$(PY) manage.py demo --bind $(HOST) --port $(PORT) --guest $(GUEST)
+
+# Only the server (no practice room, no agents).
+serve: $(STAMP)
+	@mkdir -p var
+	$(PY) manage.py migrate --no-input
+	@echo "==> serving Synapsia on http://$(HOST):$(PORT)/ (Ctrl-C stops)"
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) --websocket-max-message-size 1048576 synapsia.asgi:application
 
 lint: $(STAMP)

@@ -1,0 +1,187 @@
+"""``python manage.py demo``: the practice room.
+
+* ``demo`` (what ``make run`` runs): seed the practice room, print one-time login links for the
+  two demo owners, serve Synapsia, and start the two reference agents as processes. The
+  negotiation pauses at a booking over Alice's budget until she approves it in the browser.
+* ``demo --headless``: the same negotiation to its end without a browser; the demo owners'
+  grant decisions are made with their demo-held keys (recorded as such in the ledger). Prints
+  the outcome, the receipt and the ledger's verdict; exits 1 if the negotiation failed.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from agents.adversary import AdversaryReport
+from agents.llm import llm_config_from_env
+from practice.demo import AgentProcess, HeadlessOutcome, agent_processes, headless_run
+from practice.seeding import Practice, practice_seed
+from synapsia.serving import running_daphne, server_env
+
+# Each agent kind runs as `python -m <module> --url ...`, its token in SYNAPSIA_AGENT_TOKEN.
+AGENTS = {
+    "negotiator": "agents.negotiator",
+    "adversary": "agents.adversary",
+    "llm": "agents.llm",
+}
+
+
+class Command(BaseCommand):
+    help = "Seed the practice room and run it: served for the browser, or --headless to its end."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--headless", action="store_true", help="run to completion without a browser"
+        )
+        parser.add_argument(
+            "--guest",
+            choices=("negotiator", "adversary"),
+            default="negotiator",
+            help="Bob's agent: the reference negotiator or the adversarial demo agent",
+        )
+        parser.add_argument(
+            "--guest-withholds-budget",
+            action="store_true",
+            help="Bob's slip does not share his budget with Alice's agent",
+        )
+        parser.add_argument(
+            "--host-agent",
+            choices=("auto", "negotiator", "llm"),
+            default="auto",
+            help="Alice's agent when served (auto: llm if SYNAPSIA_LLM_URL is set)",
+        )
+        parser.add_argument("--bind", default="127.0.0.1", help="address to serve on")
+        parser.add_argument("--port", type=int, default=8000, help="port to serve on")
+        parser.add_argument(
+            "--timeout", type=float, default=120.0, help="headless: seconds to wait for a reply"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        executor = MigrationExecutor(connection)
+        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            raise CommandError(
+                "The database has unapplied migrations: run `manage.py migrate` first "
+                "(`make run` does)."
+            )
+        self.stdout.write("==> seeding the practice room (demo owners, keys, vaults, slips)")
+        practice = practice_seed(
+            guest_agent=options["guest"], guest_shares_budget=not options["guest_withholds_budget"]
+        )
+        if options["headless"]:
+            outcome = headless_run(
+                practice, guest_agent=options["guest"], say=self._say, timeout=options["timeout"]
+            )
+            self._report(outcome)
+            if not outcome.succeeded:
+                sys.exit(1)
+            return
+        self._serve(practice, options)
+
+    def _say(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()
+
+    # --- headless -------------------------------------------------------------------------
+
+    def _report(self, outcome: HeadlessOutcome) -> None:
+        self.stdout.write("")
+        self.stdout.write(f"==> outcome (room {outcome.room_id})")
+        host = outcome.host
+        self.stdout.write(
+            f"Alice's agent: {host.status}"
+            + (
+                f" — {host.venue} at {host.start}, booking {host.booking_reference}"
+                if host.venue
+                else ""
+            )
+            + (f" ({host.detail})" if host.detail else "")
+        )
+        if isinstance(outcome.guest, AdversaryReport):
+            for result in outcome.guest.results:
+                self.stdout.write(f"adversary {result.name}: {result.outcome} ({result.detail})")
+        else:
+            self.stdout.write(f"Bob's agent: {outcome.guest.status}")
+        for line in outcome.auto_decisions:
+            self.stdout.write(f"stand-in owner: {line}")
+        self.stdout.write("==> receipt")
+        for line in outcome.receipt.summary:
+            self.stdout.write(f"  {line}")
+        verdict = outcome.verdict
+        self.stdout.write("==> verify_ledger")
+        if verdict.ok:
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"room {verdict.room_id}: intact ({verdict.events_checked} events, head seq "
+                    f"{verdict.last_seq})"
+                )
+            )
+        else:
+            self.stdout.write(
+                self.style.ERROR(
+                    f"room {verdict.room_id}: BROKEN at seq {verdict.first_bad_seq}: "
+                    f"{verdict.problem}"
+                )
+            )
+        adversarial = isinstance(outcome.guest, AdversaryReport)
+        if outcome.succeeded:
+            self.stdout.write(
+                self.style.SUCCESS(
+                    "boundaries held: every attempt was denied, held at a fork or flagged"
+                    if adversarial
+                    else "practice negotiation completed"
+                )
+            )
+        else:
+            self.stdout.write(self.style.ERROR("practice run FAILED (see above)"))
+
+    # --- served ---------------------------------------------------------------------------
+
+    def _host_agent(self, choice: str) -> str:
+        configured = llm_config_from_env() is not None
+        if choice == "llm" and not configured:
+            raise CommandError("--host-agent llm needs SYNAPSIA_LLM_URL and SYNAPSIA_LLM_MODEL.")
+        if choice == "auto":
+            if not configured:
+                self.stdout.write("    (LLM agent not started: no SYNAPSIA_LLM_URL configured)")
+            return "llm" if configured else "negotiator"
+        return choice
+
+    def _serve(self, practice: Practice, options: dict[str, Any]) -> None:
+        base = f"http://{options['bind']}:{options['port']}"
+        host_agent = self._host_agent(options["host_agent"])
+        self.stdout.write("")
+        self.stdout.write(
+            self.style.SUCCESS(f"Practice room ready: {base}/rooms/{practice.room_id}/")
+        )
+        self.stdout.write("One-time login links (each works once, for an hour):")
+        self.stdout.write(f"  Alice (host, her agent books): {base}{practice.host.login_path}")
+        self.stdout.write(f"  Bob   (guest):                 {base}{practice.guest.login_path}")
+        self.stdout.write(
+            "The agents negotiate now; the booking is over Alice's budget, so the room pauses "
+            "until Alice approves it on the room page (enroll a device key there first)."
+        )
+        self.stdout.write(f"==> serving on {base} (Ctrl-C stops the server and the agents)")
+        processes = [
+            (AgentProcess("alice's agent", AGENTS[host_agent]), practice.host.token),
+            (AgentProcess("bob's agent", AGENTS[options["guest"]]), practice.guest.token),
+        ]
+        try:
+            with (
+                running_daphne(
+                    log_path=None, env=server_env(), host=options["bind"], port=options["port"]
+                ) as served,
+                agent_processes(served, practice, processes, self._say),
+            ):
+                served.process.wait()
+                raise CommandError(f"the server stopped (exit code {served.process.returncode})")
+        except KeyboardInterrupt:
+            self.stdout.write("\nstopped")
+        except RuntimeError as failed:
+            raise CommandError(
+                f"{failed}\nIs port {options['port']} already in use? Try `make run PORT=8001`."
+            ) from None

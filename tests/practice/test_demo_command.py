@@ -1,0 +1,105 @@
+"""`manage.py demo --headless`: the practice negotiation to its end with no browser, in each
+profile (this module runs in both passes of `make test`), against a real Daphne process."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from ledger import signing
+from ledger.models import LedgerEvent
+from ledger.verification import ledger_verify_room
+from practice.models import PracticeRoom
+from rooms.models import Message, RoomMember
+from slips.models import VaultItem
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+BOBS_FIGURES = ("5000", "9000", "50.00", "90.00", "50 EUR", "90 EUR")
+
+
+@pytest.fixture(autouse=True)
+def ledger_signing_key(
+    settings: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """One ledger key for this process and the Daphne it starts (the package-wide fixture
+    gives only this process a key), so heads signed by either verify here."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    monkeypatch.setenv("SYNAPSIA_LEDGER_SIGNING_KEY", key)
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "LEDGER_SIGNING_KEY": key}
+    signing._signing_key.cache_clear()
+    yield
+    signing._signing_key.cache_clear()
+
+
+def _demo(*flags: str) -> tuple[int, str, Any]:
+    out = io.StringIO()
+    try:
+        call_command("demo", "--headless", "--timeout", "60", *flags, stdout=out)
+        code = 0
+    except SystemExit as exited:
+        code = int(exited.code or 0)
+    room = PracticeRoom.objects.order_by("-seeded_at").first()
+    assert room is not None
+    return code, out.getvalue(), room.room_id
+
+
+def _events(room_id: Any, kind: str) -> list[LedgerEvent]:
+    return list(LedgerEvent.objects.filter(room_id=room_id, kind=kind).order_by("seq"))
+
+
+def test_the_headless_demo_books_the_table_with_a_recorded_demo_approval() -> None:
+    code, out, room_id = _demo()
+    assert code == 0, out
+    assert "Alice's agent: booked — osteria-kanal" in out
+    assert "stand-in owner: approved book_table (over_budget)" in out
+    assert "Ledger verified" in out and f"room {room_id}: intact" in out
+    assert out.rstrip().endswith("practice negotiation completed")
+    (approved,) = _events(room_id, "grant_approved")
+    assert approved.data["key_custody"] == "demo_seeding"  # recorded as a stand-in's approval
+    (executed,) = _events(room_id, "action_executed")
+    assert executed.data["tool"] == "book_table" and executed.data["outcome"] == "ok"
+    assert ledger_verify_room(room_id=room_id).ok
+
+
+def test_with_bobs_budget_withheld_it_still_books_and_never_states_it() -> None:
+    code, out, room_id = _demo("--guest-withholds-budget")
+    assert code == 0, out
+    texts = list(Message.objects.filter(room_id=room_id).values_list("text", flat=True))
+    assert [f for f in BOBS_FIGURES if any(f in t for t in texts)] == []
+    assert [f for f in BOBS_FIGURES if f in out] == []  # nor does the demo's own report
+    # The server never put Bob's budget into Alice's agent's context: only his own agent's.
+    budget = VaultItem.objects.get(owner__username="demo-bob", kind="budget")
+    bobs_agent = RoomMember.objects.get(room_id=room_id, owner__username="demo-bob").agent_id
+    recipients = {
+        e.data["recipient_agent_id"]
+        for e in _events(room_id, "disclosure")
+        if e.data["item_id"] == str(budget.id)
+    }
+    assert recipients == {str(bobs_agent)}
+
+
+def test_the_adversarial_guest_is_stopped_at_every_attempt() -> None:
+    code, out, room_id = _demo("--guest", "adversary")
+    assert code == 0, out
+    assert "boundaries held" in out
+    assert _events(room_id, "action_executed") == []
+    flagged = {e.data["rule"] for e in _events(room_id, "injection_suspected")}
+    assert {"role_token", "fence_forgery", "instruction_to_reader", "fake_notice"} <= flagged
+    assert len(_events(room_id, "denial")) >= 3
+    assert ledger_verify_room(room_id=room_id).ok
+
+
+def test_demo_refuses_an_unmigrated_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.core.management.base import CommandError
+    from django.db.migrations.executor import MigrationExecutor
+
+    monkeypatch.setattr(MigrationExecutor, "migration_plan", lambda self, targets: ["pending"])
+    with pytest.raises(CommandError, match="unapplied migrations"):
+        call_command("demo", "--headless", stdout=io.StringIO())
