@@ -14,11 +14,16 @@ from tests.slips.conftest import vault_key  # noqa: F401 (autouse: the vault nee
 
 
 @pytest.fixture(autouse=True)
-def ledger_signing_key(settings: Any, tmp_path: Any) -> Iterator[None]:
-    """Closing and pausing rooms signs ledger heads: give each test its own server key."""
+def ledger_signing_key(
+    settings: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Closing and pausing rooms signs ledger heads: give each test its own server key, and
+    the same key to any Daphne the test starts, so heads signed by either verify here."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    monkeypatch.setenv("SYNAPSIA_LEDGER_SIGNING_KEY", key)
     settings.SYNAPSIA = {
         **settings.SYNAPSIA,
-        "LEDGER_SIGNING_KEY": base64.b64encode(os.urandom(32)).decode(),
+        "LEDGER_SIGNING_KEY": key,
         "LEDGER_SIGNING_KEY_PATH": str(tmp_path / "ledger-signing.key"),
     }
     signing._signing_key.cache_clear()

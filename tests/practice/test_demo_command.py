@@ -3,16 +3,12 @@ profile (this module runs in both passes of `make test`), against a real Daphne 
 
 from __future__ import annotations
 
-import base64
 import io
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.core.management import call_command
 
-from ledger import signing
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
 from practice.models import PracticeRoom
@@ -22,20 +18,6 @@ from slips.models import VaultItem
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 BOBS_FIGURES = ("5000", "9000", "50.00", "90.00", "50 EUR", "90 EUR")
-
-
-@pytest.fixture(autouse=True)
-def ledger_signing_key(
-    settings: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[None]:
-    """One ledger key for this process and the Daphne it starts (the package-wide fixture
-    gives only this process a key), so heads signed by either verify here."""
-    key = base64.b64encode(os.urandom(32)).decode()
-    monkeypatch.setenv("SYNAPSIA_LEDGER_SIGNING_KEY", key)
-    settings.SYNAPSIA = {**settings.SYNAPSIA, "LEDGER_SIGNING_KEY": key}
-    signing._signing_key.cache_clear()
-    yield
-    signing._signing_key.cache_clear()
 
 
 def _demo(*flags: str) -> tuple[int, str, Any]:
