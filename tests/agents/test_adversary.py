@@ -39,10 +39,9 @@ from ledger.verification import ledger_verify_room
 from rooms import services
 from rooms.models import Message, RoomState
 from rooms.untrusted import fence
-from slips import services as slip_services
 from slips import vault
 from tests.e2e.daphne import ROOT
-from tests.slips.conftest import canonical_text, enroll, slip_payload
+from tests.slips.conftest import seat_slip_sign
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -54,26 +53,6 @@ DAY = 86_400
 
 
 # --- the room ----------------------------------------------------------------------------
-
-
-def _sign_slip(seat: Any, room_id: Any, capabilities: list[dict[str, Any]]) -> None:
-    key, device = enroll(seat.owner)
-    text = canonical_text(
-        slip_payload(
-            owner=seat.owner,
-            room_id=room_id,
-            agent_id=seat.agent.id,
-            key=key,
-            capabilities=capabilities,
-        )
-    )
-    slip_services.slip_submit(
-        owner=seat.owner,
-        room_id=room_id,
-        seated_agent_id=seat.agent.id,
-        payload=text,
-        signature=device.sign(text),
-    )
 
 
 def _arm(setup: Any) -> tuple[str, str]:
@@ -88,7 +67,7 @@ def _arm(setup: Any) -> tuple[str, str]:
             "busy": [{"start": now + DAY, "end": now + DAY + 3600, "title": "Dentist CANARY-7f3a"}],
         },
     )
-    _sign_slip(
+    seat_slip_sign(
         setup.a,
         setup.room.id,
         [
@@ -109,7 +88,7 @@ def _arm(setup: Any) -> tuple[str, str]:
             },
         ],
     )
-    _sign_slip(setup.b, setup.room.id, [])
+    seat_slip_sign(setup.b, setup.room.id, [])
     return str(budget.id), str(availability.id)
 
 

@@ -21,12 +21,11 @@ from gatekeeper.adapters.sandbox import SandboxEffect
 from gatekeeper.records import ActionRecord
 from ledger.models import LedgerEvent
 from rooms.models import Message, Room, RoomState
-from slips import services as slip_services
 from slips import vault
 from tests.agents.fake_llm import FakeLLM
 from tests.agents.fake_llm import fake_llm_fixture as fake_llm_fixture  # the fixture
 from tests.e2e.daphne import ROOT
-from tests.slips.conftest import canonical_text, enroll, slip_payload
+from tests.slips.conftest import seat_slip_sign
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -39,31 +38,18 @@ def booking_room(monkeypatch: pytest.MonkeyPatch, make_open_room: Any) -> Any:
     Alice's slip clears booking a table and shows her own agent her budget (30-90 EUR)."""
     monkeypatch.setenv("SYNAPSIA_TOOL_POLICY_DEFAULT", "allow_all")
     setup = make_open_room()
-    owner = setup.a.owner
-    key, device = enroll(owner)
-    text = canonical_text(
-        slip_payload(
-            owner=owner,
-            room_id=setup.room.id,
-            agent_id=setup.a.agent.id,
-            key=key,
-            capabilities=[
-                {"resource": "tool:book_table", "operation": "act", "approval": "none",
-                 "max_uses": 3},
-                {"resource": "budget", "operation": "disclose", "recipient": "own_agent",
-                 "approval": "none", "max_uses": 10},
-            ],
-        )
+    seat_slip_sign(
+        setup.a,
+        setup.room.id,
+        [
+            {"resource": "tool:book_table", "operation": "act", "approval": "none",
+             "max_uses": 3},
+            {"resource": "budget", "operation": "disclose", "recipient": "own_agent",
+             "approval": "none", "max_uses": 10},
+        ],
     )  # fmt: skip
-    slip_services.slip_submit(
-        owner=owner,
-        room_id=setup.room.id,
-        seated_agent_id=setup.a.agent.id,
-        payload=text,
-        signature=device.sign(text),
-    )
     vault.vault_item_create(
-        owner=owner,
+        owner=setup.a.owner,
         content={"kind": "budget", "currency": "EUR", "minimum": 3000, "maximum": 9000},
     )
     return setup

@@ -19,11 +19,10 @@ from gatekeeper.records import Grant
 from ledger.models import LedgerEvent
 from rooms import forks, services
 from rooms.models import Room, RoomState
-from slips import services as slip_services
 from slips import vault
 from slips.signatures import b64url_encode
 from tests.e2e.daphne import running_daphne
-from tests.slips.conftest import canonical_text, enroll, slip_payload
+from tests.slips.conftest import seat_slip_sign
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -34,27 +33,6 @@ BOOKING = {
     "cost_cents": 7600,
     "currency": "EUR",
 }
-
-
-def _sign_slip(seat: Any, room_id: Any, capabilities: list[dict[str, Any]]) -> Any:
-    key, device = enroll(seat.owner)
-    text = canonical_text(
-        slip_payload(
-            owner=seat.owner,
-            room_id=room_id,
-            agent_id=seat.agent.id,
-            key=key,
-            capabilities=capabilities,
-        )
-    )
-    slip_services.slip_submit(
-        owner=seat.owner,
-        room_id=room_id,
-        seated_agent_id=seat.agent.id,
-        payload=text,
-        signature=device.sign(text),
-    )
-    return key, device
 
 
 def _kinds(room_id: Any) -> list[str]:
@@ -73,7 +51,7 @@ def test_context_arrives_typed_with_only_what_the_slips_clear(make_open_room, tm
         content={"kind": "budget", "currency": "EUR", "minimum": 5000, "maximum": 9000},
     )
     # Bob clears his neighbourhood for Alice's agent, and his budget for his own agent only.
-    _sign_slip(
+    seat_slip_sign(
         setup.b,
         setup.room.id,
         [
@@ -162,7 +140,7 @@ def test_settle_reports_the_outcome_after_the_owner_approves(
     monkeypatch.setenv("SYNAPSIA_TOOL_POLICY_DEFAULT", "allow_all")
     settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
     setup = make_open_room()
-    key, device = _sign_slip(
+    key, device = seat_slip_sign(
         setup.a,
         setup.room.id,
         [{"resource": "tool:book_table", "operation": "act", "approval": "per_use", "max_uses": 3}],

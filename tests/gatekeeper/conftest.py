@@ -18,7 +18,7 @@ from gatekeeper.adapters import ExecutionContext, Unavailable
 from gatekeeper.adapters.webhook import PENDING_REASON
 from rooms.models import Room
 from slips import vault
-from tests.slips.conftest import Device, canonical_text, enroll, slip_payload
+from tests.slips.conftest import Device, seat_slip_sign
 
 
 @dataclass
@@ -180,30 +180,14 @@ class Negotiation:
 @pytest.fixture
 def negotiation(make_open_room) -> Negotiation:
     """Alice's slip clears booking a table (no approval), and her budget is 40-120 EUR."""
-    from slips import services as slip_services
-
     setup = make_open_room()
-    owner = setup.a.owner
-    key, device = enroll(owner)
-    payload = slip_payload(
-        owner=owner,
-        room_id=setup.room.id,
-        agent_id=setup.a.agent.id,
-        key=key,
-        capabilities=[
-            {"resource": "tool:book_table", "operation": "act", "approval": "none", "max_uses": 5}
-        ],
-    )
-    text = canonical_text(payload)
-    slip_services.slip_submit(
-        owner=owner,
-        room_id=setup.room.id,
-        seated_agent_id=setup.a.agent.id,
-        payload=text,
-        signature=device.sign(text),
+    key, device = seat_slip_sign(
+        setup.a,
+        setup.room.id,
+        [{"resource": "tool:book_table", "operation": "act", "approval": "none", "max_uses": 5}],
     )
     vault.vault_item_create(
-        owner=owner,
+        owner=setup.a.owner,
         content={"kind": "budget", "currency": "EUR", "minimum": 4000, "maximum": 12000},
     )
     return Negotiation(setup.room, setup, device, key)

@@ -92,6 +92,31 @@ def canonical_text(payload: dict[str, Any]) -> str:
     return rfc8785.dumps(payload).decode()
 
 
+def seat_slip_sign(
+    seat: Any, room_id: uuid.UUID, capabilities: list[dict[str, Any]]
+) -> tuple[DeviceKey, Device]:
+    """Enroll a new device key for ``seat.owner`` and sign and submit a slip for the seat's
+    agent in ``room_id`` (``seat``: a ``tests.conftest.Seat``); returns the key and device."""
+    key, device = enroll(seat.owner)
+    text = canonical_text(
+        slip_payload(
+            owner=seat.owner,
+            room_id=room_id,
+            agent_id=seat.agent.id,
+            key=key,
+            capabilities=capabilities,
+        )
+    )
+    services.slip_submit(
+        owner=seat.owner,
+        room_id=room_id,
+        seated_agent_id=seat.agent.id,
+        payload=text,
+        signature=device.sign(text),
+    )
+    return key, device
+
+
 @dataclass
 class Signer:
     """One owner with an enrolled key, a room and an agent (by UUID), ready to sign slips."""
