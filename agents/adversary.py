@@ -27,15 +27,14 @@ Exit codes: 0 every attempt ran, 2 refused by the server (the close code is prin
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agents.client import FrameRefusedError, RoomClient, RoomClosedError
+from agents.cli import in_room, room_args, room_arguments
+from agents.client import FrameRefusedError, RoomClient
 from agents.context import TurnContext
 
 AttemptKind = Literal["say", "act", "context_probe"]
@@ -349,38 +348,24 @@ def _print_result(result: AttemptResult) -> None:
 
 
 async def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m agents.adversary", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--url", required=True, help="ws(s)://host/ws/rooms/<room-id>/")
-    parser.add_argument(
-        "--token",
-        default=os.environ.get("SYNAPSIA_AGENT_TOKEN"),
-        help="agent API token (or SYNAPSIA_AGENT_TOKEN)",
-    )
+    parser = room_arguments("python -m agents.adversary", __doc__.split("\n")[0])
     parser.add_argument(
         "--pause-timeout",
         type=float,
         default=30.0,
         help="seconds to wait for a paused room to reopen before each attempt",
     )
-    args = parser.parse_args(argv)
-    if not args.token:
-        parser.error("--token (or SYNAPSIA_AGENT_TOKEN) is required")
-    try:
-        async with RoomClient(args.url, args.token) as room:
-            report = await run_adversary(
-                room, pause_timeout=args.pause_timeout, on_result=_print_result
-            )
-    except RoomClosedError as closed:
-        print(f"refused: {closed}", file=sys.stderr)
-        return 2
-    except (OSError, TimeoutError) as exc:
-        print(f"could not run against {args.url}: {exc}", file=sys.stderr)
-        return 1
-    breaches = len(report.executed)
-    print(f"done: {len(report.results)} attempts, {breaches} executed", flush=True)
-    return 0 if report.complete else 1
+    args = room_args(parser, argv)
+
+    async def attack(room: RoomClient) -> int:
+        report = await run_adversary(
+            room, pause_timeout=args.pause_timeout, on_result=_print_result
+        )
+        breaches = len(report.executed)
+        print(f"done: {len(report.results)} attempts, {breaches} executed", flush=True)
+        return 0 if report.complete else 1
+
+    return await in_room(args, attack)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ Like the rest of the SDK this imports no server code.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -37,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from agents.cli import REFUSED, in_room, room_args, room_arguments
 from agents.client import (
     ActionOutcome,
     FrameRefusedError,
@@ -679,15 +679,8 @@ async def run_llm_agent(
 
 
 async def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m agents.llm",
-        description="Join a room as an agent driven by an OpenAI-compatible model.",
-    )
-    parser.add_argument("--url", required=True, help="ws(s)://host/ws/rooms/<room-id>/")
-    parser.add_argument(
-        "--token",
-        default=os.environ.get("SYNAPSIA_AGENT_TOKEN"),
-        help="agent API token (or SYNAPSIA_AGENT_TOKEN)",
+    parser = room_arguments(
+        "python -m agents.llm", "Join a room as an agent driven by an OpenAI-compatible model."
     )
     parser.add_argument("--max-turns", type=int, default=20)
     parser.add_argument(
@@ -708,28 +701,23 @@ async def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 3
-    if not args.token:
-        parser.error("--token (or SYNAPSIA_AGENT_TOKEN) is required")
-    try:
-        async with RoomClient(args.url, args.token) as room:
-            result = await run_llm_agent(
-                room, config, max_turns=args.max_turns, idle_timeout=args.idle_timeout
-            )
-    except RoomClosedError as closed:
-        print(f"refused: {closed}", file=sys.stderr)
-        return 2
-    except (OSError, TimeoutError) as exc:
-        print(f"could not connect to {args.url}: {exc}", file=sys.stderr)
-        return 1
-    print(
-        f"stopped ({result.stopped_because}) after {result.turns} turns: "
-        f"{len(result.said)} said, actions {[tuple(a) for a in result.actions]}"
-        + (f"; {result.detail}" if result.detail else ""),
-        flush=True,
-    )
-    if result.stopped_because == "refused":
-        return 2
-    return 1 if result.stopped_because in ("llm_error", "room_error") else 0
+    args = room_args(parser, argv)
+
+    async def run(room: RoomClient) -> int:
+        result = await run_llm_agent(
+            room, config, max_turns=args.max_turns, idle_timeout=args.idle_timeout
+        )
+        print(
+            f"stopped ({result.stopped_because}) after {result.turns} turns: "
+            f"{len(result.said)} said, actions {[tuple(a) for a in result.actions]}"
+            + (f"; {result.detail}" if result.detail else ""),
+            flush=True,
+        )
+        if result.stopped_because == "refused":
+            return REFUSED
+        return 1 if result.stopped_because in ("llm_error", "room_error") else 0
+
+    return await in_room(args, run)
 
 
 if __name__ == "__main__":

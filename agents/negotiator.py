@@ -19,10 +19,8 @@ Exit codes of the CLI: 0 booked or agreed, 1 no deal or failed, 2 refused by the
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
-import os
 import re
 import sys
 import uuid
@@ -31,6 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, time, timedelta
 from typing import Any, Literal, TypeGuard
 
+from agents.cli import REFUSED, in_room, room_args, room_arguments
 from agents.client import (
     FINAL_CLOSE_CODES,
     ActionOutcome,
@@ -967,54 +966,41 @@ async def negotiate(
 
 
 async def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m agents.negotiator",
-        description="Negotiate a dinner for your owner in a Synapsia room (reference agent).",
-    )
-    parser.add_argument("--url", required=True, help="ws(s)://host/ws/rooms/<room-id>/")
-    parser.add_argument(
-        "--token",
-        default=os.environ.get("SYNAPSIA_AGENT_TOKEN"),
-        help="agent API token (or SYNAPSIA_AGENT_TOKEN)",
+    parser = room_arguments(
+        "python -m agents.negotiator",
+        "Negotiate a dinner for your owner in a Synapsia room (reference agent).",
     )
     parser.add_argument("--role", choices=("host", "guest"), help="default: from the welcome")
     parser.add_argument("--max-rounds", type=int, default=6)
     parser.add_argument("--reply-timeout", type=float, default=120.0)
     parser.add_argument("--grant-timeout", type=float, default=900.0)
     parser.add_argument("-v", "--verbose", action="store_true", help="log the SDK's details")
-    args = parser.parse_args(argv)
-    if not args.token:
-        parser.error("--token (or SYNAPSIA_AGENT_TOKEN) is required")
+    args = room_args(parser, argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
 
     def out(line: str) -> None:
         print(line, flush=True)
 
-    try:
-        async with RoomClient(args.url, args.token) as room:
-            assert room.welcome is not None
-            out(f"joined: {room.welcome.room['purpose']} ({room.welcome.room['state']})")
-            result = await negotiate(
-                room,
-                max_rounds=args.max_rounds,
-                reply_timeout=args.reply_timeout,
-                grant_timeout=args.grant_timeout,
-                role=args.role,
-                on_step=out,
-            )
-    except RoomClosedError as closed:
-        print(f"refused: {closed}", file=sys.stderr, flush=True)
-        return 2
-    except (OSError, TimeoutError) as exc:
-        print(f"could not connect to {args.url}: {exc}", file=sys.stderr, flush=True)
-        return 1
-    out(
-        f"{result.status}: venue={result.venue} start={result.start} "
-        f"ref={result.booking_reference} rounds={result.rounds}"
-    )
-    if result.status in ("booked", "agreed_not_booked"):
-        return 0
-    return 2 if result.close_code in REFUSED_CLOSE_CODES else 1
+    async def run(room: RoomClient) -> int:
+        assert room.welcome is not None
+        out(f"joined: {room.welcome.room['purpose']} ({room.welcome.room['state']})")
+        result = await negotiate(
+            room,
+            max_rounds=args.max_rounds,
+            reply_timeout=args.reply_timeout,
+            grant_timeout=args.grant_timeout,
+            role=args.role,
+            on_step=out,
+        )
+        out(
+            f"{result.status}: venue={result.venue} start={result.start} "
+            f"ref={result.booking_reference} rounds={result.rounds}"
+        )
+        if result.status in ("booked", "agreed_not_booked"):
+            return 0
+        return REFUSED if result.close_code in REFUSED_CLOSE_CODES else 1
+
+    return await in_room(args, run)
 
 
 if __name__ == "__main__":

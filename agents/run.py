@@ -9,12 +9,11 @@ Without --say, each line read from standard input is said (Ctrl-D ends). Exit co
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import os
 import sys
 
-from agents.client import RoomClient, RoomClosedError
+from agents.cli import in_room, room_args, room_arguments
+from agents.client import RoomClient
 
 
 async def _print_incoming(room: RoomClient) -> None:
@@ -31,45 +30,29 @@ async def _read_stdin_lines(room: RoomClient) -> None:
 
 
 async def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m agents.run", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--url", required=True, help="ws(s)://host/ws/rooms/<room-id>/")
-    parser.add_argument(
-        "--token",
-        default=os.environ.get("SYNAPSIA_AGENT_TOKEN"),
-        help="agent API token (or SYNAPSIA_AGENT_TOKEN)",
-    )
+    parser = room_arguments("python -m agents.run", __doc__.split("\n")[0])
     parser.add_argument(
         "--say", action="append", default=[], help="say this (repeatable); skips stdin"
     )
     parser.add_argument(
         "--wait", type=float, default=2.0, help="with --say: seconds to keep listening afterwards"
     )
-    args = parser.parse_args(argv)
-    if not args.token:
-        parser.error("--token (or SYNAPSIA_AGENT_TOKEN) is required")
-    try:
-        async with RoomClient(args.url, args.token) as room:
-            assert room.welcome is not None
-            print(
-                f"joined: {room.welcome.room['purpose']} ({room.welcome.room['state']})", flush=True
-            )
-            listener = asyncio.create_task(_print_incoming(room))
-            if args.say:
-                for text in args.say:
-                    print(f"(sent as #{await room.say(text)})", flush=True)
-                await asyncio.sleep(args.wait)
-            else:
-                await _read_stdin_lines(room)
-            listener.cancel()
-    except RoomClosedError as closed:
-        print(f"refused: {closed}", file=sys.stderr)
-        return 2
-    except (OSError, TimeoutError) as exc:
-        print(f"could not connect to {args.url}: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    args = room_args(parser, argv)
+
+    async def converse(room: RoomClient) -> int:
+        assert room.welcome is not None
+        print(f"joined: {room.welcome.room['purpose']} ({room.welcome.room['state']})", flush=True)
+        listener = asyncio.create_task(_print_incoming(room))
+        if args.say:
+            for text in args.say:
+                print(f"(sent as #{await room.say(text)})", flush=True)
+            await asyncio.sleep(args.wait)
+        else:
+            await _read_stdin_lines(room)
+        listener.cancel()
+        return 0
+
+    return await in_room(args, converse)
 
 
 if __name__ == "__main__":
