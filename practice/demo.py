@@ -31,8 +31,6 @@ from ledger.verification import ledger_verify_room
 from practice.seeding import Practice, demo_grant_approve, demo_grant_deny, demo_pending_grants
 from synapsia.serving import ROOT, Served, running_daphne, server_env, stop
 
-logger = logging.getLogger(__name__)
-
 GuestAgent = Literal["negotiator", "adversary"]
 Say = Callable[[str], None]
 APPROVER_POLL_SECONDS = 0.3
