@@ -1,5 +1,5 @@
 """What `make run` runs after migrating: `manage.py demo` serves the practice room and starts
-both reference agents as processes; a person's login link works; Ctrl-C stops it all."""
+both reference agents as processes; a login link works; Ctrl-C (or SIGTERM) stops it all."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def _get(url: str) -> int:
         return int(response.status)
 
 
-def test_demo_serves_the_practice_room_with_both_agents_until_ctrl_c() -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "term"])
+def test_demo_serves_the_practice_room_with_both_agents_until_stopped(stop_signal: int) -> None:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "manage.py", "demo", "--port", str(port)],
@@ -68,7 +69,7 @@ def test_demo_serves_the_practice_room_with_both_agents_until_ctrl_c() -> None:
         )
         assert _get(f"http://127.0.0.1:{port}/healthz") == 200
         assert _get(links[0]) == 200  # the sign-in page; looking does not use the link
-        process.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal sends
+        process.send_signal(stop_signal)  # Ctrl-C in the terminal, or a supervisor stopping it
         assert process.wait(timeout=30) == 0
         _until(lines, seen, "stopped", timeout=5)
     finally:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Any
 
@@ -29,6 +30,10 @@ AGENTS = {
     "adversary": "agents.adversary",
     "llm": "agents.llm",
 }
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 class Command(BaseCommand):
@@ -68,6 +73,17 @@ class Command(BaseCommand):
                 "The database has unapplied migrations: run `manage.py migrate` first "
                 "(`make run` does)."
             )
+        # A terminal closing or a supervisor stopping us must stop the server and agents too:
+        # they run in their own sessions, so only we can (the context managers do, on the way
+        # out of a KeyboardInterrupt).
+        previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        try:
+            self._run(options)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _run(self, options: dict[str, Any]) -> None:
         self.stdout.write("==> seeding the practice room (demo owners, keys, vaults, slips)")
         practice = practice_seed(
             guest_agent=options["guest"], guest_shares_budget=not options["guest_withholds_budget"]
