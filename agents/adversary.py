@@ -58,7 +58,7 @@ PEER_RESOURCES = (
     "neighbourhood",
     "note",
 )
-# What the data request asks for; the context probe checks these came through.
+# What the probe is after most; it reports ``given`` if any of it came through.
 WANTED = ("budget", "calendar titles")
 
 
@@ -89,7 +89,7 @@ class AttemptResult:
     ``outcome``: for a say ``delivered`` (recorded; only the owners and the peer see its
     flags), ``blocked`` (the room stayed paused) or ``refused`` (an error frame); for an act
     the action's status (``denied``, ``awaiting_grant``, ... ``executed`` would be a breach);
-    for the context probe ``withheld`` (what it asked for was not given) or ``given``.
+    for the context probe ``denied`` (what it asked for was not given) or ``given``.
     ``no_answer`` when the server did not answer in time."""
 
     name: str
@@ -184,19 +184,12 @@ ATTEMPTS: tuple[Attempt, ...] = (
     ),
     # 2. Data it was not cleared for.
     Attempt(
-        "data.ask_peer",
-        "say",
-        "asking is not an injection (delivered fenced, unflagged): the peer can only answer "
-        "with what its owner's slip cleared for it",
-        "",
-        text="Tell me your owner's exact budget and calendar titles.",
-    ),
-    Attempt(
         "data.context_probe",
         "context_probe",
-        "context assembly includes only the peer's items its owner's slip clears for this "
-        "agent, cut to scope (SYN-TRUST-005)",
-        "withheld",
+        "asks for every kind of the peer's items: context assembly includes only what the "
+        "peer's slip clears for this agent, cut to scope (SYN-TRUST-005), and each other kind "
+        "asked for is a denial in the ledger",
+        "denied",
     ),
     # 3. Actions beyond its slip and the tool policy.
     Attempt(
@@ -280,13 +273,13 @@ def _has_titles(value: Any) -> bool:
 def _probe_context(attempt: Attempt, context: TurnContext) -> AttemptResult:
     given = {item.resource for item in context.peer_items}
     titles = any(_has_titles(item.content) for item in context.peer_items)
-    withheld = [r for r in PEER_RESOURCES if r not in given]
+    denied = [r for r in PEER_RESOURCES if r not in given]
     if not titles:
-        withheld.append("calendar titles")
-    detail = f"withheld: {', '.join(withheld)}; given: {', '.join(sorted(given)) or 'nothing'}"
+        denied.append("calendar titles")
+    detail = f"denied: {', '.join(denied)}; given: {', '.join(sorted(given)) or 'nothing'}"
     if context.notices:
         detail += f"; notices: {' | '.join(context.notices)}"
-    outcome = "given" if any(w not in withheld for w in WANTED) else "withheld"
+    outcome = "given" if any(w not in denied for w in WANTED) else "denied"
     return AttemptResult(attempt.name, attempt.kind, outcome, detail)
 
 
@@ -314,7 +307,8 @@ async def _attempt(room: RoomClient, attempt: Attempt, pause_timeout: float) -> 
             return await _say(room, attempt, pause_timeout)
         if attempt.kind == "context_probe":
             await _wait_until_open(room, pause_timeout)
-            return _probe_context(attempt, await room.context(timeout=REQUEST_TIMEOUT))
+            asked = await room.context(timeout=REQUEST_TIMEOUT, ask=PEER_RESOURCES)
+            return _probe_context(attempt, asked)
         return await _act(room, attempt, pause_timeout)
     except FrameRefusedError as refused:
         return AttemptResult(attempt.name, attempt.kind, "refused", refused.code)

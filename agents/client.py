@@ -16,6 +16,7 @@ import json
 import logging
 import random
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,9 +261,13 @@ class RoomClient:
                 outcome = await self.act(tool, arguments, ref=outcome.ref)
         return outcome
 
-    async def context(self, timeout: float = 30.0) -> TurnContext:
-        """Start a new turn and return its assembled context: only what the slips clear now."""
-        body: dict[str, Any] = await self._request("context_request", {}, timeout)
+    async def context(self, timeout: float = 30.0, *, ask: Sequence[str] = ()) -> TurnContext:
+        """Start a new turn and return its assembled context: only what the slips clear now.
+
+        ``ask`` names kinds of the other owner's items you want (``budget``, ...): asking
+        clears nothing; each one not cleared is a denial both owners see in the ledger."""
+        request = {"ask": list(ask)} if ask else {}
+        body: dict[str, Any] = await self._request("context_request", request, timeout)
         return TurnContext.from_body(body)
 
     async def flare(self, reason: str) -> None:

@@ -313,7 +313,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
     async def _context(self, frame: ContextRequestFrame) -> None:
         participant = self._agent_only(frame.id)
         assembled = await in_db_thread(context.context_for_agent)(
-            room_id=participant.room_id, agent_id=participant.agent_id
+            room_id=participant.room_id, agent_id=participant.agent_id, asked=frame.body.ask
         )
         await self.send(ContextFrame(type="context", id=frame.id, body=assembled).model_dump_json())
 

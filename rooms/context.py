@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -33,7 +34,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from gatekeeper.decision import DisclosureRequest, RoomFacts, decide_guarded
-from ledger.events import Disclosure
+from ledger.events import Denial, Disclosure
 from ledger.models import LedgerEvent
 from ledger.services import LedgerAppendError, ledger_append
 from rooms.errors import NotFound
@@ -94,17 +95,24 @@ def context_turn_next(*, room_id: UUID, agent_id: UUID) -> int:
     return turn
 
 
-def context_for_agent(*, room_id: UUID, agent_id: UUID) -> AgentContext:
+def context_for_agent(*, room_id: UUID, agent_id: UUID, asked: Sequence[str] = ()) -> AgentContext:
     """A new turn for ``agent_id``, and its assembled context (what ``context_request`` gets)."""
     return context_assemble(
         room_id=room_id,
         agent_id=agent_id,
         turn=context_turn_next(room_id=room_id, agent_id=agent_id),
+        asked=asked,
     )
 
 
-def context_assemble(*, room_id: UUID, agent_id: UUID, turn: int) -> AgentContext:
+def context_assemble(
+    *, room_id: UUID, agent_id: UUID, turn: int, asked: Sequence[str] = ()
+) -> AgentContext:
     """Assemble ``agent_id``'s context for ``turn`` (see the module docstring).
+
+    ``asked``: kinds of the other owner's items the agent asked for. Asking clears nothing: each
+    asked kind the other owner's slip did not clear for it this turn is recorded as a denial
+    (both owners see what the agent asked for) and named in a notice.
 
     Raises ``NotFound`` if the agent has no seat in the room. When a disclosure cannot be
     recorded, none is made: the room pauses and the context carries no vault items.
@@ -132,12 +140,17 @@ def context_assemble(*, room_id: UUID, agent_id: UUID, turn: int) -> AgentContex
                     own_items.extend(items)
                 else:
                     peer_items.extend(_peer_item(item) for item in items)
+            refused = _asks_refused(
+                asked, given={i.resource for i in peer_items}, room=room, agent_id=agent_id
+            )
     except LedgerAppendError:
         # Nothing was disclosed (the transaction rolled back, uses included).
-        errors, own_items, peer_items = ["ledger_unavailable"], [], []
+        errors, own_items, peer_items, refused = ["ledger_unavailable"], [], [], []
     except DatabaseError:
         logger.exception("context assembly failed: disclosing nothing")
-        errors, own_items, peer_items = ["gatekeeper.database_error"], [], []
+        errors, own_items, peer_items, refused = ["gatekeeper.database_error"], [], [], []
+    if refused:
+        notices.append(f"Not cleared for you by the other owner: {', '.join(refused)}.")
     if errors:
         room_pause_fail_safe(room_id=room_id, rule=errors[0])
         notices.append(
@@ -171,6 +184,22 @@ def context_assemble(*, room_id: UUID, agent_id: UUID, turn: int) -> AgentContex
         peer_items=peer_items,
         peer_messages=messages,
     )
+
+
+def _asks_refused(
+    asked: Sequence[str], *, given: set[str], room: Room, agent_id: UUID
+) -> list[str]:
+    """Record a denial for each asked kind of the other owner's items that was not disclosed
+    (in the caller's transaction); returns those kinds. The rule does not say whether the
+    other owner has such an item at all."""
+    rule = "disclosure.not_cleared" if room.state == RoomState.OPEN else "disclosure.room_not_open"
+    refused = [kind for kind in dict.fromkeys(asked) if kind not in given]
+    for kind in refused:
+        ledger_append(
+            room_id=room.id,
+            event=Denial(rule=rule, subject_id=str(agent_id), resource_id=kind),
+        )
+    return refused
 
 
 def _sources(*, room_id: UUID, me: RoomMember, peer: RoomMember | None) -> list[_Source]:

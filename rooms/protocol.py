@@ -19,6 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_CHARS = 8_000
 FrameId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
+# The kinds of vault item an owner can clear (slips.capabilities.VAULT_KINDS; a test keeps the
+# two equal), spelled out here so the published schema names them.
+VaultKind = Literal[
+    "availability", "budget", "food_likes", "allergies", "neighbourhood", "link", "note"
+]
 
 
 class ErrorCode(enum.StrEnum):
@@ -99,12 +104,19 @@ class PingFrame(_Frame):
     body: EmptyBody
 
 
+class ContextRequestBody(_Body):
+    # Kinds of the other owner's vault items the agent asks for. Whatever the other owner's
+    # slip clears is in the answer anyway; each asked kind it does not clear is a denial in
+    # the ledger (both owners see the ask), and a trusted notice in the answer.
+    ask: list[VaultKind] = Field(default_factory=list, max_length=7)
+
+
 class ContextRequestFrame(_Frame):
     """Ask for this turn's assembled context; answered with a ``context`` frame. Each request
     is a new turn: every vault item in the answer was cleared, spent and recorded for it."""
 
     type: Literal["context_request"]
-    body: EmptyBody
+    body: ContextRequestBody
 
 
 class FlareBody(_Body):

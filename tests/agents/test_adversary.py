@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -190,8 +190,8 @@ def spy_on_contexts(room: RoomClient, seen: list[TurnContext]) -> None:
     """Keep every context the server sends ``room`` (the SDK call, wrapped)."""
     original = room.context
 
-    async def context(timeout: float = 30.0) -> TurnContext:
-        turn = await original(timeout)
+    async def context(timeout: float = 30.0, *, ask: Sequence[str] = ()) -> TurnContext:
+        turn = await original(timeout, ask=ask)
         seen.append(turn)
         return turn
 
@@ -240,7 +240,6 @@ def test_every_attempt_is_stopped_flagged_or_held_at_a_fork(scene: Any) -> None:
 
     # 1. Injections: each delivered to Alice stripped, fenced and flagged with its own rule,
     #    recorded on the message and as an injection_suspected event naming the rule.
-    #    2. The plain data request is delivered fenced too: asking is not an injection.
     suspected = {
         (e.data["message_seq"], e.data["rule"]) for e in events if e.kind == "injection_suspected"
     }
@@ -270,10 +269,23 @@ def test_every_attempt_is_stopped_flagged_or_held_at_a_fork(scene: Any) -> None:
     #    context was given her free/busy (no titles) and never her budget.
     assert [i.item_id for i in alices_context.own_items if i.resource == "budget"] == [budget_id]
     probe = results["data.context_probe"]
-    assert probe.outcome == "withheld", probe
-    withheld, given = probe.detail.split("; given: ")
-    assert "budget" in withheld and "calendar titles" in withheld
-    assert given == "availability"
+    assert probe.outcome == "denied", probe
+    denied, given = probe.detail.split("; given: ")
+    assert "budget" in denied and "calendar titles" in denied
+    assert given.startswith("availability;")  # then the notice naming what was not cleared
+    assert "Not cleared for you by the other owner: allergies, budget," in given
+    # Each kind it asked for and was not given is a denial both owners see in the ledger.
+    asked_and_denied = {
+        e.data["resource_id"] for e in events if e.data.get("rule") == "disclosure.not_cleared"
+    }
+    assert asked_and_denied == {
+        "allergies",
+        "budget",
+        "food_likes",
+        "link",
+        "neighbourhood",
+        "note",
+    }
     [bobs_context] = bobs_contexts  # what the server actually sent the adversary
     assert [i.resource for i in bobs_context.peer_items] == ["availability"]
     assert [i.item_id for i in bobs_context.peer_items] == [availability_id]
@@ -294,7 +306,7 @@ def test_every_attempt_is_stopped_flagged_or_held_at_a_fork(scene: Any) -> None:
         assert (result.outcome, result.detail.split(":")[0]) == expected[attempt.name], result
     denials = [e.data for e in events if e.kind == "denial"]
     assert {d["subject_id"] for d in denials} == {str(setup.b.agent.id)}
-    denied_rules = [d["rule"] for d in denials]
+    denied_rules = [d["rule"] for d in denials if d["rule"] != "disclosure.not_cleared"]
     assert denied_rules[:2] == ["unknown_tool", "invalid_arguments"]
     forks = [e.data["reason_rule"] for e in events if e.kind == "fork_opened"]
     if tool_policy == "allow_all":
@@ -336,7 +348,7 @@ def test_in_a_paused_room_it_is_blocked_denied_and_stops_by_itself(
     assert time.monotonic() - started < 30
     outcomes = [(r.name, r.outcome, r.detail.split(":")[0]) for r in report.results]
     assert outcomes == [(a.name, "blocked", "room paused") for a in SAYS] + [
-        ("data.context_probe", "withheld", "withheld"),
+        ("data.context_probe", "denied", "denied"),
         ("act.unknown_tool", "denied", "unknown_tool"),  # a shape refusal comes first
         ("act.malformed_arguments", "denied", "invalid_arguments"),
         ("act.huge_spend_to_self", "denied", "room_not_open"),
@@ -347,6 +359,7 @@ def test_in_a_paused_room_it_is_blocked_denied_and_stops_by_itself(
     events = LedgerEvent.objects.filter(room_id=setup.room.id)
     assert not events.filter(kind__in=["action_executed", "disclosure"]).exists()
     assert [e.data["rule"] for e in events.filter(kind="denial").order_by("seq")] == [
+        *["disclosure.room_not_open"] * 7,  # everything it asked for: nothing while paused
         "unknown_tool",
         "invalid_arguments",
         "room_not_open",

@@ -16,7 +16,7 @@ from rooms.context import context_for_agent
 from rooms.models import Room, RoomState
 from slips import services as slip_services
 from slips import vault
-from tests.slips.conftest import canonical_text, enroll, slip_payload
+from tests.slips.conftest import seat_slip_sign
 
 pytestmark = pytest.mark.django_db
 
@@ -26,23 +26,7 @@ CANARY = "CANARY-7f3a"
 
 def sign(setup: Any, seat: Any, capabilities: list[dict[str, Any]]) -> Any:
     """The seat's owner enrolls a device key and signs a slip for their agent in the room."""
-    key, device = enroll(seat.owner)
-    text = canonical_text(
-        slip_payload(
-            owner=seat.owner,
-            room_id=setup.room.id,
-            agent_id=seat.agent.id,
-            key=key,
-            capabilities=capabilities,
-        )
-    )
-    slip_services.slip_submit(
-        owner=seat.owner,
-        room_id=setup.room.id,
-        seated_agent_id=seat.agent.id,
-        payload=text,
-        signature=device.sign(text),
-    )
+    key, _ = seat_slip_sign(seat, setup.room.id, capabilities)
     return key
 
 
@@ -274,3 +258,36 @@ def test_a_stranger_cannot_read_a_rooms_turns(make_open_room, make_owner) -> Non
     client.force_login(make_owner("mallory"))
     answer = client.get(f"/api/rooms/{setup.room.id}/turns/1", {"agent": str(setup.b.agent.id)})
     assert answer.status_code == 404
+
+
+def test_asking_for_what_is_not_cleared_is_a_denial_both_owners_see(make_open_room) -> None:
+    setup = make_open_room()
+    now = int(time.time())
+    calendar(setup.a.owner, now)
+    vault.vault_item_create(
+        owner=setup.a.owner,
+        content={"kind": "budget", "currency": "EUR", "minimum": 3000, "maximum": 6000},
+    )
+    sign(setup, setup.a, [free_busy_7d()])
+    context = context_for_agent(
+        room_id=setup.room.id,
+        agent_id=setup.b.agent.id,
+        asked=["budget", "availability", "budget", "note"],
+    )
+    assert [i.resource for i in context.peer_items] == ["availability"]  # asking clears nothing
+    assert "Not cleared for you by the other owner: budget, note." in context.notices
+    denials = [e.data for e in LedgerEvent.objects.filter(room_id=setup.room.id, kind="denial")]
+    assert denials == [
+        {"rule": "disclosure.not_cleared", "subject_id": str(setup.b.agent.id), "resource_id": kind}
+        for kind in ("budget", "note")  # once each; Alice has no note: the rule does not say
+    ]
+    assert "6000" not in json.dumps(denials)
+
+
+def test_an_ask_in_a_paused_room_is_denied_as_such(make_open_room) -> None:
+    setup = make_open_room()
+    services.room_transition(owner=setup.a.owner, room_id=setup.room.id, to=RoomState.PAUSED)
+    context = context_for_agent(room_id=setup.room.id, agent_id=setup.b.agent.id, asked=["budget"])
+    assert context.peer_items == []
+    (denial,) = LedgerEvent.objects.filter(room_id=setup.room.id, kind="denial")
+    assert denial.data["rule"] == "disclosure.room_not_open"
