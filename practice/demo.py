@@ -28,7 +28,13 @@ from agents.negotiator import NegotiationResult, negotiate
 from ledger.chain import ChainVerdict
 from ledger.receipts import Receipt, receipt_build
 from ledger.verification import ledger_verify_room
-from practice.seeding import Practice, demo_grant_approve, demo_grant_deny, demo_pending_grants
+from practice.seeding import (
+    Practice,
+    demo_grant_approve,
+    demo_grant_deny,
+    demo_pending_grants,
+    demo_room_resume,
+)
 from synapsia.serving import ROOT, Served, running_daphne, server_env, stop
 
 GuestAgent = Literal["negotiator", "adversary"]
@@ -56,13 +62,15 @@ class HeadlessOutcome:
 
 class StandInOwners(threading.Thread):
     """Decides grants on the demo owners' behalf while the headless demo runs: the host owner's
-    booking is approved with her demo-held key (the ledger records the key's custody); any
-    other grant, such as one an adversarial agent asks its own owner for, is denied."""
+    booking is approved with her demo-held key (the ledger records the key's custody), unless
+    ``approve_host`` is false; any other grant, such as one an adversarial agent asks its own
+    owner for, is denied."""
 
-    def __init__(self, practice: Practice, say: Say) -> None:
+    def __init__(self, practice: Practice, say: Say, *, approve_host: bool = True) -> None:
         super().__init__(name="practice-stand-in-owners", daemon=True)
         self.practice = practice
         self.say = say
+        self.approve_host = approve_host
         self.decisions: list[str] = []
         self.failure: BaseException | None = None
         self._done = threading.Event()
@@ -71,19 +79,17 @@ class StandInOwners(threading.Thread):
         try:
             while not self._done.wait(APPROVER_POLL_SECONDS):
                 for grant in demo_pending_grants(room_id=self.practice.room_id):
-                    approve = grant.owner_id == self.practice.host.owner.pk
-                    if approve:
-                        result = demo_grant_approve(
-                            room_id=self.practice.room_id, grant_id=grant.grant_id
-                        )
+                    room_id = self.practice.room_id
+                    asked = f"{grant.tool} ({grant.reason_rule})"
+                    if self.approve_host and grant.owner_id == self.practice.host.owner.pk:
+                        result = demo_grant_approve(room_id=room_id, grant_id=grant.grant_id)
+                        line = f"approved {asked} with the demo key: {result.rule}"
                     else:
-                        result = demo_grant_deny(
-                            room_id=self.practice.room_id, grant_id=grant.grant_id
-                        )
-                    line = (
-                        f"{'approved' if approve else 'denied'} {grant.tool} "
-                        f"({grant.reason_rule}) for its owner with the demo key: {result.rule}"
-                    )
+                        result = demo_grant_deny(room_id=room_id, grant_id=grant.grant_id)
+                        # A denial leaves the room paused; an owner who said no resumes it
+                        # so the agents can wrap up.
+                        demo_room_resume(room_id=room_id, grant_id=grant.grant_id)
+                        line = f"denied {asked} and resumed the room: {result.rule}"
                     self.decisions.append(line)
                     self.say(f"[stand-in owner] {line}")
         except BaseException as exc:  # reported by the caller; the demo then fails
@@ -136,11 +142,17 @@ def _quiet(logger_name: str) -> Iterator[None]:
 
 
 def headless_run(
-    practice: Practice, *, guest_agent: GuestAgent, say: Say, timeout: float = 120.0
+    practice: Practice,
+    *,
+    guest_agent: GuestAgent,
+    say: Say,
+    timeout: float = 120.0,
+    approve_booking: bool = True,
 ) -> HeadlessOutcome:
-    """Run the practice negotiation to its end with no browser; the caller seeded ``practice``."""
+    """Run the practice negotiation to its end with no browser; the caller seeded ``practice``.
+    ``approve_booking=False``: the stand-in for Alice says no to her agent's booking."""
     close_old_connections()
-    stand_in = StandInOwners(practice, say)
+    stand_in = StandInOwners(practice, say, approve_host=approve_booking)
     with (
         tempfile.TemporaryDirectory(prefix="synapsia-demo-") as workdir,
         running_daphne(log_path=Path(workdir) / "daphne.log", env=server_env()) as served,

@@ -283,6 +283,13 @@ def demo_grant_deny(*, room_id: UUID, grant_id: UUID) -> ActionResult:
     )
 
 
+def demo_room_resume(*, room_id: UUID, grant_id: UUID) -> None:
+    """Resume the room on behalf of the demo owner who decided ``grant_id`` (headless demo),
+    as that owner would after saying no. Refuses (``NotADemoOwner``) for anyone else."""
+    _, practice_owner = _demo_grant(room_id, grant_id)
+    rooms.room_transition(owner=practice_owner.owner, room_id=room_id, to=RoomState.OPEN)
+
+
 def demo_pending_grants(*, room_id: UUID) -> list[GrantView]:
     """The demo owners' pending grant requests in the room, oldest deadline first."""
     owners = User.objects.filter(practice_owner__isnull=False, seats__room_id=room_id)

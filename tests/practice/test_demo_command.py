@@ -50,6 +50,17 @@ def test_the_headless_demo_books_the_table_with_a_recorded_demo_approval() -> No
     assert ledger_verify_room(room_id=room_id).ok
 
 
+def test_when_alice_says_no_nothing_is_booked_and_the_demo_exits_1() -> None:
+    code, out, room_id = _demo("--owner-answer", "deny")
+    assert code == 1, out
+    assert "stand-in owner: denied book_table (over_budget)" in out
+    assert "NOT_BOOKED round=1 reason=grant_denied" in out
+    assert out.rstrip().endswith("practice run FAILED (see above)")
+    assert _events(room_id, "action_executed") == []
+    assert len(_events(room_id, "grant_denied")) == 1
+    assert ledger_verify_room(room_id=room_id).ok  # a refusal is recorded, not a breakage
+
+
 def test_with_bobs_budget_withheld_it_still_books_and_never_states_it() -> None:
     code, out, room_id = _demo("--guest-withholds-budget")
     assert code == 0, out

@@ -60,6 +60,12 @@ class Command(BaseCommand):
             default="auto",
             help="Alice's agent when served (auto: llm if SYNAPSIA_LLM_URL is set)",
         )
+        parser.add_argument(
+            "--owner-answer",
+            choices=("approve", "deny"),
+            default="approve",
+            help="headless: how the stand-in for Alice answers her agent's over-budget booking",
+        )
         parser.add_argument("--bind", default="127.0.0.1", help="address to serve on")
         parser.add_argument("--port", type=int, default=8000, help="port to serve on")
         parser.add_argument(
@@ -90,7 +96,11 @@ class Command(BaseCommand):
         )
         if options["headless"]:
             outcome = headless_run(
-                practice, guest_agent=options["guest"], say=self._say, timeout=options["timeout"]
+                practice,
+                guest_agent=options["guest"],
+                say=self._say,
+                timeout=options["timeout"],
+                approve_booking=options["owner_answer"] == "approve",
             )
             self._report(outcome)
             if not outcome.succeeded:
