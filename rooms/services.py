@@ -426,6 +426,56 @@ def message_say(
     raise SpeakRefused("room_not_open")
 
 
+def messages_say(
+    *, room_id: UUID, agent_id: UUID, says: list[tuple[str, str]]
+) -> list[SaidMessage]:
+    """Record a run of an agent's ``(client_id, text)`` says, in order, in one transaction.
+
+    The same checks as ``message_say``, per message: each one takes its number with the
+    statement that re-reads room state, membership, revocation and seat standing at that
+    moment. One commit for the run instead of one per message (the commit dominates the cost
+    of a say). Returns the recorded messages for a prefix of ``says``, possibly empty; the
+    caller sends the rest through ``message_say`` one by one, which answers every case this
+    fast path leaves out: a refusal, a flagged text (its ledger events may fail and refuse
+    it alone), a resent frame id (the unique constraint rolls the whole run back).
+    """
+    run: list[tuple[str, str, FencedText]] = []
+    for client_id, text in says:
+        fenced = fence(text, source="peer")  # pure CPU, before the room row is locked
+        if fenced.suspicions:
+            break
+        run.append((client_id, text, fenced))
+    if not run:
+        return []
+    standing = SeatStanding.ACTIVE
+    try:
+        with transaction.atomic():
+            messages: list[Message] = []
+            for client_id, text, _ in run:
+                seq = _next_seq(room_id, agent_id, standing)
+                if seq is None:
+                    break  # refused now: this one and the rest go the one-by-one way
+                messages.append(
+                    Message(
+                        room_id=room_id,
+                        seq=seq,
+                        sender_id=agent_id,
+                        client_id=client_id,
+                        text=text,
+                        flags=[],
+                        author="agent",
+                    )
+                )
+            # Stored before anyone hears of them: the caller announces after this commits.
+            Message.objects.bulk_create(messages)
+    except IntegrityError:
+        return []  # a resent frame id; nothing of the run was stored
+    return [
+        SaidMessage(m.seq, agent_id, text, m.created_at, duplicate=False, fenced=fenced)
+        for m, (_, text, fenced) in zip(messages, run, strict=False)
+    ]
+
+
 def messages_ack(*, room_id: UUID, agent_id: UUID, seq: int) -> bool:
     """Record that ``agent_id`` has received everything up to ``seq``. False if ``seq`` is
     beyond the room's record (or the agent has no seat). Acks never move backwards."""
