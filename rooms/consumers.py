@@ -324,9 +324,6 @@ class RoomConsumer(AsyncWebsocketConsumer):
     async def _say_run(self, frames: list[SayFrame]) -> None:
         """Record a run of `say` frames in one hop; whatever the fast path leaves (a refusal,
         a flagged text, a resent id) goes through ``_say`` one by one, as if it came alone."""
-        if len(frames) == 1:
-            await self._say(frames[0])
-            return
         participant = self.participant
         assert participant is not None and participant.agent_id is not None
         said = await in_db_thread(services.messages_say)(
