@@ -137,6 +137,16 @@ class RoomConsumer(AsyncWebsocketConsumer):
     _catch_up: asyncio.Task[None] | None = None
     _worker: asyncio.Task[None] | None = None
 
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Daphne may cancel an instance without a disconnect (a close timeout): leave no
+            # task of this socket behind.
+            for task in (self._worker, self._catch_up):
+                if task is not None:
+                    task.cancel()
+
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Route a message to its handler, without channels' per-message connection sweep.
 
