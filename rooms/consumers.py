@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -60,6 +62,12 @@ from slips.selectors import slip_in_force
 
 T = TypeVar("T")
 OWNER_BACKLOG = 200
+# Most consecutive queued `say` frames recorded in one hop and one transaction.
+SAY_RUN_MAX = 32
+# Marks the end of a socket's inbox (it disconnected).
+_INBOX_END = object()
+
+logger = logging.getLogger(__name__)
 
 
 def in_db_thread(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
@@ -127,6 +135,17 @@ class RoomConsumer(AsyncWebsocketConsumer):
     _repetition: flares.RepetitionWatch
     position: int = 0
     _catch_up: asyncio.Task[None] | None = None
+    _worker: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Daphne may cancel an instance without a disconnect (a close timeout): leave no
+            # task of this socket behind.
+            for task in (self._worker, self._catch_up):
+                if task is not None:
+                    task.cancel()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Route a message to its handler, without channels' per-message connection sweep.
@@ -156,6 +175,8 @@ class RoomConsumer(AsyncWebsocketConsumer):
             return
         self.participant = verdict
         self._repetition = flares.RepetitionWatch()
+        self._inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self._held: Any = None
         if verdict.agent_id is not None:
             group = realtime.agent_group(verdict.agent_id)
             await self.channel_layer.group_send(
@@ -171,6 +192,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             await self.send(frame)
         self.position = position
         self._catch_up = asyncio.create_task(self._catch_up_loop())
+        self._worker = asyncio.create_task(self._work())
 
     def _opening(self, participant: Participant) -> tuple[str, list[str], int]:
         room = Room.objects.get(id=participant.room_id)
@@ -205,6 +227,10 @@ class RoomConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self._catch_up is not None:
             self._catch_up.cancel()
+        if self._worker is not None:
+            # Frames that arrived before the disconnect are handled, as they were received.
+            self._inbox.put_nowait(_INBOX_END)
+            await self._worker
         if self.participant is None:
             return
         await self.channel_layer.group_discard(
@@ -221,33 +247,141 @@ class RoomConsumer(AsyncWebsocketConsumer):
     # --- frames from the client -----------------------------------------------------------
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.participant is None:
+        if self.participant is None or self._worker is None:
             return
+        # Handled in order by ``_work``, so the dispatch loop keeps taking channel-layer events
+        # (deliveries) while this socket's database hop runs, and frames that queue up behind
+        # a hop can be handled together.
+        self._inbox.put_nowait(text_data)
+
+    async def _work(self) -> None:
+        """Handle the socket's frames one at a time in arrival order; a run of queued `say`
+        frames is recorded in one hop and one transaction (``services.messages_say``)."""
         try:
-            frame = parse_client_frame(text_data, max_bytes=settings.SYNAPSIA["MAX_FRAME_BYTES"])
-            match frame:
-                case SayFrame():
-                    await self._say(frame)
-                case AckFrame():
-                    await self._ack(frame)
-                case ActFrame():
-                    await self._act(frame)
-                case ContextRequestFrame():
-                    await self._context(frame)
-                case FlareFrame():
-                    participant = self._agent_only(frame.id)
+            while True:
+                item = await self._next()
+                if item is _INBOX_END:
+                    return
+                try:
+                    if isinstance(item, FrameError):
+                        raise item
+                    if isinstance(item, SayFrame) and self._agent_only(item.id):
+                        await self._say_run(await self._say_frames(item))
+                    else:
+                        await self._handle(item)
+                except FrameError as refused:
+                    await self.send(error_frame(refused.code, refused.message, refused.ref))
+        except Exception:
+            # What an exception escaping a consumer handler would do: log it, drop the socket.
+            logger.exception("room socket failed")
+            await self.close(code=1011)
+
+    async def _next(self) -> Any:
+        """The next parsed frame (or the ``FrameError`` it raised), or ``_INBOX_END``."""
+        if self._held is not None:
+            item, self._held = self._held, None
+            return item
+        return self._parse(await self._inbox.get())
+
+    def _parse(self, raw: Any) -> Any:
+        if raw is _INBOX_END:
+            return raw
+        try:
+            return parse_client_frame(raw, max_bytes=settings.SYNAPSIA["MAX_FRAME_BYTES"])
+        except FrameError as refused:
+            return refused
+
+    async def _say_frames(self, first: SayFrame) -> list[SayFrame]:
+        """``first`` and the `say` frames queued right behind it (up to ``SAY_RUN_MAX``),
+        cut after one that would complete a loop, so the flare comes before later frames."""
+        run = [first]
+        watch = copy.copy(self._repetition)
+        if watch.looping(first.body.text):
+            return run
+        while len(run) < SAY_RUN_MAX and self._held is None and not self._inbox.empty():
+            item = self._parse(self._inbox.get_nowait())
+            if not isinstance(item, SayFrame):
+                self._held = item  # handled next, after this run
+                break
+            run.append(item)
+            if watch.looping(item.body.text):
+                break
+        return run
+
+    async def _handle(self, frame: Any) -> None:
+        match frame:
+            case SayFrame():
+                await self._say(frame)
+            case AckFrame():
+                await self._ack(frame)
+            case ActFrame():
+                await self._act(frame)
+            case ContextRequestFrame():
+                await self._context(frame)
+            case FlareFrame():
+                participant = self._agent_only(frame.id)
+                await in_db_thread(flares.flare_raise)(
+                    room_id=participant.room_id,
+                    agent_id=participant.agent_id,
+                    reason=FlareReason(frame.body.reason),
+                    raised_by="agent",
+                )
+            case PingFrame():
+                await self.send(
+                    PongFrame(type="pong", id=frame.id, body=EmptyBody()).model_dump_json()
+                )
+
+    async def _say_run(self, frames: list[SayFrame]) -> None:
+        """Record a run of `say` frames in one hop; whatever the fast path leaves (a refusal,
+        a flagged text, a resent id) goes through ``_say`` one by one, as if it came alone."""
+        participant = self.participant
+        assert participant is not None and participant.agent_id is not None
+        said = await in_db_thread(services.messages_say)(
+            room_id=participant.room_id,
+            agent_id=participant.agent_id,
+            says=[(f.id, f.body.text) for f in frames],
+        )
+        for frame, message in zip(frames, said, strict=False):
+            await self.send(
+                SentFrame(
+                    type="sent",
+                    id=new_frame_id(),
+                    body=SentBody(ref=frame.id, seq=message.seq, duplicate=False),
+                ).model_dump_json()
+            )
+        if said:
+            await self._announce(participant.agent_id, said)
+            for message in said:
+                if self._repetition.looping(message.text):
                     await in_db_thread(flares.flare_raise)(
                         room_id=participant.room_id,
                         agent_id=participant.agent_id,
-                        reason=FlareReason(frame.body.reason),
-                        raised_by="agent",
+                        reason=FlareReason.LOOP,
+                        raised_by="server",
                     )
-                case PingFrame():
-                    await self.send(
-                        PongFrame(type="pong", id=frame.id, body=EmptyBody()).model_dump_json()
-                    )
-        except FrameError as refused:
-            await self.send(error_frame(refused.code, refused.message, refused.ref))
+        for frame in frames[len(said) :]:
+            try:
+                await self._say(frame)
+            except FrameError as refused:
+                await self.send(error_frame(refused.code, refused.message, refused.ref))
+
+    async def _announce(self, agent_id: Any, said: list[services.SaidMessage]) -> None:
+        """Ring the room's bell once for messages already stored (one channel-layer event)."""
+        await self.channel_layer.group_send(
+            realtime.room_group(self.participant.room_id),  # type: ignore[union-attr]
+            {
+                "type": "room.messages",
+                "sender": agent_id.hex,
+                "messages": [
+                    {
+                        "seq": m.seq,
+                        "frame": message_frame(m, for_agent=True),
+                        "owner_frame": message_frame(m, for_agent=False),
+                    }
+                    for m in said
+                ],
+            },
+        )
 
     async def _say(self, frame: SayFrame) -> None:
         participant = self._agent_only(frame.id)
@@ -281,16 +415,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             ).model_dump_json()
         )
         if not said.duplicate:
-            await self.channel_layer.group_send(
-                realtime.room_group(participant.room_id),
-                {
-                    "type": "room.message",
-                    "seq": said.seq,
-                    "sender": participant.agent_id.hex if participant.agent_id else "",
-                    "frame": message_frame(said, for_agent=True),
-                    "owner_frame": message_frame(said, for_agent=False),
-                },
-            )
+            await self._announce(participant.agent_id, [said])
             if self._repetition.looping(frame.body.text):
                 await in_db_thread(flares.flare_raise)(
                     room_id=participant.room_id,
@@ -332,17 +457,27 @@ class RoomConsumer(AsyncWebsocketConsumer):
 
     # --- events from the channel layer ----------------------------------------------------
 
+    async def room_messages(self, event: dict[str, Any]) -> None:
+        """Messages stored by a socket's say path (several when a run was recorded at once)."""
+        for message in event["messages"]:
+            await self._deliver(
+                message["seq"], event["sender"], message["frame"], message["owner_frame"]
+            )
+
     async def room_message(self, event: dict[str, Any]) -> None:
-        seq: int = event["seq"]
+        """One stored message (the event's earlier form, still sent by older processes)."""
+        await self._deliver(event["seq"], event["sender"], event["frame"], event["owner_frame"])
+
+    async def _deliver(self, seq: int, sender: str, frame: str, owner_frame: str) -> None:
         if seq <= self.position:
             return  # already handled (backfilled, or a duplicate event)
         if seq > self.position + 1:
             await self._backfill()
             return
         self.position = seq
-        if self.participant is not None and event["sender"] != self._own_hex():
+        if self.participant is not None and sender != self._own_hex():
             agent = self.participant.kind == "agent"
-            await self.send(event["frame"] if agent else event["owner_frame"])
+            await self.send(frame if agent else owner_frame)
 
     async def room_catch_up(self, event: dict[str, Any]) -> None:
         """Something was recorded outside a socket (an owner speaking in person): read it."""

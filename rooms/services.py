@@ -7,8 +7,10 @@ clear message (changing nothing) when the request cannot be honoured.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -302,7 +304,8 @@ class SpeakRefused(Exception):
         self.reason = reason  # "room_not_open" | "not_member" | "revoked" | "ledger_unavailable"
 
 
-def _next_seq_sql() -> str:
+@functools.cache
+def _next_seq_sql(vendor: str) -> str:
     room, member, agent = (
         connection.ops.quote_name(model._meta.db_table) for model in (Room, RoomMember, Agent)
     )
@@ -325,7 +328,7 @@ def _next_seq(room_id: UUID, agent_id: UUID, standing: SeatStanding) -> int | No
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            _next_seq_sql(),
+            _next_seq_sql(connection.vendor),
             [
                 Room._meta.pk.get_db_prep_value(room_id, connection),
                 RoomState.OPEN.value,
@@ -335,6 +338,41 @@ def _next_seq(room_id: UUID, agent_id: UUID, standing: SeatStanding) -> int | No
         )
         row = cursor.fetchone()
     return int(row[0]) if row else None
+
+
+_MESSAGE_COLUMNS = ("room", "seq", "sender", "client_id", "text", "flags", "author", "created_at")
+
+
+@functools.cache
+def _insert_messages_sql(vendor: str, rows: int) -> str:
+    table = connection.ops.quote_name(Message._meta.db_table)
+    columns = ", ".join(
+        connection.ops.quote_name(Message._meta.get_field(name).column)  # type: ignore[union-attr,arg-type]
+        for name in _MESSAGE_COLUMNS
+    )
+    row = "(" + ", ".join(["%s"] * len(_MESSAGE_COLUMNS)) + ")"
+    # Only our own table and column names are interpolated; every value is a bound parameter.
+    return f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row] * rows)  # noqa: S608
+
+
+def _insert_messages(
+    room_id: UUID, agent_id: UUID, created_at: datetime, rows: list[tuple[int, str, str]]
+) -> None:
+    """Insert an unflagged agent's ``(seq, client_id, text)`` rows in one statement.
+
+    What ``bulk_create`` would send, without compiling the same query for every run (that
+    compilation cost more than the insert on the say path); the constants are prepared once.
+    """
+    field = Message._meta.get_field
+    room = field("room").get_db_prep_save(room_id, connection)  # type: ignore[union-attr]
+    sender = field("sender").get_db_prep_save(agent_id, connection)  # type: ignore[union-attr]
+    flags = field("flags").get_db_prep_save([], connection)  # type: ignore[union-attr]
+    at = field("created_at").get_db_prep_save(created_at, connection)  # type: ignore[union-attr]
+    params: list[Any] = []
+    for seq, client_id, text in rows:
+        params += [room, seq, sender, client_id, text, flags, "agent", at]
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_messages_sql(connection.vendor, len(rows)), params)
 
 
 def _earlier(room_id: UUID, agent_id: UUID, client_id: str) -> SaidMessage | None:
@@ -424,6 +462,47 @@ def message_say(
     if seat.standing != (SeatStanding.STEPPED_IN if author == "owner" else SeatStanding.ACTIVE):
         raise SpeakRefused("withdrawn")
     raise SpeakRefused("room_not_open")
+
+
+def messages_say(
+    *, room_id: UUID, agent_id: UUID, says: list[tuple[str, str]]
+) -> list[SaidMessage]:
+    """Record a run of an agent's ``(client_id, text)`` says, in order, in one transaction.
+
+    The same checks as ``message_say``, per message: each one takes its number with the
+    statement that re-reads room state, membership, revocation and seat standing at that
+    moment. One commit for the run instead of one per message (the commit dominates the cost
+    of a say). Returns the recorded messages for a prefix of ``says``, possibly empty; the
+    caller sends the rest through ``message_say`` one by one, which answers every case this
+    fast path leaves out: a refusal, a flagged text (its ledger events may fail and refuse
+    it alone), a resent frame id (the unique constraint rolls the whole run back).
+    """
+    run: list[tuple[str, str, FencedText]] = []
+    for client_id, text in says:
+        fenced = fence(text, source="peer")  # pure CPU, before the room row is locked
+        if fenced.suspicions:
+            break
+        run.append((client_id, text, fenced))
+    if not run:
+        return []
+    now = timezone.now()
+    taken: list[tuple[int, str, str]] = []
+    try:
+        with transaction.atomic():
+            for client_id, text, _ in run:
+                seq = _next_seq(room_id, agent_id, SeatStanding.ACTIVE)
+                if seq is None:
+                    break  # refused now: this one and the rest go the one-by-one way
+                taken.append((seq, client_id, text))
+            # Stored before anyone hears of them: the caller announces after this commits.
+            if taken:
+                _insert_messages(room_id, agent_id, now, taken)
+    except IntegrityError:
+        return []  # a resent frame id; nothing of the run was stored
+    return [
+        SaidMessage(seq, agent_id, text, now, duplicate=False, fenced=fenced)
+        for (seq, _, text), (_, _, fenced) in zip(taken, run, strict=False)
+    ]
 
 
 def messages_ack(*, room_id: UUID, agent_id: UUID, seq: int) -> bool:

@@ -31,14 +31,16 @@ async def join(room_id: object, token: str) -> WebsocketCommunicator:
 
 @pytest.fixture
 def lossy_layer(monkeypatch: pytest.MonkeyPatch) -> set[int]:
-    """Make the channel layer silently drop the room events for the listed sequence numbers,
-    as channels_redis does when a channel is full."""
+    """Make the channel layer silently drop the room events carrying the listed sequence
+    numbers, as channels_redis does when a channel is full."""
     layer = get_channel_layer()
     real_group_send = layer.group_send
     dropped: set[int] = set()
 
     async def group_send(group: str, message: dict[str, Any]) -> None:
-        if message.get("type") == "room.message" and message["seq"] in dropped:
+        if message.get("type") == "room.messages" and any(
+            m["seq"] in dropped for m in message["messages"]
+        ):
             return
         await real_group_send(group, message)
 
