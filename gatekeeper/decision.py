@@ -184,21 +184,37 @@ def _decide_action(request: ActionRequest) -> Decision:
     return Decision(Outcome.NEEDS_GRANT, needs_grant, arguments=arguments)
 
 
+# Into the owner's own agent's context, a ``read`` record clears an item as well as a
+# ``disclose`` one towards ``own_agent``/``both`` (docs/slips.md); towards the peer, only
+# ``disclose`` does.
+_DISCLOSURE_OPERATIONS = {"own_agent": ("read", "disclose"), "peer_agent": ("disclose",)}
+
+
 @decide.register
 def _decide_disclosure(request: DisclosureRequest) -> Decision:
     if request.room.state != "open":
         return deny("room_not_open")
-    verdict = capability_verdict(
-        room_id=request.room.room_id,
-        owner_id=request.owner_id,
-        agent_id=request.source_agent_id,
-        resource=request.resource,
-        operation="disclose",
-        recipient=request.recipient,
-        now=timezone.now(),
-    )
-    if not verdict.allowed:
-        return deny(verdict.rule)
+    now = timezone.now()
+    verdicts = [
+        capability_verdict(
+            room_id=request.room.room_id,
+            owner_id=request.owner_id,
+            agent_id=request.source_agent_id,
+            resource=request.resource,
+            operation=operation,
+            recipient=request.recipient,
+            now=now,
+        )
+        for operation in _DISCLOSURE_OPERATIONS[request.recipient]
+    ]
+    failed = next((v for v in verdicts if v.rule == "verification_error"), None)
+    if failed is not None:  # a check that failed is a denial, even if another record clears
+        return deny(failed.rule)
+    verdict = next((v for v in verdicts if v.allowed), None)
+    if verdict is None:
+        # The most telling refusal: a record that exists but does not clear, before "none".
+        refusal = next((v for v in verdicts if v.rule != "not_in_slip"), verdicts[-1])
+        return deny(refusal.rule)
     if verdict.approval_required:
         return Decision(Outcome.NEEDS_GRANT, "approval_per_use", capability=verdict.capability)
     return Decision(Outcome.ALLOW, "cleared", capability=verdict.capability)

@@ -213,10 +213,10 @@ def _sources(*, room_id: UUID, me: RoomMember, peer: RoomMember | None) -> list[
             slip__room_id=room_id,
             slip__superseded_at__isnull=True,
             slip__agent_id__in=list(signed_for),
-            operation="disclose",
+            operation__in=("read", "disclose"),
             resource__in=sorted(VAULT_KINDS),
         )
-        .values_list("slip__owner_id", "slip__agent_id", "resource")
+        .values_list("slip__owner_id", "slip__agent_id", "resource", "operation")
         .distinct()
     )
     sources = {
@@ -226,8 +226,9 @@ def _sources(*, room_id: UUID, me: RoomMember, peer: RoomMember | None) -> list[
             resource=resource,
             recipient="own_agent" if source_agent == me.agent_id else "peer_agent",
         )
-        for owner_id, source_agent, resource in rows
+        for owner_id, source_agent, resource, operation in rows
         if signed_for.get(source_agent) == owner_id  # a slip binds its own owner's seat
+        and (operation == "disclose" or source_agent == me.agent_id)  # "read": own agent only
     }
     return sorted(sources, key=lambda s: (s.recipient, s.resource))
 
@@ -263,7 +264,7 @@ def _disclose(
         owner_id=source.owner_id,
         agent_id=source.agent_id,
         resource=source.resource,
-        operation="disclose",
+        operation=decision.capability.operation,  # the record that cleared it pays the use
         recipient=source.recipient,
         now=now,
     )

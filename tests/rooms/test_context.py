@@ -291,3 +291,34 @@ def test_an_ask_in_a_paused_room_is_denied_as_such(make_open_room) -> None:
     assert context.peer_items == []
     (denial,) = LedgerEvent.objects.filter(room_id=setup.room.id, kind="denial")
     assert denial.data["rule"] == "disclosure.room_not_open"
+
+
+@pytest.mark.parametrize("recipient", ["own_agent", "both"])
+def test_a_read_record_puts_the_item_in_the_own_agents_context_only(
+    make_open_room, recipient: str
+) -> None:
+    """`read` means "into my own agent's context" (docs/slips.md): it clears the item there,
+    spends its own uses, and never reaches the other agent, whatever its recipient says."""
+    setup = make_open_room()
+    vault.vault_item_create(
+        owner=setup.b.owner,
+        content={"kind": "budget", "currency": "EUR", "minimum": 5000, "maximum": 9000},
+    )
+    read = {"resource": "budget", "operation": "read", "recipient": recipient}
+    sign(setup, setup.b, [{**read, "approval": "none", "max_uses": 2}])
+    first, second, third = (bobs_context(setup) for _ in range(3))
+    assert [i.content for i in first.own_items] == [{"currency": "EUR", "min": 5000, "max": 9000}]
+    assert [i.resource for i in second.own_items] == ["budget"]
+    assert third.own_items == []  # two uses, spent
+    theirs = context_for_agent(room_id=setup.room.id, agent_id=setup.a.agent.id)
+    assert theirs.peer_items == [] and "9000" not in theirs.model_dump_json()
+    disclosed = LedgerEvent.objects.filter(room_id=setup.room.id, kind="disclosure")
+    assert {d.data["recipient_agent_id"] for d in disclosed} == {str(setup.b.agent.id)}
+    assert disclosed.count() == 2
+
+
+def test_a_read_record_that_asks_per_use_shows_nothing(make_open_room) -> None:
+    setup = make_open_room()
+    vault.vault_item_create(owner=setup.b.owner, content={"kind": "note", "text": "private"})
+    sign(setup, setup.b, [{"resource": "note"}])  # every field at its narrowest: read, per use
+    assert bobs_context(setup).own_items == []
