@@ -697,6 +697,8 @@ class _Conversation:
         self.grant_timeout = grant_timeout
         self.on_step = on_step
         self.rounds = 0
+        # (venue slug, start) pairs either side has turned down: never proposed again.
+        self.turned_down: set[tuple[str, datetime]] = set()
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -778,6 +780,16 @@ class _Conversation:
                 candidates = narrow(candidates, candidate, reply.reason)
                 self.step(f"declined ({reply.reason}); {len(candidates)} candidate(s) left")
                 continue
+            if isinstance(reply, Proposal):  # the guest countered: ours was not taken
+                candidates = [c for c in candidates if c != candidate]
+                countered = _matching(candidates, reply)
+                if countered is not None:
+                    await self.say(format_accept(round_no, countered.venue, countered.start))
+                    return await self.book(round_no, countered)
+                reason = evaluate(reply, own, self.now()) or "malformed"
+                await self.say(format_decline(round_no, reason))
+                self.step(f"declined the counter ({reason}); {len(candidates)} candidate(s) left")
+                continue
             return await self.book(round_no, candidate)
         await self.say_quietly(format_no_deal(self.rounds, "max_rounds"))
         return self.result("no_deal", f"no agreement in {self.max_rounds} proposals")
@@ -802,11 +814,14 @@ class _Conversation:
             if isinstance(move, BudgetAnswer) and move.round == 1:
                 return move
 
-    async def reply_to(self, round_no: int, candidate: Candidate) -> Acceptance | Decline:
+    async def reply_to(
+        self, round_no: int, candidate: Candidate
+    ) -> Acceptance | Decline | Proposal:
+        """The guest's answer to our proposal: accepted, declined, or a counter-proposal."""
         deadline = self.deadline(self.reply_timeout)
         while True:
             move = await self.next_move(deadline)
-            if isinstance(move, Decline) and move.round == round_no:
+            if isinstance(move, Decline | Proposal) and move.round == round_no:
                 return move
             if (
                 isinstance(move, Acceptance)
@@ -865,6 +880,7 @@ class _Conversation:
         answered: set[int] = set()
         last_round = 0
         accepted: tuple[Venue, datetime] | None = None
+        countered: Candidate | None = None  # our counter-proposal in ``last_round``
         deadline = self.deadline(self.reply_timeout)
         while True:
             try:
@@ -880,9 +896,21 @@ class _Conversation:
                 if move.round <= last_round:
                     continue  # already answered; answering again could look like a loop
                 last_round, self.rounds = move.round, self.rounds + 1
-                accepted = await self.answer(move)
+                accepted, countered = await self.answer(move)
                 wait = self.reply_timeout + (self.grant_timeout if accepted else 0)
                 deadline = self.deadline(wait)
+            elif isinstance(move, Acceptance):
+                if (
+                    countered is not None
+                    and move.round == last_round
+                    and (move.venue, move.start) == (countered.venue.slug, countered.start)
+                ):
+                    accepted, countered = (countered.venue, countered.start), None
+                    deadline = self.deadline(self.reply_timeout + self.grant_timeout)
+            elif isinstance(move, Decline):
+                if countered is not None and move.round == last_round:
+                    self.turned_down.add((countered.venue.slug, countered.start))
+                    countered = None
             elif isinstance(move, Booked):
                 return await self.booked(move, accepted)
             elif isinstance(move, NotBooked):
@@ -890,17 +918,35 @@ class _Conversation:
                 return self.result("agreed_not_booked", f"not booked ({move.reason})", **agreed)
             elif isinstance(move, NoDeal):
                 return self.result("no_deal", f"the host gave up ({move.reason})")
-            # ACCEPT, DECLINE and ANSWER are the host's to hear; ignore them.
+            # ANSWER is the host's to hear, and anything stale is noise: ignore them.
 
-    async def answer(self, proposal: Proposal) -> tuple[Venue, datetime] | None:
+    async def answer(
+        self, proposal: Proposal
+    ) -> tuple[tuple[Venue, datetime] | None, Candidate | None]:
+        """Accept ``proposal`` (returns what was accepted), or counter it with our own best
+        candidate within our owner's budget (returns the counter), or decline it."""
         context = await self.room.context()  # one turn per proposal: slip uses are spent
-        reason = evaluate(proposal, own_facts(context), self.now())
+        own = own_facts(context)
+        reason = evaluate(proposal, own, self.now())
         venue = venue_by_slug(proposal.venue)
         if reason is None and venue is not None:
             await self.say(format_accept(proposal.round, venue, proposal.start))
-            return venue, proposal.start
+            return (venue, proposal.start), None
+        self.turned_down.add((proposal.venue, proposal.start))  # theirs, now ruled out
+        counter = next(
+            (
+                c
+                for c in plan(own, peer_facts(context), self.now())
+                if not c.over_own_budget and (c.venue.slug, c.start) not in self.turned_down
+            ),
+            None,
+        )
+        if counter is not None:
+            self.step(f"countering ({reason or 'malformed'})")
+            await self.say(format_propose(proposal.round, counter))
+            return None, counter
         await self.say(format_decline(proposal.round, reason or "malformed"))
-        return None
+        return None, None
 
     async def booked(
         self, move: Booked, accepted: tuple[Venue, datetime] | None
@@ -912,6 +958,20 @@ class _Conversation:
         return self.result(
             "booked", "booked by the host", booking_reference=move.reference, **_agreed(accepted)
         )
+
+
+def _matching(candidates: Iterable[Candidate], proposal: Proposal) -> Candidate | None:
+    """Our own candidate that ``proposal`` names exactly (venue, start, party, price)."""
+    return next(
+        (
+            c
+            for c in candidates
+            if (c.venue.slug, c.start, c.cost_cents, c.currency)
+            == (proposal.venue, proposal.start, proposal.cost_cents, proposal.currency)
+            and proposal.party == PARTY_SIZE
+        ),
+        None,
+    )
 
 
 def _agreed(accepted: tuple[Venue, datetime] | None) -> dict[str, Any]:

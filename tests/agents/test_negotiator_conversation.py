@@ -171,23 +171,53 @@ async def test_with_bobs_budget_withheld_alice_asks_once_and_bob_keeps_it_privat
     assert_no_budget_figures(alice, bob)
 
 
-async def test_a_busy_evening_is_declined_and_the_next_candidate_agreed() -> None:
-    # Alice cannot see Bob's calendar: she proposes day+2 first; Bob is busy then.
+async def test_a_busy_evening_is_countered_and_the_counter_agreed() -> None:
+    # Alice cannot see Bob's calendar: she proposes day+2 first; Bob is busy then, and counters
+    # with the evening both are free (he sees hers). Alice's own plan allows it: she accepts.
     alice, bob = pair(context(ALICE, without(BOB, "availability")), SCENARIO_BOB)
     host, guest = await run(alice, bob)
-    assert first_lines(bob) == [
-        "DECLINE round=1 reason=busy",
-        f"ACCEPT round=2 venue=osteria-kanal start={DAY4}",
-    ]
     assert first_lines(alice)[0].startswith(
         f"PROPOSE round=1 venue=osteria-kanal start={at(2).isoformat()}"
     )
+    assert first_lines(bob) == [
+        f"PROPOSE round=1 venue=osteria-kanal start={DAY4} party=2 cost=7600 EUR"
+    ]
+    assert first_lines(alice)[1:] == [
+        f"ACCEPT round=1 venue=osteria-kanal start={DAY4}",
+        f"BOOKED round=1 venue=osteria-kanal start={DAY4} ref=bk-0a1b2c3d4e5f60718293",
+    ]
+    assert alice.acts == [("book_table", BOOKING, alice.acts[0][2])]
+    assert host.status == guest.status == "booked" and host.rounds == guest.rounds == 1
+    assert bob.contexts == 1  # one turn per proposal received
+
+
+BLIND_ALICE = context(ALICE, without(BOB, "availability"))
+BLIND_BOB = context(BOB, without(without(ALICE, "budget"), "availability"))
+
+
+async def test_a_counter_the_host_cannot_take_is_declined_and_the_next_proposal_agreed() -> None:
+    # Neither sees the other's calendar. Alice proposes day+2 (Bob busy); Bob counters day+3
+    # (Alice busy): she declines it and proposes day+4, which Bob accepts.
+    alice, bob = pair(BLIND_ALICE, BLIND_BOB)
+    host, guest = await run(alice, bob)
+    assert first_lines(alice) == [
+        f"PROPOSE round=1 venue=osteria-kanal start={at(2).isoformat()} party=2 cost=7600 EUR"
+        " note=over_my_budget",
+        "DECLINE round=1 reason=busy",
+        f"PROPOSE round=2 venue=osteria-kanal start={DAY4} party=2 cost=7600 EUR"
+        " note=over_my_budget",
+        f"BOOKED round=2 venue=osteria-kanal start={DAY4} ref=bk-0a1b2c3d4e5f60718293",
+    ]
+    assert first_lines(bob) == [
+        f"PROPOSE round=1 venue=osteria-kanal start={at(3).isoformat()} party=2 cost=7600 EUR",
+        f"ACCEPT round=2 venue=osteria-kanal start={DAY4}",
+    ]
     assert host.status == guest.status == "booked" and host.rounds == guest.rounds == 2
-    assert bob.contexts == 2  # one turn per proposal received
+    assert_no_budget_figures(alice, bob)
 
 
 async def test_max_rounds_ends_in_no_deal_on_both_sides() -> None:
-    alice, bob = pair(context(ALICE, without(BOB, "availability")), SCENARIO_BOB)
+    alice, bob = pair(BLIND_ALICE, BLIND_BOB)
     host, guest = await run(alice, bob, max_rounds=1)
     assert first_lines(alice)[-1] == "NO_DEAL round=1 reason=max_rounds"
     assert host.status == guest.status == "no_deal"
