@@ -5,6 +5,7 @@ key with different arguments is refused instead of answered.
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import logging
 import re
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 
 from gatekeeper.adapters.outcomes import (
     AdapterOutcome,
+    ExecutionContext,
     Refused,
     Succeeded,
     Unavailable,
@@ -81,3 +83,31 @@ def outcome_total(adapter_name: str, run: Callable[[], AdapterOutcome]) -> Adapt
     if not isinstance(outcome, Succeeded | Refused | Unavailable):
         return outcome_unavailable("adapter_error", f"The {adapter_name} adapter gave no outcome.")
     return outcome
+
+
+class PreparedAdapter(abc.ABC):
+    """What each adapter's ``execute`` shares: total (an exception is ``Unavailable`` data),
+    and nothing runs before the call is prepared (``call_prepare``). Subclasses implement
+    ``_run`` for a prepared call only."""
+
+    name: str
+
+    def execute(
+        self,
+        *,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        idempotency_key: str,
+        context: ExecutionContext,
+    ) -> AdapterOutcome:
+        def run() -> AdapterOutcome:
+            prepared = call_prepare(spec=spec, arguments=arguments, idempotency_key=idempotency_key)
+            if isinstance(prepared, Refused):
+                return prepared
+            return self._run(prepared, context)
+
+        return outcome_total(self.name, run)
+
+    @abc.abstractmethod
+    def _run(self, prepared: PreparedCall, context: ExecutionContext) -> AdapterOutcome:
+        """Act on a prepared call (its arguments validated, its key checked)."""

@@ -15,17 +15,15 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from pydantic import BaseModel
 
-from gatekeeper.adapters.calls import PreparedCall, call_prepare, call_replay, outcome_total
+from gatekeeper.adapters.calls import PreparedAdapter, PreparedCall, call_replay
 from gatekeeper.adapters.outcomes import (
     AdapterOutcome,
     ExecutionContext,
-    Refused,
     Succeeded,
     outcome_refused,
 )
 from gatekeeper.models import SandboxEffect
 from gatekeeper.tools import catalogue as c
-from gatekeeper.tools.spec import ToolSpec
 
 
 def _reference(prefix: str, key: str) -> str:
@@ -85,29 +83,13 @@ def _stored(row: SandboxEffect) -> AdapterOutcome:
     return Succeeded(output=row.output)
 
 
-class SandboxAdapter:
+class SandboxAdapter(PreparedAdapter):
     """Executes tools locally and records each effect exactly once. No network."""
 
     name = "sandbox"
 
-    def execute(
-        self,
-        *,
-        spec: ToolSpec,
-        arguments: dict[str, Any],
-        idempotency_key: str,
-        context: ExecutionContext,
-    ) -> AdapterOutcome:
-        return outcome_total(
-            self.name, lambda: self._execute(spec, arguments, idempotency_key, context)
-        )
-
-    def _execute(
-        self, spec: ToolSpec, arguments: Any, idempotency_key: Any, context: ExecutionContext
-    ) -> AdapterOutcome:
-        prepared = call_prepare(spec=spec, arguments=arguments, idempotency_key=idempotency_key)
-        if isinstance(prepared, Refused):
-            return prepared
+    def _run(self, prepared: PreparedCall, context: ExecutionContext) -> AdapterOutcome:
+        spec = prepared.spec
         existing = SandboxEffect.objects.filter(idempotency_key=prepared.idempotency_key).first()
         if existing is not None:
             return self._replay(prepared, existing)

@@ -10,24 +10,21 @@ the final outcome once the worker is done, and never posts a second time.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 from uuid import UUID
 
 from celery.exceptions import Retry
 from django.db import transaction
 from django.utils import timezone
 
-from gatekeeper.adapters.calls import call_prepare, call_replay, outcome_total
+from gatekeeper.adapters.calls import PreparedAdapter, PreparedCall, call_replay
 from gatekeeper.adapters.outcomes import (
     AdapterOutcome,
     ExecutionContext,
-    Refused,
     Succeeded,
     outcome_refused,
     outcome_unavailable,
 )
 from gatekeeper.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
-from gatekeeper.tools.spec import ToolSpec
 from gatekeeper.webhooks import webhook_body, webhook_delivery_create
 
 PENDING_REASON = "delivery_pending"
@@ -53,7 +50,7 @@ def webhook_delivery_outcome(*, delivery: WebhookDelivery) -> AdapterOutcome:
     )
 
 
-class WebhookAdapter:
+class WebhookAdapter(PreparedAdapter):
     """Posts tool calls to one owner-configured ``WebhookEndpoint``."""
 
     name = "webhook"
@@ -61,24 +58,8 @@ class WebhookAdapter:
     def __init__(self, *, endpoint_id: UUID) -> None:
         self.endpoint_id = endpoint_id
 
-    def execute(
-        self,
-        *,
-        spec: ToolSpec,
-        arguments: dict[str, Any],
-        idempotency_key: str,
-        context: ExecutionContext,
-    ) -> AdapterOutcome:
-        return outcome_total(
-            self.name, lambda: self._execute(spec, arguments, idempotency_key, context)
-        )
-
-    def _execute(
-        self, spec: ToolSpec, arguments: Any, idempotency_key: Any, context: ExecutionContext
-    ) -> AdapterOutcome:
-        prepared = call_prepare(spec=spec, arguments=arguments, idempotency_key=idempotency_key)
-        if isinstance(prepared, Refused):
-            return prepared
+    def _run(self, prepared: PreparedCall, context: ExecutionContext) -> AdapterOutcome:
+        spec = prepared.spec
         endpoint = WebhookEndpoint.objects.filter(id=self.endpoint_id).first()
         # The same answer for "missing" and "someone else's": no probing of other owners.
         if endpoint is None or endpoint.owner_id != context.owner_id:
