@@ -14,7 +14,6 @@ When the recording runs out the server answers 500, so a test never hangs on it.
 from __future__ import annotations
 
 import contextlib
-import http.server
 import json
 import threading
 import time
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.loopback_http import QuietHandler, loopback_server
 
 RECORDINGS = Path(__file__).resolve().parent / "llm_recordings"
 
@@ -65,13 +66,13 @@ def load_recording(name: str) -> list[dict[str, Any]]:
     return list(json.loads((RECORDINGS / f"{name}.json").read_text())["responses"])
 
 
-def _handler_for(fake: FakeLLM) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
+def _handler_for(fake: FakeLLM) -> type[QuietHandler]:
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             raw = self.rfile.read(length)
             if self.path != "/v1/chat/completions":
-                self._answer(404, b'{"error": {"message": "not found"}}')
+                self.answer(404, b'{"error": {"message": "not found"}}')
                 return
             response = fake.next_response(
                 Request(self.path, dict(self.headers.items()), json.loads(raw))
@@ -82,20 +83,7 @@ def _handler_for(fake: FakeLLM) -> type[http.server.BaseHTTPRequestHandler]:
                 body = json.dumps(response["json"]).encode()
             else:
                 body = response.get("text", "").encode()
-            self._answer(response.get("status", 200), body, response.get("headers", {}))
-
-        def _answer(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            with contextlib.suppress(OSError):  # the client gave up (timeout tests)
-                self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
+            self.answer(response.get("status", 200), body, response.get("headers", {}))
 
     return Handler
 
@@ -103,17 +91,9 @@ def _handler_for(fake: FakeLLM) -> type[http.server.BaseHTTPRequestHandler]:
 @contextlib.contextmanager
 def serving(responses: list[dict[str, Any]]) -> Iterator[FakeLLM]:
     fake = FakeLLM(responses)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(fake))
-    server.daemon_threads = True
-    server.block_on_close = False
-    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_server(_handler_for(fake)) as base_url:
+        fake.base_url = f"{base_url}/v1"
         yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(name="fake_llm")

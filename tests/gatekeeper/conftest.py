@@ -3,8 +3,6 @@ eager, i.e. the services pass) a real Celery worker consuming from Redis in a th
 
 from __future__ import annotations
 
-import contextlib
-import http.server
 import threading
 import time
 import uuid
@@ -18,6 +16,7 @@ from gatekeeper.adapters import ExecutionContext, Unavailable
 from gatekeeper.adapters.webhook import PENDING_REASON
 from rooms.models import Room
 from slips import vault
+from tests.loopback_http import QuietHandler, loopback_server
 from tests.slips.conftest import Device, seat_slip_sign
 
 
@@ -49,8 +48,8 @@ class Receiver:
             return [r for r in self.received if r.path == path]
 
 
-def _handler_for(receiver: Receiver) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
+def _handler_for(receiver: Receiver) -> type[QuietHandler]:
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
@@ -62,16 +61,8 @@ def _handler_for(receiver: Receiver) -> type[http.server.BaseHTTPRequestHandler]
             if isinstance(action, tuple):
                 time.sleep(action[1])
                 action = 200
-            self.send_response(action)
-            if 300 <= action < 400:
-                self.send_header("Location", receiver.base_url + "/ok")
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            with contextlib.suppress(OSError):  # the client gave up (timeout tests)
-                self.wfile.write(b"{}")
-
-        def log_message(self, *args: Any) -> None:
-            pass
+            redirect = {"Location": receiver.base_url + "/ok"} if 300 <= action < 400 else None
+            self.answer(action, b"{}", redirect)
 
     return Handler
 
@@ -80,17 +71,9 @@ def _handler_for(receiver: Receiver) -> type[http.server.BaseHTTPRequestHandler]
 def receiver() -> Iterator[Receiver]:
     """A real HTTP server on 127.0.0.1 (free port), in a thread."""
     rec = Receiver(base_url="")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(rec))
-    server.daemon_threads = True
-    server.block_on_close = False
-    rec.base_url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_server(_handler_for(rec)) as base_url:
+        rec.base_url = base_url
         yield rec
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture

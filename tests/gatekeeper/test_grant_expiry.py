@@ -23,6 +23,7 @@ from rooms.models import Room, RoomState
 from synapsia.celery import app
 from tests.gatekeeper.conftest import BOOK, Negotiation
 from tests.gatekeeper.test_actions import sign_grant
+from tests.socket_frames import next_frame_of
 
 pytestmark = pytest.mark.django_db
 
@@ -138,8 +139,7 @@ async def test_the_agent_is_told_when_its_grant_expires(negotiation) -> None:
     assert (await agent.receive_json_from(timeout=5))["type"] == "welcome"
     booking = {"tool": "book_table", "arguments": {**BOOK, "cost_cents": 99000}}
     await agent.send_json_to({"v": 1, "type": "act", "id": "big-booking", "body": booking})
-    while (asked := await agent.receive_json_from(timeout=5))["type"] != "action_result":
-        pass  # the room's pause may come first
+    asked = await next_frame_of(agent, "action_result")  # the room's pause may come first
     assert asked["body"]["status"] == "awaiting_grant"
     later = timezone.now() + timedelta(seconds=settings.SYNAPSIA["GRANT_TTL_SECONDS"] + 1)
     assert await database_sync_to_async(grants_expire)(now=later) == 1

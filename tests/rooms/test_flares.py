@@ -14,6 +14,7 @@ from ledger.models import LedgerEvent
 from rooms.models import Flare, Room
 from rooms.protocol import CloseCode
 from synapsia.asgi import application
+from tests.socket_frames import next_frame_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -163,8 +164,7 @@ async def test_an_owner_who_steps_in_speaks_in_person(make_open_room) -> None:
     assert heard["body"]["author"] == "owner"
     assert "Friday works" in heard["body"]["fenced"]  # still untrusted data to the peer agent
     await a.send_json_to(frame("say", {"text": "me again"}, "s1"))
-    while (reply := await a.receive_json_from(timeout=5))["type"] != "error":
-        pass  # the room's own frames (state, catch-up) may come first
+    reply = await next_frame_of(a, "error")
     assert reply["body"]["code"] == "withdrawn"
     await a.disconnect()
     await b.disconnect()
@@ -179,8 +179,7 @@ async def test_repeated_denials_raise_a_flare_for_the_agent(make_open_room, sett
         await a.send_json_to(
             frame("act", {"tool": "propose_time", "arguments": arguments}, f"a{n}")
         )
-        while (reply := await a.receive_json_from(timeout=5))["type"] != "action_result":
-            pass
+        reply = await next_frame_of(a, "action_result")
         assert reply["body"]["status"] == "denied"
     flare = await database_sync_to_async(Flare.objects.get)()
     assert (flare.reason, flare.raised_by) == ("repeated_denials", "server")
