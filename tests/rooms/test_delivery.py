@@ -7,26 +7,10 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from channels.testing import WebsocketCommunicator
 
-from synapsia.asgi import application
+from tests.socket_frames import join, say
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def say(text: str, frame_id: str) -> dict[str, Any]:
-    return {"v": 1, "type": "say", "id": frame_id, "body": {"text": text}}
-
-
-async def join(room_id: object, token: str) -> WebsocketCommunicator:
-    communicator = WebsocketCommunicator(
-        application,
-        f"/ws/rooms/{room_id}/",
-        headers=[(b"authorization", f"Bearer {token}".encode())],
-    )
-    assert (await communicator.connect())[0]
-    assert (await communicator.receive_json_from(timeout=5))["type"] == "welcome"
-    return communicator
 
 
 @pytest.fixture

@@ -14,24 +14,9 @@ from ledger.models import LedgerEvent
 from rooms.models import Flare, Room
 from rooms.protocol import CloseCode
 from synapsia.asgi import application
-from tests.socket_frames import next_frame_of
+from tests.socket_frames import frame, join, next_frame_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def frame(kind: str, body: dict[str, Any], frame_id: str) -> dict[str, Any]:
-    return {"v": 1, "type": kind, "id": frame_id, "body": body}
-
-
-async def join(room_id: object, token: str) -> WebsocketCommunicator:
-    socket = WebsocketCommunicator(
-        application,
-        f"/ws/rooms/{room_id}/",
-        headers=[(b"authorization", f"Bearer {token}".encode())],
-    )
-    assert (await socket.connect())[0]
-    assert (await socket.receive_json_from(timeout=5))["type"] == "welcome"
-    return socket
 
 
 def owner_client(owner: object) -> Client:

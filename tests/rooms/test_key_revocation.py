@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
 
 from gatekeeper.decision import DisclosureRequest, RoomFacts, decide_guarded
 from rooms.protocol import CloseCode
 from slips import services as slip_services
-from synapsia.asgi import application
 from tests.slips.conftest import canonical_text, enroll, slip_payload
+from tests.socket_frames import join
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -61,17 +60,6 @@ def budget_disclosure(setup: Any) -> Any:
             resource="budget",
         )
     )
-
-
-async def join(room_id: object, token: str) -> WebsocketCommunicator:
-    socket = WebsocketCommunicator(
-        application,
-        f"/ws/rooms/{room_id}/",
-        headers=[(b"authorization", f"Bearer {token}".encode())],
-    )
-    assert (await socket.connect())[0]
-    assert (await socket.receive_json_from(timeout=5))["type"] == "welcome"
-    return socket
 
 
 async def test_revoking_the_slip_key_denies_the_next_disclosure_and_disconnects(
