@@ -14,13 +14,11 @@ from typing import Any
 import pytest
 
 from agents import RoomClient, TurnContext
-from gatekeeper.grants import grant_signed_bytes
 from gatekeeper.records import Grant
 from ledger.models import LedgerEvent
 from rooms import forks, services
 from rooms.models import Room, RoomState
 from slips import vault
-from slips.signatures import b64url_encode
 from tests.e2e.daphne import running_daphne
 from tests.slips.conftest import seat_slip_sign
 
@@ -157,7 +155,7 @@ def test_settle_reports_the_outcome_after_the_owner_approves(
             grant_id=grant.id,
             approve=True,
             key_id=key.id,
-            signature=b64url_encode(device.signing_key.sign(grant_signed_bytes(grant)).signature),
+            signature=device.sign_grant(grant),
         )
 
     with running_daphne(tmp_path / "daphne.log") as host:

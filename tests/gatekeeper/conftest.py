@@ -159,6 +159,33 @@ class Negotiation:
     device: Device
     key: Any
 
+    def act(
+        self, cost_cents: int, ref: str = "act-1", tool: str = "book_table", **extra: Any
+    ) -> Any:
+        """Alice's agent asks to book (``BOOK`` at ``cost_cents``) through the room."""
+        from rooms import forks
+
+        return forks.action_for_agent(
+            room_id=self.room.id,
+            agent_id=self.setup.a.agent.id,
+            client_id=ref,
+            tool=tool,
+            arguments={**BOOK, "cost_cents": cost_cents, **extra},
+        )
+
+    def approve(self, grant: Any) -> Any:
+        """Alice approves ``grant`` with her device key (``rooms.forks.grant_decide``)."""
+        from rooms import forks
+
+        return forks.grant_decide(
+            owner=self.setup.a.owner,
+            room_id=self.room.id,
+            grant_id=grant.id,
+            approve=True,
+            key_id=self.key.id,
+            signature=self.device.sign_grant(grant),
+        )
+
 
 @pytest.fixture
 def negotiation(make_open_room) -> Negotiation:

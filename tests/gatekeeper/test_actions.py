@@ -34,18 +34,6 @@ def _allow_tools_by_default(settings: Any) -> None:
     settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
 
 
-def act(
-    n: Negotiation, cost_cents: int, ref: str = "act-1", tool: str = "book_table", **extra: Any
-):
-    return forks.action_for_agent(
-        room_id=n.room.id,
-        agent_id=n.setup.a.agent.id,
-        client_id=ref,
-        tool=tool,
-        arguments={**BOOK, "cost_cents": cost_cents, **extra},
-    )
-
-
 def room_state(n: Negotiation) -> str:
     return Room.objects.get(id=n.room.id).state
 
@@ -56,17 +44,11 @@ def kinds(n: Negotiation) -> list[str]:
     )
 
 
-def sign_grant(device: Device, grant: Grant) -> str:
-    return b64url_encode(
-        device.signing_key.sign(GRANT_TAG + rfc8785.dumps(grant_payload(grant))).signature
-    )
-
-
 def test_within_the_slip_and_budget_runs_once_even_when_replayed(negotiation) -> None:
-    first = act(negotiation, 9000)
+    first = negotiation.act(9000)
     assert (first.status, first.rule) == ("executed", "cleared")
     assert first.output is not None and first.output["kind"] == "succeeded"
-    again = act(negotiation, 9000)
+    again = negotiation.act(9000)
     assert again.replay and again.action_id == first.action_id
     assert SandboxEffect.objects.count() == 1
     assert room_state(negotiation) == "open"
@@ -74,14 +56,14 @@ def test_within_the_slip_and_budget_runs_once_even_when_replayed(negotiation) ->
 
 
 def test_the_same_key_with_other_arguments_is_refused(negotiation) -> None:
-    act(negotiation, 9000)
-    reused = act(negotiation, 9500)
+    negotiation.act(9000)
+    reused = negotiation.act(9500)
     assert (reused.status, reused.rule) == ("denied", "idempotency_key_reused")
     assert SandboxEffect.objects.count() == 1
 
 
 def test_over_budget_pauses_for_a_signed_grant_that_runs_exactly_once(negotiation) -> None:
-    result = act(negotiation, 25000)
+    result = negotiation.act(25000)
     assert (result.status, result.rule) == ("awaiting_grant", "over_budget")
     assert room_state(negotiation) == "paused"
     assert SandboxEffect.objects.count() == 0
@@ -93,38 +75,24 @@ def test_over_budget_pauses_for_a_signed_grant_that_runs_exactly_once(negotiatio
         "room_paused",
     ]
 
-    done = forks.grant_decide(
-        owner=negotiation.setup.a.owner,
-        room_id=negotiation.room.id,
-        grant_id=grant.id,
-        approve=True,
-        key_id=negotiation.key.id,
-        signature=sign_grant(negotiation.device, grant),
-    )
+    done = negotiation.approve(grant)
     assert (done.status, done.rule) == ("executed", "granted")
     assert SandboxEffect.objects.count() == 1
     assert room_state(negotiation) == "open"
     # Replaying the same signed grant is refused; replaying the request is a replay.
     with pytest.raises(InvalidState):
-        forks.grant_decide(
-            owner=negotiation.setup.a.owner,
-            room_id=negotiation.room.id,
-            grant_id=grant.id,
-            approve=True,
-            key_id=negotiation.key.id,
-            signature=sign_grant(negotiation.device, grant),
-        )
-    assert act(negotiation, 25000).replay
+        negotiation.approve(grant)
+    assert negotiation.act(25000).replay
     assert SandboxEffect.objects.count() == 1
     assert ledger_verify_room(room_id=negotiation.room.id).ok
 
 
 @pytest.mark.parametrize("forgery", ["other_device", "tampered_payload", "garbage"])
 def test_forged_grants_are_refused_and_recorded(negotiation, forgery: str) -> None:
-    act(negotiation, 25000)
+    negotiation.act(25000)
     grant = Grant.objects.get()
     if forgery == "other_device":
-        signature = sign_grant(Device(), grant)
+        signature = Device().sign_grant(grant)
     elif forgery == "tampered_payload":
         tampered = {**grant_payload(grant), "arguments_sha256": "0" * 64}
         signature = b64url_encode(
@@ -148,7 +116,7 @@ def test_forged_grants_are_refused_and_recorded(negotiation, forgery: str) -> No
 
 
 def test_a_grant_signed_by_another_owners_key_is_refused(negotiation, make_owner) -> None:
-    act(negotiation, 25000)
+    negotiation.act(25000)
     grant = Grant.objects.get()
     mallory_key, mallory_device = enroll(make_owner("mallory"))
     result = forks.grant_decide(
@@ -157,25 +125,18 @@ def test_a_grant_signed_by_another_owners_key_is_refused(negotiation, make_owner
         grant_id=grant.id,
         approve=True,
         key_id=mallory_key.id,
-        signature=sign_grant(mallory_device, grant),
+        signature=mallory_device.sign_grant(grant),
     )
     assert result.rule == "grant_key_not_usable"
     assert SandboxEffect.objects.count() == 0
 
 
 def test_an_expired_grant_ends_as_a_denial(negotiation) -> None:
-    act(negotiation, 25000)
+    negotiation.act(25000)
     grant = Grant.objects.get()
     Grant.objects.update(expires_at=grant.created_at)
     grant.refresh_from_db()
-    result = forks.grant_decide(
-        owner=negotiation.setup.a.owner,
-        room_id=negotiation.room.id,
-        grant_id=grant.id,
-        approve=True,
-        key_id=negotiation.key.id,
-        signature=sign_grant(negotiation.device, grant),
-    )
+    result = negotiation.approve(grant)
     assert result.rule == "grant_expired"
     assert Grant.objects.get().status == GrantStatus.EXPIRED
     assert ActionRecord.objects.get().status == "denied"
@@ -184,7 +145,7 @@ def test_an_expired_grant_ends_as_a_denial(negotiation) -> None:
 
 
 def test_the_owner_can_deny_and_the_room_stays_paused(negotiation) -> None:
-    act(negotiation, 25000)
+    negotiation.act(25000)
     grant = Grant.objects.get()
     result = forks.grant_decide(
         owner=negotiation.setup.a.owner,
@@ -198,7 +159,7 @@ def test_the_owner_can_deny_and_the_room_stays_paused(negotiation) -> None:
 
 
 def test_the_peer_owner_cannot_decide_anothers_grant(negotiation) -> None:
-    act(negotiation, 25000)
+    negotiation.act(25000)
     grant = Grant.objects.get()
     with pytest.raises(Exception, match="No such grant"):
         forks.grant_decide(
@@ -283,7 +244,7 @@ def test_faults_in_a_check_deny_and_pause(
     import importlib
 
     monkeypatch.setattr(importlib.import_module(target), attribute, replacement)
-    result = act(negotiation, 9000)
+    result = negotiation.act(9000)
     assert (result.status, result.rule) == ("denied", rule)
     assert room_state(negotiation) == "paused"
     assert SandboxEffect.objects.count() == 0
@@ -297,7 +258,7 @@ def test_a_clock_jump_while_deciding_denies_and_pauses(negotiation, monkeypatch)
     monkeypatch.setattr(
         decision_module.time, "time", lambda: real_time() + 3600 * (next(calls) > 0)
     )
-    result = act(negotiation, 9000)
+    result = negotiation.act(9000)
     assert (result.status, result.rule) == ("denied", "gatekeeper.clock_jump")
     assert room_state(negotiation) == "paused"
     assert SandboxEffect.objects.count() == 0
@@ -312,7 +273,7 @@ def test_a_slow_check_is_a_denial(negotiation, monkeypatch, settings) -> None:
         return real(**kwargs)
 
     monkeypatch.setattr(decision_module, "capability_verdict", slow)
-    result = act(negotiation, 9000)
+    result = negotiation.act(9000)
     assert (result.status, result.rule) == ("denied", "gatekeeper.timeout")
     assert SandboxEffect.objects.count() == 0
 
@@ -324,7 +285,7 @@ def test_a_ledger_failure_means_nothing_runs_and_the_room_pauses(negotiation, mo
         raise LedgerAppendError("ledger append failed: injected")
 
     monkeypatch.setattr(actions, "ledger_append", ledger_down)
-    result = act(negotiation, 9000)
+    result = negotiation.act(9000)
     assert (result.status, result.rule) == ("denied", "ledger_unavailable")
     assert SandboxEffect.objects.count() == 0
     assert ActionRecord.objects.count() == 0
@@ -333,7 +294,7 @@ def test_a_ledger_failure_means_nothing_runs_and_the_room_pauses(negotiation, mo
 
 def test_each_cleared_action_spends_a_slip_use_and_then_needs_a_grant(negotiation) -> None:
     # The slip allows 5 bookings within the budget; the sixth is beyond the slip.
-    results = [act(negotiation, 9000, ref=f"book-{n}") for n in range(6)]
+    results = [negotiation.act(9000, ref=f"book-{n}") for n in range(6)]
     assert [r.status for r in results[:5]] == ["executed"] * 5
     assert (results[5].status, results[5].rule) == ("awaiting_grant", "beyond_slip.uses_exhausted")
     assert SandboxEffect.objects.count() == 5
@@ -342,8 +303,8 @@ def test_each_cleared_action_spends_a_slip_use_and_then_needs_a_grant(negotiatio
 def test_booking_something_else_after_a_booking_is_a_contradiction_flare(negotiation) -> None:
     from rooms.models import Flare
 
-    assert act(negotiation, 9000, ref="book-1").status == "executed"
-    other = act(negotiation, 9000, ref="book-2", venue_id="another-place")
+    assert negotiation.act(9000, ref="book-1").status == "executed"
+    other = negotiation.act(9000, ref="book-2", venue_id="another-place")
     assert (other.status, other.rule) == ("denied", "contradiction")
     assert SandboxEffect.objects.count() == 1
     assert room_state(negotiation) == "paused"

@@ -20,10 +20,8 @@ from gatekeeper.adapters.sandbox import SandboxEffect
 from gatekeeper.records import ActionRecord, Grant
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
-from rooms import forks
 from rooms.models import Room, RoomState
 from tests.gatekeeper.conftest import Negotiation
-from tests.gatekeeper.test_actions import act, sign_grant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,9 +60,9 @@ def _kinds(n: Negotiation) -> list[str]:
 
 
 def test_an_allowed_action_runs_once_with_redis_down(negotiation, dead_redis) -> None:
-    first = act(negotiation, 9000, ref="ok-1")
+    first = negotiation.act(9000, ref="ok-1")
     assert (first.status, first.rule) == ("executed", "cleared")
-    again = act(negotiation, 9000, ref="ok-1")  # the agent retries after its socket dropped
+    again = negotiation.act(9000, ref="ok-1")  # the agent retries after its socket dropped
     assert again.replay and again.action_id == first.action_id
     assert SandboxEffect.objects.count() == 1
     assert _state(negotiation) == RoomState.OPEN
@@ -73,37 +71,30 @@ def test_an_allowed_action_runs_once_with_redis_down(negotiation, dead_redis) ->
 
 def test_a_request_needing_a_grant_still_pauses_with_redis_down(negotiation, dead_redis) -> None:
     # The pause is announced after commit; the announcement fails; the pause must stand.
-    result = act(negotiation, 25_000, ref="big-1")
+    result = negotiation.act(25_000, ref="big-1")
     assert (result.status, result.rule) == ("awaiting_grant", "over_budget")
     assert _state(negotiation) == RoomState.PAUSED
     assert _kinds(negotiation)[-3:] == ["grant_requested", "fork_opened", "room_paused"]
     assert SandboxEffect.objects.count() == 0
     # Nothing turned the failure into an allow: a retry is the same pending request.
-    retry = act(negotiation, 25_000, ref="big-1")
+    retry = negotiation.act(25_000, ref="big-1")
     assert retry.replay and retry.status == "awaiting_grant"
     assert ActionRecord.objects.count() == 1
     assert SandboxEffect.objects.count() == 0
 
     # The owner's signed grant runs it exactly once, still with Redis down.
     grant = Grant.objects.select_related("action").get()
-    done = forks.grant_decide(
-        owner=negotiation.setup.a.owner,
-        room_id=negotiation.room.id,
-        grant_id=grant.id,
-        approve=True,
-        key_id=negotiation.key.id,
-        signature=sign_grant(negotiation.device, grant),
-    )
+    done = negotiation.approve(grant)
     assert (done.status, done.rule) == ("executed", "granted")
     assert _state(negotiation) == RoomState.OPEN
-    assert act(negotiation, 25_000, ref="big-1").replay
+    assert negotiation.act(25_000, ref="big-1").replay
     assert SandboxEffect.objects.count() == 1
     assert ledger_verify_room(room_id=negotiation.room.id).ok
 
 
 def test_a_denial_still_pauses_with_redis_down(negotiation, dead_redis, settings: Any) -> None:
     settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "deny_all"}
-    result = act(negotiation, 9000, ref="no-1")
+    result = negotiation.act(9000, ref="no-1")
     assert (result.status, result.rule) == ("denied", "policy.default.deny_all")
     assert _state(negotiation) == RoomState.PAUSED
     assert _kinds(negotiation)[-2:] == ["denial", "room_paused"]

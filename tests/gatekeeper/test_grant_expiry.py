@@ -22,7 +22,6 @@ from rooms.errors import InvalidState
 from rooms.models import Room, RoomState
 from synapsia.celery import app
 from tests.gatekeeper.conftest import BOOK, Negotiation
-from tests.gatekeeper.test_actions import sign_grant
 from tests.socket_frames import next_frame_of
 
 pytestmark = pytest.mark.django_db
@@ -102,14 +101,7 @@ def test_a_pending_grant_past_its_deadline_ends_as_a_denial(negotiation) -> None
     assert expired_events.count() == 1
     # The owner's signature, arriving late, is refused; the agent's retry reads the denial.
     with pytest.raises(InvalidState, match="already expired"):
-        forks.grant_decide(
-            owner=negotiation.setup.a.owner,
-            room_id=negotiation.room.id,
-            grant_id=expired_grant.id,
-            approve=True,
-            key_id=negotiation.key.id,
-            signature=sign_grant(negotiation.device, expired_grant),
-        )
+        negotiation.approve(expired_grant)
     retry = forks.action_for_agent(
         room_id=negotiation.room.id,
         agent_id=agent.id,

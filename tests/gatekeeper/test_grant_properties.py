@@ -35,7 +35,6 @@ from rooms.errors import InvalidState
 from slips.canonical import GRANT_TAG
 from slips.signatures import b64url_encode
 from tests.gatekeeper.conftest import BOOK, Negotiation
-from tests.gatekeeper.test_actions import sign_grant
 from tests.slips.conftest import Device
 
 pytestmark = pytest.mark.django_db
@@ -202,7 +201,7 @@ def test_a_grant_never_verifies_for_another_action_or_other_arguments(negotiatio
         assert result.rule == "grant_bad_signature"
         assert executions() == 0
 
-    signature = sign_grant(negotiation.device, grant)
+    signature = negotiation.device.sign_grant(grant)
     action = grant.action
 
     @PROPERTY_SETTINGS
@@ -238,7 +237,7 @@ def test_a_grant_never_verifies_for_another_action_or_other_arguments(negotiatio
 
 def test_a_genuine_signature_for_one_grant_never_clears_another(negotiation) -> None:
     first = over_budget_request(negotiation)
-    signature = sign_grant(negotiation.device, first)
+    signature = negotiation.device.sign_grant(first)
     refs = itertools.count()
 
     @PROPERTY_SETTINGS
@@ -275,7 +274,7 @@ def test_a_genuine_signature_for_one_grant_never_clears_another(negotiation) -> 
 
 def _end(n: Negotiation, grant: Grant, how: str) -> None:
     if how == "consumed":
-        assert approve(n, grant, sign_grant(n.device, grant)).status == "executed"
+        assert approve(n, grant, n.device.sign_grant(grant)).status == "executed"
     elif how == "denied":
         forks.grant_decide(
             owner=n.setup.a.owner, room_id=n.room.id, grant_id=grant.id, approve=False
@@ -361,7 +360,7 @@ RACERS = 6
 def _race_approvals(n: Negotiation, grant: Grant) -> list[str]:
     """``RACERS`` threads, each with its own database connection, approve the same grant with
     the same valid signature at the same moment."""
-    signature = sign_grant(n.device, grant)
+    signature = n.device.sign_grant(grant)
     barrier = threading.Barrier(RACERS)
 
     def racer(_: int) -> str:

@@ -45,6 +45,12 @@ class Device:
     def sign(self, payload_text: str, tag: bytes = SLIP_TAG) -> str:
         return b64url_encode(self.signing_key.sign(tag + payload_text.encode()).signature)
 
+    def sign_grant(self, grant: Any) -> str:
+        """The approval the browser signs for one grant (``grant_signed_bytes``)."""
+        from gatekeeper.grants import grant_signed_bytes
+
+        return b64url_encode(self.signing_key.sign(grant_signed_bytes(grant)).signature)
+
 
 def enroll(
     owner: Any, device: Device | None = None, label: str = "laptop"
