@@ -4,6 +4,9 @@ profile (this module runs in both passes of `make test`), against a real Daphne 
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -14,6 +17,7 @@ from ledger.verification import ledger_verify_room
 from practice.models import PracticeRoom
 from rooms.models import Message, RoomMember
 from slips.models import VaultItem
+from synapsia.serving import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -89,10 +93,19 @@ def test_the_adversarial_guest_is_stopped_at_every_attempt() -> None:
     assert ledger_verify_room(room_id=room_id).ok
 
 
-def test_demo_refuses_an_unmigrated_database(monkeypatch: pytest.MonkeyPatch) -> None:
-    from django.core.management.base import CommandError
-    from django.db.migrations.executor import MigrationExecutor
-
-    monkeypatch.setattr(MigrationExecutor, "migration_plan", lambda self, targets: ["pending"])
-    with pytest.raises(CommandError, match="unapplied migrations"):
-        call_command("demo", "--headless", stdout=io.StringIO())
+def test_demo_refuses_an_unmigrated_database(tmp_path: Any) -> None:
+    """A real, empty database (the embedded profile's file): it says what to run first."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env["SYNAPSIA_SQLITE_PATH"] = str(tmp_path / "never-migrated.sqlite3")
+    result = subprocess.run(
+        [sys.executable, "manage.py", "demo", "--headless"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout
+    assert "unapplied migrations: run `manage.py migrate` first" in result.stderr
+    assert "seeding" not in result.stdout  # nothing was attempted
