@@ -220,6 +220,12 @@ def _decide_disclosure(request: DisclosureRequest) -> Decision:
     return Decision(Outcome.ALLOW, "cleared", capability=verdict.capability)
 
 
+def ask_refusal_rule(room: RoomFacts) -> str:
+    """The denial recorded when an agent asks for a kind of the other owner's items and this
+    turn's decisions disclosed none: it does not say whether such an item exists."""
+    return "disclosure.not_cleared" if room.state == "open" else "disclosure.room_not_open"
+
+
 def decide_guarded(request: object) -> Decision:
     """``decide`` that fails closed: errors, slowness, clock jumps and malformed answers deny."""
     timeout: float = settings.SYNAPSIA["GATEKEEPER_TIMEOUT_SECONDS"]

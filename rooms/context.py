@@ -33,7 +33,7 @@ from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from gatekeeper.decision import DisclosureRequest, RoomFacts, decide_guarded
+from gatekeeper.decision import DisclosureRequest, RoomFacts, ask_refusal_rule, decide_guarded
 from ledger.events import Denial, Disclosure
 from ledger.models import LedgerEvent
 from ledger.services import LedgerAppendError, ledger_append
@@ -192,7 +192,7 @@ def _asks_refused(
     """Record a denial for each asked kind of the other owner's items that was not disclosed
     (in the caller's transaction); returns those kinds. The rule does not say whether the
     other owner has such an item at all."""
-    rule = "disclosure.not_cleared" if room.state == RoomState.OPEN else "disclosure.room_not_open"
+    rule = ask_refusal_rule(RoomFacts(room_id=room.id, state=room.state))
     refused = [kind for kind in dict.fromkeys(asked) if kind not in given]
     for kind in refused:
         ledger_append(
