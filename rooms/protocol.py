@@ -22,7 +22,14 @@ FrameId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-
 # The kinds of vault item an owner can clear (slips.capabilities.VAULT_KINDS; a test keeps the
 # two equal), spelled out here so the published schema names them.
 VaultKind = Literal[
-    "availability", "budget", "food_likes", "allergies", "neighbourhood", "link", "note"
+    "availability",
+    "budget",
+    "food_likes",
+    "food_dislikes",
+    "allergies",
+    "neighbourhood",
+    "link",
+    "note",
 ]
 
 
@@ -108,7 +115,7 @@ class ContextRequestBody(_Body):
     # Kinds of the other owner's vault items the agent asks for. Whatever the other owner's
     # slip clears is in the answer anyway; each asked kind it does not clear is a denial in
     # the ledger (both owners see the ask), and a trusted notice in the answer.
-    ask: list[VaultKind] = Field(default_factory=list, max_length=7)
+    ask: list[VaultKind] = Field(default_factory=list, max_length=8)
 
 
 class ContextRequestFrame(_Frame):

@@ -21,11 +21,14 @@ from typing import Any
 from slips.errors import Malformed
 from slips.models import Tier
 
-# Vault item kinds and the scopes each can be shared at, narrowest first.
+# Vault item kinds and the scopes each can be shared at, narrowest first. A budget's ``band``
+# (the range widened outward to a step of 10 whole units) comes before its exact ``range``, so
+# a budget record without a scope shares only the band.
 VAULT_SCOPES: dict[str, tuple[str, ...]] = {
-    "availability": ("free_busy_24h", "free_busy_7d", "free_busy_30d"),
-    "budget": ("range",),
+    "availability": ("free_busy_24h", "free_busy_7d", "free_busy_14d", "free_busy_30d"),
+    "budget": ("band", "range"),
     "food_likes": ("list",),
+    "food_dislikes": ("list",),
     "allergies": ("list",),
     "neighbourhood": ("name",),
     "link": ("url",),
