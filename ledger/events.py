@@ -187,6 +187,28 @@ class ForkResolved(_Event):
     resolution: RuleId
 
 
+# --- outcome ----------------------------------------------------------------------------------
+
+# Coarse reasons a side gives for "no agreement" (the ``declare_no_plan`` tool's vocabulary).
+# A category, never the private fact behind it: "budget", not the budget.
+NoPlanReason = Literal[
+    "time", "venue", "budget", "allergy", "distance", "cuisine", "rounds", "no_reply"
+]  # fmt: skip
+
+
+class OutcomeRecorded(_Event):
+    """The room's outcome changed: ``agreed`` (an executed booking; ``owner_id`` is whose agent
+    books) or ``no_agreement`` (an executed ``declare_no_plan``; ``owner_id`` is the side that
+    declared, ``reason`` its coarse code). Metadata only: never the venue, time, price or any
+    text; the plan itself is room data (``rooms.outcomes``)."""
+
+    kind: Literal["outcome_recorded"] = "outcome_recorded"
+    outcome: Literal["agreed", "no_agreement"]
+    action_id: Identifier
+    owner_id: Identifier
+    reason: NoPlanReason | None = None
+
+
 # --- safeguards -----------------------------------------------------------------------------
 
 
@@ -259,6 +281,7 @@ LedgerEventRecord = Annotated[
     | ActionExecuted
     | ForkOpened
     | ForkResolved
+    | OutcomeRecorded
     | FlareRaised
     | InjectionSuspected
     | RoomPaused

@@ -29,6 +29,7 @@ from ledger.events import (
     KeyRevoked,
     KeyRotated,
     Leave,
+    OutcomeRecorded,
     RoomPaused,
     SlipRejected,
     SlipSigned,
@@ -39,6 +40,19 @@ from ledger.signing import LedgerSigningUnavailable, ledger_key_id, ledger_publi
 from ledger.verification import CHUNK_SIZE, ledger_verify_room
 
 EXPORT_FORMAT = "synapsia-ledger-export/1"
+
+# A side's coarse reason for "no agreement", in the words an owner reads (the room page and
+# the receipt say the same thing). The ledger holds only the code; keys are every NoPlanReason.
+NO_PLAN_REASON_WORDS: dict[str, str] = {
+    "time": "No time when both of you are free",
+    "venue": "No venue open with a table for you",
+    "budget": "No price within both of your budgets",
+    "allergy": "No venue safe for the allergies",
+    "distance": "Every place is too far for one of you",
+    "cuisine": "No cuisine you would both eat",
+    "rounds": "The agents ran out of rounds",
+    "no_reply": "The other agent stopped replying",
+}
 
 
 class ReceiptParticipant(BaseModel):
@@ -73,6 +87,18 @@ class ReceiptFlag(BaseModel):
     rule: str
 
 
+class ReceiptOutcome(BaseModel):
+    """The room's latest recorded outcome, as the ledger knows it: the kind, the action that
+    made it, and for "no agreement" each declaring side's reason code (owner id -> code).
+    The plan's venue, time and price are room data, added by the owner's page, not here."""
+
+    outcome: str  # agreed / no_agreement
+    seq: int
+    action_id: str
+    owner_id: str
+    reasons: dict[str, str]
+
+
 class Receipt(BaseModel):
     room_id: UUID
     verified: bool
@@ -102,6 +128,7 @@ class Receipt(BaseModel):
     unreadable_events: int
     # Slips and grant approvals signed with a server-held demo key (the practice room only).
     demo_key_signatures: int = 0
+    outcome: ReceiptOutcome | None = None
     summary: list[str]
 
 
@@ -121,6 +148,7 @@ def receipt_build(*, room_id: UUID) -> Receipt:
     injections: list[ReceiptFlag] = []
     forks: Counter[str] = Counter({"opened": 0, "resolved": 0})
     key_changes = pauses = unreadable = demo_signed = 0
+    outcome: ReceiptOutcome | None = None
     first_at: str | None = None
     last_at: str | None = None
 
@@ -202,6 +230,18 @@ def receipt_build(*, room_id: UUID) -> Receipt:
                 injections.append(
                     ReceiptFlag(seq=row.seq, agent_id=record.source_agent_id, rule=record.rule)
                 )
+            case OutcomeRecorded():
+                # An agreement replaces earlier "no plan"s; a later declaration adds its side.
+                reasons = {} if outcome is None or record.outcome == "agreed" else outcome.reasons
+                if record.reason is not None:
+                    reasons = {**reasons, record.owner_id: record.reason}
+                outcome = ReceiptOutcome(
+                    outcome=record.outcome,
+                    seq=row.seq,
+                    action_id=record.action_id,
+                    owner_id=record.owner_id,
+                    reasons=reasons,
+                )
             case RoomPaused():
                 pauses += 1
             case _:
@@ -237,6 +277,7 @@ def receipt_build(*, room_id: UUID) -> Receipt:
         pauses=pauses,
         unreadable_events=unreadable,
         demo_key_signatures=demo_signed,
+        outcome=outcome,
         summary=[],
     )
     receipt.summary = _summary_lines(receipt)
@@ -270,6 +311,16 @@ def _summary_lines(r: Receipt) -> list[str]:
             f"{plural(r.demo_key_signatures, 'signature')} (slips or approvals) made with a "
             "demo key the server holds: practice room only, not an owner's own device."
         )
+    if r.outcome is not None and r.outcome.outcome == "agreed":
+        lines.append(
+            f"Outcome: agreed, a table was booked (ledger #{r.outcome.seq}); the plan itself "
+            "is on the room page."
+        )
+    elif r.outcome is not None:
+        said = "; ".join(
+            NO_PLAN_REASON_WORDS.get(code, "no reason given") for code in r.outcome.reasons.values()
+        )
+        lines.append(f"Outcome: no agreement ({said}).")
     if r.checkpoint_seq:
         lines.append(f"Events up to seq {r.checkpoint_seq} were purged under the retention window.")
     return lines

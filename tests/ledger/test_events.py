@@ -24,7 +24,7 @@ REQUIRED_KINDS = {
     "key_revoked", "disclosure", "denial", "action_requested", "grant_requested",
     "grant_approved", "grant_denied", "grant_expired", "action_executed", "fork_opened",
     "fork_resolved", "flare_raised", "injection_suspected", "room_paused", "room_resumed",
-    "room_closed", "room_content_deleted", "retention_purge",
+    "room_closed", "room_content_deleted", "retention_purge", "outcome_recorded",
 }  # fmt: skip
 
 
@@ -67,6 +67,12 @@ CANARY = "my budget is 4000 EUR and I'm allergic to peanuts"
         ),
         lambda: KeyEnrolled(owner_id="7", key_id="k", after_key_loss="yes"),
         lambda: events.ActionRequested(action_id="a", agent_id="b", tool="t", schema_hash="xyz"),
+        # An outcome carries a coarse code only: no sentence, no venue, no other field.
+        lambda: events.OutcomeRecorded(
+            outcome="no_agreement", action_id="a", owner_id="7", reason="over budget"
+        ),
+        lambda: events.OutcomeRecorded(outcome="agreed", action_id="a", owner_id="7", venue="x"),
+        lambda: events.OutcomeRecorded(outcome="booked", action_id="a", owner_id="7"),
     ],
 )
 def test_content_like_values_are_refused(build) -> None:
@@ -105,3 +111,15 @@ def test_old_events_without_key_custody_read_as_device() -> None:
     assert isinstance(record, SlipSigned) and record.key_custody == "device"
     with pytest.raises(ValidationError):
         SlipSigned(**data, key_custody="browser")  # type: ignore[arg-type]
+
+
+def test_an_outcome_holds_its_kind_action_side_and_reason_code_only() -> None:
+    agreed = events.OutcomeRecorded(outcome="agreed", action_id="act-1", owner_id="7")
+    assert agreed.model_dump(mode="json", exclude={"kind"}) == {
+        "outcome": "agreed", "action_id": "act-1", "owner_id": "7", "reason": None,
+    }  # fmt: skip
+    declared = events.OutcomeRecorded(
+        outcome="no_agreement", action_id="act-2", owner_id="8", reason="time"
+    )
+    stored = declared.model_dump(mode="json", exclude={"kind"})
+    assert event_record_parse(kind="outcome_recorded", data=stored) == declared
