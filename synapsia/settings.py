@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "ninja",
     "ledger",
     "slips",
+    "dining",
     "gatekeeper",
     "rooms",
     "frontend",
@@ -229,6 +230,12 @@ SYNAPSIA = {
         default=[] if PROFILE == "production" else ["127.0.0.1", "localhost"],
     ),
     "WEBHOOK_TIMEOUT_SECONDS": env.float("SYNAPSIA_WEBHOOK_TIMEOUT_SECONDS", default=5.0),
+    # Venue catalogues this deployment offers (docs/dining.md): paths of catalogue files; a
+    # room names one by id in its terms. The first is the default for new dinner rooms.
+    "VENUE_CATALOGUES": env.list(
+        "SYNAPSIA_VENUE_CATALOGUES",
+        default=[str(BASE_DIR / "dining" / "data" / "berlin.venues.json")],
+    ),
 }
 
 # --- Slips: device keys, vault, signed permission slips (docs/slips.md) ----------------------
