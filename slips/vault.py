@@ -38,6 +38,7 @@ from slips.capabilities import Capability
 from slips.config import slips_setting
 from slips.errors import Malformed, Misconfigured, NotFound
 from slips.models import VaultItem
+from slips.money import budget_band
 
 SEAL_VERSION = b"\x01"
 _AAD_PREFIX = b"synapsia-vault-v1|"
@@ -73,6 +74,9 @@ class Availability(_Item):
 
 
 class Budget(_Item):
+    """What the owner will spend **per person**, in the currency's minor units
+    (``slips.money``: 30 to 80 EUR is 3000 to 8000)."""
+
     kind: Literal["budget"]
     currency: str = Field(pattern=r"^[A-Z]{3}$")
     minimum: int = Field(ge=0, le=10**12)
@@ -91,12 +95,25 @@ class FoodLikes(_Item):
     items: list[Annotated[str, Field(min_length=1, max_length=80)]] = Field(max_length=50)
 
 
+class FoodDislikes(_Item):
+    """Cuisines or foods the owner would rather not eat (a hard limit for the negotiator,
+    where likes only rank)."""
+
+    kind: Literal["food_dislikes"]
+    items: list[Annotated[str, Field(min_length=1, max_length=80)]] = Field(max_length=50)
+
+
 class Allergies(_Item):
+    """Words of ``dining.ALLERGENS`` (checked when written, see ``vault_content_check``)."""
+
     kind: Literal["allergies"]
     items: list[Annotated[str, Field(min_length=1, max_length=80)]] = Field(max_length=50)
 
 
 class Neighbourhood(_Item):
+    """One of a registered city's neighbourhoods, in the city file's spelling (checked and
+    canonicalised when written, see ``vault_content_check``)."""
+
     kind: Literal["neighbourhood"]
     name: str = Field(min_length=1, max_length=120)
 
@@ -113,7 +130,7 @@ class Note(_Item):
 
 
 VaultContent = Annotated[
-    Availability | Budget | FoodLikes | Allergies | Neighbourhood | Link | Note,
+    Availability | Budget | FoodLikes | FoodDislikes | Allergies | Neighbourhood | Link | Note,
     Field(discriminator="kind"),
 ]
 _content_adapter: TypeAdapter[Any] = TypeAdapter(VaultContent)
@@ -127,6 +144,66 @@ def vault_content_parse(data: Any) -> BaseModel:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "item"
         raise Malformed("invalid_vault_item", f"{where}: {first['msg']}") from None
+
+
+def _allergen_word(text: str) -> str:
+    # "Tree nuts", "TREE-NUTS" and "tree nuts" all mean the vocabulary's "tree-nuts".
+    return "-".join(text.lower().replace("-", " ").split())
+
+
+def allergies_canonical(items: list[str]) -> list[str]:
+    """``items`` as words of ``dining.ALLERGENS`` (case and spacing forgiven, repeats
+    dropped, the vocabulary's order); ``Malformed`` in words naming the accepted ones."""
+    from dining import ALLERGENS
+
+    words = {_allergen_word(i) for i in items}
+    unknown = sorted(w for w in words if w not in ALLERGENS)
+    if unknown:
+        accepted = ", ".join(a.replace("-", " ") for a in ALLERGENS)
+        named = ", ".join(repr(u[:40]) for u in unknown[:5])
+        verb = "is not an allergen" if len(unknown) == 1 else "are not allergens"
+        raise Malformed(
+            "unknown_allergen",
+            f"{named} {verb} venues can be checked for. Choose from: {accepted}.",
+        )
+    return [a for a in ALLERGENS if a in words]
+
+
+def neighbourhood_canonical(name: str) -> str:
+    """``name`` as one of the registered cities' neighbourhoods is spelled in its city file
+    (matched case-insensitively, by name or id); ``Malformed`` in words naming them."""
+    from dining import CatalogueInvalid, neighbourhoods_registered
+
+    try:
+        places = neighbourhoods_registered()
+    except CatalogueInvalid:
+        raise Misconfigured(
+            "cities_unavailable", "The list of cities cannot be read right now; try again later."
+        ) from None
+    wanted = name.casefold()
+    for place in places:
+        if wanted in (place.name.casefold(), place.id):
+            return place.name
+    shown = ", ".join(sorted({place.name for place in places}))
+    raise Malformed(
+        "unknown_neighbourhood",
+        f"{name[:60]!r} is not a neighbourhood of the cities we know. Choose from: {shown}.",
+    )
+
+
+def vault_content_check(data: Any) -> BaseModel:
+    """Validate an item about to be written: its kind's schema, then the checks that depend
+    on the deployment's data (allergens, neighbourhoods), returning it canonicalised.
+
+    Stored items are opened with the schema alone (``vault_content_parse``): a catalogue
+    dropping a city must not make an owner's vault unreadable.
+    """
+    parsed = vault_content_parse(data)
+    if isinstance(parsed, Allergies):
+        return parsed.model_copy(update={"items": allergies_canonical(parsed.items)})
+    if isinstance(parsed, Neighbourhood):
+        return parsed.model_copy(update={"name": neighbourhood_canonical(parsed.name)})
+    return parsed
 
 
 # --- sealing ---------------------------------------------------------------------------------
@@ -218,8 +295,8 @@ def _content_dump(content: BaseModel) -> dict[str, Any]:
 
 @transaction.atomic
 def vault_item_create(*, owner: User, content: dict[str, Any]) -> VaultItem:
-    """Validate and store a new vault item, sealed."""
-    parsed = vault_content_parse(content)
+    """Validate and store a new vault item, sealed (nothing is stored if it is refused)."""
+    parsed = vault_content_check(content)
     item = VaultItem(owner=owner, kind=parsed.kind)  # type: ignore[attr-defined]
     item.sealed = vault_seal(
         owner_id=owner.pk, item_id=item.id, kind=item.kind, content=_content_dump(parsed)
@@ -240,7 +317,7 @@ def _owned_item(owner: User, item_id: UUID, *, lock: bool = False) -> VaultItem:
 def vault_item_update(*, owner: User, item_id: UUID, content: dict[str, Any]) -> VaultItem:
     """Replace an item's content (its kind cannot change)."""
     item = _owned_item(owner, item_id, lock=True)
-    parsed = vault_content_parse(content)
+    parsed = vault_content_check(content)
     if parsed.kind != item.kind:  # type: ignore[attr-defined]
         raise Malformed("invalid_vault_item", "An item's kind cannot change.")
     item.sealed = vault_seal(
@@ -352,6 +429,7 @@ def vault_import_ics(*, owner: User, ics: bytes, now: datetime) -> VaultItem:
 _HORIZONS = {
     "free_busy_24h": timedelta(hours=24),
     "free_busy_7d": timedelta(days=7),
+    "free_busy_14d": timedelta(days=14),
     "free_busy_30d": timedelta(days=30),
 }
 
@@ -371,6 +449,15 @@ def _free_busy(item: Availability, *, horizon: timedelta, now: datetime) -> dict
     return {"from": start, "until": until, "busy": merged}
 
 
+def _budget_view(item: Budget, *, scope: str) -> dict[str, Any]:
+    # Minor units, per person, never the notes. The band only says "about": its bounds are
+    # multiples of ten whole units, so the exact figures inside it stay with the owner.
+    if scope == "range":
+        return {"currency": item.currency, "min": item.minimum, "max": item.maximum}
+    low, high = budget_band(minimum=item.minimum, maximum=item.maximum, currency=item.currency)
+    return {"currency": item.currency, "min": low, "max": high, "band": True}
+
+
 def vault_scoped_view(
     *, owner_id: Any, capability: Capability, now: datetime
 ) -> list[dict[str, Any]]:
@@ -384,8 +471,8 @@ def vault_scoped_view(
         if isinstance(item, Availability):
             views.append(_free_busy(item, horizon=_HORIZONS[capability.scope], now=now))
         elif isinstance(item, Budget):
-            views.append({"currency": item.currency, "min": item.minimum, "max": item.maximum})
-        elif isinstance(item, FoodLikes | Allergies):
+            views.append(_budget_view(item, scope=capability.scope))
+        elif isinstance(item, FoodLikes | FoodDislikes | Allergies):
             views.append({"items": list(item.items)})
         elif isinstance(item, Neighbourhood):
             views.append({"name": item.name})

@@ -7,9 +7,14 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
-from slips.capabilities import capability_from_record
+from slips.capabilities import (
+    VAULT_SCOPES,
+    capability_from_record,
+    capability_narrower_or_equal,
+    capability_under_tier,
+)
 from slips.errors import Malformed, Misconfigured
-from slips.models import VaultItem
+from slips.models import Tier, VaultItem
 from slips.selectors import vault_of_owner
 from slips.vault import (
     ics_busy_windows,
@@ -32,20 +37,15 @@ def _cap(resource: str, scope: str | None = None):
 
 def test_items_are_encrypted_at_rest(make_owner) -> None:
     alice = make_owner("alice")
-    item = vault_item_create(
-        owner=alice, content={"kind": "allergies", "items": ["peanuts-secret-xyzzy"]}
-    )
+    item = vault_item_create(owner=alice, content={"kind": "allergies", "items": ["sesame"]})
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT sealed FROM slips_vaultitem WHERE id = %s",
             [item.id.hex if connection.vendor == "sqlite" else item.id],
         )
         (raw,) = cursor.fetchone()
-    assert b"peanuts" not in bytes(raw) and b"xyzzy" not in bytes(raw)
-    assert vault_of_owner(owner=alice)[0].content == {
-        "kind": "allergies",
-        "items": ["peanuts-secret-xyzzy"],
-    }
+    assert b"sesame" not in bytes(raw) and b"allergies" not in bytes(raw)
+    assert vault_of_owner(owner=alice)[0].content == {"kind": "allergies", "items": ["sesame"]}
 
 
 def test_a_sealed_item_does_not_open_for_another_owner(make_owner) -> None:
@@ -192,20 +192,132 @@ def test_scoped_free_busy_has_no_titles_and_stays_in_its_horizon(make_owner) -> 
     assert VaultItem.objects.filter(owner=alice, kind="availability").count() == 1
 
 
-def test_scoped_budget_is_the_range_only(make_owner) -> None:
-    alice, bob = make_owner("alice"), make_owner("bob")
-    vault_item_create(
-        owner=alice,
+def _budget(owner, minimum: int, maximum: int, currency: str = "EUR"):
+    return vault_item_create(
+        owner=owner,
         content={
             "kind": "budget",
-            "currency": "EUR",
-            "minimum": 40,
-            "maximum": 80,
+            "currency": currency,
+            "minimum": minimum,
+            "maximum": maximum,
             "notes": "could stretch to 120",
         },
     )
-    view = vault_scoped_view(owner_id=alice.pk, capability=_cap("budget"), now=NOW)
-    assert view == [{"currency": "EUR", "min": 40, "max": 80}]
-    assert vault_scoped_view(owner_id=bob.pk, capability=_cap("budget"), now=NOW) == []
+
+
+def test_scoped_budget_range_is_exact_and_has_no_notes(make_owner) -> None:
+    alice, bob = make_owner("alice"), make_owner("bob")
+    _budget(alice, 4300, 5700)
+    view = vault_scoped_view(owner_id=alice.pk, capability=_cap("budget", "range"), now=NOW)
+    assert view == [{"currency": "EUR", "min": 4300, "max": 5700}]
+    assert vault_scoped_view(owner_id=bob.pk, capability=_cap("budget", "range"), now=NOW) == []
     tool = capability_from_record({"resource": "tool:book"}, slip_expires_at=2**40)
     assert vault_scoped_view(owner_id=alice.pk, capability=tool, now=NOW) == []
+
+
+@pytest.mark.parametrize(
+    ("minimum", "maximum", "currency", "band"),
+    [
+        (4300, 5700, "EUR", (4000, 6000)),  # 43-57 EUR is "about 40 to 60"
+        (3000, 8000, "EUR", (3000, 8000)),  # already on the step: unchanged
+        (4301, 5699, "EUR", (4000, 6000)),  # cents count too
+        (0, 1, "EUR", (0, 1000)),
+        (4300, 5700, "JPY", (4300, 5700)),  # JPY has no minor unit: the step is 10 yen
+        (4321, 5678, "JPY", (4320, 5680)),
+        (43000, 57000, "KWD", (40000, 60000)),  # three decimals
+    ],
+)
+def test_the_band_widens_outward_to_ten_whole_units(
+    make_owner, minimum, maximum, currency, band
+) -> None:
+    alice = make_owner("alice")
+    _budget(alice, minimum, maximum, currency)
+    # A budget record without a scope shares only the band.
+    view = vault_scoped_view(owner_id=alice.pk, capability=_cap("budget"), now=NOW)
+    assert view == [{"currency": currency, "min": band[0], "max": band[1], "band": True}]
+    assert "stretch" not in str(view)
+
+
+def test_band_is_narrower_than_range_and_is_the_default() -> None:
+    band, exact = _cap("budget"), _cap("budget", "range")
+    assert band.scope == "band"
+    assert capability_narrower_or_equal(band, exact)
+    assert not capability_narrower_or_equal(exact, band)
+    # Tiers only narrow: no tier turns a band into the exact range.
+    for tier in Tier:
+        narrowed = capability_under_tier(band, tier)
+        assert narrowed is None or narrowed.scope == "band"
+
+
+def test_fourteen_day_free_busy_covers_exactly_fourteen_days(make_owner) -> None:
+    alice = make_owner("alice")
+    day = 86_400
+    start = int(NOW.timestamp())
+    busy = [
+        {"start": start + 13 * day, "end": start + 13 * day + 3600, "title": "in"},
+        {"start": start + 14 * day - 1800, "end": start + 14 * day + 1800, "title": "edge"},
+        {"start": start + 15 * day, "end": start + 15 * day + 3600, "title": "out"},
+    ]
+    vault_item_create(owner=alice, content={"kind": "availability", "busy": busy})
+    scoped = vault_scoped_view(
+        owner_id=alice.pk, capability=_cap("availability", "free_busy_14d"), now=NOW
+    )
+    assert scoped == [
+        {
+            "from": start,
+            "until": start + 14 * day,
+            "busy": [
+                [start + 13 * day, start + 13 * day + 3600],
+                [start + 14 * day - 1800, start + 14 * day],  # cut at the horizon
+            ],
+        }
+    ]
+    scopes = VAULT_SCOPES["availability"]
+    assert (
+        scopes.index("free_busy_7d") < scopes.index("free_busy_14d") < scopes.index("free_busy_30d")
+    )
+
+
+def test_food_dislikes_create_update_and_scoped_view(make_owner) -> None:
+    alice = make_owner("alice")
+    item = vault_item_create(owner=alice, content={"kind": "food_dislikes", "items": ["thai"]})
+    vault_item_update(
+        owner=alice,
+        item_id=item.id,
+        content={"kind": "food_dislikes", "items": ["thai", "seafood"]},
+    )
+    view = vault_scoped_view(owner_id=alice.pk, capability=_cap("food_dislikes"), now=NOW)
+    assert view == [{"items": ["thai", "seafood"]}]
+    assert vault_scoped_view(owner_id=alice.pk, capability=_cap("food_likes"), now=NOW) == []
+    assert _cap("food_dislikes").scope == "list"
+
+
+def test_allergies_are_words_of_the_vocabulary(make_owner) -> None:
+    alice = make_owner("alice")
+    item = vault_item_create(
+        owner=alice, content={"kind": "allergies", "items": ["Tree nuts", "PEANUTS", "peanuts"]}
+    )
+    assert vault_of_owner(owner=alice)[0].content["items"] == ["peanuts", "tree-nuts"]
+    with pytest.raises(Malformed) as refused:
+        vault_item_update(
+            owner=alice, item_id=item.id, content={"kind": "allergies", "items": ["walnuts"]}
+        )
+    assert refused.value.code == "unknown_allergen"
+    assert "'walnuts' is not an allergen" in refused.value.message
+    assert "tree nuts" in refused.value.message and "sesame" in refused.value.message
+    # The refused update changed nothing.
+    assert vault_of_owner(owner=alice)[0].content["items"] == ["peanuts", "tree-nuts"]
+
+
+def test_a_neighbourhood_is_a_registered_citys_in_its_spelling(make_owner) -> None:
+    alice = make_owner("alice")
+    vault_item_create(owner=alice, content={"kind": "neighbourhood", "name": "prenzlauer BERG"})
+    vault_item_create(owner=alice, content={"kind": "neighbourhood", "name": "neukoelln"})
+    names = sorted(i.content["name"] for i in vault_of_owner(owner=alice))
+    assert names == ["Neukölln", "Prenzlauer Berg"]
+    with pytest.raises(Malformed) as refused:
+        vault_item_create(owner=alice, content={"kind": "neighbourhood", "name": "Mission"})
+    assert refused.value.code == "unknown_neighbourhood"
+    assert "'Mission' is not a neighbourhood" in refused.value.message
+    assert "Kreuzberg" in refused.value.message
+    assert VaultItem.objects.filter(owner=alice).count() == 2
