@@ -1,7 +1,13 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
 from django import forms
 from django.conf import settings
+
+from dining import ALLERGENS
+from slips.money import FORM_CURRENCIES, minor_per_unit, whole_units_to_minor
 
 
 class AgentForm(forms.Form):
@@ -24,3 +30,230 @@ class BindAgentForm(forms.Form):
     def __init__(self, *args: object, agents: list[tuple[str, str]], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.fields["agent"].choices = agents  # type: ignore[attr-defined]
+
+
+# --- the vault: one form per kind --------------------------------------------------------------
+# Each form turns what the owner typed into one vault item's content, in the units the vault
+# keeps (minor units for money), and back again for editing. The rules (which allergens, which
+# neighbourhoods) stay in ``slips.vault``; these forms only read the owner's input.
+
+
+def _list_items(text: str) -> list[str]:
+    """Items typed one per line or separated by commas, trimmed, repeats dropped."""
+    seen: dict[str, str] = {}
+    for part in text.replace("\n", ",").split(","):
+        item = " ".join(part.split())
+        if item:
+            seen.setdefault(item.casefold(), item)
+    return list(seen.values())
+
+
+class VaultItemForm(forms.Form):
+    """The form for one vault kind: ``content()`` after ``is_valid()``; ``initial_of`` for
+    editing a stored item."""
+
+    kind: ClassVar[str]
+    title: ClassVar[str]
+
+    def content(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def initial_of(cls, content: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in content.items() if k != "kind"}
+
+
+def _whole_amount(label: str) -> forms.IntegerField:
+    return forms.IntegerField(
+        label=label,
+        min_value=0,
+        max_value=10**9,
+        widget=forms.NumberInput(attrs={"min": "0", "step": "1", "inputmode": "numeric"}),
+        error_messages={
+            "required": f"Enter the {label.lower()} as a whole number, such as 30.",
+            "invalid": f"Enter the {label.lower()} as a whole number, such as 30 (no letters "
+            "or cents).",
+            "min_value": f"The {label.lower()} cannot be below zero.",
+            "max_value": f"The {label.lower()} is too large.",
+        },
+    )
+
+
+class BudgetForm(VaultItemForm):
+    kind = "budget"
+    title = "Budget per person"
+
+    currency = forms.ChoiceField(choices=[(c, c) for c in FORM_CURRENCIES], initial="EUR")
+    minimum = _whole_amount("Lowest amount")
+    maximum = _whole_amount("Highest amount")
+    notes = forms.CharField(
+        label="Private note",
+        required=False,
+        max_length=500,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Only you see this; no slip shares it.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["minimum"].help_text = "Whole units per person: 30 means 30.00."
+        # An item saved through the API may use a currency the form does not list.
+        current = self.initial.get("currency")
+        choices = list(self.fields["currency"].choices)  # type: ignore[attr-defined]
+        if current and (current, current) not in choices:
+            self.fields["currency"].choices = [*choices, (current, current)]  # type: ignore[attr-defined]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        low, high = data.get("minimum"), data.get("maximum")
+        if low is not None and high is not None and high < low:
+            self.add_error(
+                "maximum",
+                f"The highest amount ({high}) is below the lowest ({low}); enter the lower "
+                "amount first.",
+            )
+        return data
+
+    def content(self) -> dict[str, Any]:
+        currency = self.cleaned_data["currency"]
+        return {
+            "kind": self.kind,
+            "currency": currency,
+            "minimum": whole_units_to_minor(self.cleaned_data["minimum"], currency),
+            "maximum": whole_units_to_minor(self.cleaned_data["maximum"], currency),
+            "notes": self.cleaned_data["notes"],
+        }
+
+    @classmethod
+    def initial_of(cls, content: dict[str, Any]) -> dict[str, Any]:
+        # Back to whole units; an amount with cents (only the API makes those) rounds outward.
+        per_unit = minor_per_unit(content["currency"])
+        return {
+            "currency": content["currency"],
+            "minimum": content["minimum"] // per_unit,
+            "maximum": -(-content["maximum"] // per_unit),
+            "notes": content.get("notes", ""),
+        }
+
+
+class _FoodListForm(VaultItemForm):
+    items = forms.CharField(
+        label="Cuisines or dishes",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=4000,
+        help_text="One per line, or separated by commas.",
+        error_messages={"required": "Enter at least one cuisine or dish."},
+    )
+
+    def __init__(self, *args: Any, cuisines: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if cuisines:
+            self.fields["items"].help_text += " Cuisines the venues offer: " + ", ".join(cuisines)
+
+    def clean_items(self) -> list[str]:
+        items = _list_items(self.cleaned_data["items"])
+        if not items:
+            raise forms.ValidationError("Enter at least one cuisine or dish.")
+        if len(items) > 50:
+            raise forms.ValidationError("Enter at most 50 items.")
+        long = [i for i in items if len(i) > 80]
+        if long:
+            raise forms.ValidationError(f"Keep each item under 80 characters ({long[0][:20]}…).")
+        return items
+
+    def content(self) -> dict[str, Any]:
+        return {"kind": self.kind, "items": self.cleaned_data["items"]}
+
+    @classmethod
+    def initial_of(cls, content: dict[str, Any]) -> dict[str, Any]:
+        return {"items": "\n".join(content["items"])}
+
+
+class FoodLikesForm(_FoodListForm):
+    kind = "food_likes"
+    title = "Food you like"
+
+
+class FoodDislikesForm(_FoodListForm):
+    kind = "food_dislikes"
+    title = "Food you would rather not eat"
+
+
+class AllergiesForm(VaultItemForm):
+    kind = "allergies"
+    title = "Allergies"
+
+    items = forms.MultipleChoiceField(
+        label="Allergies",
+        required=False,
+        choices=[(a, a.replace("-", " ")) for a in ALLERGENS],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Saved with nothing checked, this says you have none.",
+        error_messages={"invalid_choice": "%(value)s is not one of the allergens listed."},
+    )
+
+    def content(self) -> dict[str, Any]:
+        return {"kind": self.kind, "items": self.cleaned_data["items"]}
+
+
+class NeighbourhoodForm(VaultItemForm):
+    kind = "neighbourhood"
+    title = "Home neighbourhood"
+
+    # A text value under a select: ``slips.vault`` checks it against the cities (in words).
+    name = forms.CharField(label="Neighbourhood", max_length=120)
+
+    def __init__(
+        self, *args: Any, cities: Sequence[tuple[str, list[tuple[str, str]]]] = (), **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        choices: list[Any] = [("", "Choose…"), *cities]
+        self.fields["name"].widget = forms.Select(choices=choices)
+        self.fields["name"].error_messages["required"] = "Choose your neighbourhood."
+
+    def content(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.cleaned_data["name"]}
+
+
+class LinkForm(VaultItemForm):
+    kind = "link"
+    title = "A link"
+
+    url = forms.URLField(
+        label="Address (https://…)",
+        max_length=2000,
+        assume_scheme="https",
+        error_messages={"invalid": "Enter a web address such as https://example.org."},
+    )
+    label = forms.CharField(label="What it is", required=False, max_length=120)
+
+    def content(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "url": self.cleaned_data["url"],
+            "label": self.cleaned_data["label"],
+        }
+
+
+class NoteForm(VaultItemForm):
+    kind = "note"
+    title = "A note"
+
+    text = forms.CharField(label="Note", max_length=4000, widget=forms.Textarea(attrs={"rows": 3}))
+
+    def content(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.cleaned_data["text"]}
+
+
+VAULT_FORMS: dict[str, type[VaultItemForm]] = {
+    f.kind: f
+    for f in (
+        BudgetForm,
+        FoodLikesForm,
+        FoodDislikesForm,
+        AllergiesForm,
+        NeighbourhoodForm,
+        LinkForm,
+        NoteForm,
+    )
+}

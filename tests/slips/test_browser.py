@@ -61,16 +61,26 @@ def test_browser_enrolls_fills_the_vault_and_signs_a_slip(
     assert exported == {"extractable": False, "refused": True, "id": str(key.id)}
 
     page.goto(f"{base}/vault/")
-    page.select_option("#vault-kind", "neighbourhood")
-    page.fill("#vault-text", "Kreuzberg")
-    page.click("#vault-form button[name=add]")
+    page.select_option("#id_neighbourhood-name", "Kreuzberg")
+    page.click("text=Save home neighbourhood")
     page.wait_for_selector("#vault-items li:has-text('Kreuzberg')")
     assert VaultItem.objects.filter(owner=opened.a.owner, kind="neighbourhood").count() == 1
 
     page.goto(f"{base}/rooms/{opened.room.id}/slip/")
     page.wait_for_selector("#slip-items li[data-resource=neighbourhood]")
     boxes = page.locator("#slip-items [name=share]")
-    assert boxes.count() == 7
+    assert boxes.count() == 8
+    budget_scopes = page.locator("#slip-items li[data-resource=budget] [name=scope] option")
+    assert budget_scopes.all_inner_texts() == [
+        "Share a rough budget band (rounded to 10)",
+        "Share the exact budget range",
+    ]
+    assert (
+        "Free/busy for the next 14 days"
+        in page.locator(
+            "#slip-items li[data-resource=availability] [name=scope] option"
+        ).all_inner_texts()
+    )
     assert not any(boxes.nth(i).is_checked() for i in range(boxes.count()))
     page.check("#slip-items li[data-resource=neighbourhood] [name=share]")
     page.click("text=Sign slip")

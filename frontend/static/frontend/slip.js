@@ -11,11 +11,24 @@
   const rows = document.getElementById("slip-items");
   let template = null;
 
-  function select(name, options) {
+  // Words for every code (from the page; see frontend.slip_views.SLIP_WORDS). A code the page
+  // has no words for is shown as it is rather than hidden.
+  const wordsElement = document.getElementById("slip-words");
+  const words = wordsElement ? JSON.parse(wordsElement.textContent) : {};
+  const say = (group, code) => (words[group] && words[group][code]) || code;
+
+  function select(name, group, options) {
     const element = document.createElement("select");
     element.name = name;
-    for (const value of options) element.append(new Option(value, value));
+    for (const value of options) element.append(new Option(say(group, value), value));
     return element;
+  }
+
+  // A visible label around a control, so every control has one.
+  function labelled(text, control) {
+    const label = document.createElement("label");
+    label.append(`${text} `, control);
+    return label;
   }
 
   function row(resource, scopes, operations, recipients) {
@@ -26,7 +39,8 @@
     box.name = "share";
     box.checked = false; // unchecked means unshared
     const label = document.createElement("label");
-    label.append(box, ` ${resource} `);
+    label.className = "slip-resource";
+    label.append(box, ` ${say("resources", resource)} `);
     const uses = document.createElement("input");
     uses.type = "number";
     uses.name = "max_uses";
@@ -38,9 +52,12 @@
     onward.name = "onward";
     const onwardLabel = document.createElement("label");
     onwardLabel.append(onward, " may carry it out of the room ");
-    item.append(label, select("operation", operations), select("scope", scopes),
-      select("recipient", recipients), " uses ", uses, " ", onwardLabel,
-      select("approval", template.approvals));
+    item.append(label,
+      labelled("What:", select("scope", "scopes", scopes)),
+      labelled("How:", select("operation", "operations", operations)),
+      labelled("For:", select("recipient", "recipients", recipients)),
+      labelled("Times it may be used:", uses), " ", onwardLabel,
+      labelled("Approval:", select("approval", "approvals", template.approvals)));
     rows.append(item);
   }
 
@@ -77,10 +94,11 @@
       const payload = { ...fresh.payload, capabilities: capabilities() };
       const signed = await K.signSlip(payload);
       const slip = await K.api("POST", `/api/rooms/${roomId}/slips`, signed);
-      status.textContent = `Signed: slip ${slip.id} with ${slip.capabilities.length} item(s).`;
+      const count = slip.capabilities.length;
+      status.textContent = `Signed: ${count} item${count === 1 ? "" : "s"} shared as you chose.`;
       status.dataset.slipId = slip.id;
     } catch (error) {
-      status.textContent = `Not signed (${error.code || "error"}): ${error.message}`;
+      status.textContent = `Not signed: ${error.message}`;
     }
   });
   load().catch((error) => { status.textContent = `Cannot load the slip: ${error.message}`; });
