@@ -43,6 +43,10 @@ from slips.signatures import b64url_encode
 
 GuestAgent = Literal["negotiator", "adversary"]
 BOOK_TABLE = "book_table"
+# The room's own tools every negotiator needs: reading the venue catalogue and saying that
+# no plan is possible. Neither touches an owner's data, so no slip item is needed for them.
+ROOM_TOOLS = ("venues_search", "declare_no_plan")
+HOST_TOOLS = (BOOK_TABLE, *ROOM_TOOLS)
 POLICY_NOTE = "Practice room demo agent (practice.seeding)"
 
 
@@ -110,10 +114,11 @@ def _agent_with_token(
     return issued.agent, issued.token
 
 
-def _policy_allow_only_book_table(agent: Agent) -> None:
-    # An allow entry puts the agent in allow-list mode: book_table and nothing else, whatever
+def _policy_allow_only(agent: Agent, tools: tuple[str, ...]) -> None:
+    # An allow entry puts the agent in allow-list mode: these tools and nothing else, whatever
     # the profile's TOOL_POLICY_DEFAULT.
-    tool_policy_rule_put(agent_id=agent.id, tool=BOOK_TABLE, effect="allow", note=POLICY_NOTE)
+    for tool in tools:
+        tool_policy_rule_put(agent_id=agent.id, tool=tool, effect="allow", note=POLICY_NOTE)
 
 
 def _policy_deny_all(agent: Agent) -> None:
@@ -157,7 +162,99 @@ def _slip_sign_and_submit(
     )
 
 
+@dataclass(frozen=True)
+class SeatPlan:
+    """One side of a seeded room: its demo owner, what their vault holds, what their slip
+    clears, and which of their agents (by role) takes the seat."""
+
+    username: str
+    vault: list[dict[str, Any]]
+    records: list[dict[str, Any]]
+    role: AgentRole
+
+
+def _seat(practice_owner: PracticeOwner, room_id: UUID, agent_id: UUID, token: str) -> PracticeSeat:
+    owner = practice_owner.owner
+    return PracticeSeat(
+        owner=owner,
+        agent_id=agent_id,
+        token=token,
+        login_path=login_link_issue(owner=owner, room_id=room_id),
+    )
+
+
 @transaction.atomic
+def room_seed(
+    *,
+    host: SeatPlan,
+    guest: SeatPlan,
+    purpose: str,
+    charter: str,
+    terms: dict[str, Any] | None = None,
+    close_earlier: bool = True,
+) -> Practice:
+    """Seed two demo owners (idempotently) and open a new room for them with these vaults and
+    slips (DEMO ONLY: their keys are held by the server). The host's agent may book and use
+    the room's tools; the guest's negotiator only the room's tools; an adversary nothing.
+    One transaction: a failure leaves nothing half-written."""
+    if host.username == guest.username:
+        raise PracticeError("A room needs two different owners.")
+    owners = {plan.username: _demo_owner(plan.username) for plan in (host, guest)}
+    signers = {name: demo_key_ensure(owner) for name, owner in owners.items()}
+    agents: dict[str, tuple[Agent, str]] = {}
+    for plan in (host, guest):
+        owner = owners[plan.username]
+        _vault_replace(owner.owner, plan.vault)
+        if plan is host:
+            agents[plan.username] = _agent_with_token(
+                owner, AgentRole.HOST, scenario.HOST_AGENT_NAME, list(HOST_TOOLS)
+            )
+            _policy_allow_only(agents[plan.username][0], HOST_TOOLS)
+            continue
+        for role in (AgentRole.NEGOTIATOR, AgentRole.ADVERSARY):
+            # Both are registered (and their tokens rotated) every time, so switching the
+            # guest agent only changes which one is bound, and the other's old token stops.
+            agent, token = _agent_with_token(
+                owner, role, scenario.GUEST_AGENT_NAMES[role.value], None
+            )
+            if role == AgentRole.NEGOTIATOR:
+                _policy_allow_only(agent, ROOM_TOOLS)
+            else:
+                _policy_deny_all(agent)
+            if role == plan.role:
+                agents[plan.username] = (agent, token)
+
+    if close_earlier:
+        _close_earlier_rooms()
+    host_owner, guest_owner = owners[host.username].owner, owners[guest.username].owner
+    room = rooms.room_create(owner=host_owner, purpose=purpose, charter=charter, terms=terms)
+    invite = rooms.invite_create(owner=host_owner, room_id=room.id)
+    rooms.invite_accept(owner=guest_owner, token=invite.token)
+    for plan in (host, guest):
+        owner, (agent, _) = owners[plan.username].owner, agents[plan.username]
+        rooms.room_bind_agent(owner=owner, room_id=room.id, agent_id=agent.id)
+    for plan in (host, guest):
+        owner, (agent, _) = owners[plan.username].owner, agents[plan.username]
+        _slip_sign_and_submit(
+            signer=signers[plan.username],
+            owner=owner,
+            room_id=room.id,
+            agent_id=agent.id,
+            records=plan.records,
+        )
+    rooms.room_transition(owner=host_owner, room_id=room.id, to=RoomState.OPEN)
+    PracticeRoom.objects.create(room=room)
+    (host_agent, host_token), (guest_agent, guest_token) = (
+        agents[host.username],
+        agents[guest.username],
+    )
+    return Practice(
+        room_id=room.id,
+        host=_seat(owners[host.username], room.id, host_agent.id, host_token),
+        guest=_seat(owners[guest.username], room.id, guest_agent.id, guest_token),
+    )
+
+
 def practice_seed(
     *,
     guest_agent: GuestAgent = "negotiator",
@@ -173,65 +270,21 @@ def practice_seed(
     if guest_agent not in ("negotiator", "adversary"):
         raise PracticeError(f"Unknown guest agent {guest_agent!r}.")
     anchor = now or timezone.now()
-    host = _demo_owner(scenario.HOST_USERNAME)
-    guest = _demo_owner(scenario.GUEST_USERNAME)
-    host_signer = demo_key_ensure(host)
-    guest_signer = demo_key_ensure(guest)
-    _vault_replace(host.owner, scenario.vault_items("host", anchor))
-    _vault_replace(guest.owner, scenario.vault_items("guest", anchor))
-
-    host_agent, host_token = _agent_with_token(
-        host, AgentRole.HOST, scenario.HOST_AGENT_NAME, [BOOK_TABLE]
-    )
-    _policy_allow_only_book_table(host_agent)
-    guest_agents: dict[str, tuple[Agent, str]] = {}
-    for role in (AgentRole.NEGOTIATOR, AgentRole.ADVERSARY):
-        # Both are registered (and their tokens rotated) every time, so switching the guest
-        # agent only changes which one is bound, and the other's old token stops working.
-        guest_agents[role.value] = _agent_with_token(
-            guest, role, scenario.GUEST_AGENT_NAMES[role.value], None
-        )
-        _policy_deny_all(guest_agents[role.value][0])
-    guest_agent_row, guest_token = guest_agents[guest_agent]
-
-    _close_earlier_rooms()
-    room = rooms.room_create(
-        owner=host.owner, purpose=scenario.ROOM_PURPOSE, charter=scenario.ROOM_CHARTER
-    )
-    invite = rooms.invite_create(owner=host.owner, room_id=room.id)
-    rooms.invite_accept(owner=guest.owner, token=invite.token)
-    rooms.room_bind_agent(owner=host.owner, room_id=room.id, agent_id=host_agent.id)
-    rooms.room_bind_agent(owner=guest.owner, room_id=room.id, agent_id=guest_agent_row.id)
-    _slip_sign_and_submit(
-        signer=host_signer,
-        owner=host.owner,
-        room_id=room.id,
-        agent_id=host_agent.id,
-        records=scenario.slip_capabilities("host"),
-    )
-    _slip_sign_and_submit(
-        signer=guest_signer,
-        owner=guest.owner,
-        room_id=room.id,
-        agent_id=guest_agent_row.id,
-        records=scenario.slip_capabilities("guest", guest_shares_budget=guest_shares_budget),
-    )
-    rooms.room_transition(owner=host.owner, room_id=room.id, to=RoomState.OPEN)
-    PracticeRoom.objects.create(room=room)
-    return Practice(
-        room_id=room.id,
-        host=PracticeSeat(
-            owner=host.owner,
-            agent_id=host_agent.id,
-            token=host_token,
-            login_path=login_link_issue(owner=host.owner, room_id=room.id),
+    return room_seed(
+        host=SeatPlan(
+            username=scenario.HOST_USERNAME,
+            vault=scenario.vault_items("host", anchor),
+            records=scenario.slip_capabilities("host"),
+            role=AgentRole.HOST,
         ),
-        guest=PracticeSeat(
-            owner=guest.owner,
-            agent_id=guest_agent_row.id,
-            token=guest_token,
-            login_path=login_link_issue(owner=guest.owner, room_id=room.id),
+        guest=SeatPlan(
+            username=scenario.GUEST_USERNAME,
+            vault=scenario.vault_items("guest", anchor),
+            records=scenario.slip_capabilities("guest", guest_shares_budget=guest_shares_budget),
+            role=AgentRole(guest_agent),
         ),
+        purpose=scenario.ROOM_PURPOSE,
+        charter=scenario.ROOM_CHARTER,
     )
 
 
