@@ -45,7 +45,7 @@ def test_a_signed_slip_is_stored_with_narrowest_defaults(make_signer) -> None:
     assert cap.as_record() == {
         "resource": "budget",
         "operation": "read",
-        "scope": "range",
+        "scope": "band",  # the rough band, never the exact range, unless the owner says so
         "recipient": "own_agent",
         "expires_at": slip.expires_at,
         "max_uses": 1,
