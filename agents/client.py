@@ -89,6 +89,8 @@ class Welcome:
     agent_id: str | None
     acked_seq: int
     tools: list[dict[str, Any]] = field(default_factory=list)
+    # The room's dinner terms (docs/dining.md), None when the room is not a dinner.
+    terms: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -413,6 +415,7 @@ class RoomClient:
             body["agent_id"],
             body["acked_seq"],
             body.get("tools", []),
+            body["room"].get("terms"),
         )
         self.room_state = body["room"]["state"]
         self._state_changed.set()

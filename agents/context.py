@@ -69,6 +69,8 @@ class TurnContext:
     notices: tuple[str, ...]
     peer_items: tuple[PeerItem, ...]
     peer_messages: tuple[PeerMessage, ...]
+    # The room's dinner terms (trusted; docs/dining.md), None when the room is not a dinner.
+    terms: dict[str, Any] | None = None
 
     def own(self, resource: str) -> Iterator[dict[str, Any]]:
         """The content of each of your owner's items of ``resource`` cleared this turn."""
@@ -96,6 +98,7 @@ class TurnContext:
             preamble=body["preamble"],
             purpose=body["purpose"],
             charter=body["charter"],
+            terms=body.get("terms"),
             own_items=tuple(cleared(raw) for raw in body["own_items"]),
             whispers=tuple(
                 Whisper(str(w["id"]), w["text"], str(w["sent_at"])) for w in body["whispers"]

@@ -267,3 +267,12 @@ class VenueCatalogueFile(_Format):
         if doubled:
             raise ValueError(f"venue ids must be unique; listed twice: {', '.join(doubled)}")
         return self
+
+
+def format_schemas() -> dict[str, dict[str, object]]:
+    """Published JSON Schemas of the two file formats, keyed by file name in docs/schemas."""
+    city = City.model_json_schema(by_alias=True)
+    city["title"] = "Synapsia city file"
+    catalogue = VenueCatalogueFile.model_json_schema(by_alias=True)
+    catalogue["title"] = "Synapsia venue catalogue"
+    return {"city.schema.json": city, "venue-catalogue.schema.json": catalogue}

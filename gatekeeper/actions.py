@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from gatekeeper.adapters.outcomes import ExecutionContext, Succeeded, ToolAdapter, Unavailable
 from gatekeeper.adapters.sandbox import SandboxAdapter
+from gatekeeper.adapters.server import ServerToolAdapter
 from gatekeeper.adapters.webhook import PENDING_REASON, WebhookAdapter
 from gatekeeper.decision import (
     ActionRequest,
@@ -36,6 +37,7 @@ from gatekeeper.errors import GatekeeperError
 from gatekeeper.models import WebhookEndpoint
 from gatekeeper.records import ActionRecord, ActionStatus, Grant
 from gatekeeper.tools.registry import tool_arguments_validate, tool_get
+from gatekeeper.tools.spec import ToolSpec
 from ledger.events import (
     ActionExecuted,
     ActionRequested,
@@ -67,11 +69,15 @@ class ActionResult:
     output: dict[str, Any] | None = None
     grant_id: UUID | None = None
     replay: bool = False
+    # A read-only lookup of no owner's data (venues_search): refusing it harms no one, so
+    # it never stops the room.
+    lookup: bool = False
 
     @property
     def pauses_room(self) -> bool:
-        """Anything but an allowed action stops the room at a fork for the owners."""
-        if self.rule in SHAPE_RULES:
+        """Anything but an allowed action stops the room at a fork for the owners, except
+        refusals for shape and lookups that read no owner's data."""
+        if self.rule in SHAPE_RULES or self.lookup:
             return False
         return self.status in (ActionStatus.AWAITING_GRANT, ActionStatus.DENIED)
 
@@ -99,9 +105,16 @@ def _echoes_peer(arguments: dict[str, Any], peer_texts: Sequence[str]) -> bool:
     return any(s in text for s in strings for text in peer_texts)
 
 
+def tool_is_lookup(tool: str) -> bool:
+    """Whether ``tool`` only reads data that is no owner's (it never pauses the room)."""
+    spec = tool_get(tool)
+    return spec is not None and spec.read_only and not spec.effective_manifest.touches_owner_data
+
+
 def _result(record: ActionRecord, *, replay: bool = False, detail: str = "") -> ActionResult:
     grant = Grant.objects.filter(action=record).only("id").first()
     return ActionResult(
+        lookup=tool_is_lookup(record.tool),
         action_id=record.id,
         status=record.status,
         rule=record.rule,
@@ -129,9 +142,13 @@ def _record_denial(room: RoomFacts, agent: AgentFacts, rule: str, tool: str | No
     )
 
 
-def _denied_without_record(room: RoomFacts, agent: AgentFacts, decision: Decision) -> ActionResult:
+def _denied_without_record(
+    room: RoomFacts, agent: AgentFacts, decision: Decision, tool: str
+) -> ActionResult:
     _record_denial(room, agent, decision.rule, tool=None)
-    return ActionResult(None, ActionStatus.DENIED, decision.rule, decision.detail)
+    return ActionResult(
+        None, ActionStatus.DENIED, decision.rule, decision.detail, lookup=tool_is_lookup(tool)
+    )
 
 
 @transaction.atomic
@@ -172,7 +189,7 @@ def action_request(
         decision = _spend_slip_use(decision, room=room, agent=agent, tool=tool)
     if decision.arguments is None:
         # Unknown tool or arguments that fail the schema: nothing to keep but the denial.
-        return _denied_without_record(room, agent, decision)
+        return _denied_without_record(room, agent, decision, tool)
     validated = decision.arguments.model_dump(mode="json")
     spec = tool_get(tool)
     assert spec is not None  # decide() validated the name
@@ -230,7 +247,11 @@ def _spend_slip_use(
     decision: Decision, *, room: RoomFacts, agent: AgentFacts, tool: str
 ) -> Decision:
     """An action the slip clears spends one of its uses (race-safe); if another request took
-    the last one meanwhile, this one is beyond the slip after all and needs a grant."""
+    the last one meanwhile, this one is beyond the slip after all and needs a grant. A tool
+    that touches no owner data needs no slip item, so it spends none."""
+    spec = tool_get(tool)
+    if spec is not None and not spec.effective_manifest.touches_owner_data:
+        return decision
     spent = capability_use(
         room_id=room.room_id,
         owner_id=agent.owner_id,
@@ -255,9 +276,14 @@ def _grant_id(record: ActionRecord) -> UUID | None:
     return grant.id if grant else None
 
 
-def adapter_for(*, owner_id: int) -> ToolAdapter:
-    """Where an owner's actions run: their active webhook if they configured one (the real
-    world), otherwise the local sandbox."""
+def adapter_for(
+    *, owner_id: int, spec: ToolSpec | None = None, room: RoomFacts | None = None
+) -> ToolAdapter:
+    """Where an action runs: in-process for a server-executed tool (from the room's own
+    data, never an owner's webhook); else the owner's active webhook if they configured one
+    (the real world), otherwise the local sandbox."""
+    if spec is not None and spec.effective_manifest.server_executed:
+        return ServerToolAdapter(terms=room.terms if room is not None else None)
     endpoint = (
         WebhookEndpoint.objects.filter(owner_id=owner_id, active=True)
         .order_by("-created_at")
@@ -281,7 +307,7 @@ def _execute(
     """
     spec = tool_get(record.tool)
     assert spec is not None
-    outcome = adapter_for(owner_id=agent.owner_id).execute(
+    outcome = adapter_for(owner_id=agent.owner_id, spec=spec, room=room).execute(
         spec=spec,
         arguments=record.arguments,
         idempotency_key=record.id.hex,

@@ -25,8 +25,16 @@ from uuid import UUID
 
 from django.conf import settings
 from django.utils import timezone
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from dining import (
+    Catalogue,
+    CatalogueInvalid,
+    CatalogueUnknown,
+    DinnerTerms,
+    booking_check,
+    catalogue_get,
+)
 from gatekeeper.errors import ToolArgumentsInvalid
 from gatekeeper.policy import tool_verdict
 from gatekeeper.tools.registry import spec_arguments_validate, tool_get
@@ -67,6 +75,9 @@ def deny(rule: str, detail: str = "") -> Decision:
 class RoomFacts:
     room_id: UUID
     state: str
+    # The room's dinner terms in their JSON form (dining.DinnerTerms), None for a room that
+    # is not about a dinner: bookings are then not checked against any catalogue.
+    terms: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +131,67 @@ def owner_budget_limit(*, owner_id: int) -> Budget | None:
     return budget
 
 
+# Tools whose arguments are checked against the room's venue catalogue.
+CATALOGUE_TOOLS = frozenset({"venues_search", "book_table"})
+
+
+def room_catalogue(
+    terms_json: Mapping[str, Any] | None,
+) -> tuple[Catalogue, DinnerTerms] | Decision:
+    """A room's catalogue and terms from its terms' JSON form, or the denial saying why
+    there are none usable."""
+    if terms_json is None:
+        return deny(
+            "catalogue.no_terms",
+            "This room has no dinner terms, so it has no venue catalogue to check against.",
+        )
+    try:
+        terms = DinnerTerms.model_validate(dict(terms_json))
+    except ValidationError:
+        return deny("catalogue.terms_invalid", "This room's dinner terms cannot be read.")
+    try:
+        return catalogue_get(terms.catalogue), terms
+    except CatalogueUnknown:
+        return deny(
+            "catalogue.unavailable",
+            f"The room's venue catalogue ({terms.catalogue}) is not offered here any more.",
+        )
+    except CatalogueInvalid:
+        return deny("catalogue.unavailable", "The room's venue catalogue cannot be read right now.")
+
+
+def _catalogue_price(request: ActionRequest, arguments: BaseModel) -> int | Decision | None:
+    """For a catalogue tool: the denial the catalogue gives, or (a booking) the catalogue's
+    price per person, which is what the owner's budget is compared with. None when the tool
+    is not checked against a catalogue (a booking in a room without dinner terms)."""
+    if request.tool not in CATALOGUE_TOOLS:
+        return None
+    if request.tool == "book_table" and request.room.terms is None:
+        return None
+    found = room_catalogue(request.room.terms)
+    if isinstance(found, Decision):
+        return found
+    if request.tool != "book_table":
+        return None
+    catalogue, terms = found
+    a: Any = arguments
+    problem = booking_check(
+        catalogue=catalogue,
+        terms=terms,
+        venue_id=a.venue_id,
+        party_size=a.party_size,
+        start=a.start,
+        cost_minor=a.cost_cents,
+        currency=a.currency,
+    )
+    if problem is not None:
+        # Keeps the arguments, so the refused booking is recorded as an action both owners see.
+        return Decision(Outcome.DENY, problem.rule, problem.detail, arguments=arguments)
+    venue = catalogue.venue(a.venue_id)
+    assert venue is not None  # booking_check refused unknown venues
+    return venue.price_per_person.amount_minor
+
+
 @functools.singledispatch
 def decide(request: object) -> Decision:
     """Decide one request; an unknown kind of request is ambiguous, hence denied."""
@@ -151,26 +223,37 @@ def _decide_action(request: ActionRequest) -> Decision:
     if not policy.allowed:
         return deny(policy.rule, f"This agent may not use {spec.name} ({policy.rule}).")
     manifest = spec.effective_manifest
+    # The catalogue, not the agent, says what a venue costs and whether it can seat the
+    # party then; what it refuses no owner's grant can make true, so it is a denial.
+    price_per_person = _catalogue_price(request, arguments)
+    if isinstance(price_per_person, Decision):
+        return price_per_person
 
-    verdict = capability_verdict(
-        room_id=request.room.room_id,
-        owner_id=request.agent.owner_id,
-        agent_id=request.agent.agent_id,
-        resource=f"tool:{spec.name}",
-        operation="act",
-        recipient="own_agent",
-        now=timezone.now(),
-    )
     needs_grant: str | None = None
-    if verdict.rule == "verification_error":
-        return deny("slip_verification_error")  # a failed check is never "ask the owner"
-    if not verdict.allowed:
-        needs_grant = f"beyond_slip.{verdict.rule}"
-    elif verdict.approval_required:
-        needs_grant = "approval_per_use"
+    if manifest.touches_owner_data:
+        verdict = capability_verdict(
+            room_id=request.room.room_id,
+            owner_id=request.agent.owner_id,
+            agent_id=request.agent.agent_id,
+            resource=f"tool:{spec.name}",
+            operation="act",
+            recipient="own_agent",
+            now=timezone.now(),
+        )
+        if verdict.rule == "verification_error":
+            return deny("slip_verification_error")  # a failed check is never "ask the owner"
+        if not verdict.allowed:
+            needs_grant = f"beyond_slip.{verdict.rule}"
+        elif verdict.approval_required:
+            needs_grant = "approval_per_use"
     if manifest.money_argument is not None and needs_grant is None:
-        # The server, not the agents' conversation, holds the spending limit.
-        amount: int = getattr(arguments, manifest.money_argument)
+        # The server, not the agents' conversation, holds the spending limit. Budgets are
+        # per person: a catalogue booking is compared by the catalogue's price per person.
+        amount: int = (
+            price_per_person
+            if price_per_person is not None
+            else getattr(arguments, manifest.money_argument)
+        )
         currency = getattr(arguments, manifest.currency_argument or "", None)
         limit = owner_budget_limit(owner_id=request.agent.owner_id)
         if limit is None:

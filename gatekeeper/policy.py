@@ -269,6 +269,13 @@ def tool_verdict(
     return tool_policy_allows(agent_id=agent_id, tool=tool)
 
 
+def tools_without_owner_data() -> frozenset[str]:
+    """Registered tools whose manifest says they read and change no owner's data."""
+    return frozenset(
+        spec.name for spec in tools_all() if not spec.effective_manifest.touches_owner_data
+    )
+
+
 def tools_effective(
     *,
     agent_id: uuid.UUID | str,
@@ -276,7 +283,8 @@ def tools_effective(
     declared_tools: list[str] | None,
     slip_cleared: frozenset[str] | None,
 ) -> frozenset[str]:
-    """Names of the tools this agent may use now: policy ∩ slip ∩ declared hints.
+    """Names of the tools this agent may use now: policy ∩ (slip, plus tools touching no owner
+    data) ∩ declared hints.
 
     ``slip_cleared=None`` skips the slip intersection (the caller applies slips itself);
     ``declared_tools`` None or empty means the agent declared no hints (policy alone).
@@ -286,7 +294,8 @@ def tools_effective(
         return frozenset()
     allowed = {name for name in tool_names() if _decide(name, read).allowed}
     if slip_cleared is not None:
-        allowed &= slip_cleared
+        # A tool that touches no owner data needs no slip item (the policy still decides it).
+        allowed &= slip_cleared | tools_without_owner_data()
     if declared_tools:
         allowed &= set(declared_tools)
     if advisor_only:

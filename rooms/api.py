@@ -54,6 +54,10 @@ class IssuedAgentOut(Schema):
 class RoomIn(Schema):
     purpose: str
     charter: str = ""
+    # Dinner terms (docs/protocol.md, "Room terms"): any fields given override the defaults
+    # of the named (or default) catalogue; ``dinner: false`` makes a room without terms.
+    terms: dict[str, Any] | None = None
+    dinner: bool = True
 
 
 class SeatOut(Schema):
@@ -70,6 +74,7 @@ class RoomOut(Schema):
     state: str
     created_at: datetime
     seats: list[SeatOut]
+    terms: dict[str, Any] | None
 
 
 class InviteOut(Schema):
@@ -145,6 +150,7 @@ def _room_out(room: Room) -> RoomOut:
         charter=room.charter,
         state=room.state,
         created_at=room.created_at,
+        terms=room.terms,
         seats=[
             SeatOut(
                 owner=seat.owner.get_username(),
@@ -198,7 +204,11 @@ def rooms_list(request: HttpRequest) -> list[RoomOut]:
 @router.post("/rooms", response={201: RoomOut})
 def rooms_create(request: HttpRequest, payload: RoomIn) -> Status[RoomOut]:
     room = services.room_create(
-        owner=request_owner(request), purpose=payload.purpose, charter=payload.charter
+        owner=request_owner(request),
+        purpose=payload.purpose,
+        charter=payload.charter,
+        terms=payload.terms,
+        dinner=payload.dinner,
     )
     return Status(201, _room_out(room))
 

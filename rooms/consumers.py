@@ -201,7 +201,11 @@ class RoomConsumer(AsyncWebsocketConsumer):
             id=new_frame_id(),
             body=WelcomeBody(
                 room=RoomSummary(
-                    id=room.id, purpose=room.purpose, charter=room.charter, state=room.state
+                    id=room.id,
+                    purpose=room.purpose,
+                    charter=room.charter,
+                    state=room.state,
+                    terms=room.terms,
                 ),
                 participant=participant.kind,
                 agent_id=participant.agent_id,

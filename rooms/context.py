@@ -2,7 +2,7 @@
 
 A turn's context is built deliberately, never accumulated, from exactly:
 
-* the room's purpose and charter (shared by both owners by design);
+* the room's purpose, charter and dinner terms (shared by both owners by design);
 * the agent's own owner's vault items that the owner's slip clears for their own agent;
 * the other owner's vault items that the other owner's slip clears for this agent, cut to
   the capability's scope (free/busy without titles inside the horizon, a range, ...);
@@ -117,7 +117,7 @@ def context_assemble(
     Raises ``NotFound`` if the agent has no seat in the room. When a disclosure cannot be
     recorded, none is made: the room pauses and the context carries no vault items.
     """
-    room = Room.objects.only("id", "purpose", "charter", "state").get(id=room_id)
+    room = Room.objects.only("id", "purpose", "charter", "state", "terms").get(id=room_id)
     seats = list(RoomMember.objects.filter(room_id=room_id).only("owner_id", "agent_id"))
     me = next((s for s in seats if s.agent_id == agent_id), None)
     if me is None:
@@ -178,6 +178,7 @@ def context_assemble(
         preamble=trusted_preamble(nonces=nonces),
         purpose=room.purpose,
         charter=room.charter,
+        terms=room.terms,
         own_items=own_items,
         whispers=whispers,
         notices=notices,
@@ -192,7 +193,7 @@ def _asks_refused(
     """Record a denial for each asked kind of the other owner's items that was not disclosed
     (in the caller's transaction); returns those kinds. The rule does not say whether the
     other owner has such an item at all."""
-    rule = ask_refusal_rule(RoomFacts(room_id=room.id, state=room.state))
+    rule = ask_refusal_rule(RoomFacts(room_id=room.id, state=room.state, terms=room.terms))
     refused = [kind for kind in dict.fromkeys(asked) if kind not in given]
     for kind in refused:
         ledger_append(
@@ -240,7 +241,7 @@ def _disclose(
     (cut to scope) and, when a check failed, the rule that should pause the room."""
     decision = decide_guarded(
         DisclosureRequest(
-            room=RoomFacts(room_id=room.id, state=room.state),
+            room=RoomFacts(room_id=room.id, state=room.state, terms=room.terms),
             owner_id=source.owner_id,
             source_agent_id=source.agent_id,
             recipient_agent_id=recipient_agent_id,

@@ -71,7 +71,7 @@ def action_for_agent(
                 .values_list("text", flat=True)[:PEER_TEXT_WINDOW]
             )
             result = action_request(
-                room=RoomFacts(room_id=room.id, state=room.state),
+                room=RoomFacts(room_id=room.id, state=room.state, terms=room.terms),
                 agent=_agent_facts(seat),
                 tool=tool,
                 arguments=arguments,
@@ -143,7 +143,7 @@ def grant_decide(
         seat = RoomMember.objects.select_related("agent").get(room=room, agent_id=record.agent_id)
         result = action_execute_granted(
             record_id=record.id,
-            room=RoomFacts(room_id=room.id, state=room.state),
+            room=RoomFacts(room_id=room.id, state=room.state, terms=room.terms),
             agent=_agent_facts(seat),
         )
         if result.pauses_room:

@@ -60,6 +60,9 @@ class Room(models.Model):
     purpose = models.CharField(max_length=200)
     charter = models.TextField(blank=True)
     state = models.CharField(max_length=10, choices=RoomState.choices, default=RoomState.DRAFT)
+    # The dinner terms (dining.DinnerTerms, JSON form): catalogue, time zone, horizon, dinner
+    # length, start times, party size, travel limit. Null for a room that is not a dinner.
+    terms = models.JSONField(null=True, blank=True)
     # Sequence number of the last transcript message; bumped under the room's row lock so
     # numbers are gapless and ordered even with several server processes.
     last_seq = models.PositiveBigIntegerField(default=0)

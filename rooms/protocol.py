@@ -160,6 +160,10 @@ class RoomSummary(_Body):
     purpose: str
     charter: str
     state: str
+    # The room's dinner terms (docs/dining.md): catalogue, time_zone, horizon_days,
+    # dinner_minutes, first_start, last_start, start_step_minutes, party_size,
+    # travel_limit_minutes. Null for a room that is not a dinner. Trusted.
+    terms: dict[str, Any] | None = None
 
 
 class WelcomeBody(_Body):
@@ -234,6 +238,8 @@ class AgentContext(_Body):
     preamble: str
     purpose: str
     charter: str
+    # The room's dinner terms, as in the welcome (null when the room is not a dinner).
+    terms: dict[str, Any] | None = None
     own_items: list[ClearedItem]
     whispers: list[ContextWhisper]
     notices: list[str]

@@ -8,6 +8,7 @@ clear message (changing nothing) when the request cannot be honoured.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,6 +21,7 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from dining import TermsInvalid, terms_parse
 from gatekeeper.errors import ToolPolicyError
 from gatekeeper.policy import tool_hints_validate
 from ledger.events import InjectionSuspected, Join, Leave, RoomClosed, RoomPaused, RoomResumed
@@ -170,11 +172,36 @@ def agent_revoke(*, owner: User, agent_id: UUID) -> Agent:
 # --- rooms --------------------------------------------------------------------------------
 
 
+def room_terms_check(terms: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A room's dinner terms in their JSON form: the given fields over the defaults of their
+    catalogue (the deployment's default catalogue if none is named). Raises ``Invalid`` with
+    each problem in words."""
+    try:
+        return terms_parse(terms or {}).as_json()
+    except TermsInvalid as invalid:
+        raise Invalid(" ".join(invalid.problems)) from None
+
+
 @transaction.atomic
-def room_create(*, owner: User, purpose: str, charter: str) -> Room:
-    """Create a draft room with ``owner`` in the first seat."""
+def room_create(
+    *,
+    owner: User,
+    purpose: str,
+    charter: str,
+    terms: Mapping[str, Any] | None = None,
+    dinner: bool = True,
+) -> Room:
+    """Create a draft room with ``owner`` in the first seat.
+
+    A room is a dinner unless ``dinner=False``: its terms are ``terms`` over the defaults
+    (``room_terms_check``); a room that is not a dinner has none (and ``terms`` must be None).
+    """
+    if not dinner and terms is not None:
+        raise Invalid("Only a dinner room has dinner terms.")
+    checked = room_terms_check(terms) if dinner else None
     room = Room.objects.create(
         created_by=owner,
+        terms=checked,
         purpose=_clean_text(purpose, field="Purpose", max_chars=200),
         charter=_clean_text(
             charter,

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
+from dining.formats import Allergen, City, Venue
 from gatekeeper.tools.manifest import CapabilityManifest
 from gatekeeper.tools.spec import ToolSpec
 
@@ -53,10 +54,15 @@ class ProposeTimeOut(ToolModel):
 
 
 class BookTableIn(ToolModel):
-    venue_id: Slug = Field(description="Venue identifier (a slug from the venue list).")
+    venue_id: Slug = Field(description="Venue identifier (a venue id from venues_search).")
     party_size: int = Field(ge=1, le=20)
     start: AwareDatetime
-    cost_cents: AmountMinor = Field(description="Deposit or price, integer minor units.")
+    cost_cents: AmountMinor = Field(
+        description=(
+            "Total for the party in integer minor units: the catalogue's price per person x "
+            "party_size. In a room with dinner terms the server refuses any other amount."
+        )
+    )
     currency: Currency
 
 
@@ -115,7 +121,88 @@ class PublishArtifactOut(ToolModel):
     body_sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 
 
+# --- venues_search -----------------------------------------------------------------------------
+
+MAX_SEARCH_PAGE = 200
+MAX_FILTER_ITEMS = 50
+
+
+class VenuesSearchIn(ToolModel):
+    cuisines: list[Slug] = Field(default_factory=list, max_length=MAX_FILTER_ITEMS)
+    neighbourhoods: list[Slug] = Field(default_factory=list, max_length=MAX_FILTER_ITEMS)
+    max_price_per_person_minor: AmountMinor | None = Field(
+        default=None, description="Highest price per person, in the catalogue's minor units."
+    )
+    safe_for: list[Allergen] = Field(
+        default_factory=list, description="Keep venues safe for every one of these allergens."
+    )
+    limit: int = Field(default=MAX_SEARCH_PAGE, ge=1, le=MAX_SEARCH_PAGE)
+    offset: int = Field(default=0, ge=0, le=1_000_000)
+
+
+class VenuesSearchOut(ToolModel):
+    catalogue: Slug
+    city: City
+    venues: list[Venue]
+    total: int
+    next_offset: int | None
+
+
+# --- declare_no_plan ---------------------------------------------------------------------------
+
+NoPlanReason = Literal[
+    "time", "venue", "budget", "allergy", "distance", "cuisine", "rounds", "no_reply"
+]
+
+
+class DeclareNoPlanIn(ToolModel):
+    reason: NoPlanReason = Field(description="The coarse reason no plan is possible.")
+
+
+class DeclareNoPlanOut(ToolModel):
+    reason: NoPlanReason
+
+
 STARTER_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="venues_search",
+        title="Search the room's venues",
+        description=(
+            "List venues of the room's venue catalogue (closed-world, read-only), filtered by "
+            "cuisine, neighbourhood, price per person and allergen safety, with the city's "
+            "neighbourhoods and travel minutes. Pages of up to 200."
+        ),
+        input_model=VenuesSearchIn,
+        output_model=VenuesSearchOut,
+        manifest=CapabilityManifest(
+            read_only=True,
+            destructive=False,
+            idempotent=True,
+            open_world=False,
+            required_scopes=("tool:venues_search:call",),
+            touches_owner_data=False,
+            server_executed=True,
+        ),
+    ),
+    ToolSpec(
+        name="declare_no_plan",
+        title="Declare that no plan is possible",
+        description=(
+            "Say, for this side, that no plan can be agreed, with a coarse reason (time, "
+            "venue, budget, allergy, distance, cuisine, rounds, no_reply). Reveals nothing else."
+        ),
+        input_model=DeclareNoPlanIn,
+        output_model=DeclareNoPlanOut,
+        manifest=CapabilityManifest(
+            read_only=False,
+            destructive=False,
+            idempotent=True,
+            open_world=False,
+            required_scopes=("tool:declare_no_plan:call",),
+            touches_owner_data=False,
+            server_executed=True,
+        ),
+    ),
     ToolSpec(
         name="propose_time",
         title="Propose a time",

@@ -32,6 +32,13 @@ class CapabilityManifest(BaseModel):
     # server limits by the slip's budget scope; None when the tool moves no money.
     money_argument: str | None = None
     currency_argument: str | None = None
+    # False only for a tool that reads and changes no owner's data (a public catalogue
+    # lookup, a declaration about the negotiation itself): such a tool needs no slip item,
+    # though the tool policy still lists and decides it. Unset means it does (fail closed).
+    touches_owner_data: bool = True
+    # True when the server itself runs the tool in-process (from the room's own data) instead
+    # of the owner's adapter (webhook or sandbox): it acts on nothing outside the room.
+    server_executed: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> CapabilityManifest:
@@ -39,6 +46,8 @@ class CapabilityManifest(BaseModel):
             raise ValueError("a read-only tool cannot be destructive")
         if self.read_only and self.money_argument is not None:
             raise ValueError("a read-only tool cannot move money")
+        if not self.touches_owner_data and (self.money_argument is not None or self.open_world):
+            raise ValueError("a tool that moves money or reaches the world touches owner data")
         if (self.money_argument is None) != (self.currency_argument is None):
             raise ValueError("money_argument and currency_argument come together")
         for name in (self.money_argument, self.currency_argument):

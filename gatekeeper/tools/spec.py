@@ -101,6 +101,8 @@ class ToolSpec:
                 f"{META_PREFIX}requiredScopes": list(manifest.required_scopes),
                 f"{META_PREFIX}moneyArgument": manifest.money_argument,
                 f"{META_PREFIX}currencyArgument": manifest.currency_argument,
+                f"{META_PREFIX}touchesOwnerData": manifest.touches_owner_data,
+                f"{META_PREFIX}serverExecuted": manifest.server_executed,
             },
         }
 

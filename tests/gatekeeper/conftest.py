@@ -16,6 +16,7 @@ from gatekeeper.adapters import ExecutionContext, Unavailable
 from gatekeeper.adapters.webhook import PENDING_REASON
 from rooms.models import Room
 from slips import vault
+from tests.bookings import BUDGET, WITHIN, booking
 from tests.loopback_http import QuietHandler, loopback_server
 from tests.slips.conftest import Device, seat_slip_sign
 
@@ -144,12 +145,8 @@ def make_user(django_user_model: Any) -> Callable[[str], Any]:
 
 # --- an open room where Alice's slip clears booking a table ------------------------------
 
-BOOK = {
-    "venue_id": "nopa",
-    "party_size": 2,
-    "start": "2026-12-04T19:00:00+00:00",
-    "currency": "EUR",
-}
+# A booking the room's catalogue accepts (tests.bookings): Sora Sushi for two.
+BOOK = booking(WITHIN)
 
 
 @dataclass
@@ -160,9 +157,10 @@ class Negotiation:
     key: Any
 
     def act(
-        self, cost_cents: int, ref: str = "act-1", tool: str = "book_table", **extra: Any
+        self, venue_id: str = WITHIN, ref: str = "act-1", tool: str = "book_table", **extra: Any
     ) -> Any:
-        """Alice's agent asks to book (``BOOK`` at ``cost_cents``) through the room."""
+        """Alice's agent asks to book ``venue_id`` (a catalogue booking, tests.bookings)
+        through the room: ``WITHIN`` her budget, or ``OVER`` it."""
         from rooms import forks
 
         return forks.action_for_agent(
@@ -170,7 +168,7 @@ class Negotiation:
             agent_id=self.setup.a.agent.id,
             client_id=ref,
             tool=tool,
-            arguments={**BOOK, "cost_cents": cost_cents, **extra},
+            arguments={**booking(venue_id), **extra},
         )
 
     def approve(self, grant: Any) -> Any:
@@ -189,7 +187,8 @@ class Negotiation:
 
 @pytest.fixture
 def negotiation(make_open_room) -> Negotiation:
-    """Alice's slip clears booking a table (no approval), and her budget is 40-120 EUR."""
+    """Alice's slip clears booking a table (no approval), and her budget is 20-60 EUR per
+    person (``tests.bookings.BUDGET``)."""
     setup = make_open_room()
     key, device = seat_slip_sign(
         setup.a,
@@ -198,6 +197,6 @@ def negotiation(make_open_room) -> Negotiation:
     )
     vault.vault_item_create(
         owner=setup.a.owner,
-        content={"kind": "budget", "currency": "EUR", "minimum": 4000, "maximum": 12000},
+        content=BUDGET,
     )
     return Negotiation(setup.room, setup, device, key)

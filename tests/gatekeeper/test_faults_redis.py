@@ -21,6 +21,7 @@ from gatekeeper.records import ActionRecord, Grant
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
 from rooms.models import Room, RoomState
+from tests.bookings import OVER, WITHIN
 from tests.gatekeeper.conftest import Negotiation
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,9 +61,9 @@ def _kinds(n: Negotiation) -> list[str]:
 
 
 def test_an_allowed_action_runs_once_with_redis_down(negotiation, dead_redis) -> None:
-    first = negotiation.act(9000, ref="ok-1")
+    first = negotiation.act(WITHIN, ref="ok-1")
     assert (first.status, first.rule) == ("executed", "cleared")
-    again = negotiation.act(9000, ref="ok-1")  # the agent retries after its socket dropped
+    again = negotiation.act(WITHIN, ref="ok-1")  # the agent retries after its socket dropped
     assert again.replay and again.action_id == first.action_id
     assert SandboxEffect.objects.count() == 1
     assert _state(negotiation) == RoomState.OPEN
@@ -71,13 +72,13 @@ def test_an_allowed_action_runs_once_with_redis_down(negotiation, dead_redis) ->
 
 def test_a_request_needing_a_grant_still_pauses_with_redis_down(negotiation, dead_redis) -> None:
     # The pause is announced after commit; the announcement fails; the pause must stand.
-    result = negotiation.act(25_000, ref="big-1")
+    result = negotiation.act(OVER, ref="big-1")
     assert (result.status, result.rule) == ("awaiting_grant", "over_budget")
     assert _state(negotiation) == RoomState.PAUSED
     assert _kinds(negotiation)[-3:] == ["grant_requested", "fork_opened", "room_paused"]
     assert SandboxEffect.objects.count() == 0
     # Nothing turned the failure into an allow: a retry is the same pending request.
-    retry = negotiation.act(25_000, ref="big-1")
+    retry = negotiation.act(OVER, ref="big-1")
     assert retry.replay and retry.status == "awaiting_grant"
     assert ActionRecord.objects.count() == 1
     assert SandboxEffect.objects.count() == 0
@@ -87,14 +88,14 @@ def test_a_request_needing_a_grant_still_pauses_with_redis_down(negotiation, dea
     done = negotiation.approve(grant)
     assert (done.status, done.rule) == ("executed", "granted")
     assert _state(negotiation) == RoomState.OPEN
-    assert negotiation.act(25_000, ref="big-1").replay
+    assert negotiation.act(OVER, ref="big-1").replay
     assert SandboxEffect.objects.count() == 1
     assert ledger_verify_room(room_id=negotiation.room.id).ok
 
 
 def test_a_denial_still_pauses_with_redis_down(negotiation, dead_redis, settings: Any) -> None:
     settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "deny_all"}
-    result = negotiation.act(9000, ref="no-1")
+    result = negotiation.act(WITHIN, ref="no-1")
     assert (result.status, result.rule) == ("denied", "policy.default.deny_all")
     assert _state(negotiation) == RoomState.PAUSED
     assert _kinds(negotiation)[-2:] == ["denial", "room_paused"]

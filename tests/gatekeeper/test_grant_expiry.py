@@ -21,7 +21,8 @@ from rooms import forks
 from rooms.errors import InvalidState
 from rooms.models import Room, RoomState
 from synapsia.celery import app
-from tests.gatekeeper.conftest import BOOK, Negotiation
+from tests.bookings import OVER, booking
+from tests.gatekeeper.conftest import Negotiation
 from tests.socket_frames import next_frame_of
 
 pytestmark = pytest.mark.django_db
@@ -54,7 +55,7 @@ def test_a_pending_grant_past_its_deadline_ends_as_a_denial(negotiation) -> None
         agent_id=negotiation.setup.a.agent.id,
         client_id="late",
         tool="book_table",
-        arguments={**BOOK, "cost_cents": 25_000},
+        arguments=booking(OVER),
     )
     assert late.status == ActionStatus.AWAITING_GRANT
     assert Room.objects.get(id=negotiation.room.id).state == RoomState.PAUSED
@@ -107,7 +108,7 @@ def test_a_pending_grant_past_its_deadline_ends_as_a_denial(negotiation) -> None
         agent_id=agent.id,
         client_id="late",
         tool="book_table",
-        arguments={**BOOK, "cost_cents": 25_000},
+        arguments=booking(OVER),
     )
     assert retry.replay and (retry.status, retry.rule) == (ActionStatus.DENIED, "grant_expired")
     assert SandboxEffect.objects.count() == 0
@@ -129,8 +130,8 @@ async def test_the_agent_is_told_when_its_grant_expires(negotiation) -> None:
     )
     assert (await agent.connect())[0]
     assert (await agent.receive_json_from(timeout=5))["type"] == "welcome"
-    booking = {"tool": "book_table", "arguments": {**BOOK, "cost_cents": 99000}}
-    await agent.send_json_to({"v": 1, "type": "act", "id": "big-booking", "body": booking})
+    big = {"tool": "book_table", "arguments": booking(OVER)}
+    await agent.send_json_to({"v": 1, "type": "act", "id": "big-booking", "body": big})
     asked = await next_frame_of(agent, "action_result")  # the room's pause may come first
     assert asked["body"]["status"] == "awaiting_grant"
     later = timezone.now() + timedelta(seconds=settings.SYNAPSIA["GRANT_TTL_SECONDS"] + 1)

@@ -34,12 +34,12 @@ from rooms import forks
 from rooms.errors import InvalidState
 from slips.canonical import GRANT_TAG
 from slips.signatures import b64url_encode
-from tests.gatekeeper.conftest import BOOK, Negotiation
+from tests.bookings import OVER, booking
+from tests.gatekeeper.conftest import Negotiation
 from tests.slips.conftest import Device
 
 pytestmark = pytest.mark.django_db
 
-OVER_BUDGET = 25_000  # Alice's budget tops out at 12,000 EUR cents
 PROPERTY_SETTINGS = hsettings(
     max_examples=40,
     deadline=None,
@@ -141,7 +141,7 @@ def over_budget_request(n: Negotiation, ref: str = "act-1") -> Grant:
         agent_id=n.setup.a.agent.id,
         client_id=ref,
         tool="book_table",
-        arguments={**BOOK, "cost_cents": OVER_BUDGET},
+        arguments=booking(OVER),
     )
     assert (result.status, result.rule) == ("awaiting_grant", "over_budget")
     return Grant.objects.select_related("action").get(action_id=result.action_id)
@@ -319,7 +319,7 @@ def test_an_ended_grant_never_allows_anything_again(negotiation, how: str) -> No
                     agent_id=negotiation.setup.a.agent.id,
                     client_id="act-1",
                     tool="book_table",
-                    arguments={**BOOK, "cost_cents": OVER_BUDGET},
+                    arguments=booking(OVER),
                 )
                 assert again.replay and again.status == status_after
                 continue

@@ -1,4 +1,5 @@
-"""Write docs/schemas/*.json from the protocol's pydantic models (``make schemas``)."""
+"""Write docs/schemas/*.json from the protocol's pydantic models and the dining file formats
+(``make schemas``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from dining.formats import format_schemas
 from rooms.protocol import frame_schemas
 
 SCHEMA_DIR = Path(settings.BASE_DIR) / "docs" / "schemas"
@@ -16,14 +18,16 @@ SCHEMA_DIR = Path(settings.BASE_DIR) / "docs" / "schemas"
 
 def rendered_schemas() -> dict[str, str]:
     """File name → exact file text, so the staleness test compares bytes, not parsed JSON."""
+    schemas: dict[str, Any] = {f"{name}.json": schema for name, schema in frame_schemas().items()}
+    schemas.update(format_schemas())
     return {
-        f"{name}.json": json.dumps(schema, indent=2, sort_keys=True) + "\n"
-        for name, schema in frame_schemas().items()
+        name: json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        for name, schema in schemas.items()
     }
 
 
 class Command(BaseCommand):
-    help = "Regenerate docs/schemas/*.json from rooms.protocol."
+    help = "Regenerate docs/schemas/*.json from rooms.protocol and dining.formats."
 
     def handle(self, *args: Any, **options: Any) -> None:
         SCHEMA_DIR.mkdir(parents=True, exist_ok=True)

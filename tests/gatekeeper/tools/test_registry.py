@@ -13,17 +13,29 @@ from gatekeeper.tools import FAIL_CLOSED_MANIFEST, CapabilityManifest, ToolSpec,
 from gatekeeper.tools import registry as registry_module
 from gatekeeper.tools.catalogue import BookTableIn, BookTableOut, ProposeTimeIn, ProposeTimeOut
 
-STARTERS = {"propose_time", "book_table", "spend", "send_invitation", "publish_artifact"}
+STARTERS = {
+    "propose_time",
+    "book_table",
+    "spend",
+    "send_invitation",
+    "publish_artifact",
+    "venues_search",
+    "declare_no_plan",
+}
 
 # Pinned on purpose: a schema version is what a signed grant names. If one of these changes,
 # the tool's published contract changed; update the pin only if that was intended (and say
 # so in the commit), because grants signed for the old version stop matching.
 PINNED_VERSIONS = {
-    "book_table": "65c255ef1d549418",
-    "propose_time": "5bd3fde667ed565b",
-    "publish_artifact": "8474d2f3cddbdb13",
-    "send_invitation": "20316e6bd4cba1ee",
-    "spend": "79bb665f6f01be9c",
+    # Changed on purpose (issue 11): every descriptor now says whether the tool touches owner
+    # data and whether the server runs it; book_table's cost_cents is the party's total.
+    "book_table": "4bdfede2f5ea9417",
+    "declare_no_plan": "09ae019f181119b8",
+    "propose_time": "b953be697b6aa424",
+    "publish_artifact": "13c49bcec862ce2a",
+    "send_invitation": "701b6957ff0a9183",
+    "spend": "1a3b00a3b2c200fb",
+    "venues_search": "21e4482d913d6cc1",
 }
 
 
@@ -83,7 +95,33 @@ def test_manifests_of_the_starter_tools() -> None:
     assert book.effective_manifest.currency_argument == "currency"
     assert spend.effective_manifest.money_argument == "amount_cents"
     assert spend.effective_manifest.destructive
-    assert [t.name for t in tools_all() if t.read_only] == ["propose_time"]
+    assert [t.name for t in tools_all() if t.read_only] == ["propose_time", "venues_search"]
+
+
+def test_catalogue_tools_need_no_slip_item_and_run_on_the_server() -> None:
+    search, no_plan = tool_get("venues_search"), tool_get("declare_no_plan")
+    assert search and no_plan
+    assert search.read_only and not search.effective_manifest.open_world
+    assert not no_plan.read_only and no_plan.effective_manifest.idempotent
+    assert not no_plan.effective_manifest.open_world
+    for spec in (search, no_plan):
+        m = spec.effective_manifest
+        assert not m.touches_owner_data and m.server_executed
+        meta = spec.descriptor()["_meta"]
+        assert meta["synapsia.dev/touchesOwnerData"] is False
+        assert meta["synapsia.dev/serverExecuted"] is True
+    # Every other tool touches owner data, and an unmanifested tool is taken to (fail closed).
+    others = [t for t in tools_all() if t.name not in ("venues_search", "declare_no_plan")]
+    assert all(t.effective_manifest.touches_owner_data for t in others)
+    assert FAIL_CLOSED_MANIFEST.touches_owner_data and not FAIL_CLOSED_MANIFEST.server_executed
+    with pytest.raises(ValidationError, match="touches owner data"):
+        CapabilityManifest(
+            read_only=False,
+            destructive=False,
+            idempotent=False,
+            open_world=True,
+            touches_owner_data=False,
+        )
 
 
 def test_schema_versions_are_pinned_and_rebuilding_gives_the_same() -> None:
