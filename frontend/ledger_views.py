@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from rooms import selectors
+from rooms import outcomes, selectors
 from rooms.errors import RoomError
 
 
@@ -21,4 +21,9 @@ def room_ledger(request: HttpRequest, room_id: UUID) -> HttpResponse:
     except RoomError:
         return render(request, "frontend/not_found.html", status=404)
     # Data arrives through the API (rooms/ledger_api.py); the page only hosts the checker.
-    return render(request, "frontend/ledger.html", {"room": seat.room})
+    # The receipt's outcome line comes from the ledger (codes only: ledger imports no app);
+    # the plan's venue, time and price are room data, so this page adds them from rooms,
+    # keeping dependencies pointing down (frontend -> rooms -> ledger) and the ledger free of
+    # content.
+    outcome = outcomes.room_outcome_for_owner(owner=request.user, room_id=seat.room_id)
+    return render(request, "frontend/ledger.html", {"room": seat.room, "outcome": outcome})

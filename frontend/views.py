@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from frontend.forms import AgentForm, BindAgentForm, RoomForm
-from rooms import notifications, selectors, services
+from rooms import notifications, outcomes, selectors, services
 from rooms.errors import RoomError
 from rooms.models import RoomState
 from synapsia.owners import OwnerRequest
@@ -106,6 +106,9 @@ def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
         seat = selectors.room_seat(owner=request.user, room_id=room_id)
     except RoomError:
         return render(request, "frontend/not_found.html", status=404)
+    outcome = outcomes.room_outcome_for_owner(owner=request.user, room_id=room_id)
+    if request.GET.get("part") == "outcome":  # room.js refreshes just this when the room moves
+        return render(request, "frontend/_room_outcome.html", {"outcome": outcome})
     agents = [
         (str(a.id), a.name)
         for a in selectors.agents_of_owner(owner=request.user)
@@ -142,6 +145,7 @@ def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
             "seats": selectors.room_seats(room=seat.room),
             "bind_form": bind_form,
             "invite_url": invite_url,
+            "outcome": outcome,
         },
     )
 

@@ -29,6 +29,7 @@ from rooms import realtime
 from rooms.errors import InvalidState, NotFound
 from rooms.flares import flare_if_contradicting, flare_if_looping
 from rooms.models import Message, Room, RoomMember, RoomState, SeatStanding
+from rooms.outcomes import outcome_record
 from rooms.pausing import pause_at_fork, room_pause_fail_safe
 
 __all__ = ["action_for_agent", "grant_decide", "room_pause_fail_safe"]
@@ -80,6 +81,8 @@ def action_for_agent(
             )
             if result.pauses_room and not result.replay:
                 pause_at_fork(room, by="gatekeeper", rule=result.rule)
+            if result.status == ActionStatus.EXECUTED and result.action_id is not None:
+                outcome_record(room=room, action_id=result.action_id)  # the room's outcome
     except LedgerAppendError:
         # The decision could not be recorded: nothing happened; stop the room.
         room_pause_fail_safe(room_id=room_id, rule="ledger_unavailable")
@@ -148,5 +151,7 @@ def grant_decide(
         )
         if result.pauses_room:
             pause_at_fork(room, by="gatekeeper", rule=result.rule)
+        if result.status == ActionStatus.EXECUTED and result.action_id is not None:
+            outcome_record(room=room, action_id=result.action_id)  # the room's outcome
     realtime.announce_action_result(record.agent_id, record.idempotency_key)
     return result

@@ -229,3 +229,40 @@ class NotificationPreference(models.Model):
 
     def __str__(self) -> str:
         return f"notification preference of {self.owner_id}"
+
+
+class OutcomeKind(models.TextChoices):
+    AGREED = "agreed", "Agreed"
+    NO_AGREEMENT = "no_agreement", "No agreement"
+
+
+class RoomOutcome(models.Model):
+    """One change of a room's outcome, derived by ``rooms.outcomes`` from an executed typed
+    action, never from text; the room's outcome is its latest row. ``agreed``: the plan of an
+    executed ``book_table`` (snapshotted from the room's catalogue when it was booked, so a later
+    catalogue edit does not rewrite it). ``no_agreement``: the standing coarse reason of each
+    side that executed ``declare_no_plan``. Room data (the ledger has only the codes)."""
+
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="outcomes")
+    # The executed action this row derives from (a gatekeeper ActionRecord id): unique, so a
+    # replayed or re-reported action never records twice.
+    action_id = models.UUIDField(unique=True)
+    kind = models.CharField(max_length=12, choices=OutcomeKind.choices)
+    # Whose agent books (agreed), or the side that declared (no agreement).
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    venue_id = models.CharField(max_length=64, blank=True)
+    venue_name = models.CharField(max_length=200, blank=True)
+    starts_at = models.DateTimeField(null=True, blank=True)
+    time_zone = models.CharField(max_length=64, blank=True)
+    party_size = models.PositiveSmallIntegerField(null=True, blank=True)
+    price_per_person_minor = models.PositiveIntegerField(null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
+    # No agreement: owner id (as text) -> reason code, one per side that declared.
+    reasons = models.JSONField(default=dict, blank=True)
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["room", "-id"], name="room_outcome_latest")]
+
+    def __str__(self) -> str:
+        return f"outcome {self.kind} in room {self.room_id}"

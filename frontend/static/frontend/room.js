@@ -88,12 +88,38 @@
     });
   }
 
+  // The outcome (agreed plan or no agreement) is re-read from the server whenever the room
+  // moves (a message or a state change): the socket has no outcome frame of its own, and the
+  // words come from the server, never from a frame. At most one read in flight.
+  let outcomeReading = false;
+  let outcomeAgain = false;
+  async function refreshOutcome() {
+    const section = document.getElementById("room-outcome");
+    if (!section) return;
+    if (outcomeReading) { outcomeAgain = true; return; }
+    outcomeReading = true;
+    try {
+      const response = await fetch(`${location.pathname}?part=outcome`, { credentials: "same-origin" });
+      if (response.ok) {
+        const fresh = new DOMParser().parseFromString(await response.text(), "text/html")
+          .getElementById("room-outcome");
+        if (fresh) document.getElementById("room-outcome").replaceWith(document.adoptNode(fresh));
+      }
+    } catch (error) {
+      // Offline for a moment: the next message or state change reads it again.
+    } finally {
+      outcomeReading = false;
+      if (outcomeAgain) { outcomeAgain = false; refreshOutcome(); }
+    }
+  }
+  document.addEventListener("synapsia:room-state", () => refreshOutcome());
+
   function connect() {
     const socket = new WebSocket(url);
     socket.onopen = () => { status.textContent = "live"; retry = 500; };
     socket.onmessage = (event) => {
       const frame = JSON.parse(event.data);
-      if (frame.type === "message") render(frame.body);
+      if (frame.type === "message") { render(frame.body); refreshOutcome(); }
       else if (frame.type === "room_state") {
         stateBadge.textContent = frame.body.state;
         document.dispatchEvent(new CustomEvent("synapsia:room-state", { detail: frame.body.state }));

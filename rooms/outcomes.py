@@ -1,0 +1,203 @@
+"""How a room ends: the agreed plan, or no agreement with each side's coarse reason.
+
+The outcome is derived by the server from executed typed actions only, never from what anyone
+wrote: an executed ``book_table`` in a room with dinner terms is the agreed plan (venue, start,
+party, price per person from the room's catalogue, and who books: the booking agent's owner);
+an executed ``declare_no_plan`` is that side's "no agreement" with its reason. Both sides may
+declare; an agreement after a "no plan" replaces it; a declaration after an agreement changes
+nothing (the table is booked). Each change is one ``RoomOutcome`` row and one
+``outcome_recorded`` ledger event (codes only), in the action's own transaction.
+
+Owners are the audience (``room_outcome_for_owner``): agents already know what they did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+from zoneinfo import ZoneInfo
+
+from django.contrib.auth.models import User
+
+from dining import CatalogueInvalid, TermsInvalid, catalogue_get, terms_parse
+from gatekeeper.records import ActionRecord, ActionStatus
+from ledger.events import OutcomeRecorded
+from ledger.receipts import NO_PLAN_REASON_WORDS
+from ledger.services import ledger_append
+from rooms import selectors
+from rooms.models import OutcomeKind, Room, RoomMember, RoomOutcome
+
+__all__ = ["OutcomeWords", "outcome_record", "room_outcome_for_owner"]
+
+BOOK_TABLE = "book_table"
+DECLARE_NO_PLAN = "declare_no_plan"
+# Currencies whose minor unit is the whole unit.
+ZERO_DECIMAL = frozenset({"JPY"})
+
+
+@dataclass(frozen=True)
+class OutcomeWords:
+    """A room's outcome as one owner reads it: a headline and a few plain lines."""
+
+    kind: str  # an OutcomeKind value
+    headline: str
+    lines: tuple[str, ...]
+
+
+def _latest(room_id: UUID) -> RoomOutcome | None:
+    return RoomOutcome.objects.filter(room_id=room_id).order_by("-id").first()
+
+
+def _plan(room: Room, record: ActionRecord) -> dict[str, Any] | None:
+    """The agreed plan's fields from the validated booking arguments and the room's
+    catalogue; None for a room without dinner terms (no plan to speak of)."""
+    if room.terms is None:
+        return None
+    arguments = record.arguments
+    party = int(arguments["party_size"])
+    try:
+        terms = terms_parse(room.terms)
+        venue = catalogue_get(terms.catalogue).venue(str(arguments["venue_id"]))
+        zone = terms.time_zone
+    except (TermsInvalid, CatalogueInvalid, LookupError):
+        venue, zone = None, str(room.terms.get("time_zone") or "UTC")
+    # The server checked the booking against the catalogue moments ago; if the file has gone
+    # since, the booked amount (the party's total) still says the price per person.
+    price = (
+        venue.price_per_person.amount_minor
+        if venue is not None
+        else int(arguments["cost_cents"]) // max(party, 1)
+    )
+    return {
+        "venue_id": str(arguments["venue_id"]),
+        "venue_name": venue.name if venue is not None else str(arguments["venue_id"]),
+        "starts_at": datetime.fromisoformat(str(arguments["start"])),
+        "time_zone": zone,
+        "party_size": party,
+        "price_per_person_minor": price,
+        "currency": venue.price_per_person.currency if venue else str(arguments["currency"]),
+    }
+
+
+def outcome_record(*, room: Room, action_id: UUID) -> RoomOutcome | None:
+    """Record what an executed action means for the room's outcome, if anything.
+
+    Call inside the action's transaction, with the room row locked. Returns the new outcome
+    row, or None when the action changes nothing (not executed, another tool, already
+    recorded, a room without terms, a declaration after an agreement or repeating one).
+    Raises ``LedgerAppendError`` if the event cannot be recorded (the caller denies).
+    """
+    record = ActionRecord.objects.filter(id=action_id, room_id=room.id).first()
+    if record is None or record.status != ActionStatus.EXECUTED:
+        return None
+    if record.tool not in (BOOK_TABLE, DECLARE_NO_PLAN) or room.terms is None:
+        return None
+    if RoomOutcome.objects.filter(action_id=record.id).exists():
+        return None  # a replay of an action already recorded
+    current = _latest(room.id)
+    if record.tool == BOOK_TABLE:
+        plan = _plan(room, record)
+        if plan is None:
+            return None
+        outcome = RoomOutcome.objects.create(
+            room=room,
+            action_id=record.id,
+            kind=OutcomeKind.AGREED,
+            owner_id=record.owner_id,
+            **plan,
+        )
+        event = OutcomeRecorded(
+            outcome="agreed", action_id=str(record.id), owner_id=str(record.owner_id)
+        )
+    else:
+        if current is not None and current.kind == OutcomeKind.AGREED:
+            return None
+        reason = str(record.arguments["reason"])
+        standing = dict(current.reasons) if current is not None else {}
+        if standing.get(str(record.owner_id)) == reason:
+            return None  # the same side saying the same again: nothing changed
+        standing[str(record.owner_id)] = reason
+        outcome = RoomOutcome.objects.create(
+            room=room,
+            action_id=record.id,
+            kind=OutcomeKind.NO_AGREEMENT,
+            owner_id=record.owner_id,
+            reasons=standing,
+        )
+        event = OutcomeRecorded(
+            outcome="no_agreement",
+            action_id=str(record.id),
+            owner_id=str(record.owner_id),
+            reason=reason,  # type: ignore[arg-type]  # the tool's schema allows only codes
+        )
+    ledger_append(room_id=room.id, event=event)
+    return outcome
+
+
+def _money(amount_minor: int, currency: str) -> str:
+    """Whole units when the amount is whole ("52 EUR"), else with cents ("52.50 EUR")."""
+    if currency in ZERO_DECIMAL or amount_minor % 100 == 0:
+        whole = amount_minor if currency in ZERO_DECIMAL else amount_minor // 100
+        return f"{whole} {currency}"
+    return f"{amount_minor // 100}.{amount_minor % 100:02d} {currency}"
+
+
+def _zone_words(zone: str) -> str:
+    """ "Europe/Berlin" -> "Berlin time"; the zone's id says the city people know."""
+    return f"{zone.rsplit('/', 1)[-1].replace('_', ' ')} time"
+
+
+def _name(user: User) -> str:
+    return user.get_full_name() or user.get_username()
+
+
+def _agreed_words(outcome: RoomOutcome, viewer: User) -> OutcomeWords:
+    assert outcome.starts_at is not None and outcome.price_per_person_minor is not None
+    local = outcome.starts_at.astimezone(ZoneInfo(outcome.time_zone or "UTC"))
+    when = (
+        f"{local:%A} {local.day} {local:%B %Y} at {local:%H:%M}, {_zone_words(outcome.time_zone)}"
+    )
+    party = outcome.party_size or 1
+    price = f"{_money(outcome.price_per_person_minor, outcome.currency)} per person"
+    if party > 1:
+        total = _money(outcome.price_per_person_minor * party, outcome.currency)
+        price += f", table for {party} ({total} in all)"
+    books = "You book" if outcome.owner_id == viewer.pk else f"{_name(outcome.owner)}'s agent books"
+    return OutcomeWords(
+        kind=OutcomeKind.AGREED,
+        headline="Agreed plan",
+        lines=(outcome.venue_name, when, price, books),
+    )
+
+
+def _no_agreement_words(
+    outcome: RoomOutcome, viewer: User, seats: list[RoomMember]
+) -> OutcomeWords:
+    lines = []
+    for seat in seats:  # in seat order, so both owners read the sides in the same order
+        reason = outcome.reasons.get(str(seat.owner_id))
+        if reason is None:
+            continue
+        who = "Your agent" if seat.owner_id == viewer.pk else f"{_name(seat.owner)}'s agent"
+        lines.append(f"{who}: {NO_PLAN_REASON_WORDS.get(reason, 'No reason given')}")
+    return OutcomeWords(kind=OutcomeKind.NO_AGREEMENT, headline="No agreement", lines=tuple(lines))
+
+
+def room_outcome_for_owner(*, owner: User, room_id: UUID) -> OutcomeWords | None:
+    """The room's outcome in words for one of its owners (in the room's time zone, amounts in
+    whole units, who books by name); None while there is none. Raises ``NotFound`` for anyone
+    without a seat in the room."""
+    seat = selectors.room_seat(owner=owner, room_id=room_id)
+    outcome = (
+        RoomOutcome.objects.select_related("owner")
+        .filter(room_id=seat.room_id)
+        .order_by("-id")
+        .first()
+    )
+    if outcome is None:
+        return None
+    if outcome.kind == OutcomeKind.AGREED:
+        return _agreed_words(outcome, owner)
+    return _no_agreement_words(outcome, owner, list(selectors.room_seats(room=seat.room)))
