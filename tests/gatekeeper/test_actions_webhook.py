@@ -30,7 +30,7 @@ def book(n: Any) -> Any:
         agent_id=n.setup.a.agent.id,
         client_id="book-webhook-1",
         tool="book_table",
-        arguments={**BOOK, "cost_cents": 9000},
+        arguments=BOOK,
     )
 
 

@@ -24,7 +24,19 @@ from gatekeeper.policy import (
 )
 from rooms import services
 
-ALL = frozenset({"propose_time", "book_table", "spend", "send_invitation", "publish_artifact"})
+ALL = frozenset(
+    {
+        "propose_time",
+        "book_table",
+        "spend",
+        "send_invitation",
+        "publish_artifact",
+        "venues_search",
+        "declare_no_plan",
+    }
+)
+# Tools that touch no owner data need no slip item: a slip never narrows them away.
+NO_OWNER_DATA = frozenset({"venues_search", "declare_no_plan"})
 AGENT = str(uuid.UUID(int=1))
 OTHER = str(uuid.UUID(int=2))
 
@@ -193,14 +205,16 @@ def test_effective_tools_are_policy_and_slip_and_hints(policy: Any) -> None:
         )
 
     assert effective(None, None) == ALL - {"spend"}
-    assert effective(None, frozenset({"spend", "book_table"})) == {"book_table"}
+    assert effective(None, frozenset({"spend", "book_table"})) == {"book_table"} | NO_OWNER_DATA
     assert effective(["book_table", "propose_time"], None) == {"book_table", "propose_time"}
     assert effective(["book_table", "propose_time"], frozenset({"propose_time", "spend"})) == {
         "propose_time"
     }
     # An empty hint list declares nothing: the policy alone applies (ADR: soul.tools empty).
     assert effective([], None) == ALL - {"spend"}
-    assert effective(None, frozenset()) == frozenset()
+    assert effective(None, frozenset()) == NO_OWNER_DATA
+    # ... but the policy and the hints still do.
+    assert effective(["propose_time"], frozenset()) == frozenset()
     # Hints only narrow: declaring a denied tool does not get it.
     assert effective(["spend"], None) == frozenset()
 
@@ -209,7 +223,7 @@ def test_advisor_only_agents_only_ever_get_read_only_tools(policy: Any) -> None:
     policy("allow_all")
     assert tools_effective(
         agent_id=AGENT, advisor_only=True, declared_tools=None, slip_cleared=None
-    ) == {"propose_time"}
+    ) == {"propose_time", "venues_search"}
     assert tool_verdict(
         agent_id=AGENT, advisor_only=True, declared_tools=None, tool="book_table"
     ) == PolicyVerdict(False, "agent.advisor_only")
