@@ -76,7 +76,8 @@ def test_context_arrives_typed_with_only_what_the_slips_clear(make_open_room, tm
     assert alice_1.own_items == ()
     assert alice_1.peer_items[0].fenced.startswith("<<untrusted")
     assert "untrusted" in alice_1.preamble
-    assert list(bob.own("budget")) == [{"currency": "EUR", "min": 5000, "max": 9000}]
+    # No scope named: the band (rounded to 10 whole units), never the exact range by default.
+    assert list(bob.own("budget")) == [{"currency": "EUR", "min": 5000, "max": 9000, "band": True}]
     assert _kinds(setup.room.id).count("disclosure") == 4  # 2 for Alice's turns, 2 for Bob's
 
 

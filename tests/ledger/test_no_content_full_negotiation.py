@@ -43,8 +43,11 @@ def fill_vault(owner: Any) -> None:
     for content in (
         {"kind": "budget", "currency": "EUR", "minimum": 4000, "maximum": 12000, "notes": CANARY},
         {"kind": "food_likes", "items": [f"{CANARY} ramen", "tapas"]},
-        {"kind": "allergies", "items": [f"{CANARY} peanuts"]},
-        {"kind": "neighbourhood", "name": f"{CANARY} Mission"},
+        # Allergies and neighbourhoods must be vocabulary words and city names, so they cannot
+        # carry the canary; food dislikes (a free list) does.
+        {"kind": "allergies", "items": ["peanuts"]},
+        {"kind": "food_dislikes", "items": [f"{CANARY} natto"]},
+        {"kind": "neighbourhood", "name": "Kreuzberg"},
         {"kind": "note", "text": f"secret {CANARY}"},
     ):
         vault.vault_item_create(owner=owner, content=content)
@@ -60,7 +63,7 @@ def sign(setup: Any, seat: Any) -> tuple[Any, Any]:
             "approval": "none",
             "max_uses": 10,
         }
-        for kind in ("budget", "food_likes", "allergies", "neighbourhood", "note")
+        for kind in ("budget", "food_likes", "food_dislikes", "allergies", "neighbourhood", "note")
     ]
     tools = [
         {"resource": f"tool:{name}", "operation": "act", "approval": "none", "max_uses": 10}

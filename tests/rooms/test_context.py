@@ -166,7 +166,8 @@ def test_nothing_uncleared_reaches_the_context_or_the_ledger(make_open_room) -> 
                 "notes": CANARY,
             },
         )
-        vault.vault_item_create(owner=owner, content={"kind": "allergies", "items": [CANARY]})
+        # Allergies are vocabulary words now, so the list-kind canary rides in food dislikes.
+        vault.vault_item_create(owner=owner, content={"kind": "food_dislikes", "items": [CANARY]})
     # Cleared: Alice's free/busy to Bob's agent. Not cleared: everything else, including
     # Bob's own notes for his own agent (no record) and Alice's budget to her own agent only.
     sign(
@@ -307,7 +308,9 @@ def test_a_read_record_puts_the_item_in_the_own_agents_context_only(
     read = {"resource": "budget", "operation": "read", "recipient": recipient}
     sign(setup, setup.b, [{**read, "approval": "none", "max_uses": 2}])
     first, second, third = (bobs_context(setup) for _ in range(3))
-    assert [i.content for i in first.own_items] == [{"currency": "EUR", "min": 5000, "max": 9000}]
+    assert [i.content for i in first.own_items] == [
+        {"currency": "EUR", "min": 5000, "max": 9000, "band": True}  # no scope named: the band
+    ]
     assert [i.resource for i in second.own_items] == ["budget"]
     assert third.own_items == []  # two uses, spent
     theirs = context_for_agent(room_id=setup.room.id, agent_id=setup.a.agent.id)
