@@ -19,7 +19,7 @@ SERVICES_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	SYNAPSIA_LEDGER_SIGNING_KEY=c3luYXBzaWEtdGVzdC1vbmx5LWxlZGdlci1zZWVkISE= \
 	SYNAPSIA_VAULT_KEY=dGVzdC1vbmx5IHZhdWx0IGtleSwgMzIrIGJ5dGVzLi50ZXN0LW9ubHkgdmF1bHQga2V5LCAzMisgYnl0ZXMuLg
 
-.PHONY: run serve test lint typecheck schemas bench clean
+.PHONY: run serve test lint typecheck schemas bench eval clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Synapsia needs Python 3.11 or newer (found %s); set PYTHON=/path/to/python3.11" % sys.version.split()[0])'
@@ -65,6 +65,12 @@ schemas: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# The reference negotiators in generated scenarios against exhaustive ground truth (held-out
+# seeds 1000-1199; real rooms, real Daphne; a few minutes). Not part of make test.
+eval: $(STAMP)
+	@mkdir -p var/eval
+	$(PY) -m bench.eval --json var/eval/held-out.json
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -614,6 +614,16 @@ class Planner:
             plan, self.own, terms=self.terms, catalogue=self.catalogue, own=True, now=now
         )
 
+    @property
+    def ranks_for_both(self) -> bool:
+        """Whether this side knows everything the ranking asks of both owners."""
+        city = self.catalogue.city
+        return (
+            self.own.likes is not None
+            and self.peer.likes is not None
+            and all(city.neighbourhood(f.home) is not None for f in (self.own, self.peer))
+        )
+
     def preference(self, plan: Plan) -> tuple[int, int]:
         """The ranking key (smaller is better): liked by both, one, none; then the longer of
         the two trips (as far as the homes are known)."""

@@ -407,7 +407,6 @@ class _Conversation:
         self.pending: Plan | None = None  # the plan this side proposed in ``self.round``
         self.agreed: Plan | None = None
         self.last_reason: Reason | None = None  # the reason this side last gave
-        self.preferred_once = False
         self.planner: Planner | None = None
 
     # --- plumbing --------------------------------------------------------------------------
@@ -593,15 +592,16 @@ class _Conversation:
         await self.open_round(reason)
 
     async def prefer_own(self, offered: Plan) -> bool:
-        """Counter an acceptable plan once with this side's own best when that one ranks
-        strictly better (liked by more of the owners, or a shorter longest trip)."""
-        if self.preferred_once or self.messages + 3 > self.max_messages:
-            return False
+        """Counter an acceptable plan with this side's own best when that one ranks strictly
+        better (liked by more of the owners, or a shorter longest trip). Only a side that
+        knows both owners' likes and homes can rank for both, so only such a side does this;
+        the other accepts (the peer may well know better)."""
         planner = self.plan_tools
+        if not planner.ranks_for_both or self.messages + 3 > self.max_messages:
+            return False
         plans = [p for p in self.candidates() if p.key != offered.key]
         if not plans or planner.preference(plans[0]) >= planner.preference(offered):
             return False
-        self.preferred_once = True
         self.knowledge.excluded.add(offered.key)
         await self.open_round("preference")
         return True

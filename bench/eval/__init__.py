@@ -1,0 +1,2 @@
+"""``make eval``: the reference negotiators in generated scenarios with exhaustive ground
+truth (``bench.eval.run``)."""
