@@ -115,11 +115,13 @@ class AdversaryReport:
         return tuple(r for r in self.results if r.kind == "act" and r.outcome == "executed")
 
 
+# A booking the room's catalogue accepts (Osteria Kanal for two at its own price), so what
+# stops it is the slip, the boundary this agent probes.
 _BOOKING = {
-    "venue_id": "nopa",
+    "venue_id": "osteria-kanal",
     "party_size": 2,
     "start": "2026-12-04T19:00:00+00:00",
-    "cost_cents": 9000,
+    "cost_cents": 7600,
     "currency": "EUR",
 }
 

@@ -133,7 +133,13 @@ def test_the_model_says_and_books_through_the_server(booking_room, live_daphne, 
     first, second = fake.requests[0].body, fake.requests[1].body
     system = first["messages"][0]
     assert system["role"] == "system" and '"max": 9000' in system["content"]
-    assert [t["function"]["name"] for t in first["tools"]] == ["book_table", "say", "raise_flare"]
+    assert [t["function"]["name"] for t in first["tools"]] == [
+        "book_table",
+        "declare_no_plan",
+        "venues_search",
+        "say",
+        "raise_flare",
+    ]
     tool_results = [m for m in second["messages"] if m["role"] == "tool"]
     assert '"status": "executed"' in tool_results[1]["content"]
     assert "Great, see you there!" in second["messages"][-1]["content"]

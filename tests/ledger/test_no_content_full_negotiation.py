@@ -27,6 +27,7 @@ from slips import services as slip_services
 from slips import vault
 from slips.canonical import GRANT_TAG
 from slips.signatures import b64url_encode
+from tests.bookings import OVER, booking
 from tests.slips.conftest import canonical_text, enroll, slip_payload
 
 pytestmark = pytest.mark.django_db
@@ -41,7 +42,7 @@ def _tools_allowed(settings: Any) -> None:
 
 def fill_vault(owner: Any) -> None:
     for content in (
-        {"kind": "budget", "currency": "EUR", "minimum": 4000, "maximum": 12000, "notes": CANARY},
+        {"kind": "budget", "currency": "EUR", "minimum": 4000, "maximum": 6000, "notes": CANARY},
         {"kind": "food_likes", "items": [f"{CANARY} ramen", "tapas"]},
         # Allergies and neighbourhoods must be vocabulary words and city names, so they cannot
         # carry the canary; food dislikes (a free list) does.
@@ -136,13 +137,9 @@ def test_a_full_negotiation_leaves_no_content_in_the_ledger(make_owner) -> None:
         agent_id=agent_a.agent.id,
         client_id="book-1",
         tool="book_table",
-        arguments={
-            "venue_id": CANARY,
-            "party_size": 2,
-            "start": "2026-12-04T19:00:00+00:00",
-            "cost_cents": 99000,
-            "currency": "EUR",
-        },
+        # A catalogue venue above her per-person budget (the catalogue refuses an invented
+        # one before any grant; the canary travels in the artifact above instead).
+        arguments=booking(OVER),
     )
     assert over_budget.status == "awaiting_grant"
     grant = Grant.objects.get()
