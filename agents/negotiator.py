@@ -238,7 +238,8 @@ def money(minor: int, currency: str) -> str:
 def _described(plan: Plan, terms: Terms, catalogue: Catalogue) -> str:
     venue = plan.venue
     where = catalogue.city.names.get(venue.neighbourhood, venue.neighbourhood)
-    when = plan.start.astimezone(terms.zone).strftime("%A %d %B at %H:%M")
+    at = plan.start.astimezone(terms.zone)
+    when = f"{at:%A} {at.day} {at:%B} at {at:%H:%M}"
     return f"{venue.name} ({venue.cuisine}, {where}) on {when}"
 
 
@@ -433,8 +434,10 @@ class _Conversation:
             reason=fields.get("reason"),
         )
 
-    async def say(self, text: str) -> None:
-        seq = await self.room.say_when_open(text, timeout=self.reply_timeout + self.grant_timeout)
+    async def say(self, text: str, *, wait: float | None = None) -> None:
+        """Say ``text``, waiting up to ``wait`` seconds (default: the reply timeout) while the
+        room is paused."""
+        seq = await self.room.say_when_open(text, timeout=wait or self.reply_timeout)
         self.messages += 1
         self.step(f"said #{seq}: {text.splitlines()[0]}")
 
@@ -641,7 +644,11 @@ class _Conversation:
         self.step(f"booking {outcome.status}: {outcome.rule}")
         if outcome.status == "denied" and outcome.rule.startswith("grant"):
             # The owner said no to this plan: it is out, and the next one goes forward.
-            await self.say(format_not_booked(self.round, "denied"))
+            # The room stays paused until the owner who said no resumes it.
+            await self.say(
+                format_not_booked(self.round, "denied"),
+                wait=self.reply_timeout + self.grant_timeout,
+            )
             self.knowledge.excluded.add(plan.key)
             self.agreed = None
             await self.open_round(None)

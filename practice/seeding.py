@@ -231,13 +231,13 @@ def room_seed(
     invite = rooms.invite_create(owner=host_owner, room_id=room.id)
     rooms.invite_accept(owner=guest_owner, token=invite.token)
     for plan in (host, guest):
-        owner, (agent, _) = owners[plan.username].owner, agents[plan.username]
-        rooms.room_bind_agent(owner=owner, room_id=room.id, agent_id=agent.id)
+        user, (agent, _) = owners[plan.username].owner, agents[plan.username]
+        rooms.room_bind_agent(owner=user, room_id=room.id, agent_id=agent.id)
     for plan in (host, guest):
-        owner, (agent, _) = owners[plan.username].owner, agents[plan.username]
+        user, (agent, _) = owners[plan.username].owner, agents[plan.username]
         _slip_sign_and_submit(
             signer=signers[plan.username],
-            owner=owner,
+            owner=user,
             room_id=room.id,
             agent_id=agent.id,
             records=plan.records,

@@ -21,7 +21,7 @@ from synapsia.serving import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-BOBS_FIGURES = ("5000", "9000", "50.00", "90.00", "50 EUR", "90 EUR")
+BOBS_FIGURES = ("4000", "9000", "40.00", "90.00", "40 EUR", "90 EUR", "40-90", "40 to 90")
 
 
 def _demo(*flags: str) -> tuple[int, str, Any]:
@@ -40,28 +40,34 @@ def _events(room_id: Any, kind: str) -> list[LedgerEvent]:
     return list(LedgerEvent.objects.filter(room_id=room_id, kind=kind).order_by("seq"))
 
 
+def _booked(room_id: Any) -> list[LedgerEvent]:
+    return [e for e in _events(room_id, "action_executed") if e.data["tool"] == "book_table"]
+
+
 def test_the_headless_demo_books_the_table_with_a_recorded_demo_approval() -> None:
     code, out, room_id = _demo()
     assert code == 0, out
     assert "Alice's agent: booked — osteria-kanal" in out
-    assert "stand-in owner: approved book_table (over_budget)" in out
+    assert "stand-in owner: approved book_table (approval_per_use)" in out
     assert "Ledger verified" in out and f"room {room_id}: intact" in out
     assert out.rstrip().endswith("practice negotiation completed")
     (approved,) = _events(room_id, "grant_approved")
     assert approved.data["key_custody"] == "demo_seeding"  # recorded as a stand-in's approval
-    (executed,) = _events(room_id, "action_executed")
-    assert executed.data["tool"] == "book_table" and executed.data["outcome"] == "ok"
+    (executed,) = _booked(room_id)
+    assert executed.data["outcome"] == "ok"
     assert ledger_verify_room(room_id=room_id).ok
 
 
 def test_when_alice_says_no_nothing_is_booked_and_the_demo_exits_1() -> None:
     code, out, room_id = _demo("--owner-answer", "deny")
     assert code == 1, out
-    assert "stand-in owner: denied book_table (over_budget)" in out
-    assert "NOT_BOOKED round=1 reason=grant_denied" in out
+    assert "stand-in owner: denied book_table (approval_per_use)" in out
+    assert "NOT_BOOKED round=1 reason=denied" in out
+    # After each refusal Alice's agent puts the next plan forward, until no message is left.
+    assert "PROPOSE round=2 " in out
     assert out.rstrip().endswith("practice run FAILED (see above)")
-    assert _events(room_id, "action_executed") == []
-    assert len(_events(room_id, "grant_denied")) == 1
+    assert _booked(room_id) == []
+    assert len(_events(room_id, "grant_denied")) >= 2
     assert ledger_verify_room(room_id=room_id).ok  # a refusal is recorded, not a breakage
 
 
@@ -86,7 +92,10 @@ def test_the_adversarial_guest_is_stopped_at_every_attempt() -> None:
     code, out, room_id = _demo("--guest", "adversary")
     assert code == 0, out
     assert "boundaries held" in out
-    assert _events(room_id, "action_executed") == []
+    bobs_agent = RoomMember.objects.get(room_id=room_id, owner__username="demo-bob").agent_id
+    executed = _events(room_id, "action_executed")
+    assert [e for e in executed if e.data["agent_id"] == str(bobs_agent)] == []
+    assert _booked(room_id) == []  # only Alice's agent's venue lookups ran
     flagged = {e.data["rule"] for e in _events(room_id, "injection_suspected")}
     assert {"role_token", "fence_forgery", "instruction_to_reader", "fake_notice"} <= flagged
     assert len(_events(room_id, "denial")) >= 3

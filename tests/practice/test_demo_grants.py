@@ -1,9 +1,9 @@
-"""The demo's point: Alice's over-budget booking pauses the room until she approves it, and the
-headless approval goes through the real grant path with the demo-held key, for all to see."""
+"""The demo's point: Alice's booking pauses the room until she approves it (her slip asks her
+each time), and the headless approval goes through the real grant path with the demo-held
+key, for all to see."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -29,20 +29,23 @@ from rooms.models import Room, RoomState
 pytestmark = pytest.mark.django_db
 
 
+def _kanal(cost_cents: int = scenario.VENUE_PRICE_FOR_TWO) -> dict[str, Any]:
+    return {
+        "venue_id": scenario.AGREED_VENUE,
+        "party_size": 2,
+        "start": scenario.agreed_start(timezone.now()).isoformat(),
+        "cost_cents": cost_cents,
+        "currency": "EUR",
+    }
+
+
 def _book(practice: Practice, cost_cents: int, ref: str = "book-1") -> Any:
-    start, _ = scenario.evening_of(timezone.now(), scenario.COMMON_FREE_EVENING)
     return action_for_agent(
         room_id=practice.room_id,
         agent_id=practice.host.agent_id,
         client_id=ref,
         tool="book_table",
-        arguments={
-            "venue_id": "trattoria-mitte",
-            "party_size": 2,
-            "start": (start + timedelta(hours=2)).isoformat(),
-            "cost_cents": cost_cents,
-            "currency": "EUR",
-        },
+        arguments=_kanal(cost_cents),
     )
 
 
@@ -50,12 +53,12 @@ def _room_state(practice: Practice) -> str:
     return Room.objects.get(id=practice.room_id).state
 
 
-def test_an_over_budget_booking_waits_for_alice_and_her_demo_key_approves_it(
+def test_the_booking_waits_for_alice_and_her_demo_key_approves_it(
     tool_policy_default: str,
 ) -> None:
     practice = practice_seed()
     result = _book(practice, scenario.VENUE_PRICE_FOR_TWO)
-    assert (result.status, result.rule) == (ActionStatus.AWAITING_GRANT, "over_budget")
+    assert (result.status, result.rule) == (ActionStatus.AWAITING_GRANT, "approval_per_use")
     assert _room_state(practice) == RoomState.PAUSED
 
     (pending,) = demo_pending_grants(room_id=practice.room_id)
@@ -83,12 +86,13 @@ def test_an_over_budget_booking_waits_for_alice_and_her_demo_key_approves_it(
     assert receipt.demo_key_signatures == 3  # two slips and the approval
 
 
-def test_a_booking_within_alices_budget_needs_no_grant(tool_policy_default: str) -> None:
+def test_a_booking_under_the_catalogues_price_is_refused_not_offered_to_alice(
+    tool_policy_default: str,
+) -> None:
     practice = practice_seed()
-    result = _book(practice, 5000)
-    assert (result.status, result.rule) == (ActionStatus.EXECUTED, "cleared")
+    result = _book(practice, 5000)  # Kanal costs 76 for two
+    assert (result.status, result.rule) == (ActionStatus.DENIED, "catalogue.price_mismatch")
     assert result.grant_id is None
-    assert _room_state(practice) == RoomState.OPEN
     assert demo_pending_grants(room_id=practice.room_id) == []
 
 
@@ -122,13 +126,7 @@ def test_a_grant_of_an_owner_who_is_not_a_demo_owner_is_refused(
         agent_id=opened.a.agent.id,
         client_id="book-1",
         tool="book_table",
-        arguments={
-            "venue_id": "nopa",
-            "party_size": 2,
-            "start": "2030-01-01T19:00:00+00:00",
-            "cost_cents": 100,
-            "currency": "EUR",
-        },
+        arguments=_kanal(),
     )
     assert result.status == ActionStatus.AWAITING_GRANT and result.grant_id is not None
     with pytest.raises(NotADemoOwner):

@@ -74,13 +74,13 @@ def test_alice_signs_in_with_her_link_watches_whispers_and_approves_the_booking(
 
     page.wait_for_selector("#transcript li:has-text('PROPOSE round=1 venue=osteria-kanal')")
     page.wait_for_selector("#transcript li:has-text('ACCEPT round=1')")
-    page.fill("#whisper-text", "Fine by me if it is over budget this once.")
+    page.fill("#whisper-text", "Kanal is fine by me this time.")
     page.click("#whisper-form button[type=submit]")
-    page.wait_for_selector("#whispers li:has-text('over budget this once')")
+    page.wait_for_selector("#whispers li:has-text('fine by me this time')")
 
     page.wait_for_selector("#grant-requests li.grant:has-text('book_table')")
     details = page.inner_text("#grant-requests")
-    assert "7600" in details and "over_budget" in details
+    assert "7600" in details and "approval_per_use" in details
     page.click("text=Approve this one action")
     page.wait_for_selector("#grant-status:has-text('executed')")
     page.wait_for_selector("#transcript li:has-text('BOOKED round=1 venue=osteria-kanal')")

@@ -16,7 +16,7 @@ from ledger.verification import ledger_verify_room
 from practice import scenario
 from practice.errors import PracticeError
 from practice.models import PracticeOwner, PracticeRoom
-from practice.seeding import practice_seed
+from practice.seeding import HOST_TOOLS, practice_seed
 from rooms.models import Agent, Room, RoomMember, RoomState
 from rooms.selectors import agent_by_token
 from slips.capabilities import capability_from_record
@@ -28,13 +28,15 @@ from slips.verification import capability_verdict
 pytestmark = pytest.mark.django_db
 
 
-def _verdict(seat: Any, room_id: Any, resource: str, recipient: str) -> Any:
+def _verdict(
+    seat: Any, room_id: Any, resource: str, recipient: str, operation: str = "disclose"
+) -> Any:
     return capability_verdict(
         room_id=room_id,
         owner_id=seat.owner.pk,
         agent_id=seat.agent_id,
         resource=resource,
-        operation="disclose",
+        operation=operation,
         recipient=recipient,
         now=timezone.now(),
     )
@@ -48,13 +50,14 @@ def test_seeding_twice_keeps_owners_and_keys_and_opens_a_new_room() -> None:
     assert first.guest.owner.pk == second.guest.owner.pk
     assert first.host.owner.username == "demo-alice" and first.guest.owner.username == "demo-bob"
     assert not first.host.owner.has_usable_password()
-    for seat in (second.host, second.guest):
+    for role, seat in (("host", second.host), ("guest", second.guest)):
         keys = DeviceKey.objects.filter(owner=seat.owner)
         assert keys.count() == 1, "the demo key is enrolled once, not at every seeding"
         assert keys.get().custody == KeyCustody.DEMO_SEEDING
         assert PracticeOwner.objects.get(owner=seat.owner).device_key_id == keys.get().id
         # The vault is replaced, not added to.
-        assert VaultItem.objects.filter(owner=seat.owner).count() == 5
+        expected = len(scenario.vault_items(role, timezone.now()))  # type: ignore[arg-type]
+        assert VaultItem.objects.filter(owner=seat.owner).count() == expected
 
     assert first.room_id != second.room_id
     assert Room.objects.get(id=first.room_id).state == RoomState.CLOSED
@@ -73,7 +76,7 @@ def test_seeding_twice_keeps_owners_and_keys_and_opens_a_new_room() -> None:
         authenticated = agent_by_token(token=new.token)
         assert authenticated is not None and authenticated.id == new.agent_id
 
-    for seat in (second.host, second.guest):
+    for role, seat in (("host", second.host), ("guest", second.guest)):
         verdict = _verdict(seat, second.room_id, "availability", "peer_agent")
         assert verdict.allowed, verdict.rule
         assert verdict.approval_required is False
@@ -100,14 +103,14 @@ def test_the_room_is_seated_bound_and_joined_through_the_services() -> None:
         LedgerEvent.objects.filter(room_id=room.id).order_by("seq").values_list("kind", flat=True)
     )
     assert kinds == ["join", "join", "slip_signed", "slip_signed"]
-    assert Agent.objects.get(id=practice.host.agent_id).declared_tools == ["book_table"]
+    assert Agent.objects.get(id=practice.host.agent_id).declared_tools == list(HOST_TOOLS)
 
 
 def test_the_only_common_free_evening_is_day_four() -> None:
     now = timezone.now()
     practice = practice_seed(now=now)
     cleared = capability_from_record(
-        {"resource": "availability", "scope": "free_busy_7d"}, slip_expires_at=2**40
+        {"resource": "availability", "scope": "free_busy_14d"}, slip_expires_at=2**40
     )
     busy: list[list[list[int]]] = []
     for seat in (practice.host, practice.guest):
@@ -115,15 +118,16 @@ def test_the_only_common_free_evening_is_day_four() -> None:
         assert set(view) == {"from", "until", "busy"}  # intervals only: no titles
         busy.append(view["busy"])
 
-    horizon = (int(now.timestamp()), int((now + timedelta(days=7)).timestamp()))
+    horizon = (int(now.timestamp()), int((now + timedelta(days=14)).timestamp()))
 
     def free(intervals: list[list[int]], offset: int) -> bool:
-        start, end = scenario.evening_of(now, offset)
+        start = scenario.evening_of(now, offset)[0] + timedelta(hours=3)  # 19:00 local
+        end = start + timedelta(minutes=90)
         s = max(int(start.timestamp()), horizon[0])
         e = min(int(end.timestamp()), horizon[1])
         return s < e and not any(a < e and s < b for a, b in intervals)
 
-    common = [d for d in range(8) if all(free(b, d) for b in busy)]
+    common = [d for d in range(15) if all(free(b, d) for b in busy)]
     assert common == [scenario.COMMON_FREE_EVENING]
 
 
@@ -138,8 +142,8 @@ def test_private_titles_stay_in_the_vault() -> None:
     )
     view = vault_scoped_view(owner_id=practice.host.owner.pk, capability=cleared, now=now)
     assert "Therapy" not in repr(view)
-    # Day 0 is now's UTC date: day+4's evening is free, day+3's is busy.
-    day4 = datetime(2026, 3, 5, 17, 0, tzinfo=UTC).timestamp()
+    # Day 0 is now's Berlin date: day+4 is free from 19:00 (18:00 UTC), day+3 is busy.
+    day4 = datetime(2026, 3, 5, 18, 0, tzinfo=UTC).timestamp()
     assert not any(s <= day4 < e for s, e in view[0]["busy"])
     assert any(s <= day4 - 86_400 < e for s, e in view[0]["busy"])
 
@@ -152,10 +156,12 @@ def test_budget_alice_keeps_hers_to_her_agent_and_bob_shares_his_by_choice() -> 
     )
     assert _verdict(shared.guest, shared.room_id, "budget", "peer_agent").allowed
 
+    assert _verdict(shared.guest, shared.room_id, "budget", "own_agent", "read").allowed
+
     private = practice_seed(guest_shares_budget=False)
-    assert _verdict(private.guest, private.room_id, "budget", "own_agent").allowed
+    assert _verdict(private.guest, private.room_id, "budget", "own_agent", "read").allowed
     assert _verdict(private.guest, private.room_id, "budget", "peer_agent").rule == (
-        "recipient_not_cleared"
+        "not_in_slip"
     )
 
 
@@ -175,7 +181,7 @@ def test_the_adversarial_agent_takes_bobs_seat_when_asked() -> None:
 
 def test_tool_policy_rows_decide_in_both_profiles(tool_policy_default: str) -> None:
     practice = practice_seed(guest_agent="adversary")
-    for seat, expected in ((practice.host, {"book_table"}), (practice.guest, set())):
+    for seat, expected in ((practice.host, set(HOST_TOOLS)), (practice.guest, set())):
         agent = Agent.objects.get(id=seat.agent_id)
         assert (
             tools_effective(
