@@ -76,7 +76,7 @@ def test_seeding_twice_keeps_owners_and_keys_and_opens_a_new_room() -> None:
         authenticated = agent_by_token(token=new.token)
         assert authenticated is not None and authenticated.id == new.agent_id
 
-    for role, seat in (("host", second.host), ("guest", second.guest)):
+    for seat in (second.host, second.guest):
         verdict = _verdict(seat, second.room_id, "availability", "peer_agent")
         assert verdict.allowed, verdict.rule
         assert verdict.approval_required is False
@@ -160,9 +160,7 @@ def test_budget_alice_keeps_hers_to_her_agent_and_bob_shares_his_by_choice() -> 
 
     private = practice_seed(guest_shares_budget=False)
     assert _verdict(private.guest, private.room_id, "budget", "own_agent", "read").allowed
-    assert _verdict(private.guest, private.room_id, "budget", "peer_agent").rule == (
-        "not_in_slip"
-    )
+    assert _verdict(private.guest, private.room_id, "budget", "peer_agent").rule == ("not_in_slip")
 
 
 def test_the_adversarial_agent_takes_bobs_seat_when_asked() -> None:
