@@ -25,7 +25,6 @@ from agents.dinner import (
     OwnerFacts,
     Plan,
     Planner,
-    Terms,
     catalogue_from,
     facts_from,
     first_failing,
@@ -49,21 +48,13 @@ from agents.negotiator import (
     money,
     parse_move,
 )
+from dining import DinnerTerms
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)  # a Tuesday
 EVERY_ALLERGEN = ["peanuts", "tree-nuts", "shellfish", "fish", "gluten", "milk", "eggs", "soy"]
-TERMS_JSON = {
-    "catalogue": "test",
-    "time_zone": "Europe/Berlin",
-    "horizon_days": 14,
-    "dinner_minutes": 90,
-    "first_start": "17:00",
-    "last_start": "21:30",
-    "start_step_minutes": 30,
-    "party_size": 2,
-    "travel_limit_minutes": 45,
-}
+# The server's default terms as it sends them: the SDK must read exactly that.
+TERMS_JSON = DinnerTerms(catalogue="test", time_zone="Europe/Berlin").as_json()
 TERMS = terms_from(TERMS_JSON)
 assert TERMS is not None
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
