@@ -209,6 +209,28 @@ class OutcomeRecorded(_Event):
     reason: NoPlanReason | None = None
 
 
+# --- sealed offers --------------------------------------------------------------------------
+
+
+class OfferSealed(_Event):
+    """An agent sealed its offer (the event's time is when). ``commitment`` is SHA-256 of the
+    RFC 8785 form of ``{"offer": ..., "salt": ...}`` with a random salt, revealed only with the
+    offer: it says nothing about the plan and lets an owner check the reveal later."""
+
+    kind: Literal["offer_sealed"] = "offer_sealed"
+    agent_id: Identifier
+    commitment: Sha256Hex
+
+
+class OffersRevealed(_Event):
+    """The room's sealed offers were revealed to both agents at once: whose (never what);
+    ``complete`` is false when the deadline passed before every agent sealed."""
+
+    kind: Literal["offers_revealed"] = "offers_revealed"
+    agent_ids: list[Identifier] = Field(min_length=1, max_length=2)
+    complete: bool
+
+
 # --- safeguards -----------------------------------------------------------------------------
 
 
@@ -282,6 +304,8 @@ LedgerEventRecord = Annotated[
     | ForkOpened
     | ForkResolved
     | OutcomeRecorded
+    | OfferSealed
+    | OffersRevealed
     | FlareRaised
     | InjectionSuspected
     | RoomPaused

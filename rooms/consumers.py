@@ -13,6 +13,7 @@ import contextlib
 import copy
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any, TypeVar
 
 from channels.consumer import get_handler_name
@@ -23,7 +24,17 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
 from gatekeeper.actions import ActionResult, action_result_lookup
-from rooms import context, flares, forks, handshake, realtime, selectors, services, untrusted
+from rooms import (
+    context,
+    flares,
+    forks,
+    handshake,
+    realtime,
+    sealed,
+    selectors,
+    services,
+    untrusted,
+)
 from rooms.handshake import Participant, Refusal
 from rooms.models import FlareReason, Message, Room, RoomState, Whisper
 from rooms.protocol import (
@@ -42,12 +53,17 @@ from rooms.protocol import (
     MessageFrame,
     NoticeBody,
     NoticeFrame,
+    OfferPlan,
+    OffersRevealedBody,
+    OffersRevealedFrame,
     PingFrame,
     PongFrame,
+    RevealedOffer,
     RoomStateBody,
     RoomStateFrame,
     RoomSummary,
     SayFrame,
+    SealOfferFrame,
     SentBody,
     SentFrame,
     WelcomeBody,
@@ -130,12 +146,35 @@ def action_result_frame(ref: str, result: ActionResult) -> str:
     ).model_dump_json()
 
 
+def offers_revealed_frame(room_id: Any, reveal: sealed.Reveal) -> str:
+    """The wire form of a room's revealed offers; the same frame id every time it is sent."""
+    return OffersRevealedFrame(
+        type="offers_revealed",
+        id=f"offers-revealed-{room_id.hex}",
+        body=OffersRevealedBody(
+            offers=[
+                RevealedOffer(
+                    agent_id=agent_id,
+                    offer=OfferPlan.model_validate(offer),
+                    salt=salt,
+                )
+                for agent_id, offer, salt in reveal.offers
+            ],
+            complete=reveal.complete,
+        ),
+    ).model_dump_json()
+
+
 class RoomConsumer(AsyncWebsocketConsumer):
     participant: Participant | None = None
     _repetition: flares.RepetitionWatch
     position: int = 0
     _catch_up: asyncio.Task[None] | None = None
     _worker: asyncio.Task[None] | None = None
+    # Sealed offers: a one-shot wait until the reveal deadline this socket was told of, and
+    # whether this socket has sent the reveal (it is sent once per socket).
+    _seal_wait: asyncio.Task[None] | None = None
+    _reveal_sent: bool = False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
@@ -143,7 +182,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         finally:
             # Daphne may cancel an instance without a disconnect (a close timeout): leave no
             # task of this socket behind.
-            for task in (self._worker, self._catch_up):
+            for task in (self._worker, self._catch_up, self._seal_wait):
                 if task is not None:
                     task.cancel()
 
@@ -186,15 +225,16 @@ class RoomConsumer(AsyncWebsocketConsumer):
         # Subscribe before reading the backlog, so nothing falls between the two.
         await self.channel_layer.group_add(realtime.room_group(verdict.room_id), self.channel_name)
         await self.accept()
-        welcome, backlog, position = await in_db_thread(self._opening)(verdict)
+        welcome, backlog, position, seal = await in_db_thread(self._opening)(verdict)
         await self.send(welcome)
         for frame in backlog:
             await self.send(frame)
         self.position = position
+        await self._seal_state(seal)
         self._catch_up = asyncio.create_task(self._catch_up_loop())
         self._worker = asyncio.create_task(self._work())
 
-    def _opening(self, participant: Participant) -> tuple[str, list[str], int]:
+    def _opening(self, participant: Participant) -> tuple[str, list[str], int, sealed.SealState]:
         room = Room.objects.get(id=participant.room_id)
         welcome = WelcomeFrame(
             type="welcome",
@@ -226,11 +266,15 @@ class RoomConsumer(AsyncWebsocketConsumer):
         # agent's own, or acknowledged earlier.
         for_agent = participant.kind == "agent"
         frames = [message_frame(m, for_agent=for_agent) for m in backlog]
-        return welcome, frames, max(room.last_seq, after)
+        # A (re)connecting agent is told of the reveal again: the record, not the layer.
+        seal = sealed.offers_reveal_if_due(room_id=room.id) if for_agent else sealed.SealState()
+        return welcome, frames, max(room.last_seq, after), seal
 
     async def disconnect(self, code: int) -> None:
         if self._catch_up is not None:
             self._catch_up.cancel()
+        if self._seal_wait is not None:
+            self._seal_wait.cancel()
         if self._worker is not None:
             # Frames that arrived before the disconnect are handled, as they were received.
             self._inbox.put_nowait(_INBOX_END)
@@ -322,6 +366,8 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 await self._act(frame)
             case ContextRequestFrame():
                 await self._context(frame)
+            case SealOfferFrame():
+                await self._seal(frame)
             case FlareFrame():
                 participant = self._agent_only(frame.id)
                 await in_db_thread(flares.flare_raise)(
@@ -446,6 +492,73 @@ class RoomConsumer(AsyncWebsocketConsumer):
         )
         await self.send(ContextFrame(type="context", id=frame.id, body=assembled).model_dump_json())
 
+    async def _seal(self, frame: SealOfferFrame) -> None:
+        participant = self._agent_only(frame.id)
+        try:
+            state = await in_db_thread(sealed.offer_seal)(
+                room_id=participant.room_id,
+                agent_id=participant.agent_id,
+                client_id=frame.id,
+                offer=frame.body.offer,
+            )
+        except sealed.SealRefused as refused:
+            code = {
+                "room_not_open": ErrorCode.ROOM_NOT_OPEN,
+                "withdrawn": ErrorCode.WITHDRAWN,
+                "already_sealed": ErrorCode.NOT_ALLOWED,
+                "already_revealed": ErrorCode.NOT_ALLOWED,
+            }.get(refused.reason)
+            if code is not None:
+                raise FrameError(code, refused.message, frame.id) from None
+            close = {
+                "revoked": CloseCode.UNAUTHENTICATED,
+                "ledger_unavailable": CloseCode.TRY_AGAIN,  # nothing was stored; resend later
+            }.get(refused.reason, CloseCode.FORBIDDEN)
+            await self.close(code=int(close))
+            return
+        await self._seal_state(state)
+
+    async def _seal_state(self, state: sealed.SealState) -> None:
+        """Act on where the room's sealed offers stand: ring the room's bell (after the commit)
+        for a first seal or a reveal, send the reveal, or wait for the deadline."""
+        participant = self.participant
+        if participant is None or participant.agent_id is None:
+            return
+        if state.first_seal or state.revealed_now:
+            await self.channel_layer.group_send(
+                realtime.room_group(participant.room_id),
+                {
+                    "type": "room.offers",
+                    "revealed": state.reveal is not None,
+                    "deadline": state.deadline.isoformat() if state.deadline else None,
+                },
+            )
+        if state.reveal is not None:
+            await self._send_reveal(state.reveal)
+        elif state.deadline is not None and self._seal_wait is None:
+            self._seal_wait = asyncio.create_task(self._reveal_at(state.deadline))
+
+    async def _send_reveal(self, reveal: sealed.Reveal) -> None:
+        if self._reveal_sent or self.participant is None:
+            return
+        self._reveal_sent = True
+        await self.send(offers_revealed_frame(self.participant.room_id, reveal))
+
+    async def _reveal_at(self, deadline: datetime) -> None:
+        """Sleep once until the reveal deadline, then reveal if it is still due."""
+        try:
+            await asyncio.sleep(max(0.0, (deadline - timezone.now()).total_seconds()) + 0.05)
+            state = await in_db_thread(sealed.offers_reveal_if_due)(
+                room_id=self.participant.room_id  # type: ignore[union-attr]
+            )
+            self._seal_wait = None
+            await self._seal_state(state)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            # The next connect or seal checks again: the record decides, not this wait.
+            logger.exception("sealed offer reveal failed")
+
     async def _ack(self, frame: AckFrame) -> None:
         participant = self._agent_only(frame.id)
         acked = await in_db_thread(services.messages_ack)(
@@ -486,6 +599,20 @@ class RoomConsumer(AsyncWebsocketConsumer):
     async def room_catch_up(self, event: dict[str, Any]) -> None:
         """Something was recorded outside a socket (an owner speaking in person): read it."""
         await self._backfill()
+
+    async def room_offers(self, event: dict[str, Any]) -> None:
+        """Someone in the room sealed first (wait for the deadline) or the offers were
+        revealed (read them from the record). The event carries no offer."""
+        participant = self.participant
+        if participant is None or participant.agent_id is None or self._reveal_sent:
+            return
+        if event["revealed"]:
+            reveal = await in_db_thread(sealed.offers_revealed)(room_id=participant.room_id)
+            if reveal is not None:
+                await self._send_reveal(reveal)
+        elif event["deadline"] and self._seal_wait is None:
+            deadline = datetime.fromisoformat(event["deadline"])
+            self._seal_wait = asyncio.create_task(self._reveal_at(deadline))
 
     async def room_state(self, event: dict[str, Any]) -> None:
         await self.send(

@@ -266,3 +266,29 @@ class RoomOutcome(models.Model):
 
     def __str__(self) -> str:
         return f"outcome {self.kind} in room {self.room_id}"
+
+
+class SealedOffer(models.Model):
+    """An agent's sealed offer in a room (rooms.sealed): room content, read by no one until the
+    reveal (``revealed_at`` set for all of the room's offers at once). The ledger holds only
+    that and when it was sealed, and a salted commitment to it."""
+
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="sealed_offers")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    # The ``seal_offer`` frame's id: resending it is not a second offer.
+    client_id = models.CharField(max_length=64)
+    # The validated plan (rooms.protocol.OfferPlan, JSON form).
+    offer = models.JSONField()
+    # Hex of 32 random bytes; the commitment is SHA-256 of RFC 8785 {"offer": ..., "salt": ...}.
+    salt = models.CharField(max_length=64)
+    commitment = models.CharField(max_length=64)
+    sealed_at = models.DateTimeField(auto_now_add=True)
+    revealed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["room", "agent"], name="one_sealed_offer_per_agent")
+        ]
+
+    def __str__(self) -> str:
+        return f"sealed offer in room {self.room_id}"

@@ -14,7 +14,15 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+)
 
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_CHARS = 8_000
@@ -146,9 +154,46 @@ class ActFrame(_Frame):
     body: ActBody
 
 
-AnyClientFrame = SayFrame | AckFrame | PingFrame | ActFrame | ContextRequestFrame | FlareFrame
+def _iso_text(value: Any) -> Any:
+    # JSON has no datetime: only ISO 8601 text is a start (never a number of seconds).
+    if not isinstance(value, str):
+        raise ValueError("start must be ISO 8601 text with a UTC offset")
+    return value
+
+
+class OfferPlan(_Body):
+    """One typed plan an agent seals: a venue of the room's catalogue, a start with its UTC
+    offset, the party, and the price per person in minor units (cents) of ``currency``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    venue_id: str = Field(max_length=63, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    start: Annotated[AwareDatetime, BeforeValidator(_iso_text), Field(strict=False)]
+    party_size: int = Field(ge=1, le=20)
+    price_per_person_minor: int = Field(ge=0, le=10_000_000)
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+
+
+class SealOfferBody(_Body):
+    offer: OfferPlan
+
+
+class SealOfferFrame(_Frame):
+    """Seal your offer: nobody sees it until both agents have sealed (or the deadline passes),
+    then both are revealed at once (``offers_revealed``). One per agent per room; resending the
+    same ``id`` is harmless."""
+
+    type: Literal["seal_offer"]
+    body: SealOfferBody
+
+
+AnyClientFrame = (
+    SayFrame | AckFrame | PingFrame | ActFrame | ContextRequestFrame | FlareFrame | SealOfferFrame
+)
 ClientFrame = Annotated[AnyClientFrame, Field(discriminator="type")]
-CLIENT_FRAME_TYPES = frozenset({"say", "ack", "ping", "act", "context_request", "flare"})
+CLIENT_FRAME_TYPES = frozenset(
+    {"say", "ack", "ping", "act", "context_request", "flare", "seal_offer"}
+)
 _client_frame: TypeAdapter[AnyClientFrame] = TypeAdapter(ClientFrame)
 
 
@@ -350,6 +395,29 @@ class NoticeFrame(_Frame):
     body: NoticeBody
 
 
+class RevealedOffer(_Body):
+    agent_id: UUID
+    offer: OfferPlan
+    # The random salt of the ledger's ``offer_sealed`` commitment: SHA-256 of the RFC 8785 form
+    # of ``{"offer": offer, "salt": salt}``. Unsalted, a plan this small could be guessed from
+    # its hash before the reveal.
+    salt: str
+
+
+class OffersRevealedBody(_Body):
+    offers: list[RevealedOffer]
+    # False: the deadline passed with only some agents sealed; those are all there is.
+    complete: bool
+
+
+class OffersRevealedFrame(_Frame):
+    """The room's sealed offers, revealed to both agents at once (sent again after a
+    reconnect). The frame ``id`` is the same every time for a room."""
+
+    type: Literal["offers_revealed"]
+    body: OffersRevealedBody
+
+
 ServerFrame = Annotated[
     WelcomeFrame
     | MessageFrame
@@ -360,7 +428,8 @@ ServerFrame = Annotated[
     | ActionResultFrame
     | NoticeFrame
     | ContextFrame
-    | WhisperFrame,
+    | WhisperFrame
+    | OffersRevealedFrame,
     Field(discriminator="type"),
 ]
 

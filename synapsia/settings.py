@@ -201,6 +201,9 @@ SYNAPSIA = {
     "INVITE_TTL_HOURS": env.int("SYNAPSIA_INVITE_TTL_HOURS", default=72),
     # How often an idle connection re-reads the record to catch anything the layer dropped.
     "CATCH_UP_SECONDS": env.float("SYNAPSIA_CATCH_UP_SECONDS", default=5.0),
+    # Sealed offers (rooms.sealed): from the first seal, how long before what is sealed is
+    # revealed even if the other agent has not sealed.
+    "SEALED_OFFER_SECONDS": env.float("SYNAPSIA_SEALED_OFFER_SECONDS", default=60.0),
     # Gatekeeper (docs/gatekeeper.md): a check slower than this, or during which the wall
     # clock moved this much more than the monotonic one, is a denial.
     "GATEKEEPER_TIMEOUT_SECONDS": env.float("SYNAPSIA_GATEKEEPER_TIMEOUT_SECONDS", default=1.0),

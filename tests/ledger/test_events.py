@@ -25,6 +25,7 @@ REQUIRED_KINDS = {
     "grant_approved", "grant_denied", "grant_expired", "action_executed", "fork_opened",
     "fork_resolved", "flare_raised", "injection_suspected", "room_paused", "room_resumed",
     "room_closed", "room_content_deleted", "retention_purge", "outcome_recorded",
+    "offer_sealed", "offers_revealed",
 }  # fmt: skip
 
 
@@ -73,6 +74,14 @@ CANARY = "my budget is 4000 EUR and I'm allergic to peanuts"
         ),
         lambda: events.OutcomeRecorded(outcome="agreed", action_id="a", owner_id="7", venue="x"),
         lambda: events.OutcomeRecorded(outcome="booked", action_id="a", owner_id="7"),
+        # A sealed offer is recorded as who and a commitment: never a venue, time or price.
+        lambda: events.OfferSealed(agent_id="a1", commitment="sora-sushi 19:00 42 EUR"),
+        lambda: events.OfferSealed(agent_id="a1", commitment="0" * 64, venue_id="sora-sushi"),
+        lambda: events.OfferSealed(agent_id="a1", commitment="0" * 64, price_per_person_minor=42),
+        lambda: events.OffersRevealed(agent_ids=[], complete=True),
+        lambda: events.OffersRevealed(agent_ids=["a", "b", "c"], complete=True),
+        lambda: events.OffersRevealed(agent_ids=["a"], complete="yes"),
+        lambda: events.OffersRevealed(agent_ids=["a"], complete=True, offers=[{"x": 1}]),
     ],
 )
 def test_content_like_values_are_refused(build) -> None:
@@ -123,3 +132,20 @@ def test_an_outcome_holds_its_kind_action_side_and_reason_code_only() -> None:
     )
     stored = declared.model_dump(mode="json", exclude={"kind"})
     assert event_record_parse(kind="outcome_recorded", data=stored) == declared
+
+
+def test_sealed_offer_events_hold_who_and_a_commitment_only() -> None:
+    sealed = events.OfferSealed(agent_id="agent-1", commitment="ab" * 32)
+    assert sealed.model_dump(mode="json", exclude={"kind"}) == {
+        "agent_id": "agent-1", "commitment": "ab" * 32,
+    }  # fmt: skip
+    revealed = events.OffersRevealed(agent_ids=["agent-1", "agent-2"], complete=False)
+    stored = revealed.model_dump(mode="json", exclude={"kind"})
+    assert stored == {"agent_ids": ["agent-1", "agent-2"], "complete": False}
+    assert event_record_parse(kind="offers_revealed", data=stored) == revealed
+    assert (
+        event_record_parse(
+            kind="offer_sealed", data={"agent_id": "agent-1", "commitment": "ab" * 32}
+        )
+        == sealed
+    )
