@@ -9,6 +9,7 @@ from agents.client import (
     RoomClient,
     RoomClosedError,
     RoomMessage,
+    SealedReveal,
     Welcome,
 )
 from agents.context import ClearedItem, PeerItem, PeerMessage, TurnContext, Whisper
@@ -23,6 +24,7 @@ __all__ = [
     "RoomClient",
     "RoomClosedError",
     "RoomMessage",
+    "SealedReveal",
     "TurnContext",
     "Welcome",
     "Whisper",

@@ -114,6 +114,17 @@ class ActionOutcome:
 UNSETTLED = frozenset({"awaiting_grant", "pending"})
 
 
+@dataclass(frozen=True)
+class SealedReveal:
+    """The room's sealed offers, revealed to both agents at once: ``(agent id, offer)`` in
+    sealing order. ``complete`` is False when the deadline passed before every agent sealed."""
+
+    offers: list[tuple[str, dict[str, Any]]]
+    complete: bool
+    # Per agent id, the salt of its ledger commitment (docs/protocol.md, "Sealed offers").
+    salts: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class _Pending:
     frame: dict[str, Any]
@@ -163,6 +174,8 @@ class RoomClient:
         self._state_changed = asyncio.Event()
         self.whispers: asyncio.Queue[Whisper] = asyncio.Queue()  # from your own owner
         self.notices: asyncio.Queue[Notice] = asyncio.Queue()  # from the room itself
+        # The room's sealed offers once revealed (kept, so a later seal_offer returns at once).
+        self.sealed_reveal: SealedReveal | None = None
 
     async def __aenter__(self) -> RoomClient:
         await self.connect()
@@ -271,6 +284,16 @@ class RoomClient:
         request = {"ask": list(ask)} if ask else {}
         body: dict[str, Any] = await self._request("context_request", request, timeout)
         return TurnContext.from_body(body)
+
+    async def seal_offer(self, offer: dict[str, Any], timeout: float = 90.0) -> SealedReveal:
+        """Seal your offer (``venue_id``, ``start``, ``party_size``, ``price_per_person_minor``,
+        ``currency``) and wait for the reveal: both agents' offers at once when both have
+        sealed, or what there is at the room's deadline (``complete`` False). One per room; if
+        the room's offers were already revealed, returns that reveal without sending."""
+        if self.sealed_reveal is not None:
+            return self.sealed_reveal
+        reveal: SealedReveal = await self._request("seal_offer", {"offer": offer}, timeout)
+        return reveal
 
     async def flare(self, reason: str) -> None:
         """Raise a Signal Flare (``loop``, ``contradiction`` or ``distress``): the room pauses
@@ -398,6 +421,7 @@ class RoomClient:
             "context": self._on_context,
             "whisper": self._on_whisper,
             "notice": self._on_notice,
+            "offers_revealed": self._on_offers_revealed,
         }
         async for raw in socket:
             frame = json.loads(raw)
@@ -476,6 +500,19 @@ class RoomClient:
 
     async def _on_notice(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
         self.notices.put_nowait(Notice(frame["body"]["code"], frame["body"]["message"]))
+
+    async def _on_offers_revealed(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
+        # Sent unprompted too (to the agent that sealed first, and after every reconnect).
+        body = frame["body"]
+        reveal = SealedReveal(
+            [(str(o["agent_id"]), dict(o["offer"])) for o in body["offers"]],
+            bool(body["complete"]),
+            {str(o["agent_id"]): str(o.get("salt", "")) for o in body["offers"]},
+        )
+        self.sealed_reveal = reveal
+        for ref, pending in list(self._pending.items()):
+            if pending.frame["type"] == "seal_offer":
+                self._resolve(ref, reveal)
 
     def _resolve(self, ref: str | None, value: Any) -> bool:
         pending = self._pending.get(ref or "")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,11 +14,13 @@ from channels.db import database_sync_to_async
 from django.test import Client
 from django.utils import timezone
 
+from agents import FrameRefusedError, RoomClient, SealedReveal
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
 from rooms import services
 from rooms.models import Agent, RoomState, SealedOffer
 from rooms.sealed import offer_commitment
+from tests.e2e.daphne import running_daphne
 from tests.socket_frames import frame, join, next_frame_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -245,3 +248,35 @@ async def test_a_deadline_that_passed_while_nobody_was_connected_reveals_at_the_
     assert heard["body"]["complete"] is False
     assert [o["agent_id"] for o in heard["body"]["offers"]] == [str(setup.a.agent.id)]
     await bob.disconnect()
+
+
+@pytest.mark.e2e
+def test_the_sdk_seals_and_both_agents_get_the_reveal(make_open_room, tmp_path: Path) -> None:
+    setup = make_open_room()
+    with running_daphne(tmp_path / "daphne.log") as host:
+        url = f"ws://{host}/ws/rooms/{setup.room.id}/"
+
+        async def negotiate() -> tuple[SealedReveal, SealedReveal, SealedReveal | None, str]:
+            async with RoomClient(url, setup.a.token) as a, RoomClient(url, setup.b.token) as b:
+                with pytest.raises(FrameRefusedError) as bad:
+                    await a.seal_offer({**OFFER_A, "note": "flexible"}, timeout=10)
+                first, second = await asyncio.gather(
+                    a.seal_offer(OFFER_A, timeout=20), b.seal_offer(OFFER_B, timeout=20)
+                )
+                # Stored: asking again returns the same reveal at once.
+                assert await a.seal_offer(OFFER_B, timeout=0.01) is first
+            # A fresh connection is told of the reveal unprompted, right after its welcome.
+            async with RoomClient(url, setup.a.token) as again:
+                for _ in range(100):
+                    if again.sealed_reveal is not None:
+                        break
+                    await asyncio.sleep(0.05)
+                return first, second, again.sealed_reveal, bad.value.code
+
+        first, second, replayed, refused = asyncio.run(negotiate())
+    assert refused == "invalid_body"
+    assert first == second == replayed
+    assert first.complete is True
+    assert first.offers == [(str(setup.a.agent.id), OFFER_A), (str(setup.b.agent.id), OFFER_B)]
+    assert set(first.salts) == {str(setup.a.agent.id), str(setup.b.agent.id)}
+    assert ledger_verify_room(room_id=setup.room.id).ok
