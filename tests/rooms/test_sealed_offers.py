@@ -18,7 +18,7 @@ from agents import FrameRefusedError, RoomClient, SealedReveal
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
 from rooms import services
-from rooms.models import Agent, RoomState, SealedOffer
+from rooms.models import Agent, RoomMember, RoomState, SealedOffer, SeatStanding
 from rooms.sealed import offer_commitment
 from tests.e2e.daphne import running_daphne
 from tests.socket_frames import frame, join, next_frame_of
@@ -54,12 +54,17 @@ def ledger_rows(room_id: object) -> list[tuple[str, str]]:
     ]
 
 
-def owner_views(owner: Any, room_id: object) -> str:
+def owner_views(owner: Any, room_id: object, agent_ids: list[object]) -> str:
     """Everything an owner can read about the room over the API, as one text."""
     client = Client()
     client.force_login(owner)
-    paths = ["", "/messages", "/ledger", "/receipt", "/flares", "/grants"]
-    return " ".join(client.get(f"/api/rooms/{room_id}{p}").content.decode() for p in paths)
+    seen = []
+    turns = [f"/turns/1?agent={agent_id}" for agent_id in agent_ids]
+    for path in ["", "/messages", "/ledger", "/receipt", "/flares", "/grants", *turns]:
+        answer = client.get(f"/api/rooms/{room_id}{path}")
+        assert answer.status_code == 200, (path, answer.status_code)
+        seen.append(answer.content.decode())
+    return " ".join(seen)
 
 
 @pytest.fixture
@@ -80,7 +85,9 @@ async def test_both_seal_then_both_get_both_offers_at_once(make_open_room) -> No
         answer = await next_frame_of(socket, "context")
         assert not any(c in json.dumps(answer) for c in CONTENT)
     for owner in (setup.a.owner, setup.b.owner):
-        seen = await database_sync_to_async(owner_views)(owner, setup.room.id)
+        seen = await database_sync_to_async(owner_views)(
+            owner, setup.room.id, [setup.a.agent.id, setup.b.agent.id]
+        )
         assert not any(c in seen for c in CONTENT)
 
     await bob.send_json_to(seal(OFFER_B, "seal-b"))
@@ -280,3 +287,16 @@ def test_the_sdk_seals_and_both_agents_get_the_reveal(make_open_room, tmp_path: 
     assert first.offers == [(str(setup.a.agent.id), OFFER_A), (str(setup.b.agent.id), OFFER_B)]
     assert set(first.salts) == {str(setup.a.agent.id), str(setup.b.agent.id)}
     assert ledger_verify_room(room_id=setup.room.id).ok
+
+
+async def test_a_muted_agent_cannot_seal(make_open_room) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    alice = await join(setup.room.id, setup.a.token)
+    await database_sync_to_async(
+        RoomMember.objects.filter(room_id=setup.room.id, agent_id=setup.a.agent.id).update
+    )(standing=SeatStanding.MUTED)
+    await alice.send_json_to(seal(OFFER_A, "seal-a"))
+    refused = await next_frame_of(alice, "error")
+    assert refused["body"]["code"] == "withdrawn"
+    await alice.disconnect()
+    assert not await database_sync_to_async(SealedOffer.objects.exists)()
