@@ -539,6 +539,9 @@ class RoomConsumer(AsyncWebsocketConsumer):
             self._seal_wait = asyncio.create_task(self._reveal_at(state.deadline))
 
     async def _send_reveal(self, reveal: sealed.Reveal) -> None:
+        if self._seal_wait is not None and self._seal_wait is not asyncio.current_task():
+            self._seal_wait.cancel()  # revealed already: the deadline needs no check
+            self._seal_wait = None
         if self._reveal_sent or self.participant is None:
             return
         self._reveal_sent = True
