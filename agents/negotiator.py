@@ -409,6 +409,7 @@ class _Conversation:
         self.agreed: Plan | None = None
         self.last_reason: Reason | None = None  # the reason this side last gave
         self.planner: Planner | None = None
+        self.sealed = False  # open with a sealed offer (negotiate(sealed_opening=True))
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -565,9 +566,10 @@ class _Conversation:
             return plan, "venue"
         return plan, planner.own_reason(plan, self.now())
 
-    async def answer(self, move: Proposal | Counter) -> None:
-        """Accept the peer's plan, or counter it with this side's reason and best plan."""
-        self.messages += 1
+    async def answer(self, move: Proposal | Counter, *, heard: bool = True) -> None:
+        """Accept the peer's plan, or counter it with this side's reason and best plan.
+        ``heard``: the plan came as a message (a revealed sealed offer is not one)."""
+        self.messages += int(heard)
         self.round = move.round
         if isinstance(move, Counter) and self.pending is not None:
             if move.reason == "preference":
@@ -663,12 +665,50 @@ class _Conversation:
             self.step("no answer to the booking yet; asking again (same key)")
             return await self.room.act(BOOK_TOOL, arguments, ref=ref)
 
+    async def sealed_opening(self) -> bool:
+        """Open with a sealed offer: this side's best plan, revealed only once the other's is
+        in too, so that neither first offer anchors the other. The host then answers the
+        guest's revealed offer as a proposal of round 1; the guest's offer stands as its
+        proposal. False when there is nothing to seal or the room took no sealed offer: then
+        the conversation opens as usual."""
+        plans = self.candidates()
+        welcome = self.room.welcome
+        if not plans or welcome is None:
+            return False
+        best, terms = plans[0], self.plan_tools.terms
+        offer = {
+            "venue_id": best.venue.id,
+            "start": best.start.isoformat(),
+            "party_size": terms.party_size,
+            "price_per_person_minor": best.venue.price_minor,
+            "currency": best.venue.currency,
+        }
+        try:
+            reveal = await self.room.seal_offer(offer, timeout=self.reply_timeout)
+        except (FrameRefusedError, TimeoutError) as exc:
+            self.step(f"no sealed opening ({str(exc) or 'timed out'}); proposing in turn")
+            return False
+        theirs = [_sealed(o) for agent, o in reveal.offers if agent != welcome.agent_id]
+        peer_offer = next((o for o in theirs if o is not None), None)
+        self.step(f"sealed offers revealed ({'both' if reveal.complete else 'not all'} in)")
+        if not self.hosting:
+            self.round, self.pending = 1, best
+            plan = self.resolve(peer_offer)[0] if peer_offer is not None else None
+            if plan is not None:
+                self.knowledge.put_forward(plan)  # the host is free then, as far as it knows
+            return True
+        if peer_offer is None:
+            return False
+        await self.answer(Proposal(1, peer_offer), heard=False)
+        return True
+
     # --- the loop ---------------------------------------------------------------------------
 
     async def run(self) -> NegotiationResult:
         try:
             await self.prepare()
-            if self.hosting:
+            opened = self.sealed and await self.sealed_opening()
+            if self.hosting and not opened:
                 await self.open_round(None)
             while True:
                 wait = self.reply_timeout + (self.grant_timeout if self.agreed else 0)
@@ -734,6 +774,17 @@ class _Conversation:
             self.agreed = None
 
 
+def _sealed(offer: Mapping[str, Any]) -> Offer | None:
+    """A revealed sealed offer as an ``Offer``, read as strictly as a grammar line."""
+    line = (
+        f"venue={offer.get('venue_id')} start={offer.get('start')} "
+        f"party={offer.get('party_size')} price={offer.get('price_per_person_minor')} "
+        f"{offer.get('currency')}"
+    )
+    move = parse_move(f"PROPOSE round=1 {line}")
+    return move.offer if isinstance(move, Proposal) else None
+
+
 def _facts(context: TurnContext, side: Literal["own", "peer"]) -> OwnerFacts:
     items = context.own_items if side == "own" else context.peer_items
     by_resource: dict[str, list[Mapping[str, Any]]] = {}
@@ -751,8 +802,10 @@ async def negotiate(
     grant_timeout: float = 900,
     role: Literal["host", "guest"] | None = None,
     on_step: Callable[[str], None] | None = None,
+    sealed_opening: bool = False,
 ) -> NegotiationResult:
     """Negotiate a dinner in the room ``room`` is connected to, and book it if this side hosts.
+    ``sealed_opening``: open with a sealed simultaneous offer (both sides must ask for it).
 
     The role follows from the welcome (``book_table`` among its tools: host) unless ``role``
     says. ``now`` fixes the clock (for tests); otherwise the current time is used. Each wait
@@ -771,6 +824,7 @@ async def negotiate(
         on_step=on_step,
     )
     conversation.hosting = role == "host" if role is not None else is_host(room.welcome)
+    conversation.sealed = sealed_opening
     try:
         return await conversation.run()
     except RoomClosedError as closed:
@@ -796,6 +850,9 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-messages", type=int, default=MAX_MESSAGES)
     parser.add_argument("--reply-timeout", type=float, default=120.0)
     parser.add_argument("--grant-timeout", type=float, default=900.0)
+    parser.add_argument(
+        "--sealed", action="store_true", help="open with a sealed offer (both agents must)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log the SDK's details")
     args = room_args(parser, argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
@@ -813,6 +870,7 @@ async def main(argv: list[str] | None = None) -> int:
             grant_timeout=args.grant_timeout,
             role=args.role,
             on_step=out,
+            sealed_opening=args.sealed,
         )
         out(
             f"{result.status}: venue={result.venue} start={result.start} "

@@ -73,6 +73,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds per scenario")
     parser.add_argument("--parallel", type=int, default=4, help="rooms negotiating at once")
     parser.add_argument("--json", type=Path, help="write every row here as JSON")
+    parser.add_argument(
+        "--sealed", action="store_true", help="both agents open with a sealed simultaneous offer"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print each agent step")
     return parser.parse_args(argv)
 
@@ -92,6 +95,9 @@ def _seed_range(args: argparse.Namespace) -> list[int]:
 
 def _django(workdir: Path) -> None:
     os.environ["SYNAPSIA_SQLITE_PATH"] = str(workdir / "eval.sqlite3")
+    # A side with nothing to offer seals nothing; the other's offer is then revealed alone
+    # after this long instead of the default minute.
+    os.environ.setdefault("SYNAPSIA_SEALED_OFFER_SECONDS", "10")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "synapsia.settings")
     for name in ("DATABASE_URL", "REDIS_URL"):
         os.environ.pop(name, None)  # always the embedded profile: the figures compare
@@ -136,28 +142,28 @@ class Approver(threading.Thread):
         self.join(timeout=30)
 
 
-async def _negotiate(url: str, practice: Any, timeout: float, verbose: bool) -> tuple[Any, Any]:
+async def _negotiate(
+    url: str, practice: Any, timeout: float, verbose: bool, sealed: bool
+) -> tuple[Any, Any]:
     from agents import RoomClient
     from agents.negotiator import negotiate
 
     def say(label: str) -> Any:
         return (lambda line: print(f"  [{label}] {line}", flush=True)) if verbose else None
 
+    options: dict[str, Any] = {
+        "reply_timeout": timeout / 2,
+        "grant_timeout": timeout / 2,
+        "sealed_opening": sealed,
+    }
     async with (
         RoomClient(url, practice.host.token) as host,
         RoomClient(url, practice.guest.token) as guest,
     ):
         return await asyncio.wait_for(
             asyncio.gather(
-                negotiate(
-                    host, reply_timeout=timeout / 2, grant_timeout=timeout / 2, on_step=say("host")
-                ),
-                negotiate(
-                    guest,
-                    reply_timeout=timeout / 2,
-                    grant_timeout=timeout / 2,
-                    on_step=say("guest"),
-                ),
+                negotiate(host, on_step=say("host"), **options),
+                negotiate(guest, on_step=say("guest"), **options),
             ),
             timeout,
         )
@@ -301,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         approver.rooms.add(practice.room_id)
                         batch.append((row, scenario, practice, truth))
                     t0 = time.monotonic()
-                    results = asyncio.run(_run_batch(batch, served, args.timeout, args.verbose))
+                    results = asyncio.run(_run_batch(batch, served, args))
                     for (row, scenario, practice, truth), result in zip(
                         batch, results, strict=True
                     ):
@@ -317,7 +323,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 approver.finish()
         elapsed = time.monotonic() - started
     result = summary(rows)
-    print(f"\n==> {len(rows)} scenarios in {elapsed:.0f} s (seeds {seeds[0]}-{seeds[-1]})")
+    opening = "sealed offers" if args.sealed else "proposals in turn"
+    print(
+        f"\n==> {len(rows)} scenarios in {elapsed:.0f} s (seeds {seeds[0]}-{seeds[-1]}; "
+        f"opening: {opening})"
+    )
     for name, value in result.items():
         print(f"  {name}: {value}")
     if args.json:
@@ -330,11 +340,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run_batch(
-    batch: list[tuple[Row, Any, Any, Any]], served: Any, timeout: float, verbose: bool
+    batch: list[tuple[Row, Any, Any, Any]], served: Any, args: argparse.Namespace
 ) -> list[Any]:
     return await asyncio.gather(
         *(
-            _negotiate(served.ws_room(practice.room_id), practice, timeout, verbose)
+            _negotiate(
+                served.ws_room(practice.room_id), practice, args.timeout, args.verbose, args.sealed
+            )
             for _, _, practice, _ in batch
         ),
         return_exceptions=True,

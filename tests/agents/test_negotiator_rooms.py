@@ -131,7 +131,9 @@ def _seed(
     )
 
 
-def _negotiate(live_daphne: str, practice: Practice) -> tuple[NegotiationResult, ...]:
+def _negotiate(
+    live_daphne: str, practice: Practice, *, sealed: bool = False
+) -> tuple[NegotiationResult, ...]:
     url = live_daphne.replace("http://", "ws://") + f"/ws/rooms/{practice.room_id}/"
 
     async def both() -> tuple[NegotiationResult, ...]:
@@ -139,7 +141,11 @@ def _negotiate(live_daphne: str, practice: Practice) -> tuple[NegotiationResult,
             RoomClient(url, practice.host.token) as host,
             RoomClient(url, practice.guest.token) as guest,
         ):
-            options = {"reply_timeout": 60, "grant_timeout": 60}
+            options: dict[str, Any] = {
+                "reply_timeout": 60,
+                "grant_timeout": 60,
+                "sealed_opening": sealed,
+            }
             return tuple(
                 await asyncio.gather(negotiate(host, **options), negotiate(guest, **options))
             )
@@ -309,3 +315,30 @@ def test_no_common_evening_ends_with_each_side_saying_why(live_daphne: str) -> N
     )
     assert declared.count() == 2  # each side recorded its "no agreement"
     assert len(lines) <= 12
+
+
+def test_a_sealed_opening_reveals_both_offers_at_once_and_then_agrees(live_daphne: str) -> None:
+    from ledger.models import LedgerEvent
+
+    practice = _seed(
+        _vault(free={3, 7}, home="Mitte", likes=["japanese"]),
+        _vault(free={7}, home="Friedrichshain", likes=["vietnamese"], dislikes=["japanese"]),
+        guest_withholds=("food_dislikes",),
+    )
+    host, guest = _negotiate(live_daphne, practice, sealed=True)
+    assert (host.status, guest.status) == ("booked", "booked"), (host, guest)
+    kinds = list(
+        LedgerEvent.objects.filter(room_id=practice.room_id)
+        .order_by("seq")
+        .values_list("kind", flat=True)
+    )
+    assert kinds.count("offer_sealed") == 2 and kinds.count("offers_revealed") == 1
+    assert kinds.index("offers_revealed") > max(
+        i for i, k in enumerate(kinds) if k == "offer_sealed"
+    )
+    lines = _lines(practice)
+    # No first proposal in the transcript: the host answers the guest's revealed offer.
+    assert lines[0].startswith(("ACCEPT round=1 ", "COUNTER round=2 ")), lines
+    (booking,) = _bookings(practice)
+    venue = catalogue_default().venue(booking.arguments["venue_id"])
+    assert venue is not None and venue.cuisine != "japanese"  # the guest's withheld dislike
