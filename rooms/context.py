@@ -129,6 +129,13 @@ def context_assemble(
     errors: list[str] = []
     try:
         with transaction.atomic():
+            # The room's row first, as every other write to the room takes it (say, act):
+            # two turns of the same room then queue here instead of locking slip uses, vault
+            # items and the ledger head in different orders and deadlocking on PostgreSQL.
+            # The state is re-read under the lock, so each decision sees it live.
+            room.state = (
+                Room.objects.select_for_update().values_list("state", flat=True).get(id=room_id)
+            )
             for source in _sources(room_id=room_id, me=me, peer=peer):
                 items, error = _disclose(
                     room=room, source=source, recipient_agent_id=agent_id, turn=turn
