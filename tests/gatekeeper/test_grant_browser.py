@@ -15,23 +15,19 @@ from gatekeeper.adapters.sandbox import SandboxEffect
 from rooms.models import Room
 from slips import services as slip_services
 from slips import vault
+from tests.bookings import BUDGET, OVER, booking
 from tests.slips.conftest import canonical_text, enroll, slip_payload
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-BOOKING = {
-    "venue_id": "chez-panisse",
-    "party_size": 2,
-    "start": "2026-12-04T19:00:00+00:00",
-    "cost_cents": 25000,
-    "currency": "EUR",
-}
+BOOKING = booking(OVER)  # Kaiseki Nori: 90 EUR per person, above her 60
 
 
 @pytest.fixture
 def negotiation(monkeypatch: pytest.MonkeyPatch, make_open_room) -> Any:
     """Before Daphne and the browser start: the tool policy allows tools (the production
-    default is deny-all), Alice's slip clears bookings, and her budget tops out at 120 EUR."""
+    default is deny-all), Alice's slip clears bookings, and her budget tops out at 60 EUR per
+    person."""
     monkeypatch.setenv("SYNAPSIA_TOOL_POLICY_DEFAULT", "allow_all")
     setup = make_open_room()
     owner = setup.a.owner
@@ -54,7 +50,7 @@ def negotiation(monkeypatch: pytest.MonkeyPatch, make_open_room) -> Any:
     )
     vault.vault_item_create(
         owner=owner,
-        content={"kind": "budget", "currency": "EUR", "minimum": 4000, "maximum": 12000},
+        content=BUDGET,
     )
     return setup
 
@@ -86,7 +82,9 @@ def test_owner_grants_one_over_budget_booking_in_the_browser(
 
     agent = RoomClient(ws_url, setup.a.token)
     run(agent.connect())
-    assert [tool["name"] for tool in agent.welcome.tools] == ["book_table"]
+    # Its slip clears book_table; the room's own tools need no slip item.
+    names = [tool["name"] for tool in agent.welcome.tools]
+    assert names == ["book_table", "declare_no_plan", "venues_search"]
     asked: ActionOutcome = run(agent.act("book_table", BOOKING))
     assert (asked.status, asked.rule) == ("awaiting_grant", "over_budget")
     assert Room.objects.get(id=setup.room.id).state == "paused"
@@ -94,7 +92,7 @@ def test_owner_grants_one_over_budget_booking_in_the_browser(
     page.goto(f"{base}/rooms/{setup.room.id}/")
     page.wait_for_selector("#grant-requests li.grant")
     details = page.inner_text("#grant-requests")
-    assert "book_table" in details and "25000" in details and "over_budget" in details
+    assert "book_table" in details and "18000" in details and "over_budget" in details
     with page.expect_request(lambda r: r.method == "POST" and "/grants/" in r.url) as approval:
         page.click("text=Approve this one action")
     page.wait_for_selector("#grant-status:has-text('executed')")
