@@ -220,10 +220,6 @@ class Catalogue:
     def venue(self, venue_id: str) -> Venue | None:
         return next((v for v in self.venues if v.id == venue_id), None)
 
-    @property
-    def cuisines(self) -> frozenset[str]:
-        return frozenset(v.cuisine for v in self.venues)
-
 
 def _merged(intervals: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """Opening intervals with those that touch or overlap joined (a dinner may span them)."""
