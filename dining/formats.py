@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import combinations, pairwise
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -23,21 +23,6 @@ from pydantic import (
 )
 
 # What a kitchen can be safe for. Owners' allergies (the vault) use the same words.
-ALLERGENS: tuple[str, ...] = (
-    "peanuts",
-    "tree-nuts",
-    "shellfish",
-    "fish",
-    "gluten",
-    "milk",
-    "eggs",
-    "soy",
-    "sesame",
-    "mustard",
-    "celery",
-    "sulphites",
-    "lupin",
-)
 Allergen = Literal[
     "peanuts",
     "tree-nuts",
@@ -53,6 +38,7 @@ Allergen = Literal[
     "sulphites",
     "lupin",
 ]
+ALLERGENS: tuple[str, ...] = get_args(Allergen)
 WEEKDAYS: tuple[str, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 Currency = Literal["EUR", "USD", "GBP", "CHF", "CAD", "AUD", "JPY", "SEK", "NOK", "DKK"]
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
