@@ -8,30 +8,17 @@ from uuid import UUID
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import UserCreationForm
-from django.contrib.auth.models import User
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from dining import CatalogueInvalid, catalogues_registered
-from frontend.forms import AgentForm, BindAgentForm, RoomForm
-from rooms import notifications, outcomes, selectors, services
+from frontend.forms import AgentForm, RoomForm
+from rooms import notifications, selectors, services
 from rooms.errors import RoomError
-from rooms.models import RoomState
 from synapsia.owners import OwnerRequest
-
-
-def signup(request: HttpRequest) -> HttpResponse:
-    form: UserCreationForm[User] = UserCreationForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user)
-        return redirect("dashboard")
-    return render(request, "registration/signup.html", {"form": form})
 
 
 class DinnerTermsForm(forms.Form):
@@ -143,56 +130,6 @@ def agent_revoke(request: OwnerRequest, agent_id: UUID) -> HttpResponse:
     except RoomError as exc:
         messages.error(request, exc.message)
     return redirect("dashboard")
-
-
-@login_required
-def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
-    try:
-        seat = selectors.room_seat(owner=request.user, room_id=room_id)
-    except RoomError:
-        return render(request, "frontend/not_found.html", status=404)
-    outcome = outcomes.room_outcome_for_owner(owner=request.user, room_id=room_id)
-    if request.GET.get("part") == "outcome":  # room.js refreshes just this when the room moves
-        return render(request, "frontend/_room_outcome.html", {"outcome": outcome})
-    agents = [
-        (str(a.id), a.name)
-        for a in selectors.agents_of_owner(owner=request.user)
-        if a.revoked_at is None
-    ]
-    bind_form = BindAgentForm(request.POST or None, agents=agents)
-    invite_url = None
-    if request.method == "POST":
-        try:
-            if "invite" in request.POST:
-                issued = services.invite_create(owner=request.user, room_id=room_id)
-                invite_url = request.build_absolute_uri(f"/invites/{issued.token}/")
-            elif "state" in request.POST:
-                services.room_transition(
-                    owner=request.user, room_id=room_id, to=RoomState(request.POST["state"])
-                )
-                return redirect("room", room_id=room_id)
-            elif bind_form.is_valid():
-                services.room_bind_agent(
-                    owner=request.user,
-                    room_id=room_id,
-                    agent_id=UUID(bind_form.cleaned_data["agent"]),
-                )
-                return redirect("room", room_id=room_id)
-        except (RoomError, ValueError) as exc:
-            messages.error(request, getattr(exc, "message", "That request is not valid."))
-        seat = selectors.room_seat(owner=request.user, room_id=room_id)
-    return render(
-        request,
-        "frontend/room.html",
-        {
-            "seat": seat,
-            "room": seat.room,
-            "seats": selectors.room_seats(room=seat.room),
-            "bind_form": bind_form,
-            "invite_url": invite_url,
-            "outcome": outcome,
-        },
-    )
 
 
 @login_required

@@ -118,6 +118,8 @@ else:
     sqlite_path = Path(
         env.str("SYNAPSIA_SQLITE_PATH", default=str(BASE_DIR / "var" / "db.sqlite3"))
     )
+    # A fresh checkout has no var/: the embedded default makes it (``pytest`` alone, manage.py).
+    sqlite_path.parent.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
