@@ -368,11 +368,19 @@ class _Words:
     def action(self) -> str:
         """The action an event is about: the page's description of it ("book a table at
         Osteria Kanal") when it gave one, else what its tool does."""
-        action_id = self.data.get("action_id")
-        if action_id is not None and str(action_id) in self.names:
-            return self.names[str(action_id)]
+        for field in ("action_id", "grant_id"):
+            value = self.data.get(field)
+            if value is not None and str(value) in self.names:
+                return self.names[str(value)]
         tool = self.data.get("tool")
-        return tool_words(str(tool)) if tool is not None else "take an action"
+        if tool is not None:
+            return tool_words(str(tool))
+        if self.data.get("action_id") is None and "grant_id" in self.data:
+            # A disclosure grant: which item and to whom stay with the asking owner.
+            owner = self.names.get(str(self.data.get("owner_id")))
+            whose = f"{owner}'s" if owner else "their"
+            return f"share one of {whose} vault items"
+        return "take an action"
 
     def count(self, field: str) -> int:
         value = self.data.get(field, 0)
@@ -576,6 +584,8 @@ def event_sentence(kind: str, data: Mapping[str, Any], names: Mapping[str, str])
     on; the sentence never contains an id.
     """
     words = _EVENT_WORDS.get(kind)
+    if not isinstance(data, Mapping):  # a tampered row; the chain check says where
+        return "This event cannot be read."
     if words is None:
         logger.warning("no words for ledger event kind %r; add it to gatekeeper.reasons", kind[:80])
         return "The server recorded an event this page cannot describe yet."
