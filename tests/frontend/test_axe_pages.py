@@ -1,0 +1,215 @@
+"""Every owner page, in headless Debian Chromium, as a person would meet it.
+
+For each page: the HTML document carries a strict Content-Security-Policy and the browser
+refused nothing under it, the pinned axe-core finds 0 critical and 0 serious violations, the
+page does not scroll sideways on a 390 px phone, what a person reads shows no UUID, epoch,
+rule id, raw JSON or protocol line, and screenshots at desktop and phone sizes are saved in
+``var/test-artifacts/screens/``.
+
+One Daphne, one browser and one seeded practice room serve the whole module (seeding and
+starting them per page would cost a minute on a small machine); the tests only read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.test import Client
+from django.urls import NoReverseMatch, reverse
+from playwright._impl._api_structures import SetCookieParam  # typing only; not re-exported
+
+from practice.seeding import Practice, practice_seed
+from rooms import services as rooms
+from tests.conftest import CHROMIUM_FLAGS, service_unavailable
+from tests.e2e.daphne import running_daphne
+from tests.frontend import browser
+from tests.frontend.browser import AXE_PATH, AXE_SHA256, AXE_VERSION, VENDOR
+
+# The tests themselves only read through the browser; the mark makes pytest-django create the
+# test database, which the module's fixture seeds once (committed, so Daphne sees it).
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db]
+
+# A page not built yet is skipped, naming the missing URL; with SYNAPSIA_JOURNEY_STRICT=1
+# (once every page exists) a missing page is a failure instead.
+STRICT = os.environ.get("SYNAPSIA_JOURNEY_STRICT") == "1"
+
+
+def test_vendored_axe_is_the_pinned_file() -> None:
+    """The accessibility engine cannot change silently: its digest and banner are pinned."""
+    data = AXE_PATH.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == AXE_SHA256
+    assert data.startswith(f"/*! axe v{AXE_VERSION}".encode())
+    assert (VENDOR / "LICENSE").read_text().startswith("Mozilla Public License, version 2.0")
+    assert f"axe-core {AXE_VERSION}" in (VENDOR / "VENDORED.md").read_text()
+    assert AXE_SHA256 in (VENDOR / "VENDORED.md").read_text()
+
+
+@dataclass(frozen=True)
+class Site:
+    base: str
+    practice: Practice
+    invite_token: str
+    owner: Any  # a logged-in browser context (demo-alice)
+    anonymous: Any  # a browser context with no session
+
+
+def _session_cookie(user: User, base: str) -> SetCookieParam:
+    """A real session for ``user`` (the database session store Daphne reads), as a cookie:
+    the page tests do not depend on the login form, which has its own test here."""
+    client = Client()
+    client.force_login(user)
+    value = client.cookies[settings.SESSION_COOKIE_NAME].value
+    return {"name": settings.SESSION_COOKIE_NAME, "value": value, "url": base}
+
+
+@pytest.fixture(scope="module")
+def site(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Site]:
+    executable = "/usr/bin/chromium"
+    if not Path(executable).exists():
+        service_unavailable("Chromium is not installed (apt-get install chromium)")
+    with django_db_blocker.unblock():
+        practice = practice_seed()
+        draft = rooms.room_create(
+            owner=practice.guest.owner, purpose="Lunch next week", charter="Find a lunch slot."
+        )
+        invite = rooms.invite_create(owner=practice.guest.owner, room_id=draft.id)
+        log = tmp_path_factory.mktemp("daphne") / "daphne.log"
+        previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # ORM calls beside Playwright's loop
+        try:
+            with running_daphne(log) as host:
+                base = f"http://{host}"
+                cookie = _session_cookie(practice.host.owner, base)
+                from playwright.sync_api import sync_playwright
+
+                with sync_playwright() as playwright:
+                    chromium = playwright.chromium.launch(
+                        executable_path=executable, args=CHROMIUM_FLAGS
+                    )
+                    owner = chromium.new_context(viewport=browser.DESKTOP)
+                    owner.add_cookies([cookie])
+                    anonymous = chromium.new_context(viewport=browser.DESKTOP)
+                    try:
+                        yield Site(base, practice, invite.token, owner, anonymous)
+                    finally:
+                        owner.close()
+                        anonymous.close()
+                        chromium.close()
+        finally:
+            if previous is None:
+                os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+            else:
+                os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+            # The module's rows must not leak into the next test's database.
+            call_command("flush", interactive=False, verbosity=0)
+
+
+@dataclass(frozen=True)
+class OwnerPage:
+    name: str
+    url_names: tuple[str, ...]  # the first that resolves is used (pages are being renamed)
+    needs: str = ""  # "room", "invite" or "" (no argument)
+    signed_in: bool = True
+    status: int = 200
+
+
+PAGES = [
+    OwnerPage("signup", ("signup",), signed_in=False),
+    OwnerPage("login", ("login",), signed_in=False),
+    OwnerPage("password reset", ("password_reset", "password-reset"), signed_in=False),
+    OwnerPage("rooms", ("rooms", "dashboard")),
+    OwnerPage("agents", ("agents",)),
+    OwnerPage("keys", ("keys",)),
+    OwnerPage("vault", ("vault",)),
+    OwnerPage("settings", ("settings",)),
+    OwnerPage("room", ("room",), needs="room"),
+    OwnerPage("slip", ("room-slip", "slip"), needs="room"),
+    OwnerPage("ledger", ("room-ledger", "ledger"), needs="room"),
+    OwnerPage("invite", ("invite",), needs="invite"),
+]
+
+
+def page_url(page: OwnerPage, site: Site) -> str:
+    """The page's path, or a skip (a failure when strict) while the page does not exist."""
+    kwargs: dict[str, Any] = {}
+    if page.needs == "room":
+        kwargs = {"room_id": site.practice.room_id}
+    elif page.needs == "invite":
+        kwargs = {"token": site.invite_token}
+    for url_name in page.url_names:
+        try:
+            return reverse(url_name, kwargs=kwargs)
+        except NoReverseMatch:
+            continue
+    missing = f"the {page.name} page is not built yet (no URL named {' or '.join(page.url_names)})"
+    if STRICT:
+        pytest.fail(missing + " and SYNAPSIA_JOURNEY_STRICT=1", pytrace=False)
+    pytest.skip(missing)
+
+
+def _check_all(page: Any, watcher: browser.PageWatch, name: str) -> list[str]:
+    """Run every check, so one failure does not hide the others."""
+    problems: list[str] = []
+    checks = [
+        ("CSP", watcher.check_csp),
+        ("screenshots", lambda: browser.screenshots(page, name)),
+        ("phone width", lambda: browser.no_horizontal_scroll(page, name=name)),
+        ("axe", lambda: browser.axe_check(page, name=name)),
+        ("codes", lambda: browser.visible_text_has_no_codes(page, name=name)),
+        ("scripts", watcher.check_no_script_errors),
+    ]
+    for what, check in checks:
+        page.set_viewport_size(browser.DESKTOP)
+        try:
+            check()
+        except AssertionError as failure:
+            problems.append(f"[{what}] {failure}")
+    return problems
+
+
+def _visit(site: Site, context: Any, path: str, name: str, status: int) -> None:
+    page = context.new_page()
+    watcher = browser.watch(page)
+    try:
+        response = page.goto(site.base + path)
+        assert response is not None and response.status == status, (
+            f"{path} answered {response.status if response else 'nothing'}, not {status}"
+        )
+        page.wait_for_load_state("networkidle")
+        problems = _check_all(page, watcher, name)
+        assert not problems, f"the {name} page:\n" + "\n".join(problems)
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("owner_page", PAGES, ids=[p.name.replace(" ", "-") for p in PAGES])
+def test_owner_page_is_accessible_strict_and_fits_a_phone(
+    owner_page: OwnerPage, site: Site
+) -> None:
+    path = page_url(owner_page, site)
+    context = site.owner if owner_page.signed_in else site.anonymous
+    _visit(site, context, path, owner_page.name, owner_page.status)
+
+
+def test_not_found_page_is_the_products_own(site: Site) -> None:
+    """An unknown address answers 404 with the product's page (never Django's debug page,
+    which lists every route), held to the same standards."""
+    _visit(site, site.owner, "/no-such-page/", "404", 404)
+    page = site.owner.new_page()
+    try:
+        page.goto(site.base + "/no-such-page/")
+        text = page.inner_text("body")
+        assert "URLconf" not in text and "urlpatterns" not in text
+    finally:
+        page.close()
