@@ -1,18 +1,100 @@
-"""Account pages: sign up (login, logout and passwords are Django's own views)."""
+"""Account pages: sign up, and password change and reset (Django's own views, with our
+templates, success messages and redirects back to where the owner was)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
-from django.http import HttpRequest, HttpResponse
+from django.contrib.messages.views import SuccessMessageMixin
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
+
+
+class SignupForm(UserCreationForm):
+    """Username and password, and an optional email: the only way to reset a forgotten
+    password, but not needed to use Synapsia (and it can be added later in Settings)."""
+
+    email = forms.EmailField(
+        required=False,
+        label="Email (optional)",
+        help_text="Only used to send you a link if you forget your password.",
+    )
+
+    class Meta(UserCreationForm.Meta):
+        model = User
+        fields = ("username", "email")
 
 
 def signup(request: HttpRequest) -> HttpResponse:
-    form: UserCreationForm[User] = UserCreationForm(request.POST or None)
+    form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user)
+        messages.success(request, f"Welcome, {user.get_username()}. Your account is ready.")
         return redirect("dashboard")
     return render(request, "registration/signup.html", {"form": form})
+
+
+class PasswordChange(SuccessMessageMixin, auth_views.PasswordChangeView):
+    """Change the password (old one first); back to Settings with a message. The session
+    stays signed in (Django updates its hash), other sessions are signed out."""
+
+    template_name = "registration/password_change.html"
+    success_url = reverse_lazy("settings")
+    success_message = "Your password is changed. Other browsers signed in as you are logged out."
+
+
+def _reset_hours() -> int:
+    """How long a reset link works, in whole hours, as the pages and the email say it."""
+    return max(1, settings.PASSWORD_RESET_TIMEOUT // 3600)
+
+
+class PasswordResetRequest(auth_views.PasswordResetView):
+    """Ask for a reset link by email. Says the same whether or not an account has that email
+    (so the page does not tell strangers who has an account here)."""
+
+    template_name = "registration/password_reset_request.html"
+    email_template_name = "registration/password_reset_email.txt"
+    subject_template_name = "registration/password_reset_subject_line.txt"
+    success_url = reverse_lazy("password_reset_done")
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not settings.PASSWORD_RESET_BY_EMAIL:
+            # Production without SYNAPSIA_EMAIL_URL: no email can leave, so offer no form.
+            return render(request, self.template_name, {"reset_by_email": False}, status=503)
+        return super().dispatch(request, *args, **kwargs)
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        return {**context, "reset_by_email": True, "reset_hours": _reset_hours()}
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        self.extra_email_context = {"reset_hours": _reset_hours()}
+        return super().form_valid(form)
+
+
+class PasswordResetSent(auth_views.PasswordResetDoneView):
+    template_name = "registration/password_reset_sent.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return {**super().get_context_data(**kwargs), "reset_hours": _reset_hours()}
+
+
+class PasswordResetNew(auth_views.PasswordResetConfirmView):
+    """The link from the email: choose a new password (a used, expired or mangled link is
+    refused in words, and changes nothing)."""
+
+    template_name = "registration/password_reset_new.html"
+    success_url = reverse_lazy("password_reset_complete")
+
+
+class PasswordResetFinished(auth_views.PasswordResetCompleteView):
+    template_name = "registration/password_reset_finished.html"

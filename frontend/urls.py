@@ -3,13 +3,39 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import account_views, ledger_views, room_views, slip_views, vault_views, views
+from frontend import (
+    account_views,
+    ledger_views,
+    room_views,
+    settings_views,
+    slip_views,
+    vault_views,
+    views,
+)
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("signup/", account_views.signup, name="signup"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("settings/", settings_views.settings_page, name="settings"),
+    path("settings/password/", account_views.PasswordChange.as_view(), name="password_change"),
+    path("password-reset/", account_views.PasswordResetRequest.as_view(), name="password_reset"),
+    path(
+        "password-reset/sent/",
+        account_views.PasswordResetSent.as_view(),
+        name="password_reset_done",
+    ),
+    path(
+        "password-reset/<uidb64>/<token>/",
+        account_views.PasswordResetNew.as_view(),
+        name="password_reset_confirm",
+    ),
+    path(
+        "password-reset/done/",
+        account_views.PasswordResetFinished.as_view(),
+        name="password_reset_complete",
+    ),
     path("agents/<uuid:agent_id>/rotate/", views.agent_rotate, name="agent-rotate"),
     path("agents/<uuid:agent_id>/revoke/", views.agent_revoke, name="agent-revoke"),
     path("rooms/<uuid:room_id>/", room_views.room, name="room"),

@@ -219,13 +219,18 @@ class Flare(models.Model):
 
 
 class NotificationPreference(models.Model):
-    """How loudly an owner hears about rooms. Flares are always urgent and forks waiting
-    always show as a badge; the "While you were away" digest is opt-in."""
+    """How loudly an owner hears about rooms, and the owner's time zone. Flares are always
+    urgent (the Urgent Beacon cannot be turned off); the Gentle Tap badge for forks waiting is
+    on unless turned off; the "While you were away" digest is opt-in."""
 
     owner = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_preference"
     )
     digest = models.BooleanField(default=False)
+    badge = models.BooleanField(default=True)
+    # IANA zone name the owner chose; empty: not chosen yet, times are shown in UTC and the
+    # settings page offers the browser's own zone.
+    time_zone = models.CharField(max_length=64, blank=True, default="")
 
     def __str__(self) -> str:
         return f"notification preference of {self.owner_id}"

@@ -31,7 +31,9 @@ if PROFILE == "production" and not (DATABASE_URL and REDIS_URL):
 # Only for the embedded profile; production refuses to start with it (below).
 DEVELOPMENT_SECRET_KEY = "django-insecure-synapsia-development-key-never-use-in-production"  # noqa: S105
 SECRET_KEY: str = env.str("SYNAPSIA_SECRET_KEY", default=DEVELOPMENT_SECRET_KEY)
-DEBUG: bool = env.bool("SYNAPSIA_DEBUG", default=PROFILE == "embedded")
+# Off unless the owner turns it on (SYNAPSIA_DEBUG=1): Django's debug pages list every route
+# and setting, so not even the embedded default shows them by itself.
+DEBUG: bool = env.bool("SYNAPSIA_DEBUG", default=False)
 ALLOWED_HOSTS: list[str] = env.list(
     "SYNAPSIA_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"]
 )
@@ -59,6 +61,26 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+
+# Content-Security-Policy on every response (django-csp; docs/operations.md): our own scripts,
+# styles, fonts and images only, never inline; the page's WebSocket back to this host ('self'
+# covers ws:/wss: of the same host in CSP 3; frontend.middleware.ContentSecurityPolicyMiddleware
+# names the socket's origin too, for browsers that read 'self' as http(s) only).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'none'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'none'"],
+        "object-src": ["'none'"],
+    }
+}
 
 # --- Applications ---------------------------------------------------------------------------
 INSTALLED_APPS = [
@@ -70,6 +92,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "servestatic",
     "django.contrib.staticfiles",
+    "csp",
     "channels",
     "ninja",
     "ledger",
@@ -83,11 +106,15 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Above ServeStatic, which answers /static/ itself: static files carry the policy too.
+    "frontend.middleware.ContentSecurityPolicyMiddleware",
     "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After authentication: pages and forms read times in the signed-in owner's zone.
+    "frontend.middleware.OwnerTimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -104,6 +131,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "frontend.context_processors.owner_time_zone",
             ],
         },
     },
@@ -185,8 +213,25 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
-SERVESTATIC_USE_FINDERS = DEBUG
-SERVESTATIC_AUTOREFRESH = DEBUG
+# The embedded default serves static files straight from the apps (no collectstatic for
+# `make run`), whether or not DEBUG is on; production serves what collectstatic gathered.
+SERVESTATIC_USE_FINDERS = PROFILE == "embedded" or DEBUG
+SERVESTATIC_AUTOREFRESH = PROFILE == "embedded" or DEBUG
+
+# --- Email (password reset) -------------------------------------------------------------------
+# SYNAPSIA_EMAIL_URL, e.g. smtp+tls://user:password@mail.example.org:587 (django-environ's
+# email URL). Without it the embedded default prints emails to the console, and production
+# does not offer password reset by email at all (a reset link in a server log is a key to the
+# account).
+EMAIL_URL: str = env.str("SYNAPSIA_EMAIL_URL", default="")
+if EMAIL_URL:
+    globals().update(env.email_url_config(EMAIL_URL))
+elif PROFILE == "embedded":
+    EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+PASSWORD_RESET_BY_EMAIL: bool = bool(EMAIL_URL) or PROFILE == "embedded"
+DEFAULT_FROM_EMAIL: str = env.str("SYNAPSIA_DEFAULT_FROM_EMAIL", default="synapsia@localhost")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+PASSWORD_RESET_TIMEOUT: int = env.int("SYNAPSIA_PASSWORD_RESET_SECONDS", default=3 * 60 * 60)
 
 LOGGING = {
     "version": 1,
