@@ -25,7 +25,11 @@ class RoomForm(forms.Form):
 
 
 class BindAgentForm(forms.Form):
-    agent = forms.ChoiceField(choices=[])
+    agent = forms.ChoiceField(
+        choices=[],
+        label="Your agent for this room",
+        help_text="It speaks for you in this room.",
+    )
 
     def __init__(self, *args: object, agents: list[tuple[str, str]], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

@@ -1,22 +1,157 @@
 """The room page an owner watches: seats, state, outcome, grants, flares, transcript, whispers.
 
-Renders or calls one service per request; the rules live in ``rooms.services``.
+Renders or calls one service per request; the rules live in ``rooms.services``. Parts of the
+page are re-read by room.js as server-rendered fragments (``?part=...``) when the room's socket
+rings: the socket frame is only a doorbell, the words always come from here.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from uuid import UUID
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import dateformat, timezone
 
+from frontend import transcript
 from frontend.forms import BindAgentForm
-from rooms import outcomes, selectors, services
+from ledger.models import LedgerEvent
+from rooms import context, outcomes, selectors, services
 from rooms.errors import RoomError
-from rooms.models import RoomState
+from rooms.models import Room, RoomMember, RoomState
+from slips.models import Tier
+from slips.verification import room_tier
 from synapsia.owners import OwnerRequest
+
+# The spec's default (boundary spec, "Retention"): no setting changes it yet.
+TRANSCRIPT_DAYS_AFTER_CLOSING = 30
+
+
+@dataclass(frozen=True)
+class RoomStatus:
+    """The room's state, clocks and controls in words, for one owner."""
+
+    state: str  # the RoomState value (for the page's data attribute)
+    badge: str  # "Open"
+    since: str  # "Open since 13:02"
+    retention: tuple[str, ...]
+    tier: str  # "Room Only"
+    can_open: bool
+    can_resume: bool
+    can_pause: bool
+    can_close: bool
+    waiting_for: str  # why Resume is not offered: another owner's unanswered flare
+
+
+def _moment(when: datetime) -> str:
+    """ "13:02" today, "1 Dec, 14:10" otherwise, in the owner's time zone."""
+    local = timezone.localtime(when)
+    if local.date() == timezone.localdate():
+        return dateformat.format(local, "H:i")
+    return dateformat.format(local, "j M, H:i")
+
+
+def _day(when: datetime) -> str:
+    return dateformat.format(timezone.localtime(when), "j M Y")
+
+
+def _retention(room: Room) -> tuple[str, ...]:
+    ledger_days: int = settings.SYNAPSIA["LEDGER_RETENTION_DAYS"]
+    latest = LedgerEvent.objects.filter(room_id=room.id).order_by("-seq").only("occurred_at")
+    last = latest.first()
+    if room.state == RoomState.CLOSED:
+        until = room.state_changed_at + timedelta(days=TRANSCRIPT_DAYS_AFTER_CLOSING)
+        transcript_words = (
+            f"Transcript kept until {_day(until)} "
+            f"({TRANSCRIPT_DAYS_AFTER_CLOSING} days after closing, the default)"
+        )
+    else:
+        transcript_words = (
+            f"Transcript kept {TRANSCRIPT_DAYS_AFTER_CLOSING} days after the room closes "
+            "(the default)"
+        )
+    ledger_words = f"Ledger events kept {ledger_days} days each"
+    if last is not None:
+        ledger_words += f", the latest until {_day(last.occurred_at + timedelta(days=ledger_days))}"
+    return (transcript_words, ledger_words)
+
+
+def room_status(*, owner: User, seat: RoomMember) -> RoomStatus:
+    room = seat.room
+    state = RoomState(room.state)
+    since = {
+        RoomState.DRAFT: "Being set up: not open yet",
+        RoomState.OPEN: f"Open since {_moment(room.state_changed_at)}",
+        RoomState.PAUSED: f"Paused since {_moment(room.state_changed_at)}",
+        RoomState.CLOSED: f"Closed {_moment(room.state_changed_at)}",
+    }[state]
+    waiting = selectors.flares_unanswered_of_others(owner=owner, room_id=room.id)
+    waiting_for = ""
+    if state == RoomState.PAUSED and waiting:
+        name = transcript.owner_name(waiting[0].seat.owner)
+        waiting_for = (
+            f"Waiting for {name} to answer their agent's Signal Flare: the room resumes when "
+            f"{name} does."
+        )
+    return RoomStatus(
+        state=state.value,
+        badge=state.label,
+        since=since,
+        retention=_retention(room),
+        tier=Tier(room_tier(room_id=room.id)).label,
+        can_open=state == RoomState.DRAFT,
+        can_resume=state == RoomState.PAUSED and not waiting,
+        can_pause=state == RoomState.OPEN,
+        can_close=state != RoomState.CLOSED,
+        waiting_for=waiting_for,
+    )
+
+
+def _turn_items(*, owner: User, seat: RoomMember, agent_id: UUID, turn: int) -> list[str]:
+    """Which vault items fed one agent's turn, in words ("Bob's budget")."""
+    seats = selectors.room_seats(room=seat.room)
+    names = {str(s.owner_id): transcript.owner_name(s.owner) for s in seats}
+    items = context.context_turn_items(room_id=seat.room_id, agent_id=agent_id, turn=turn)
+    kinds = selectors.vault_item_kinds(item_ids=[i.item_id for i in items])
+    words = []
+    for item in items:
+        whose = "Your" if item.owner_id == str(owner.pk) else f"{names.get(item.owner_id, 'A')}'s"
+        kind = kinds.get(item.item_id, "item (since deleted)").replace("_", " ")
+        words.append(f"{whose} {kind}")
+    return words
+
+
+def _part(request: OwnerRequest, seat: RoomMember) -> HttpResponse | None:
+    """One fragment of the page, for room.js; None when the request is for the whole page."""
+    part = request.GET.get("part")
+    owner, room_id = request.user, seat.room_id
+    if part == "outcome":  # room.js refreshes just this when the room moves
+        outcome = outcomes.room_outcome_for_owner(owner=owner, room_id=room_id)
+        return render(request, "frontend/_room_outcome.html", {"outcome": outcome})
+    if part == "transcript":
+        try:
+            after = max(int(request.GET.get("after", "0")), 0)
+        except ValueError:
+            after = 0
+        entries = transcript.transcript_entries(owner=owner, room_id=room_id, after=after)
+        return render(request, "frontend/_room_entries.html", {"entries": entries})
+    if part == "status":
+        status = room_status(owner=owner, seat=seat)
+        return render(request, "frontend/_room_status.html", {"status": status, "room": seat.room})
+    if part == "turn":
+        try:
+            agent_id, turn = UUID(request.GET.get("agent", "")), int(request.GET.get("turn", ""))
+        except ValueError:
+            return HttpResponse("Choose an agent and a turn number.", status=400)
+        items = _turn_items(owner=owner, seat=seat, agent_id=agent_id, turn=turn)
+        return render(request, "frontend/_room_turn.html", {"items": items})
+    return None
 
 
 @login_required
@@ -25,9 +160,8 @@ def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
         seat = selectors.room_seat(owner=request.user, room_id=room_id)
     except RoomError:
         return render(request, "frontend/not_found.html", status=404)
-    outcome = outcomes.room_outcome_for_owner(owner=request.user, room_id=room_id)
-    if request.GET.get("part") == "outcome":  # room.js refreshes just this when the room moves
-        return render(request, "frontend/_room_outcome.html", {"outcome": outcome})
+    if request.method == "GET" and (fragment := _part(request, seat)) is not None:
+        return fragment
     agents = [
         (str(a.id), a.name)
         for a in selectors.agents_of_owner(owner=request.user)
@@ -54,16 +188,34 @@ def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
                 return redirect("room", room_id=room_id)
         except (RoomError, ValueError) as exc:
             messages.error(request, getattr(exc, "message", "That request is not valid."))
+            if "state" in request.POST:
+                return redirect("room", room_id=room_id)
         seat = selectors.room_seat(owner=request.user, room_id=room_id)
+    seats = selectors.room_seats(room=seat.room)
+    entries = transcript.transcript_entries(owner=request.user, room_id=room_id)
     return render(
         request,
         "frontend/room.html",
         {
             "seat": seat,
             "room": seat.room,
-            "seats": selectors.room_seats(room=seat.room),
+            "seats": seats,
+            "seat_words": [
+                (
+                    "You" if s.owner_id == request.user.pk else transcript.owner_name(s.owner),
+                    s.get_role_display(),
+                    s.agent.name if s.agent else None,
+                    s.get_standing_display(),
+                    s.standing,
+                )
+                for s in seats
+            ],
             "bind_form": bind_form,
             "invite_url": invite_url,
-            "outcome": outcome,
+            "outcome": outcomes.room_outcome_for_owner(owner=request.user, room_id=room_id),
+            "status": room_status(owner=request.user, seat=seat),
+            "entries": entries,
+            "last_seq": entries[-1].seq if entries else 0,
+            "whispers": selectors.whispers_of_owner(owner=request.user, room_id=room_id),
         },
     )

@@ -102,6 +102,11 @@ class MessageOut(Schema):
     sent_at: datetime
 
 
+class SnapshotLineOut(Schema):
+    label: str
+    value: str
+
+
 class GrantRequestOut(Schema):
     grant_id: UUID
     action_id: UUID
@@ -112,6 +117,10 @@ class GrantRequestOut(Schema):
     status: str
     expires_at: datetime
     payload: dict[str, Any]  # sign GRANT_TAG + RFC 8785(payload) to approve (docs/gatekeeper.md)
+    # In words for the owner at the fork: why it waits for them (the rule's sentence), and
+    # what the agent asked for (tool, venue, time, party, price), one labelled line each.
+    reason: str = ""
+    snapshot: list[SnapshotLineOut] = []
 
 
 class GrantDecisionIn(Schema):
@@ -319,7 +328,20 @@ def rooms_turn(request: HttpRequest, room_id: UUID, turn: int, agent: UUID) -> T
 def rooms_grants(request: HttpRequest, room_id: UUID) -> list[GrantRequestOut]:
     seat = selectors.room_seat(owner=request_owner(request), room_id=room_id)
     return [
-        GrantRequestOut.model_validate(view, from_attributes=True)
+        GrantRequestOut.model_validate(view, from_attributes=True).model_copy(
+            update={
+                "reason": selectors.grant_reason_sentence(view.reason_rule),
+                # A disclosure request has no tool: its ``summary`` already says it in words.
+                "snapshot": [
+                    SnapshotLineOut(label=label, value=value)
+                    for label, value in selectors.action_in_words(
+                        room=seat.room, tool=view.tool, arguments=view.arguments
+                    )
+                ]
+                if view.tool
+                else [],
+            }
+        )
         for view in grants_of_owner(owner=seat.owner, room_id=seat.room_id)
     ]
 
@@ -350,6 +372,12 @@ class FlareOut(Schema):
     raised_at: str
     resolved: bool
     choice: str
+    # In words for the reading owner (rooms.flares): whose agent, why, and the answer.
+    agent_label: str
+    reason_sentence: str
+    raised_by_words: str
+    choice_words: str
+    owner_name: str
 
 
 class FlareAnswerIn(Schema):

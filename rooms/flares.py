@@ -64,6 +64,32 @@ _STANDING_AFTER: dict[FlareChoice, SeatStanding] = {
 }
 
 
+# A flare's reason and its answer in words, for both owners' pages (the codes stay in the
+# ledger and the API's ``reason``/``choice``).
+_REASON_SENTENCES: dict[str, str] = {
+    FlareReason.LOOP: "it seems stuck in a loop, saying the same thing again and again",
+    FlareReason.CONTRADICTION: (
+        "it asked for something that contradicts what it already did here (a second booking "
+        "or a different spend), so the room stopped it"
+    ),
+    FlareReason.DISTRESS: "it says it is in trouble and needs its owner",
+    FlareReason.REPEATED_DENIALS: (
+        "the room refused its requests several times in a few minutes; it may keep trying "
+        "something its slip does not allow"
+    ),
+}
+_RAISED_BY_WORDS: dict[str, str] = {
+    "agent": "The agent raised it itself.",
+    "server": "The room raised it on the agent's behalf.",
+}
+_CHOICE_WORDS: dict[str, str] = {
+    FlareChoice.RESET_RESUME: "Answered: reset and resumed.",
+    FlareChoice.MUTE: "Answered: the agent is muted (it may listen, not speak or act).",
+    FlareChoice.BLOCK: "Answered: the agent is blocked and out of the room.",
+    FlareChoice.STEP_IN: "Answered: its owner stepped in and speaks in person.",
+}
+
+
 @dataclass(frozen=True)
 class FlareView:
     id: UUID
@@ -73,10 +99,26 @@ class FlareView:
     raised_at: str
     resolved: bool
     choice: str
+    # In words, for the owner reading it: "Your agent (Dinner bot)" / "Bob's agent (Planner)".
+    agent_label: str = ""
+    reason_sentence: str = ""  # "Bob's agent (Planner) raised a Signal Flare: it seems ..."
+    raised_by_words: str = ""
+    choice_words: str = ""  # empty while unanswered
+    owner_name: str = ""  # who answers it
 
 
-def _view(flare: Flare) -> FlareView:
+def _view(flare: Flare, viewer: User | None = None) -> FlareView:
     assert flare.seat.agent_id is not None
+    seat = flare.seat
+    owner = seat.owner
+    name = owner.get_full_name() or owner.get_username()
+    agent = seat.agent.name if seat.agent is not None else "an agent"
+    label = (
+        f"Your agent ({agent})"
+        if viewer is not None and owner.pk == viewer.pk
+        else f"{name}'s agent ({agent})"
+    )
+    reason = _REASON_SENTENCES.get(flare.reason, "it asked its owner to decide what happens next")
     return FlareView(
         id=flare.id,
         agent_id=flare.seat.agent_id,
@@ -85,6 +127,11 @@ def _view(flare: Flare) -> FlareView:
         raised_at=flare.raised_at.isoformat(),
         resolved=flare.resolved_at is not None,
         choice=flare.choice,
+        agent_label=label,
+        reason_sentence=f"{label} raised a Signal Flare: {reason}.",
+        raised_by_words=_RAISED_BY_WORDS.get(flare.raised_by, ""),
+        choice_words=_CHOICE_WORDS.get(flare.choice, "") if flare.resolved_at else "",
+        owner_name=name,
     )
 
 
@@ -123,8 +170,12 @@ def flare_if_looping(*, room_id: UUID, agent_id: UUID) -> FlareView | None:
 def flares_of_room(*, owner: User, room_id: UUID) -> list[FlareView]:
     """The room's flares, for one of its owners (both owners see that a flare happened)."""
     room_seat(owner=owner, room_id=room_id)  # NotFound unless the owner has a seat
-    flares = Flare.objects.filter(room_id=room_id).select_related("seat").order_by("raised_at")
-    return [_view(f) for f in flares]
+    flares = (
+        Flare.objects.filter(room_id=room_id)
+        .select_related("seat__owner", "seat__agent")
+        .order_by("raised_at")
+    )
+    return [_view(f, owner) for f in flares]
 
 
 def flare_resolve(*, owner: User, room_id: UUID, flare_id: UUID, choice: FlareChoice) -> FlareView:
@@ -143,7 +194,8 @@ def flare_resolve(*, owner: User, room_id: UUID, flare_id: UUID, choice: FlareCh
         if flare is None:
             raise NotFound("No such flare (only the agent's own owner can answer it).")
         if flare.resolved_at is not None:
-            raise InvalidState(f"This flare was already answered ({flare.choice}).")
+            answered = _CHOICE_WORDS.get(flare.choice, "").removeprefix("Answered: ")
+            raise InvalidState(f"This flare was already answered: {answered}")
         by = str(owner.pk)
         ledger_append(
             room_id=room.id,
@@ -163,7 +215,7 @@ def flare_resolve(*, owner: User, room_id: UUID, flare_id: UUID, choice: FlareCh
             realtime.announce_room_state(room.id, room.state)
         if choice == FlareChoice.BLOCK and seat.agent_id is not None:
             realtime.announce_agent_blocked(seat.agent_id)
-        return _view(flare)
+        return _view(flare, owner)
 
 
 def owner_say_in_person(*, owner: User, room_id: UUID, client_id: str, text: str) -> int:

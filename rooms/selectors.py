@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from dining import Catalogue, CatalogueInvalid, TermsInvalid, catalogue_get, terms_parse
 from gatekeeper.policy import tool_descriptors_for
+from gatekeeper.tools.registry import tool_get
+from ledger.receipts import NO_PLAN_REASON_WORDS
 from rooms.bearer import secret_digest
 from rooms.errors import NotFound
-from rooms.models import Agent, Message, Room, RoomMember
+from rooms.models import Agent, Flare, Message, Room, RoomMember, Whisper
+from slips.models import VaultItem
+from slips.money import minor_in_words
 from slips.services import live_slip_capabilities
 
 if TYPE_CHECKING:
@@ -80,3 +90,140 @@ def tools_listed(*, participant: Participant) -> list[dict[str, Any]]:
         declared_tools=agent.declared_tools,
         slip_cleared=slip_tools,
     )
+
+
+# --- the room in words (the owner's room page and the grants they decide) ----------------
+
+
+def whispers_of_owner(*, owner: User, room_id: UUID) -> list[Whisper]:
+    """The whispers ``owner`` sent in this room, oldest first: only their own, ever."""
+    seat = room_seat(owner=owner, room_id=room_id)
+    return list(Whisper.objects.filter(room_id=seat.room_id, owner=owner).order_by("created_at"))
+
+
+def flares_unanswered_of_others(*, owner: User, room_id: UUID) -> list[Flare]:
+    """Signal Flares still waiting for the OTHER owner of the room: while one is, only that
+    owner (by answering it) may resume the room."""
+    return list(
+        Flare.objects.filter(room_id=room_id, resolved_at__isnull=True)
+        .exclude(seat__owner=owner)
+        .select_related("seat__owner", "seat__agent")
+        .order_by("raised_at")
+    )
+
+
+def vault_item_kinds(*, item_ids: list[str]) -> dict[str, str]:
+    """item id -> its kind ("budget"), for naming what fed a turn; content is never read."""
+    valid = []
+    for item_id in item_ids:
+        try:
+            valid.append(UUID(item_id))
+        except ValueError:
+            continue  # not a vault item id: nothing to name
+    found = VaultItem.objects.filter(id__in=valid).values_list("id", "kind")
+    return {str(item_id): kind for item_id, kind in found}
+
+
+def grant_reason_sentence(rule: str) -> str:
+    """Why an action waits for its owner, in the sentence of the one rule catalogue
+    (``gatekeeper.reasons``, shared with the receipt); a neutral sentence until it exists."""
+    try:
+        reasons = importlib.import_module("gatekeeper.reasons")
+    except ImportError:
+        return "This action goes beyond what your slip lets your agent do on its own."
+    return str(reasons.rule_sentence(rule))
+
+
+@dataclass(frozen=True)
+class DinnerSetting:
+    """Where a room's dinner happens: its time zone and venue catalogue (None without terms,
+    or when the catalogue is gone; words then say what was stated, without names)."""
+
+    zone: ZoneInfo
+    zone_words: str  # "Berlin time"
+    catalogue: Catalogue | None
+
+
+def room_dinner_setting(*, room: Room) -> DinnerSetting:
+    zone_id = str((room.terms or {}).get("time_zone") or "UTC")
+    catalogue = None
+    if room.terms is not None:
+        try:
+            terms = terms_parse(room.terms)
+            zone_id = terms.time_zone
+            catalogue = catalogue_get(terms.catalogue)
+        except (TermsInvalid, CatalogueInvalid, LookupError):
+            catalogue = None
+    try:
+        zone = ZoneInfo(zone_id)
+    except (ValueError, LookupError):
+        zone, zone_id = ZoneInfo("UTC"), "UTC"
+    return DinnerSetting(zone, f"{zone_id.rsplit('/', 1)[-1].replace('_', ' ')} time", catalogue)
+
+
+def money_words(amount_minor: int, currency: str) -> str:
+    """Whole units as people write them: "38 EUR", "26.50 EUR", "4200 JPY"."""
+    return f"{minor_in_words(amount_minor, currency)} {currency}"
+
+
+def moment_words(moment: datetime, setting: DinnerSetting) -> str:
+    """ "Fri 4 Dec, 20:00 (Berlin time)", plus the owner's own time when it differs."""
+    local = moment.astimezone(setting.zone)
+    words = f"{local:%a} {local.day} {local:%b}, {local:%H:%M} ({setting.zone_words})"
+    mine = moment.astimezone(timezone.get_current_timezone())
+    if mine.utcoffset() != local.utcoffset():
+        words += f" · {mine:%a} {mine.day} {mine:%b}, {mine:%H:%M} your time"
+    return words
+
+
+def venue_words(venue_id: str, setting: DinnerSetting) -> str:
+    venue = setting.catalogue.venue(venue_id) if setting.catalogue else None
+    return venue.name if venue is not None else f"“{venue_id}” (not in this room's catalogue)"
+
+
+_RECIPIENT_WORDS: Mapping[str, str] = {"self": "Its own owner", "peer": "The other owner"}
+
+
+def _moment(value: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+
+
+def action_in_words(
+    *, room: Room, tool: str, arguments: Mapping[str, Any]
+) -> list[tuple[str, str]]:
+    """What an agent asked to do, as (label, words) lines for the owner deciding at a fork:
+    the tool's title, the venue's name, the time in the room's zone, the party, the price in
+    whole units. Never raw JSON; an argument with no words of its own is shown as its value."""
+    setting = room_dinner_setting(room=room)
+    spec = tool_get(tool)
+    lines: list[tuple[str, str]] = [("Action", spec.title if spec is not None else tool)]
+    currency = str(arguments.get("currency", ""))
+    party = arguments.get("party_size")
+    for key, value in arguments.items():
+        if key == "currency":
+            continue
+        if key == "venue_id":
+            lines.append(("Venue", venue_words(str(value), setting)))
+        elif key in ("start", "event_start") and (moment := _moment(value)) is not None:
+            lines.append(("Time", moment_words(moment, setting)))
+        elif key == "party_size":
+            lines.append(("Party size", f"{value} {'person' if value == 1 else 'people'}"))
+        elif key in ("cost_cents", "amount_cents") and isinstance(value, int):
+            words = money_words(value, currency)
+            if key == "cost_cents" and isinstance(party, int) and party > 1:
+                words += f" in all ({money_words(value // party, currency)} per person)"
+            lines.append(("Price" if key == "cost_cents" else "Amount", words))
+        elif key == "duration_minutes":
+            lines.append(("Length", f"{value} minutes"))
+        elif key == "recipient":
+            lines.append(("To", _RECIPIENT_WORDS.get(str(value), str(value))))
+        elif key == "reason" and tool == "declare_no_plan":
+            lines.append(("Reason", NO_PLAN_REASON_WORDS.get(str(value), str(value))))
+        elif isinstance(value, list):
+            lines.append((key.replace("_", " ").capitalize(), ", ".join(map(str, value)) or "none"))
+        else:
+            lines.append((key.replace("_", " ").capitalize(), str(value)))
+    return lines

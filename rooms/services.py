@@ -33,6 +33,7 @@ from rooms.errors import Invalid, InvalidState, InviteUnusable, NotFound
 from rooms.models import (
     WHISPER_MAX_CHARS,
     Agent,
+    Flare,
     MemberRole,
     Message,
     Room,
@@ -281,6 +282,25 @@ def room_bind_agent(*, owner: User, room_id: UUID, agent_id: UUID) -> RoomMember
     return seat
 
 
+def _refuse_resume_over_a_flare(owner: User, room: Room) -> None:
+    """A Signal Flare is its agent's owner's to answer: while one of the OTHER owner's agent
+    is unanswered, this owner may not resume the room around them (answering the flare
+    resumes it). An owner may resume over their own agent's flare."""
+    waiting = (
+        Flare.objects.filter(room=room, resolved_at__isnull=True)
+        .exclude(seat__owner=owner)
+        .select_related("seat__owner")
+        .first()
+    )
+    if waiting is not None:
+        other = waiting.seat.owner
+        name = other.get_full_name() or other.get_username()
+        raise InvalidState(
+            f"{name}'s agent raised a Signal Flare that {name} has not answered yet. The room "
+            f"resumes when {name} answers it; until then only {name} can resume it."
+        )
+
+
 @transaction.atomic
 def room_transition(*, owner: User, room_id: UUID, to: RoomState) -> Room:
     """Open, pause, resume or close a room on behalf of one of its owners."""
@@ -295,6 +315,8 @@ def room_transition(*, owner: User, room_id: UUID, to: RoomState) -> Room:
             raise InvalidState("Invite the second owner before opening the room.")
         if any(s.agent is None or s.agent.revoked_at is not None for s in seats):
             raise InvalidState("Each owner must bind an active agent before the room opens.")
+    if to == RoomState.OPEN and room.state == RoomState.PAUSED:
+        _refuse_resume_over_a_flare(owner, room)
     by = str(owner.pk)
     if to == RoomState.PAUSED:
         ledger_append(room_id=room.id, event=RoomPaused(by=by, reason_rule="owner_request"))

@@ -1,5 +1,6 @@
-// Signal Flares in this room: the owner of the flaring agent picks one of three answers
-// (reset and resume, mute or block, step in personally); the other owner sees that it happened.
+// Signal Flares in this room, in the server's words: the owner of the flaring agent answers
+// with one of three choices (reset and resume; mute or block; step in personally); the other
+// owner sees that it happened and why, without the buttons.
 (() => {
   "use strict";
   const list = document.getElementById("flares");
@@ -8,29 +9,57 @@
   const myAgent = list.dataset.agentId;
   const status = document.getElementById("flare-status");
   const inPerson = document.getElementById("in-person");
-  const CHOICES = [["reset_resume", "Reset and resume"], ["mute", "Mute my agent"],
-    ["block", "Block my agent"], ["step_in", "Step in personally"]];
   const api = (...args) => window.SynapsiaKeys.api(...args);
+  // The three choices the spec gives; "mute or block" is one choice with two buttons.
+  const CHOICES = [
+    ["Reset and resume", [["reset_resume", "Reset and resume", ""]]],
+    ["Mute or block your agent", [["mute", "Mute (it stays, silent)", "secondary"], ["block", "Block (it leaves the room)", "danger"]]],
+    ["Step in personally", [["step_in", "Step in and speak myself", "secondary"]]],
+  ];
+  const ANSWERED = {
+    reset_resume: "Reset and resumed.", mute: "Your agent is muted.",
+    block: "Your agent is blocked.", step_in: "You stepped in: speak below.",
+  };
+
+  function text(tag, value, className) {
+    const node = document.createElement(tag);
+    node.textContent = value;
+    if (className) node.className = className;
+    return node;
+  }
 
   function render(flare) {
     const item = document.createElement("li");
-    item.className = "flare";
+    item.className = flare.resolved ? "flare answered" : "flare open";
     const mine = flare.agent_id === myAgent;
-    item.textContent = `${mine ? "Your agent" : "The other agent"}: ${flare.reason} ` +
-      `(raised by ${flare.raised_by})${flare.resolved ? `, answered: ${flare.choice}` : ""} `;
-    if (mine && !flare.resolved) {
-      for (const [choice, label] of CHOICES) {
-        const button = document.createElement("button");
-        button.textContent = label;
-        button.addEventListener("click", async () => {
-          try {
-            await api("POST", `/api/rooms/${roomId}/flares/${flare.id}`, { choice });
-            status.textContent = `Answered: ${label}.`;
-            await refresh();
-          } catch (error) { status.textContent = `Not done: ${error.message}`; }
-        });
-        item.append(button);
+    item.append(text("p", flare.reason_sentence, "request-title"));
+    if (flare.raised_by_words) item.append(text("p", flare.raised_by_words, "muted"));
+    if (flare.resolved) {
+      item.append(text("p", flare.choice_words));
+    } else if (!mine) {
+      item.append(text("p", `Waiting for ${flare.owner_name} to answer it; the room stays paused until then.`, "muted"));
+    } else {
+      const choices = document.createElement("div");
+      choices.className = "choices";
+      for (const [, buttons] of CHOICES) {
+        for (const [choice, label, style] of buttons) {
+          const button = text("button", label, style);
+          button.type = "button";
+          button.addEventListener("click", async () => {
+            button.disabled = true;
+            try {
+              await api("POST", `/api/rooms/${roomId}/flares/${flare.id}`, { choice });
+              status.textContent = ANSWERED[choice];
+              await refresh();
+            } catch (error) {
+              status.textContent = `Not done: ${error.message}`;
+              button.disabled = false;
+            }
+          });
+          choices.append(button);
+        }
       }
+      item.append(choices);
     }
     return item;
   }
@@ -38,20 +67,21 @@
   async function refresh() {
     const flares = await api("GET", `/api/rooms/${roomId}/flares`);
     list.replaceChildren(...flares.map(render));
+    if (!flares.length) list.append(text("li", "No flares in this room.", "muted empty"));
     const latest = flares.filter((f) => f.agent_id === myAgent).pop();
     inPerson.hidden = !(latest && latest.choice === "step_in");
   }
 
   inPerson.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const text = document.getElementById("in-person-text");
+    const input = document.getElementById("in-person-text");
     try {
-      const said = await api("POST", `/api/rooms/${roomId}/in-person`,
-        { client_id: `${Date.now()}`, text: text.value });
-      status.textContent = `Said in person as #${said.seq}.`;
-      text.value = "";
+      await api("POST", `/api/rooms/${roomId}/in-person`, { client_id: `${Date.now()}`, text: input.value });
+      status.textContent = "Said in person.";
+      input.value = "";
     } catch (error) { status.textContent = `Not said: ${error.message}`; }
   });
-  document.addEventListener("synapsia:room-state", () => refresh());
-  refresh().catch((error) => { status.textContent = `Could not load flares: ${error.message}`; });
+  const quietly = () => refresh().catch((error) => { status.textContent = `Could not load flares: ${error.message}`; });
+  document.addEventListener("synapsia:room-state", quietly);
+  quietly();
 })();

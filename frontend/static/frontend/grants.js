@@ -1,6 +1,8 @@
-// Grant requests waiting for this owner in this room (a fork): each shows exactly what the
-// agent asked for, and is approved one by one by signing it with this browser's device key
-// (window.SynapsiaKeys, devicekeys.js). There is deliberately no "approve all".
+// Requests waiting for this owner in this room (a fork): each shows, in words the server
+// wrote, what the agent asked for (the fork's snapshot) and why it needs the owner, and is
+// approved one by one by signing it with this browser's device key (window.SynapsiaKeys,
+// devicekeys.js). There is deliberately no "approve all". Re-read whenever the room rings
+// (a message or a state change), so a new fork appears without a reload.
 (() => {
   "use strict";
   const list = document.getElementById("grant-requests");
@@ -9,16 +11,15 @@
   const status = document.getElementById("grant-status");
   const GRANT_TAG = "synapsia-grant-v1\n";
   const encoder = new TextEncoder();
-
-  function line(label, value) {
-    const row = document.createElement("div");
-    const name = document.createElement("strong");
-    name.textContent = `${label}: `;
-    const text = document.createElement("span");
-    text.textContent = value;
-    row.append(name, text);
-    return row;
-  }
+  const clock = new Intl.DateTimeFormat("en-GB", {
+    timeZone: document.body.dataset.timeZone || undefined, dateStyle: "medium", timeStyle: "short",
+  });
+  const OUTCOME_WORDS = {
+    executed: "Approved: the action ran.",
+    pending: "Approved: sent on, waiting for confirmation.",
+    denied: "Denied: nothing was done.",
+    failed: "Approved, but the action failed: nothing was booked or paid.",
+  };
 
   async function decide(grant, decision) {
     const keys = window.SynapsiaKeys;
@@ -33,47 +34,77 @@
     return keys.api("POST", `/api/rooms/${roomId}/grants/${grant.grant_id}`, body);
   }
 
+  function text(tag, value, className) {
+    const node = document.createElement(tag);
+    node.textContent = value;
+    if (className) node.className = className;
+    return node;
+  }
+
+  function snapshot(lines) {
+    const dl = document.createElement("dl");
+    for (const { label, value } of lines || []) dl.append(text("dt", label), text("dd", value));
+    return dl;
+  }
+
   function render(grant) {
     const item = document.createElement("li");
-    item.className = "grant";
+    item.className = grant.kind === "disclosure" ? "grant disclosure" : "grant";
     item.dataset.grantId = grant.grant_id;
-    item.append(
-      line("Action", grant.tool),
-      line("Arguments", JSON.stringify(grant.arguments)),
-      line("Why it needs you", grant.reason_rule),
-      line("Expires", new Date(grant.expires_at).toLocaleString()),
-    );
-    if (grant.derived_from_peer) {
-      const warning = document.createElement("p");
-      warning.className = "notice error";
-      warning.textContent = "Some of these arguments repeat what the other agent wrote.";
-      item.append(warning);
+    const heading = grant.kind === "disclosure"
+      ? "Your agent asks to share one of your items" : "Your agent asks to act";
+    item.append(text("p", heading, "request-title"));
+    // An action comes with its snapshot (tool, venue, time, party, price); a disclosure
+    // request with the server's one sentence of what approving shows, and to whom.
+    if (grant.summary) item.append(text("p", grant.summary));
+    if (grant.snapshot && grant.snapshot.length) item.append(snapshot(grant.snapshot));
+    if (grant.reason) item.append(text("p", `Why it needs you: ${grant.reason}`));
+    if (grant.expires_at) {
+      item.append(text("p", `Answer by ${clock.format(new Date(grant.expires_at))}; after that it counts as denied.`, "muted"));
     }
-    for (const [label, decision] of [["Approve this one action", "approve"], ["Deny", "deny"]]) {
-      const button = document.createElement("button");
-      button.textContent = label;
+    if (grant.derived_from_peer) {
+      item.append(text("p", "Some of these details repeat what the other agent wrote: check them.", "notice warn"));
+    }
+    const choices = document.createElement("div");
+    choices.className = "choices";
+    for (const [label, decision, style] of [["Approve this one action", "approve", ""], ["Deny", "deny", "secondary"]]) {
+      const button = text("button", label, style);
+      button.type = "button";
       button.addEventListener("click", async () => {
         button.disabled = true;
         try {
           const result = await decide(grant, decision);
-          status.textContent = `${grant.tool}: ${result.status} (${result.rule})`;
+          status.textContent = OUTCOME_WORDS[result.status] || "Decided.";
           await refresh();
         } catch (error) {
           status.textContent = `Not done: ${error.message}`;
           button.disabled = false;
         }
       });
-      item.append(button);
+      choices.append(button);
     }
+    item.append(choices);
     return item;
   }
 
+  let reading = false;
+  let again = false;
   async function refresh() {
-    const grants = await window.SynapsiaKeys.api("GET", `/api/rooms/${roomId}/grants`);
-    list.replaceChildren(...grants.map(render));
-    list.dataset.count = String(grants.length);
+    if (reading) { again = true; return; }
+    reading = true;
+    try {
+      const grants = await window.SynapsiaKeys.api("GET", `/api/rooms/${roomId}/grants`);
+      list.replaceChildren(...grants.map(render));
+      list.dataset.count = String(grants.length);
+      if (!grants.length) list.append(text("li", "Nothing is waiting for you.", "muted empty"));
+    } finally {
+      reading = false;
+      if (again) { again = false; refresh().catch(() => {}); }
+    }
   }
 
-  document.addEventListener("synapsia:room-state", () => refresh());
-  refresh().catch((error) => { status.textContent = `Could not load requests: ${error.message}`; });
+  const quietly = () => refresh().catch((error) => { status.textContent = `Could not load requests: ${error.message}`; });
+  document.addEventListener("synapsia:room-state", quietly);
+  document.addEventListener("synapsia:room-message", quietly);
+  quietly();
 })();

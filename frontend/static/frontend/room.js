@@ -1,36 +1,64 @@
-// Live transcript for an owner watching a room. Speaks the documented room protocol
-// (docs/protocol.md) over the session cookie; renders text only via textContent.
+// The room page, live. The owner's socket (docs/protocol.md, session cookie) is only a
+// doorbell: on a `message` frame the page asks the server for the new entries in words
+// (?part=transcript&after=SEQ, server-rendered and escaped), on a `room_state` frame for the
+// state, clocks and controls (?part=status) and the outcome (?part=outcome). Nothing a frame
+// carries is ever put into the page; text we build ourselves goes in with textContent.
 (() => {
   "use strict";
   const list = document.getElementById("transcript");
   if (!list) return;
   const status = document.getElementById("connection");
-  const stateBadge = document.getElementById("room-state");
-  const seen = new Set();
+  const roomId = list.dataset.roomId;
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const url = `${scheme}://${location.host}/ws/rooms/${list.dataset.roomId}/`;
+  const url = `${scheme}://${location.host}/ws/rooms/${roomId}/`;
+  let lastSeq = Number(list.dataset.lastSeq || "0");
   let retry = 500;
 
-  function render(body) {
-    if (seen.has(body.seq)) return;
-    seen.add(body.seq);
-    const item = document.createElement("li");
-    item.value = body.seq;
-    const who = document.createElement("strong");
-    who.textContent = `agent ${body.sender_agent_id.slice(0, 8)}: `;
-    const text = document.createElement("span");
-    text.textContent = body.text;
-    item.append(who, text);
-    if (body.flags && body.flags.length) {
-      const flags = document.createElement("em");
-      flags.className = "flags";
-      flags.textContent = ` ⚑ ${body.flags.join(", ")}`;
-      item.append(flags);
-    }
-    list.append(item);
+  // One read in flight per part; a ring while it runs reads once more afterwards.
+  function serialised(read) {
+    let running = false;
+    let again = false;
+    const run = async () => {
+      if (running) { again = true; return; }
+      running = true;
+      try { await read(); } catch (error) {
+        // Offline for a moment: the next ring reads it again.
+      } finally {
+        running = false;
+        if (again) { again = false; run(); }
+      }
+    };
+    return run;
   }
 
-  // Whisper to the owner's own agent, and look up which vault items fed a turn.
+  async function fragment(query) {
+    const response = await fetch(`${location.pathname}?${query}`, { credentials: "same-origin" });
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    return new DOMParser().parseFromString(await response.text(), "text/html");
+  }
+
+  function replaceSection(doc, id) {
+    const fresh = doc.getElementById(id);
+    const current = document.getElementById(id);
+    if (fresh && current) current.replaceWith(document.adoptNode(fresh));
+  }
+
+  const refreshTranscript = serialised(async () => {
+    const doc = await fragment(`part=transcript&after=${lastSeq}`);
+    for (const item of Array.from(doc.querySelectorAll("li.entry"))) {
+      const seq = Number(item.dataset.seq);
+      if (!(seq > lastSeq)) continue;
+      list.append(document.adoptNode(item));
+      lastSeq = seq;
+    }
+    list.dataset.lastSeq = String(lastSeq);
+    const empty = document.getElementById("transcript-empty");
+    if (empty && lastSeq > 0) empty.remove();
+  });
+  const refreshOutcome = serialised(async () => replaceSection(await fragment("part=outcome"), "room-outcome"));
+  const refreshStatus = serialised(async () => replaceSection(await fragment("part=status"), "room-status"));
+
+  // Whisper to the owner's own agent; look up which vault items fed a turn.
   function csrf() {
     const input = document.querySelector("[name=csrfmiddlewaretoken]");
     return input ? input.value : "";
@@ -43,25 +71,37 @@
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const data = await response.json();
-    if (!response.ok) throw new Error(data.message || `HTTP ${response.status}`);
+    if (!response.ok) throw new Error(data.message || `The server refused (HTTP ${response.status}).`);
     return data;
   }
-  const roomId = list.dataset.roomId;
+  const clock = new Intl.DateTimeFormat("en-GB", {
+    timeZone: document.body.dataset.timeZone || undefined, day: "numeric", month: "short",
+    hour: "2-digit", minute: "2-digit",
+  });
   const whisperForm = document.getElementById("whisper-form");
   if (whisperForm) {
     whisperForm.addEventListener("submit", async (event) => {
       event.preventDefault();
       const input = document.getElementById("whisper-text");
-      const status = document.getElementById("whisper-status");
+      const said = document.getElementById("whisper-status");
       try {
         const sent = await call("POST", `/api/rooms/${roomId}/whispers`, { text: input.value });
         const item = document.createElement("li");
-        item.textContent = sent.text;
+        const who = document.createElement("span");
+        who.className = "who";
+        who.textContent = "You whispered";
+        const when = document.createElement("time");
+        when.dateTime = sent.sent_at;
+        when.textContent = clock.format(new Date(sent.sent_at));
+        const text = document.createElement("span");
+        text.className = "said";
+        text.textContent = sent.text;
+        item.append(who, " ", when, ": ", text);
         document.getElementById("whispers").append(item);
         input.value = "";
-        status.textContent = "whispered";
+        said.textContent = "Whispered to your agent.";
       } catch (error) {
-        status.textContent = error.message;
+        said.textContent = `Not whispered: ${error.message}`;
       }
     });
   }
@@ -72,62 +112,42 @@
       const agent = document.getElementById("turn-agent").value;
       const turn = document.getElementById("turn-number").value;
       const out = document.getElementById("turn-items");
-      out.replaceChildren();
       try {
-        const data = await call(
-          "GET", `/api/rooms/${roomId}/turns/${encodeURIComponent(turn)}?agent=${encodeURIComponent(agent)}`);
-        for (const entry of data.items) {
-          const item = document.createElement("li");
-          item.textContent = `ledger #${entry.ledger_seq}: item ${entry.item_id} of owner ${entry.owner_id}`;
-          out.append(item);
-        }
-        if (!data.items.length) out.textContent = "No vault item fed that turn.";
+        const doc = await fragment(
+          `part=turn&agent=${encodeURIComponent(agent)}&turn=${encodeURIComponent(turn)}`);
+        out.replaceChildren(...Array.from(doc.body.childNodes).map((n) => document.adoptNode(n)));
       } catch (error) {
-        out.textContent = error.message;
+        out.textContent = "Could not read that turn: check the turn number and try again.";
       }
     });
   }
 
-  // The outcome (agreed plan or no agreement) is re-read from the server whenever the room
-  // moves (a message or a state change): the socket has no outcome frame of its own, and the
-  // words come from the server, never from a frame. At most one read in flight.
-  let outcomeReading = false;
-  let outcomeAgain = false;
-  async function refreshOutcome() {
-    const section = document.getElementById("room-outcome");
-    if (!section) return;
-    if (outcomeReading) { outcomeAgain = true; return; }
-    outcomeReading = true;
-    try {
-      const response = await fetch(`${location.pathname}?part=outcome`, { credentials: "same-origin" });
-      if (response.ok) {
-        const fresh = new DOMParser().parseFromString(await response.text(), "text/html")
-          .getElementById("room-outcome");
-        if (fresh) document.getElementById("room-outcome").replaceWith(document.adoptNode(fresh));
-      }
-    } catch (error) {
-      // Offline for a moment: the next message or state change reads it again.
-    } finally {
-      outcomeReading = false;
-      if (outcomeAgain) { outcomeAgain = false; refreshOutcome(); }
-    }
-  }
-  document.addEventListener("synapsia:room-state", () => refreshOutcome());
-
   function connect() {
     const socket = new WebSocket(url);
-    socket.onopen = () => { status.textContent = "live"; retry = 500; };
+    socket.onopen = () => {
+      status.textContent = "live";
+      retry = 500;
+      refreshTranscript(); // anything said while we were away
+    };
     socket.onmessage = (event) => {
       const frame = JSON.parse(event.data);
-      if (frame.type === "message") { render(frame.body); refreshOutcome(); }
-      else if (frame.type === "room_state") {
-        stateBadge.textContent = frame.body.state;
-        document.dispatchEvent(new CustomEvent("synapsia:room-state", { detail: frame.body.state }));
+      if (frame.type === "message") {
+        if (!(Number(frame.body && frame.body.seq) > lastSeq)) return; // a replay we show
+        refreshTranscript();
+        refreshOutcome();
+        document.dispatchEvent(new CustomEvent("synapsia:room-message"));
+      } else if (frame.type === "room_state") {
+        refreshStatus();
+        refreshOutcome();
+        document.dispatchEvent(new CustomEvent("synapsia:room-state"));
       }
     };
     socket.onclose = (event) => {
-      status.textContent = `disconnected (code ${event.code})`;
-      if (event.code >= 4400 && event.code < 4500) return; // refused: retrying will not help
+      if (event.code >= 4400 && event.code < 4500) {
+        status.textContent = "Disconnected: the room refused this connection. Reload the page.";
+        return; // refused: retrying will not help
+      }
+      status.textContent = "Reconnecting…";
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, 10000);
     };
