@@ -11,16 +11,37 @@ from slips.money import FORM_CURRENCIES, minor_per_unit, whole_units_to_minor
 
 
 class AgentForm(forms.Form):
-    name = forms.CharField(max_length=80)
+    name = forms.CharField(
+        max_length=80,
+        label="Agent name",
+        help_text='A name you and the other owner will see, such as "Alice\'s dinner agent".',
+        error_messages={
+            "required": 'Give the agent a name, such as "My dinner agent".',
+            "max_length": "Keep the name to 80 characters or fewer.",
+        },
+    )
 
 
 class RoomForm(forms.Form):
-    purpose = forms.CharField(max_length=200, help_text="What the agents should work out.")
+    purpose = forms.CharField(
+        max_length=200,
+        label="Purpose",
+        help_text='What the agents should work out, such as "Dinner on Friday".',
+        error_messages={
+            "required": 'Say what the room is for, such as "Dinner on Friday".',
+            "max_length": "Keep the purpose to 200 characters or fewer.",
+        },
+    )
     charter = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4}),
         required=False,
         max_length=settings.SYNAPSIA["MAX_CHARTER_CHARS"],
+        label="Charter (optional)",
         help_text="Ground rules both agents read at every turn.",
+        error_messages={
+            "max_length": f"Keep the charter to {settings.SYNAPSIA['MAX_CHARTER_CHARS']} "
+            "characters or fewer.",
+        },
     )
 
 

@@ -36,6 +36,7 @@ urlpatterns = [
         account_views.PasswordResetFinished.as_view(),
         name="password_reset_complete",
     ),
+    path("agents/", views.agents, name="agents"),
     path("agents/<uuid:agent_id>/rotate/", views.agent_rotate, name="agent-rotate"),
     path("agents/<uuid:agent_id>/revoke/", views.agent_revoke, name="agent-revoke"),
     path("rooms/<uuid:room_id>/", room_views.room, name="room"),

@@ -1,23 +1,34 @@
-"""Owner pages. Each view renders or calls one service; rules live in ``rooms.services``."""
+"""Owner pages: the rooms page (with the first-run checklist and room creation), the agents
+page, and the invitation. Each view renders or calls one service; rules live in
+``rooms.services``."""
 
 from __future__ import annotations
 
+import shlex
+from collections import Counter
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 from uuid import UUID
 
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.views.decorators.http import require_POST
 
 from dining import CatalogueInvalid, catalogues_registered
 from frontend.forms import AgentForm, RoomForm
-from rooms import notifications, selectors, services
+from frontend.onboarding import onboarding_complete, onboarding_steps
+from gatekeeper.records import Grant, GrantStatus
+from rooms import notifications, outcomes, selectors, services
+from rooms.bearer import secret_digest
 from rooms.errors import RoomError
+from rooms.models import Flare, OutcomeKind, Room, RoomInvite, RoomMember, RoomState
 from synapsia.owners import OwnerRequest
 
 
@@ -25,21 +36,65 @@ class DinnerTermsForm(forms.Form):
     """The optional dinner terms of a new room; what is left empty takes the catalogue's
     defaults (checked, with errors in words, by ``rooms.services.room_terms_check``)."""
 
-    catalogue = forms.ChoiceField(choices=[], required=False, label="Venue catalogue")
+    catalogue = forms.ChoiceField(
+        choices=[],
+        required=False,
+        label="Venue catalogue",
+        help_text="The restaurants the agents choose from.",
+    )
     time_zone = forms.CharField(
-        required=False, max_length=64, help_text="IANA time zone; empty: the catalogue city's."
+        required=False,
+        max_length=64,
+        label="Time zone",
+        help_text="Such as Europe/Berlin. Leave empty for the catalogue city's own.",
     )
     horizon_days = forms.IntegerField(
-        required=False, min_value=1, max_value=60, help_text="Days ahead to plan in (default 14)."
+        required=False,
+        min_value=1,
+        max_value=60,
+        label="Days ahead to plan",
+        help_text="From 1 to 60; 14 if empty.",
+        error_messages={
+            "invalid": "Enter the days ahead as a whole number, such as 14.",
+            "min_value": "Plan at least 1 day ahead.",
+            "max_value": "Plan at most 60 days ahead.",
+        },
     )
     dinner_minutes = forms.IntegerField(
-        required=False, min_value=30, max_value=300, help_text="Default 90."
+        required=False,
+        min_value=30,
+        max_value=300,
+        label="Dinner length (minutes)",
+        help_text="From 30 to 300; 90 if empty.",
+        error_messages={
+            "invalid": "Enter the dinner length in whole minutes, such as 90.",
+            "min_value": "A dinner lasts at least 30 minutes.",
+            "max_value": "A dinner lasts at most 300 minutes.",
+        },
     )
     party_size = forms.IntegerField(
-        required=False, min_value=1, max_value=20, help_text="Default 2."
+        required=False,
+        min_value=1,
+        max_value=20,
+        label="Party size",
+        help_text="How many people eat, from 1 to 20; 2 if empty.",
+        error_messages={
+            "invalid": "Enter the party size as a whole number, such as 2.",
+            "min_value": "A party is at least 1 person.",
+            "max_value": "A party is at most 20 people.",
+        },
     )
     travel_limit_minutes = forms.IntegerField(
-        required=False, min_value=0, max_value=240, help_text="Minutes each way (default 45)."
+        required=False,
+        min_value=0,
+        max_value=240,
+        label="Travel limit (minutes)",
+        help_text="The longest trip each way to the restaurant, up to 240; 45 if empty.",
+        error_messages={
+            "invalid": "Enter the travel limit in whole minutes, such as 45.",
+            "min_value": "The travel limit cannot be below zero.",
+            "max_value": "The travel limit is at most 240 minutes.",
+        },
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -55,58 +110,294 @@ class DinnerTermsForm(forms.Form):
         return {k: v for k, v in self.cleaned_data.items() if v not in (None, "")}
 
 
-def _dashboard(
+# --- the rooms page -----------------------------------------------------------------------
+
+# What each room state means to the owner reading the list.
+STATE_HINTS: dict[str, str] = {
+    RoomState.DRAFT: "Being set up: invite the other owner, bind your agent, sign your slip.",
+    RoomState.OPEN: "The agents are talking.",
+    RoomState.PAUSED: "Stopped until an owner decides.",
+    RoomState.CLOSED: "Ended.",
+}
+
+# The Ambient Digest counts ledger events per kind; each kind as a counted noun (one, many).
+DIGEST_WORDS: dict[str, tuple[str, str]] = {
+    "join": ("arrival", "arrivals"),
+    "leave": ("departure", "departures"),
+    "slip_signed": ("slip signed", "slips signed"),
+    "slip_rejected": ("slip refused", "slips refused"),
+    "key_enrolled": ("device key enrolled", "device keys enrolled"),
+    "key_rotated": ("device key replaced", "device keys replaced"),
+    "key_revoked": ("device key revoked", "device keys revoked"),
+    "disclosure": ("disclosure", "disclosures"),
+    "denial": ("denial", "denials"),
+    "action_requested": ("action requested", "actions requested"),
+    "grant_requested": ("grant requested", "grants requested"),
+    "grant_approved": ("grant approved", "grants approved"),
+    "grant_denied": ("grant denied", "grants denied"),
+    "grant_expired": ("grant expired", "grants expired"),
+    "action_executed": ("action carried out", "actions carried out"),
+    "fork_opened": ("fork opened", "forks opened"),
+    "fork_resolved": ("fork resolved", "forks resolved"),
+    "outcome_recorded": ("outcome recorded", "outcomes recorded"),
+    "offer_sealed": ("sealed offer", "sealed offers"),
+    "offers_revealed": ("reveal of sealed offers", "reveals of sealed offers"),
+    "flare_raised": ("Signal Flare", "Signal Flares"),
+    "injection_suspected": ("suspected injection", "suspected injections"),
+    "room_paused": ("pause", "pauses"),
+    "room_resumed": ("resumption", "resumptions"),
+    "room_closed": ("closing", "closings"),
+    "room_content_deleted": ("content deletion", "content deletions"),
+    "retention_purge": ("retention purge", "retention purges"),
+}
+
+
+def digest_words(counts: dict[str, int]) -> str:
+    """``{"disclosure": 3, "grant_approved": 1}`` -> ``"3 disclosures, 1 grant approved"``."""
+    parts = []
+    for kind, count in counts.items():
+        one, many = DIGEST_WORDS.get(kind, (kind.replace("_", " "),) * 2)
+        parts.append(f"{count} {one if count == 1 else many}")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class RoomCard:
+    """One room as its owner sees it in the list."""
+
+    room_id: UUID
+    purpose: str
+    state: str  # a RoomState value (for styling)
+    state_words: str
+    state_hint: str
+    other_owner: str | None  # None while the second seat is empty
+    forks_waiting: int
+    flares_unanswered: int
+    outcome: str | None
+
+
+def _outcome_line(outcome: outcomes.OutcomeWords | None) -> str | None:
+    """One line for the list: an agreed plan's venue and time; otherwise the headline (the
+    room page has each side's reason)."""
+    if outcome is None:
+        return None
+    if outcome.kind == OutcomeKind.AGREED and outcome.lines:
+        return f"{outcome.headline}: {', '.join(outcome.lines[:2])}"
+    return f"{outcome.headline}."
+
+
+def _room_cards(owner: Any) -> list[RoomCard]:
+    rooms = list(selectors.rooms_of_owner(owner=owner).order_by("-created_at"))
+    ids = [r.id for r in rooms]
+    others: dict[UUID, str] = {}
+    for member in (
+        RoomMember.objects.filter(room_id__in=ids).exclude(owner=owner).select_related("owner")
+    ):
+        others[member.room_id] = member.owner.get_username()
+    forks = Counter(
+        {
+            row["room_id"]: row["n"]
+            for row in Grant.objects.filter(
+                owner=owner, status=GrantStatus.PENDING, room_id__in=ids
+            )
+            .values("room_id")
+            .annotate(n=Count("id"))
+        }
+    )
+    flares = Counter(
+        {
+            row["room_id"]: row["n"]
+            for row in Flare.objects.filter(seat__owner=owner, resolved_at__isnull=True)
+            .values("room_id")
+            .annotate(n=Count("id"))
+        }
+    )
+    cards = []
+    for room in rooms:
+        outcome = outcomes.room_outcome_for_owner(owner=owner, room_id=room.id)
+        cards.append(
+            RoomCard(
+                room_id=room.id,
+                purpose=room.purpose,
+                state=room.state,
+                state_words=RoomState(room.state).label,
+                state_hint=STATE_HINTS[room.state],
+                other_owner=others.get(room.id),
+                forks_waiting=forks[room.id],
+                flares_unanswered=flares[room.id],
+                outcome=_outcome_line(outcome),
+            )
+        )
+    return cards
+
+
+def _rooms_page(
     request: OwnerRequest,
     *,
-    agent_form: AgentForm | None = None,
     room_form: RoomForm | None = None,
     terms_form: DinnerTermsForm | None = None,
-    issued_token: tuple[str, str] | None = None,
+    create_error: str | None = None,
+    status: int = 200,
 ) -> HttpResponse:
+    heard = notifications.notifications_for(
+        owner=request.user, since=timezone.now() - timedelta(days=1)
+    )
+    steps = onboarding_steps(owner=request.user)
     return render(
         request,
         "frontend/dashboard.html",
         {
-            "agents": selectors.agents_of_owner(owner=request.user),
-            "rooms": selectors.rooms_of_owner(owner=request.user),
-            "notifications": notifications.notifications_for(
-                owner=request.user, since=timezone.now() - timedelta(days=1)
-            ),
-            "agent_form": agent_form or AgentForm(prefix="agent"),
+            "rooms": _room_cards(request.user),
+            "notifications": heard,
+            # The Gentle Tap badge is the owner's choice (Settings); on unless turned off.
+            "badge_enabled": getattr(heard, "badge_enabled", True),
+            "digest": [(d.room_id, d.purpose, digest_words(d.counts)) for d in heard.digest],
+            "steps": steps,
+            "steps_done": sum(step.done for step in steps),
+            "onboarding_complete": onboarding_complete(steps),
             "room_form": room_form or RoomForm(prefix="room"),
             "terms_form": terms_form or DinnerTermsForm(prefix="terms"),
-            # (agent name, token): shown on this one response only, never stored.
-            "issued_token": issued_token,
+            "create_error": create_error,
+            "create_open": room_form is not None,
         },
+        status=status,
     )
 
 
 @login_required
 def dashboard(request: OwnerRequest) -> HttpResponse:
+    """The rooms page; a POST creates a room and goes to it (PRG)."""
     if request.method != "POST":
-        return _dashboard(request)
-    agent_form = AgentForm(request.POST, prefix="agent")
+        return _rooms_page(request)
     room_form = RoomForm(request.POST, prefix="room")
     terms_form = DinnerTermsForm(request.POST, prefix="terms")
-    try:
-        if "agent-name" in request.POST and agent_form.is_valid():
-            issued = services.agent_register(
-                owner=request.user, name=agent_form.cleaned_data["name"]
-            )
-            return _dashboard(request, issued_token=(issued.agent.name, issued.token))
-        if "room-purpose" in request.POST and room_form.is_valid() and terms_form.is_valid():
+    if room_form.is_valid() and terms_form.is_valid():
+        try:
             room = services.room_create(
                 owner=request.user, **room_form.cleaned_data, terms=terms_form.terms()
             )
-            return redirect("room", room_id=room.id)
-    except RoomError as exc:
-        messages.error(request, exc.message)
-    bound = "agent-name" in request.POST
-    return _dashboard(
+        except RoomError as exc:
+            return _rooms_page(
+                request,
+                room_form=room_form,
+                terms_form=terms_form,
+                create_error=f"The room was not created: {exc.message}",
+                status=422,
+            )
+        messages.success(request, "Room created. Next: invite the other owner.")
+        return redirect("room", room_id=room.id)
+    return _rooms_page(
         request,
-        agent_form=agent_form if bound else None,
-        room_form=None if bound else room_form,
-        terms_form=None if bound else terms_form,
+        room_form=room_form,
+        terms_form=terms_form,
+        create_error="The room was not created: correct what is marked below.",
+        status=422,
+    )
+
+
+# --- the agents page ----------------------------------------------------------------------
+
+# The one-time token travels from the POST to the next GET in the session, never in a URL;
+# the GET pops it, so it is shown once and a reload neither shows it again nor repeats the POST.
+ISSUED_TOKEN_SESSION_KEY = "frontend.issued_agent_token"  # noqa: S105 (a session key name)
+# What the owner replaces in the connect command (the room's code is in the room page's
+# address, after /rooms/): the agents page is not about one room.
+ROOM_PLACEHOLDER = "ROOM-ID"
+CONNECT_MODULE = "agents.negotiator"
+
+
+class IssuedToken(TypedDict):
+    agent_name: str
+    token: str
+    rotated: bool
+
+
+def agent_socket_url(request: HttpRequest, room_id: str) -> str:
+    """The room socket's address as seen from the owner's browser (ws, or wss behind TLS)."""
+    scheme = "wss" if request.is_secure() else "ws"
+    return f"{scheme}://{request.get_host()}/ws/rooms/{room_id}/"
+
+
+def agent_connect_argv(*, socket_url: str, token: str) -> list[str]:
+    """The command that connects the reference negotiator with this token (``agents.cli``'s
+    ``--url`` and ``--token``)."""
+    return [".venv/bin/python", "-m", CONNECT_MODULE, "--url", socket_url, "--token", token]
+
+
+def _issued_token_keep(request: HttpRequest, *, agent_name: str, token: str, rotated: bool) -> None:
+    request.session[ISSUED_TOKEN_SESSION_KEY] = IssuedToken(
+        agent_name=agent_name, token=token, rotated=rotated
+    )
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    agent_id: UUID
+    name: str
+    token_prefix: str
+    active: bool
+    revoked_at: Any
+    last_used_at: Any
+    rooms: tuple[str, ...]  # purposes of the rooms it is bound to
+
+
+def _agent_rows(owner: Any) -> list[AgentRow]:
+    bound: dict[UUID, list[str]] = {}
+    for seat in RoomMember.objects.filter(owner=owner, agent__isnull=False).select_related("room"):
+        assert seat.agent_id is not None
+        bound.setdefault(seat.agent_id, []).append(seat.room.purpose)
+    return [
+        AgentRow(
+            agent_id=agent.id,
+            name=agent.name,
+            token_prefix=agent.token_prefix,
+            active=agent.revoked_at is None,
+            revoked_at=agent.revoked_at,
+            last_used_at=agent.token_last_used_at,
+            rooms=tuple(bound.get(agent.id, ())),
+        )
+        for agent in selectors.agents_of_owner(owner=owner)
+    ]
+
+
+@login_required
+def agents(request: OwnerRequest) -> HttpResponse:
+    """The owner's agents; a POST registers one and redirects here to show its token once."""
+    form = AgentForm(request.POST or None, prefix="agent")
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                issued = services.agent_register(owner=request.user, name=form.cleaned_data["name"])
+            except RoomError as exc:
+                form.add_error("name", exc.message)
+            else:
+                _issued_token_keep(
+                    request, agent_name=issued.agent.name, token=issued.token, rotated=False
+                )
+                return redirect("agents")
+        status = 422
+    issued_token: IssuedToken | None = request.session.pop(ISSUED_TOKEN_SESSION_KEY, None)
+    connect = None
+    if issued_token is not None:
+        connect = shlex.join(
+            agent_connect_argv(
+                socket_url=agent_socket_url(request, ROOM_PLACEHOLDER),
+                token=issued_token["token"],
+            )
+        )
+    return render(
+        request,
+        "frontend/agents.html",
+        {
+            "agents": _agent_rows(request.user),
+            "agent_form": form,
+            "issued_token": issued_token,
+            "connect_command": connect,
+            "room_placeholder": ROOM_PLACEHOLDER,
+            "socket_example": agent_socket_url(request, ROOM_PLACEHOLDER),
+        },
+        status=status,
     )
 
 
@@ -117,19 +408,87 @@ def agent_rotate(request: OwnerRequest, agent_id: UUID) -> HttpResponse:
         issued = services.agent_rotate_token(owner=request.user, agent_id=agent_id)
     except RoomError as exc:
         messages.error(request, exc.message)
-        return redirect("dashboard")
-    return _dashboard(request, issued_token=(issued.agent.name, issued.token))
+    else:
+        _issued_token_keep(request, agent_name=issued.agent.name, token=issued.token, rotated=True)
+    return redirect("agents")
 
 
 @login_required
 @require_POST
 def agent_revoke(request: OwnerRequest, agent_id: UUID) -> HttpResponse:
     try:
-        services.agent_revoke(owner=request.user, agent_id=agent_id)
-        messages.success(request, "Agent revoked; its token no longer works.")
+        agent = services.agent_revoke(owner=request.user, agent_id=agent_id)
+        messages.success(
+            request,
+            f"{agent.name} is revoked: its token no longer works and its connections are closed.",
+        )
     except RoomError as exc:
         messages.error(request, exc.message)
-    return redirect("dashboard")
+    return redirect("agents")
+
+
+# --- the invitation -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InvitePreview:
+    """What the holder of an invitation token may read before accepting. The token is the
+    only key: nothing here is found any other way."""
+
+    usable: bool
+    problem: str | None  # why it cannot be accepted, in words
+    inviter: str | None
+    purpose: str | None
+    room_id: UUID | None  # set only when the viewer already sits in the room
+
+
+def _invite_preview(token: str, viewer: Any) -> InvitePreview:
+    invite = (
+        RoomInvite.objects.select_related("room", "created_by")
+        .filter(token_hash=secret_digest(token))
+        .first()
+    )
+    if invite is None:
+        return InvitePreview(
+            False,
+            "This invitation link is not valid. Check that you copied all of it, or ask for a "
+            "new one.",
+            None,
+            None,
+            None,
+        )
+    room: Room = invite.room
+    inviter = invite.created_by.get_username()
+    seated = room.members.filter(owner=viewer).exists()
+    if seated:
+        return InvitePreview(
+            False, "You already have a seat in this room.", inviter, room.purpose, room.id
+        )
+    if invite.used_at is not None:
+        return InvitePreview(
+            False,
+            f"This invitation has already been used. Ask {inviter} for a new one if you "
+            "expected a seat.",
+            inviter,
+            None,
+            None,
+        )
+    if invite.expires_at <= timezone.now():
+        expired = date_format(timezone.localtime(invite.expires_at), "D j M, H:i")
+        return InvitePreview(
+            False,
+            f"This invitation expired on {expired}. Ask {inviter} for a new one.",
+            inviter,
+            None,
+            None,
+        )
+    if room.state == RoomState.CLOSED:
+        return InvitePreview(False, "This room is closed.", inviter, room.purpose, None)
+    if room.members.count() >= 2:
+        return InvitePreview(
+            False, "Both seats in this room are taken.", inviter, room.purpose, None
+        )
+    return InvitePreview(True, None, inviter, room.purpose, None)
 
 
 @login_required
@@ -137,8 +496,20 @@ def invite(request: OwnerRequest, token: str) -> HttpResponse:
     if request.method == "POST":
         try:
             seat = services.invite_accept(owner=request.user, token=token)
-        except RoomError as exc:
-            messages.error(request, exc.message)
-            return redirect("dashboard")
+        except RoomError:
+            # The invitation page says why, in words, from the invitation's own state.
+            return redirect("invite", token=token)
+        messages.success(request, "You took the second seat. Next: bind your agent.")
         return redirect("room", room_id=seat.room_id)
-    return render(request, "frontend/invite.html", {"token": token})
+    preview = _invite_preview(token, request.user)
+    return render(
+        request,
+        "frontend/invite.html",
+        {"preview": preview},
+        # Unknown link: 404; a real invitation that cannot be taken any more: 410.
+        status=200
+        if preview.usable or preview.room_id
+        else 404
+        if preview.inviter is None
+        else 410,
+    )

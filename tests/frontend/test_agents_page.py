@@ -1,0 +1,149 @@
+"""The agents page: register, rotate and revoke with POST-redirect-GET, the token shown once
+with the exact command that connects it (which the negotiator's command line accepts), times
+in the owner's time zone, and no UUID anywhere a person reads."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shlex
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from agents import negotiator
+from rooms import selectors, services
+from rooms.models import Agent, NotificationPreference
+from tests.frontend.test_dashboard import UUID_RE, visible_text
+
+pytestmark = pytest.mark.django_db
+
+TOKEN_RE = re.compile(r"syn_agent_[A-Za-z0-9_-]{20,}")
+
+
+def client_for(owner: Any) -> Client:
+    client = Client()
+    client.force_login(owner)
+    return client
+
+
+def test_registering_redirects_and_the_token_is_shown_once(make_owner: Any) -> None:
+    client = client_for(make_owner("alice"))
+    response = client.post("/agents/", {"agent-name": "Alice's agent"})
+    assert response.status_code == 302 and response["Location"] == "/agents/"
+    assert Agent.objects.count() == 1
+
+    shown = client.get("/agents/").content.decode()
+    [token] = set(TOKEN_RE.findall(visible_text(shown)))
+    assert Agent.objects.get().token_prefix in token
+    assert 'data-copy-target="issued-token"' in shown and 'id="issued-token"' in shown
+
+    again = client.get("/agents/").content.decode()  # a reload
+    assert token not in again and 'id="issued-token"' not in again
+    assert "Alice&#x27;s agent" in again
+    assert Agent.objects.count() == 1
+
+
+def test_the_connect_command_is_what_the_negotiator_accepts(
+    make_owner: Any, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "synapsia.example"]
+    client = client_for(make_owner("alice"))
+    client.post("/agents/", {"agent-name": "Alice's agent"})
+    page = client.get("/agents/", HTTP_HOST="synapsia.example:8000").content.decode()
+    command = visible_text(page.split('id="connect-command">')[1].split("</p>")[0])
+    [token] = TOKEN_RE.findall(command)
+    argv = shlex.split(command)
+    assert argv[:3] == [".venv/bin/python", "-m", "agents.negotiator"]
+
+    parsed: dict[str, Any] = {}
+
+    async def joined(args: Any, run: Any) -> int:  # instead of connecting
+        parsed.update(url=args.url, token=args.token)
+        return 0
+
+    monkeypatch.setattr(negotiator, "in_room", joined)
+    assert asyncio.run(negotiator.main(argv[3:])) == 0
+    assert parsed == {"url": "ws://synapsia.example:8000/ws/rooms/ROOM-ID/", "token": token}
+    # The page says what to put in place of the room's code, and where to find it.
+    assert "ROOM-ID with the room's code" in visible_text(page).replace("&#x27;", "'")
+
+
+def test_a_secure_request_gets_a_wss_command(make_owner: Any) -> None:
+    client = client_for(make_owner("alice"))
+    client.post("/agents/", {"agent-name": "Alice's agent"})
+    page = client.get("/agents/", secure=True).content.decode()
+    assert "--url wss://testserver/ws/rooms/ROOM-ID/" in visible_text(page)
+
+
+def test_a_name_missing_says_so_and_registers_nothing(make_owner: Any) -> None:
+    client = client_for(make_owner("alice"))
+    response = client.post("/agents/", {"agent-name": "   "})
+    assert response.status_code == 422
+    assert "Give the agent a name" in visible_text(response.content.decode())
+    assert Agent.objects.count() == 0
+
+
+def test_rotating_shows_the_new_token_once_and_the_old_one_stops(make_owner: Any) -> None:
+    alice = make_owner("alice")
+    issued = services.agent_register(owner=alice, name="Alice's agent")
+    client = client_for(alice)
+    response = client.post(f"/agents/{issued.agent.id}/rotate/")
+    assert response.status_code == 302 and response["Location"] == "/agents/"
+    page = visible_text(client.get("/agents/").content.decode())
+    [token] = set(TOKEN_RE.findall(page))
+    assert token != issued.token and "New token for Alice's agent" in page
+    assert selectors.agent_by_token(token=issued.token) is None
+    assert selectors.agent_by_token(token=token) is not None
+    assert token not in client.get("/agents/").content.decode()
+
+
+def test_revoking_says_what_happened_and_offers_no_more_actions(make_owner: Any) -> None:
+    alice = make_owner("alice")
+    issued = services.agent_register(owner=alice, name="Alice's agent")
+    client = client_for(alice)
+    before = visible_text(client.get("/agents/").content.decode())
+    assert "Revoking is for good" in before and "the old token stops working" in before
+    response = client.post(f"/agents/{issued.agent.id}/revoke/", follow=True)
+    page = visible_text(response.content.decode())
+    assert "its token no longer works" in page and "Revoked" in page
+    assert "Revoke Alice's agent" not in page and "New token…" not in page
+    assert Agent.objects.get().revoked_at is not None
+
+
+def test_another_owners_agent_cannot_be_rotated(make_owner: Any) -> None:
+    issued = services.agent_register(owner=make_owner("alice"), name="Alice's agent")
+    mallory = client_for(make_owner("mallory"))
+    response = mallory.post(f"/agents/{issued.agent.id}/rotate/", follow=True)
+    assert "No such agent." in visible_text(response.content.decode())
+    assert selectors.agent_by_token(token=issued.token) is not None
+
+
+def test_last_used_is_in_the_owners_time_zone(make_owner: Any) -> None:
+    alice = make_owner("alice")
+    issued = services.agent_register(owner=alice, name="Alice's agent")
+    Agent.objects.filter(id=issued.agent.id).update(
+        token_last_used_at=datetime(2026, 7, 1, 18, 30, tzinfo=UTC)
+    )
+    if "time_zone" in {f.name for f in NotificationPreference._meta.get_fields()}:
+        # The owner's choice in Settings, which the time zone middleware activates.
+        NotificationPreference.objects.update_or_create(
+            owner=alice, defaults={"time_zone": "Europe/Berlin"}
+        )
+    with timezone.override("Europe/Berlin"):  # (where that middleware is not installed)
+        page = visible_text(client_for(alice).get("/agents/").content.decode())
+    assert "Last used: Wed 1 Jul 2026, 20:30" in page  # 18:30 UTC is 20:30 in Berlin in July
+
+
+def test_no_uuid_in_what_a_person_reads(make_open_room: Any) -> None:
+    setup = make_open_room()
+    client = client_for(setup.a.owner)
+    client.post("/agents/", {"agent-name": "Spare agent"})
+    html = client.get("/agents/").content.decode()
+    text = visible_text(html)
+    assert "Bound in: Dinner for two" in text
+    assert UUID_RE.search(html)  # the rotate and revoke forms post to the agent's id ...
+    assert not UUID_RE.search(text)  # ... which nobody reads

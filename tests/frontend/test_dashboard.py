@@ -1,0 +1,221 @@
+"""The rooms page: each room with its purpose, the other owner, its state in words, what waits
+for the owner and its outcome; room creation with errors in words; the digest in words; and
+no UUID anywhere a person reads."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from frontend.views import DIGEST_WORDS, digest_words
+from ledger.events import EVENT_KINDS
+from rooms import flares, forks, services
+from rooms.models import FlareReason, NotificationPreference, Room, RoomState
+from slips.vault import vault_item_create
+from tests.slips.conftest import seat_slip_sign
+
+pytestmark = pytest.mark.django_db
+
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+
+
+class _VisibleText(HTMLParser):
+    """The text a person reads: element text outside script/style, plus the attributes a
+    browser shows or reads out (title, alt, placeholder, aria-label, value of buttons)."""
+
+    SHOWN_ATTRIBUTES = frozenset({"title", "alt", "placeholder", "aria-label"})
+    INLINE = frozenset({"a", "span", "strong", "em", "code", "b", "i", "abbr", "time"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("script", "style"):
+            self._hidden += 1
+        if tag not in self.INLINE:
+            self.parts.append(" ")  # a new block: its text does not run into the last one's
+        self.parts.extend(f" {v} " for k, v in attrs if k in self.SHOWN_ATTRIBUTES and v)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style"):
+            self._hidden -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden:
+            self.parts.append(data)
+
+
+def visible_text(html: str) -> str:
+    parser = _VisibleText()
+    parser.feed(html)
+    return " ".join("".join(parser.parts).split())
+
+
+def client_for(owner: Any) -> Client:
+    client = Client()
+    client.force_login(owner)
+    return client
+
+
+def test_a_room_card_says_its_purpose_state_and_the_other_owner(make_owner: Any) -> None:
+    alice, bob = make_owner("alice"), make_owner("bob")
+    room = services.room_create(owner=alice, purpose="Dinner on Friday", charter="")
+    client = client_for(alice)
+    text = visible_text(client.get("/").content.decode())
+    assert "Dinner on Friday" in text
+    assert "Draft" in text and "Waiting for the other owner" in text
+    invite = services.invite_create(owner=alice, room_id=room.id)
+    services.invite_accept(owner=bob, token=invite.token)
+    text = visible_text(client.get("/").content.decode())
+    assert "With bob" in text and "Waiting for the other owner" not in text
+    services.room_transition(owner=bob, room_id=room.id, to=RoomState.CLOSED)
+    assert "Closed" in visible_text(client.get("/").content.decode())
+
+
+def test_what_waits_shows_per_room_and_the_badge_honours_the_owner(
+    make_open_room: Any, settings: Any
+) -> None:
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
+    setup = make_open_room(purpose="Dinner")
+    quiet = services.room_create(owner=setup.a.owner, purpose="Quiet room", charter="")
+    forks.action_for_agent(
+        room_id=setup.room.id,
+        agent_id=setup.a.agent.id,
+        client_id="spend-1",
+        tool="spend",
+        arguments={"amount_cents": 100, "currency": "EUR", "payee_id": "nopa", "purpose": "x"},
+    )
+    flares.flare_raise(
+        room_id=setup.room.id,
+        agent_id=setup.a.agent.id,
+        reason=FlareReason.DISTRESS,
+        raised_by="agent",
+    )
+    html = client_for(setup.a.owner).get("/").content.decode()
+    dinner_card, quiet_card = (
+        html.split(f'href="/rooms/{room_id}/"')[1].split("</li>")[0]
+        for room_id in (setup.room.id, quiet.id)
+    )
+    assert "1 fork waiting" in visible_text(dinner_card)
+    assert "Urgent: 1 Signal Flare to answer" in visible_text(dinner_card)
+    assert "fork" not in quiet_card and "Flare" not in quiet_card
+    assert 'id="urgent-beacon"' in html and 'id="fork-badge"' in html
+    # Bob's agent raised nothing and nothing waits for him.
+    bob_html = client_for(setup.b.owner).get("/").content.decode()
+    assert "fork waiting" not in bob_html
+    assert 'id="urgent-beacon"' not in bob_html
+
+    if hasattr(NotificationPreference, "badge"):  # the Gentle Tap switch (Settings)
+        NotificationPreference.objects.update_or_create(
+            owner=setup.a.owner, defaults={"badge": False}
+        )
+        quiet_html = client_for(setup.a.owner).get("/").content.decode()
+        assert 'id="fork-badge"' not in quiet_html and "fork waiting" not in quiet_html
+        assert 'id="urgent-beacon"' in quiet_html  # flares are urgent whatever the setting
+
+
+def test_the_outcome_line_shows_on_the_card(make_open_room: Any, settings: Any) -> None:
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
+    setup = make_open_room(purpose="Dinner")
+    for seat in (setup.a, setup.b):
+        seat_slip_sign(
+            seat,
+            setup.room.id,
+            [
+                {
+                    "resource": "tool:book_table",
+                    "operation": "act",
+                    "approval": "none",
+                    "max_uses": 5,
+                }
+            ],
+        )
+        vault_item_create(
+            owner=seat.owner,
+            content={"kind": "budget", "currency": "EUR", "minimum": 3000, "maximum": 8000},
+        )
+    forks.action_for_agent(
+        room_id=setup.room.id,
+        agent_id=setup.a.agent.id,
+        client_id="book-1",
+        tool="book_table",
+        arguments={
+            "venue_id": "osteria-kanal",
+            "party_size": 2,
+            "start": "2026-12-04T18:30:00+00:00",
+            "cost_cents": 7600,
+            "currency": "EUR",
+        },
+    )
+    text = visible_text(client_for(setup.b.owner).get("/").content.decode())
+    assert "Outcome: Agreed plan: Osteria Kanal, Friday 4 December 2026 at 19:30" in text
+
+
+def test_creating_a_room_goes_to_it(make_owner: Any) -> None:
+    client = client_for(make_owner("alice"))
+    response = client.post(
+        "/",
+        {"room-purpose": "Dinner on Friday", "room-charter": "Be kind.", "terms-party_size": "3"},
+    )
+    room = Room.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/rooms/{room.id}/"
+    assert room.terms is not None
+    assert room.purpose == "Dinner on Friday" and room.terms["party_size"] == 3
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ({"room-purpose": ""}, "Say what the room is for"),
+        ({"room-purpose": "x" * 201}, "Keep the purpose to 200 characters or fewer."),
+        ({"room-purpose": "Dinner", "terms-party_size": "two"}, "Enter the party size as a whole"),
+        ({"room-purpose": "Dinner", "terms-party_size": "50"}, "A party is at most 20 people."),
+        ({"room-purpose": "Dinner", "terms-time_zone": "Berlin"}, "is not an IANA time zone"),
+    ],
+)
+def test_room_creation_errors_are_in_words_and_create_nothing(
+    make_owner: Any, data: dict[str, str], words: str
+) -> None:
+    response = client_for(make_owner("alice")).post("/", data)
+    assert response.status_code == 422
+    assert words in visible_text(response.content.decode())
+    assert "The room was not created" in visible_text(response.content.decode())
+    assert Room.objects.count() == 0
+
+
+def test_every_ledger_event_kind_has_words_in_the_digest() -> None:
+    assert set(EVENT_KINDS) <= set(DIGEST_WORDS)
+    assert digest_words({"disclosure": 3, "grant_approved": 1}) == (
+        "3 disclosures, 1 grant approved"
+    )
+
+
+def test_the_digest_is_in_words(make_open_room: Any) -> None:
+    setup = make_open_room(purpose="Dinner")
+    NotificationPreference.objects.update_or_create(owner=setup.a.owner, defaults={"digest": True})
+    text = visible_text(client_for(setup.a.owner).get("/").content.decode())
+    assert "While you were away" in text
+    assert "Dinner: 2 arrivals" in text
+    assert not re.search(r"\d+ join", text)
+
+
+def test_no_uuid_in_what_a_person_reads(make_open_room: Any, settings: Any) -> None:
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
+    setup = make_open_room(purpose="Dinner")
+    NotificationPreference.objects.update_or_create(owner=setup.a.owner, defaults={"digest": True})
+    services.room_create(owner=setup.a.owner, purpose="Second", charter="")
+    flares.flare_raise(
+        room_id=setup.room.id,
+        agent_id=setup.a.agent.id,
+        reason=FlareReason.DISTRESS,
+        raised_by="agent",
+    )
+    html = client_for(setup.a.owner).get("/").content.decode()
+    assert UUID_RE.search(html)  # the links do carry the rooms' ids ...
+    assert not UUID_RE.search(visible_text(html))  # ... but nothing a person reads does
