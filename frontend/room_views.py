@@ -21,6 +21,7 @@ from django.utils import dateformat, timezone
 
 from frontend import transcript
 from frontend.forms import BindAgentForm
+from gatekeeper.reasons import vault_kind_words
 from ledger.models import LedgerEvent
 from rooms import context, outcomes, selectors, services
 from rooms.errors import RoomError
@@ -122,8 +123,8 @@ def _turn_items(*, owner: User, seat: RoomMember, agent_id: UUID, turn: int) -> 
     words = []
     for item in items:
         whose = "Your" if item.owner_id == str(owner.pk) else f"{names.get(item.owner_id, 'A')}'s"
-        kind = kinds.get(item.item_id, "item (since deleted)").replace("_", " ")
-        words.append(f"{whose} {kind}")
+        kind = kinds.get(item.item_id)
+        words.append(f"{whose} {vault_kind_words(kind) if kind else 'vault item (since deleted)'}")
     return words
 
 

@@ -33,11 +33,11 @@ from agents.negotiator import (
     Proposal,
     parse_move,
 )
+from gatekeeper.reasons import rule_sentence
 from ledger.receipts import NO_PLAN_REASON_WORDS
 from rooms import selectors
 from rooms.models import Message, RoomMember
 from rooms.selectors import DinnerSetting, moment_words, money_words, venue_words
-from rooms.untrusted import SuspicionRule
 
 __all__ = [
     "Entry",
@@ -50,25 +50,12 @@ __all__ = [
     "transcript_entries",
 ]
 
-# --- flags: the one place suspicion rule ids become words ---------------------------------
-
-_FLAG_WORDS: Mapping[SuspicionRule, str] = {
-    SuspicionRule.ROLE_TOKEN: "it contained a chat-template role marker (removed before the "
-    "other agent read it)",
-    SuspicionRule.HIDDEN_TEXT: "it contains hidden text",
-    SuspicionRule.FENCE_FORGERY: "it tries to fake the fence that marks it as untrusted",
-    SuspicionRule.INSTRUCTION_TO_READER: "it gives orders to the agent reading it",
-    SuspicionRule.FAKE_NOTICE: "it poses as a notice from the room or its operator",
-}
+# --- flags: suspicion rule ids in the one catalogue's words (gatekeeper.reasons) ---------
 
 
 def flag_sentence(code: str) -> str:
-    """A suspicion flag as a sentence an owner understands."""
-    try:
-        words = _FLAG_WORDS[SuspicionRule(code)]
-    except ValueError:
-        words = "it matched one of the room's suspicion rules"
-    return f"The room flagged this as a suspected injection: {words}."
+    """A suspicion flag as sentences an owner understands."""
+    return f"The room flagged this as a suspected injection. {rule_sentence(code)}"
 
 
 # --- the grammar's reasons in words ---------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,7 +15,7 @@ from django.utils import timezone
 
 from dining import Catalogue, CatalogueInvalid, TermsInvalid, catalogue_get, terms_parse
 from gatekeeper.policy import tool_descriptors_for
-from gatekeeper.tools.registry import tool_get
+from gatekeeper.reasons import rule_sentence, tool_words
 from ledger.receipts import NO_PLAN_REASON_WORDS
 from rooms.bearer import secret_digest
 from rooms.errors import NotFound
@@ -126,12 +125,8 @@ def vault_item_kinds(*, item_ids: list[str]) -> dict[str, str]:
 
 def grant_reason_sentence(rule: str) -> str:
     """Why an action waits for its owner, in the sentence of the one rule catalogue
-    (``gatekeeper.reasons``, shared with the receipt); a neutral sentence until it exists."""
-    try:
-        reasons = importlib.import_module("gatekeeper.reasons")
-    except ImportError:
-        return "This action goes beyond what your slip lets your agent do on its own."
-    return str(reasons.rule_sentence(rule))
+    (``gatekeeper.reasons``, shared with the receipt), spoken to that owner."""
+    return rule_sentence(rule)
 
 
 @dataclass(frozen=True)
@@ -181,6 +176,10 @@ def venue_words(venue_id: str, setting: DinnerSetting) -> str:
     return venue.name if venue is not None else f"“{venue_id}” (not in this room's catalogue)"
 
 
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 _RECIPIENT_WORDS: Mapping[str, str] = {"self": "Its own owner", "peer": "The other owner"}
 
 
@@ -198,8 +197,7 @@ def action_in_words(
     the tool's title, the venue's name, the time in the room's zone, the party, the price in
     whole units. Never raw JSON; an argument with no words of its own is shown as its value."""
     setting = room_dinner_setting(room=room)
-    spec = tool_get(tool)
-    lines: list[tuple[str, str]] = [("Action", spec.title if spec is not None else tool)]
+    lines: list[tuple[str, str]] = [("Action", _capitalised(tool_words(tool)))]
     currency = str(arguments.get("currency", ""))
     party = arguments.get("party_size")
     for key, value in arguments.items():

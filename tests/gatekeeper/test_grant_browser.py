@@ -92,10 +92,14 @@ def test_owner_grants_one_over_budget_booking_in_the_browser(
     page.goto(f"{base}/rooms/{setup.room.id}/")
     page.wait_for_selector("#grant-requests li.grant")
     details = page.inner_text("#grant-requests")
-    assert "book_table" in details and "18000" in details and "over_budget" in details
+    assert "Book a table" in details and "Kaiseki Nori" in details
+    assert "180 EUR in all (90 EUR per person)" in details
+    assert "This costs more than your budget allows" in details
+    for code in ("book_table", "18000", "over_budget", "{"):
+        assert code not in details
     with page.expect_request(lambda r: r.method == "POST" and "/grants/" in r.url) as approval:
         page.click("text=Approve this one action")
-    page.wait_for_selector("#grant-status:has-text('executed')")
+    page.wait_for_selector("#grant-status:has-text('Approved: the action ran.')")
     update: ActionOutcome = run(agent.action_update(asked.ref, timeout=20))
     assert (update.status, update.rule) == ("executed", "granted")
     assert SandboxEffect.objects.count() == 1

@@ -72,18 +72,27 @@ def test_alice_signs_in_with_her_link_watches_whispers_and_approves_the_booking(
     ws_url = base.replace("http://", "ws://") + f"/ws/rooms/{practice.room_id}/"
     agents, results = _negotiate_in_background(ws_url, practice)
 
-    page.wait_for_selector("#transcript li:has-text('PROPOSE round=1 venue=osteria-kanal')")
-    page.wait_for_selector("#transcript li:has-text('ACCEPT round=1')")
+    # The negotiation reads as cards: names, the catalogue's venue, no protocol lines.
+    page.wait_for_selector(
+        "#transcript .proposal-card[data-move=propose]:has-text('Proposal (round 1)')"
+        ":has-text('Osteria Kanal')"
+    )
+    page.wait_for_selector("#transcript .proposal-card[data-move=accept]:has-text('Accepted')")
+    assert "PROPOSE round=" not in page.inner_text("#transcript")
     page.fill("#whisper-text", "Kanal is fine by me this time.")
     page.click("#whisper-form button[type=submit]")
-    page.wait_for_selector("#whispers li:has-text('fine by me this time')")
+    page.wait_for_selector(
+        "#whispers li:has-text('You whispered'):has-text('fine by me this time')"
+    )
 
-    page.wait_for_selector("#grant-requests li.grant:has-text('book_table')")
+    page.wait_for_selector("#grant-requests li.grant:has-text('Book a table')")
     details = page.inner_text("#grant-requests")
-    assert "7600" in details and "approval_per_use" in details
+    assert "Osteria Kanal" in details and "76 EUR in all (38 EUR per person)" in details
+    assert "Your permission slip says to ask each time" in details
+    assert "approval_per_use" not in details and "book_table" not in details
     page.click("text=Approve this one action")
-    page.wait_for_selector("#grant-status:has-text('executed')")
-    page.wait_for_selector("#transcript li:has-text('BOOKED round=1 venue=osteria-kanal')")
+    page.wait_for_selector("#grant-status:has-text('Approved: the action ran.')")
+    page.wait_for_selector("#transcript .proposal-card[data-move=booked]:has-text('Osteria Kanal')")
 
     agents.join(timeout=120)
     host, guest = results
