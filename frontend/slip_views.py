@@ -1,41 +1,94 @@
 """Owner pages for device keys and a room's permission slip.
 
 Keys and slips are made and signed in the browser (``devicekeys.js``, ``slip.js``) through the
-REST API; these views only render.
+REST API; these views render what the server knows in words: the keys, the checklist (one
+sentence per item, built by ``slips.sentences``), the tier presets, the slip in force and what
+changed, and where the owners' choices conflict.
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 
 from rooms import selectors as room_selectors
 from rooms.errors import RoomError
+from slips import selectors as slip_selectors
+from slips.capabilities import VAULT_SCOPES
+from slips.models import DeviceKey, KeyCustody, Tier
+from slips.sentences import (
+    KIND_NAMES,
+    KIND_TITLES,
+    TIER_EFFECTS,
+    TIER_NAMES,
+    checklist_sentences,
+)
 from synapsia.owners import OwnerRequest
+
+# --- the keys page ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    id: UUID  # only in data attributes, for the buttons; never shown
+    label: str
+    fingerprint: str
+    status: str
+    active: bool
+    created_at: Any
+    last_used_at: Any
+    demo: bool
+
+
+def key_fingerprint(public_key: bytes) -> str:
+    """A short, readable fingerprint of a public key (the first 8 bytes of its SHA-256, in
+    four groups), so an owner can tell their devices apart without seeing an id."""
+    digest = hashlib.sha256(public_key).hexdigest()[:16].upper()
+    return " ".join(digest[i : i + 4] for i in range(0, 16, 4))
+
+
+def _key_status(key: DeviceKey) -> tuple[str, bool]:
+    if key.revoked_at is not None:
+        return "Revoked: the slips it signed clear nothing any more", False
+    if key.retired_at is not None:
+        return "Rotated: replaced by a newer key; its slips still count, it signs no new ones", (
+            False
+        )
+    return "Active: signs your permission slips", True
 
 
 @login_required
 def keys(request: OwnerRequest) -> HttpResponse:
-    return render(request, "frontend/keys.html")
+    rows = []
+    for key in slip_selectors.keys_of_owner(owner=request.user).order_by("-created_at"):
+        status, active = _key_status(key)
+        rows.append(
+            KeyRow(
+                id=key.id,
+                label=key.label,
+                fingerprint=key_fingerprint(bytes(key.public_key)),
+                status=status,
+                active=active,
+                created_at=key.created_at,
+                last_used_at=key.last_used_at,
+                demo=key.custody == KeyCustody.DEMO_SEEDING,
+            )
+        )
+    return render(request, "frontend/keys.html", {"keys": rows})
 
 
 # --- the slip page ------------------------------------------------------------------------------
-# The words the slip checklist shows for each code it signs (slip.js reads them from the page;
-# the option values stay the codes the capability records carry).
+# Words for each code the slip signs. The scope words are the "How much" options; the page
+# also carries them as data for scripts (``slip-words``).
 SLIP_WORDS: dict[str, dict[str, str]] = {
-    "resources": {
-        "availability": "Your busy times (free/busy only, never titles)",
-        "budget": "Your budget per person",
-        "food_likes": "Food you like",
-        "food_dislikes": "Food you would rather not eat",
-        "allergies": "Your allergies",
-        "neighbourhood": "Your home neighbourhood",
-        "link": "Your links",
-        "note": "Your notes",
-    },
+    "resources": dict(KIND_TITLES),
     "scopes": {
         "free_busy_24h": "Free/busy for the next 24 hours",
         "free_busy_7d": "Free/busy for the next 7 days",
@@ -48,17 +101,94 @@ SLIP_WORDS: dict[str, dict[str, str]] = {
         "url": "The link",
         "text": "The note's text",
     },
-    "operations": {
-        "read": "Your agent may use it",
-        "disclose": "Your agent may tell the other agent",
-    },
     "recipients": {
         "own_agent": "your agent",
         "peer_agent": "the other agent",
         "both": "both agents",
     },
-    "approvals": {"per_use": "Ask me before each use", "none": "Do not ask me"},
+    "approvals": {"none": "Do not ask me", "per_use": "Ask me before each use"},
 }
+
+# Each checklist row is one capability record: what the owner's own agent may know (``read``)
+# or what the other agent may see (``disclose`` to ``peer_agent``), each at its own scope.
+AUDIENCES: tuple[tuple[str, str, str, str], ...] = (
+    ("own", "read", "own_agent", "Your agent"),
+    ("peer", "disclose", "peer_agent", "The other agent"),
+)
+DEFAULT_SCOPE: dict[tuple[str, str], str] = {
+    ("availability", "own"): "free_busy_14d",
+    ("availability", "peer"): "free_busy_7d",
+    ("budget", "own"): "range",
+    ("budget", "peer"): "band",
+}
+DEFAULT_MAX_USES = 100  # one use per context turn: enough for a long negotiation
+
+# What choosing a tier checks (row -> scope). Only rows the owner has an item for exist, so a
+# preset never checks something the owner lacks; the owner can still change every box.
+_PERSONAL = ("food_likes", "food_dislikes", "allergies", "neighbourhood")
+TIER_PRESETS: dict[str, dict[str, str]] = {
+    Tier.SANDBOX: {},
+    Tier.ROOM_ONLY: {
+        "availability-own": "free_busy_14d",
+        "budget-own": "range",
+        **{f"{k}-own": VAULT_SCOPES[k][0] for k in _PERSONAL},
+        "availability-peer": "free_busy_7d",
+        "budget-peer": "band",
+        "allergies-peer": "list",
+        "food_dislikes-peer": "list",
+    },
+    Tier.COLLABORATIVE: {
+        "availability-own": "free_busy_14d",
+        "budget-own": "range",
+        **{f"{k}-own": VAULT_SCOPES[k][0] for k in _PERSONAL},
+        "availability-peer": "free_busy_14d",
+        "budget-peer": "band",
+        **{f"{k}-peer": VAULT_SCOPES[k][0] for k in _PERSONAL},
+    },
+}
+
+
+@dataclass(frozen=True)
+class ChecklistRow:
+    key: str  # "budget-peer": names the row's controls and presets
+    resource: str
+    operation: str
+    recipient: str
+    audience: str
+    sentence: str
+    scopes: list[tuple[str, str]]  # (code, words), narrowest first
+    scope: str
+
+
+@dataclass(frozen=True)
+class ChecklistKind:
+    resource: str
+    title: str
+    rows: list[ChecklistRow]
+
+
+def _checklist(kinds: set[str], sentences: dict[str, str]) -> list[ChecklistKind]:
+    checklist = []
+    for resource, scopes in VAULT_SCOPES.items():
+        if resource not in kinds:
+            continue
+        rows = []
+        for who, operation, recipient, audience in AUDIENCES:
+            scope = DEFAULT_SCOPE.get((resource, who), scopes[0])
+            rows.append(
+                ChecklistRow(
+                    key=f"{resource}-{who}",
+                    resource=resource,
+                    operation=operation,
+                    recipient=recipient,
+                    audience=audience,
+                    sentence=sentences[f"{resource}|{operation}|{scope}|{recipient}"],
+                    scopes=[(s, SLIP_WORDS["scopes"][s]) for s in scopes],
+                    scope=scope,
+                )
+            )
+        checklist.append(ChecklistKind(resource=resource, title=KIND_TITLES[resource], rows=rows))
+    return checklist
 
 
 @login_required
@@ -67,8 +197,44 @@ def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
         seat = room_selectors.room_seat(owner=request.user, room_id=room_id)
     except RoomError:
         return render(request, "frontend/not_found.html", status=404)
+    owner = request.user
+    zone = timezone.get_current_timezone()
+    kinds = slip_selectors.vault_kinds_of_owner(owner_id=owner.pk)
+    sentences = checklist_sentences(slip_selectors.owner_budget_currency(owner_id=owner.pk))
+    chosen = slip_selectors.owner_tier(owner_id=owner.pk, room_id=room_id)
+    in_force = slip_selectors.slip_in_force_words(owner=owner, room_id=room_id, zone=zone)
+    current = slip_selectors.slips_of_owner(owner=owner, room_id=room_id).filter(
+        superseded_at__isnull=True
+    )
     return render(
         request,
         "frontend/slip.html",
-        {"room": seat.room, "seat": seat, "slip_words": SLIP_WORDS},
+        {
+            "room": seat.room,
+            "seat": seat,
+            "slip_words": SLIP_WORDS,
+            "checklist": _checklist(kinds, sentences),
+            "missing": [{"kind": k, "name": KIND_NAMES[k]} for k in VAULT_SCOPES if k not in kinds],
+            "tiers": [
+                {
+                    "value": t.value,
+                    "name": TIER_NAMES[t.value],
+                    "effect": TIER_EFFECTS[t.value],
+                    "chosen": chosen == t.value,
+                }
+                for t in Tier
+            ],
+            "tier_words": slip_selectors.room_tier_words(room_id, reader_id=owner.pk),
+            "conflicts": slip_selectors.conflicts_in_words(room_id=room_id, reader_id=owner.pk),
+            "in_force": in_force,
+            "signed": request.GET.get("signed") == "1" and in_force is not None,
+            "default_max_uses": DEFAULT_MAX_USES,
+            "sentences": sentences,
+            "presets": {tier: TIER_PRESETS[tier] for tier in Tier.values},
+            # The slip in force's records, so the checklist starts from what is signed now.
+            "current": [
+                c.as_record()
+                for c in (slip_selectors.slip_capabilities(slip=current[0]) if current else ())
+            ],
+        },
     )

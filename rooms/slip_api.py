@@ -1,5 +1,5 @@
-"""Room-scoped slip endpoints (session auth, CSRF): the template to sign, submit, list, tier,
-conflicts.
+"""Room-scoped slip endpoints (session auth, CSRF): the template to sign, a preview of a
+draft in words, submit, list, tier, conflicts.
 
 These live in ``rooms`` because signing for a room needs a seat in it, and only ``rooms`` may
 read seats (``slips`` sits below ``rooms`` and cannot import it). Each endpoint checks the
@@ -14,6 +14,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja import Router, Schema, Status
 from ninja.security import django_auth
 
@@ -24,6 +25,7 @@ from slips import selectors, services
 from slips.api import slip_errors
 from slips.capabilities import APPROVALS, NARROWEST, RECIPIENTS, TOOL_SCOPES, VAULT_SCOPES
 from slips.models import Slip, Tier
+from slips.preview import draft_capabilities, slip_preview
 from slips.verification import room_tier
 from synapsia.owners import request_owner
 
@@ -46,6 +48,31 @@ class TemplateOut(Schema):
     recipients: list[str]
     approvals: list[str]
     narrowest: dict[str, Any]
+
+
+class PreviewIn(Schema):
+    capabilities: list[Any]  # the draft's capability records, as they would be signed
+
+
+class PreviewItemOut(Schema):
+    resource: str
+    title: str  # e.g. "Your budget"
+    shown: list[str]  # what arrives, line by line, in words
+    note: str  # how the tier or an approval changes it; empty when nothing does
+
+
+class AgentPreviewOut(Schema):
+    agent: str  # "Your agent" / "The other agent"
+    recipient: Literal["own_agent", "peer_agent"]
+    items: list[PreviewItemOut]
+
+
+class PreviewOut(Schema):
+    tier: str
+    tier_name: str
+    tier_effect: str
+    agents: list[AgentPreviewOut]
+    held_back: list[str]  # checked items the room's tier keeps from every agent
 
 
 class SlipIn(Schema):
@@ -71,6 +98,8 @@ class TierIn(Schema):
 class TierOut(Schema):
     chosen: str
     room: str  # the tier the room runs under: the narrowest any owner holds
+    words: str  # the tier in force, who chose it and what it does, in a sentence
+    conflicts: list[str]  # where the owners' choices differ, in sentences (both see these)
 
 
 class ConflictOut(Schema):
@@ -112,6 +141,41 @@ def slip_template(request: HttpRequest, room_id: UUID) -> TemplateOut:
     )
 
 
+@router.post("/rooms/{room_id}/slip-preview", response=PreviewOut)
+@slip_errors
+def slip_preview_draft(request: HttpRequest, room_id: UUID, payload: PreviewIn) -> PreviewOut:
+    """What each agent would receive of the caller's vault if they signed these capabilities
+    now, under the room's tier, in words. Nothing is signed, stored, spent or recorded."""
+    _seated_agent(request, room_id)
+    owner = request_owner(request)
+    now = timezone.now()
+    preview = slip_preview(
+        owner_id=owner.pk,
+        capabilities=draft_capabilities(payload.capabilities, now=now),
+        tier=room_tier(room_id=room_id),
+        now=now,
+        zone=timezone.get_current_timezone(),
+        currency=selectors.owner_budget_currency(owner_id=owner.pk),
+    )
+    return PreviewOut(
+        tier=preview.tier,
+        tier_name=preview.tier_name,
+        tier_effect=preview.tier_effect,
+        agents=[
+            AgentPreviewOut(
+                agent=a.agent,
+                recipient=a.recipient,
+                items=[
+                    PreviewItemOut(resource=i.resource, title=i.title, shown=i.shown, note=i.note)
+                    for i in a.items
+                ],
+            )
+            for a in preview.agents
+        ],
+        held_back=preview.held_back,
+    )
+
+
 @router.post("/rooms/{room_id}/slips", response={201: SlipOut})
 @slip_errors
 def slip_submit(request: HttpRequest, room_id: UUID, payload: SlipIn) -> Status[SlipOut]:
@@ -140,8 +204,14 @@ def slips_list(request: HttpRequest, room_id: UUID) -> list[SlipOut]:
 @slip_errors
 def tier_choose(request: HttpRequest, room_id: UUID, payload: TierIn) -> TierOut:
     room_selectors.room_seat(owner=request_owner(request), room_id=room_id)
-    row = services.tier_choose(owner=request_owner(request), room_id=room_id, tier=payload.tier)
-    return TierOut(chosen=Tier(row.tier).value, room=room_tier(room_id=room_id))
+    owner = request_owner(request)
+    row = services.tier_choose(owner=owner, room_id=room_id, tier=payload.tier)
+    return TierOut(
+        chosen=Tier(row.tier).value,
+        room=room_tier(room_id=room_id),
+        words=selectors.room_tier_words(room_id, reader_id=owner.pk),
+        conflicts=selectors.conflicts_in_words(room_id=room_id, reader_id=owner.pk),
+    )
 
 
 @router.get("/rooms/{room_id}/slip-conflicts", response=list[ConflictOut])

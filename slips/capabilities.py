@@ -185,7 +185,15 @@ def capability_narrower_or_equal(a: Capability, b: Capability) -> bool:
 
 
 TIER_ORDER = (Tier.SANDBOX, Tier.ROOM_ONLY, Tier.COLLABORATIVE)  # narrowest first
-DEFAULT_TIER = Tier.ROOM_ONLY
+# A room where no owner chose a tier runs under the slips exactly as signed: a tier narrows
+# only when someone chose it, so nothing the owner checked is withheld without a word (the
+# tier in force and who chose it are shown to both owners).
+DEFAULT_TIER = Tier.COLLABORATIVE
+
+# Room Only: the widest scope at which a vault item may reach the *other* agent. A budget
+# goes only as its band (never the exact range), free/busy for at most the next 7 days.
+# Kinds with a single scope are unchanged.
+ROOM_ONLY_PEER_SCOPE: dict[str, str] = {"availability": "free_busy_7d", "budget": "band"}
 
 
 def tier_narrowest(tiers: list[str]) -> Tier:
@@ -195,17 +203,38 @@ def tier_narrowest(tiers: list[str]) -> Tier:
     return min(chosen, key=TIER_ORDER.index)
 
 
+def reaches_peer(capability: Capability) -> bool:
+    """Whether ``capability`` can show a vault item to the other agent at all."""
+    return (
+        capability.is_vault
+        and capability.operation == "disclose"
+        and recipient_covers(capability.recipient, "peer_agent")
+    )
+
+
 def capability_under_tier(capability: Capability, tier: str) -> Capability | None:
     """``capability`` narrowed by ``tier``; None when the tier clears nothing of it.
 
-    Collaborative narrows nothing; Room Only forbids onward disclosure; Sandbox shares
-    nothing from the vault, forbids onward disclosure and asks the owner before every action.
+    * Collaborative narrows nothing: each agent gets what the slip says.
+    * Room Only: nothing may be carried out of the room (no onward disclosure), and a vault
+      item shown to the other agent is cut to ``ROOM_ONLY_PEER_SCOPE`` (budget as a band,
+      free/busy for at most 7 days). For a record addressed to both agents the cut applies to
+      both (one record has one scope); the owner's own agent keeps any ``read`` record as
+      signed.
+    * Sandbox shares nothing from the vault with any agent, forbids onward disclosure and
+      asks the owner before every action.
     """
     tier = Tier(tier)
     if tier == Tier.COLLABORATIVE:
         return capability
     if tier == Tier.ROOM_ONLY:
-        return replace(capability, onward_disclosure=False)
+        narrowed = replace(capability, onward_disclosure=False)
+        widest = ROOM_ONLY_PEER_SCOPE.get(capability.resource)
+        if widest is not None and reaches_peer(capability):
+            scopes = resource_scopes(capability.resource)
+            if scopes.index(capability.scope) > scopes.index(widest):
+                narrowed = replace(narrowed, scope=widest)
+        return narrowed
     if capability.is_vault:
         return None
     return replace(capability, onward_disclosure=False, approval="per_use")

@@ -145,7 +145,9 @@ def test_both_owners_see_the_tier_resolution(make_open_room) -> None:
         {"tier": "collaborative"},
         content_type="application/json",
     )
-    assert tier.json() == {"chosen": "collaborative", "room": "collaborative"}
+    answer = tier.json()
+    assert (answer["chosen"], answer["room"]) == ("collaborative", "collaborative")
+    assert answer["words"].startswith("The room runs under Collaborative, chosen by you")
     b.put(f"/api/rooms/{opened.room.id}/tier", {"tier": "sandbox"}, content_type="application/json")
     for client in (a, b):
         (conflict,) = client.get(f"/api/rooms/{opened.room.id}/slip-conflicts").json()

@@ -68,13 +68,17 @@ def use(signer, **kwargs):
     )
 
 
-def test_cleared_capability_is_allowed_and_room_only_by_default(make_signer) -> None:
+def test_cleared_capability_is_allowed_exactly_as_signed_when_no_tier_is_chosen(
+    make_signer,
+) -> None:
+    # No tier chosen: nothing the owner checked is narrowed without a word (the room runs
+    # under Collaborative, and the page says so).
     signer = make_signer()
     signer.submit(capabilities=[DISCLOSE])
     v = verdict(signer)
     assert v.allowed and v.rule == "cleared" and v.uses_left == 3
     assert v.capability.scope == "free_busy_7d"
-    assert v.tier == "room_only" and v.capability.onward_disclosure is False
+    assert v.tier == "collaborative" and v.capability.onward_disclosure is True
     assert v.approval_required is False
 
 
@@ -203,13 +207,14 @@ def test_sandbox_shares_nothing_from_the_vault(make_signer) -> None:
     assert tool.allowed and tool.approval_required  # sandbox asks before every action
 
 
-def test_collaborative_only_when_every_owner_chose_it(make_signer) -> None:
+def test_collaborative_only_when_no_owner_chose_narrower(make_signer) -> None:
     alice = make_signer("alice")
     bob = make_signer("bob", room_id=alice.room_id)
     alice.submit(capabilities=[DISCLOSE])
     bob.submit(capabilities=[])
     services.tier_choose(owner=alice.owner, room_id=alice.room_id, tier="collaborative")
-    assert verdict(alice).capability.onward_disclosure is False  # bob counts as room_only
+    services.tier_choose(owner=bob.owner, room_id=alice.room_id, tier="room_only")
+    assert verdict(alice).capability.onward_disclosure is False  # bob's Room Only wins
     conflict = room_conflicts(room_id=alice.room_id).get(field="tier")
     assert conflict.winner == "room_only"
     services.tier_choose(owner=bob.owner, room_id=alice.room_id, tier="collaborative")

@@ -51,9 +51,18 @@
       headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
-    const data = response.status === 204 ? null : await response.json();
-    if (!response.ok) {
-      const error = new Error((data && data.message) || `HTTP ${response.status}`);
+    let data = null;
+    let unreadable = false;
+    if (response.status !== 204) {
+      try {
+        data = await response.json();
+      } catch (parseError) {
+        unreadable = true; // not JSON (a proxy's error page, say): answered in words below
+      }
+    }
+    if (!response.ok || unreadable) {
+      const error = new Error((data && data.message) ||
+        `the server could not answer (HTTP ${response.status}); try again in a moment.`);
       error.code = data && data.code;
       throw error;
     }
@@ -124,57 +133,95 @@
   window.SynapsiaKeys = { canonicalize, b64url, api, enroll, localKeys, localKey, signingKey,
     signSlip, SLIP_TAG, KEY_PROOF_TAG };
 
-  // The keys page, if this is it.
+  // The keys page, if this is it. The server renders the list (times in the owner's zone, the
+  // status in words); this marks the keys held here, and enrolls, rotates and revokes.
   const list = document.getElementById("device-keys");
-  if (!list) return;
+  const enrollForm = document.getElementById("enroll-form");
+  if (!list || !enrollForm) return;
   const status = document.getElementById("keys-status");
   const show = (text) => { status.textContent = text; };
+  const reload = () => window.location.reload();
 
-  async function render() {
-    const local = new Set((await localKeys()).map((k) => k.id));
-    list.replaceChildren();
-    for (const key of await api("GET", "/api/keys")) {
-      const item = document.createElement("li");
-      item.dataset.keyId = key.id;
-      const state = key.revoked_at ? "revoked" : key.retired_at ? "rotated" : "active";
-      item.textContent = `${key.label} · ${state} · created ${key.created_at.slice(0, 10)}` +
-        ` · last used ${key.last_used_at ? key.last_used_at.slice(0, 10) : "never"}` +
-        (local.has(key.id) ? " · on this device" : "") +
-        (key.custody === "demo_seeding" ? " · held by the server (practice demo only)" : "");
-      if (state === "active") {
-        const revoke = document.createElement("button");
-        revoke.textContent = "Revoke";
-        revoke.onclick = async () => {
-          await api("POST", `/api/keys/${key.id}/revoke`);
-          show(`Revoked ${key.label}.`);
-          render();
-        };
-        item.append(" ", revoke);
-        if (local.has(key.id)) {
-          const rotate = document.createElement("button");
-          rotate.textContent = "Rotate";
-          rotate.onclick = async () => {
-            const made = await enroll(`${key.label} (rotated)`, key.id);
-            show(`Rotated to ${made.label}.`);
-            render();
-          };
-          item.append(" ", rotate);
-        }
-      }
-      list.append(item);
+  // A refusal in words: what went wrong and what to do.
+  function inWords(error) {
+    if (error && error.name === "NotSupportedError") {
+      return "this browser cannot make Ed25519 keys. Use a current Chrome, Edge, Firefox or " +
+        "Safari, then try again.";
+    }
+    if (error && error.name === "QuotaExceededError") {
+      return "this browser has no room left to keep the key. Free some storage and try again.";
+    }
+    return (error && error.message) || "something went wrong; try again.";
+  }
+
+  async function ed25519Available() {
+    if (!window.isSecureContext || !window.crypto || !crypto.subtle) return false;
+    try {
+      await crypto.subtle.generateKey({ name: "Ed25519" }, false, ["sign", "verify"]);
+      return true;
+    } catch (error) {
+      return false;
     }
   }
 
-  document.getElementById("enroll-form").addEventListener("submit", async (event) => {
+  async function markLocal() {
+    let local = new Set();
+    try {
+      local = new Set((await localKeys()).map((k) => k.id));
+    } catch (error) {
+      show(`Cannot read the keys kept in this browser: ${inWords(error)}`);
+    }
+    for (const item of list.querySelectorAll("li[data-key-id]")) {
+      const here = local.has(item.dataset.keyId);
+      const badge = item.querySelector(".on-this-device");
+      if (badge) badge.hidden = !here;
+      const rotate = item.querySelector(".rotate-key");
+      if (rotate) rotate.hidden = !here;
+    }
+  }
+
+  list.addEventListener("click", async (event) => {
+    const button = event.target.closest("button");
+    const item = button && button.closest("li[data-key-id]");
+    if (!item) return;
+    const { keyId, label } = item.dataset;
+    button.disabled = true;
+    try {
+      if (button.classList.contains("revoke-key")) {
+        await api("POST", `/api/keys/${keyId}/revoke`);
+        show(`Revoked ${label}: the slips it signed share nothing from now on.`);
+      } else if (button.classList.contains("rotate-key")) {
+        const made = await enroll(`${label} (rotated)`.slice(0, 80), keyId);
+        show(`Rotated: ${made.label} signs your slips from now on.`);
+      }
+      reload();
+    } catch (error) {
+      show(`Nothing changed: ${inWords(error)}`);
+      button.disabled = false;
+    }
+  });
+
+  enrollForm.addEventListener("submit", async (event) => {
     event.preventDefault();
+    const button = enrollForm.querySelector("button[type=submit]");
+    button.disabled = true;
     try {
       const key = await enroll(document.getElementById("key-label").value);
       show(`Enrolled ${key.label}.`);
-      render();
+      reload();
     } catch (error) {
-      show(`Could not enroll: ${error.message}`);
+      show(`Could not enroll this device: ${inWords(error)}`);
+      button.disabled = false;
     }
   });
-  if (!window.isSecureContext || !crypto.subtle) show("Device keys need a secure context (HTTPS).");
-  render();
+
+  markLocal();
+  ed25519Available().then((ok) => {
+    if (ok) return;
+    enrollForm.querySelector("button[type=submit]").disabled = true;
+    show(window.isSecureContext
+      ? "This browser cannot make Ed25519 keys, so it cannot sign slips. Use a current Chrome, " +
+        "Edge, Firefox or Safari."
+      : "Device keys need a secure connection: open Synapsia over HTTPS.");
+  });
 })();

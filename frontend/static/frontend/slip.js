@@ -1,6 +1,9 @@
-// The permission-slip checklist for one room. Every box starts unchecked (unchecked means
-// unshared); each checked item becomes one capability record; the payload is canonicalised
-// (RFC 8785), prefixed with the slip domain tag and signed by this device's key.
+// The permission-slip checklist for one room. The page is rendered by the server, sentences
+// included (frontend/slip_views.py, slips/sentences.py); this script only keeps each sentence in
+// step with its "How much" choice, records the chosen tier and applies its preset, asks the
+// server for the preview of the draft (debounced), and signs: every checked row becomes one
+// capability record; the payload is canonicalised (RFC 8785), prefixed with the slip domain tag
+// and signed by this device's key (devicekeys.js). Text is only ever set with textContent.
 (() => {
   "use strict";
   const form = document.getElementById("slip-form");
@@ -8,98 +11,197 @@
   const K = window.SynapsiaKeys;
   const roomId = form.dataset.roomId;
   const status = document.getElementById("slip-status");
-  const rows = document.getElementById("slip-items");
-  let template = null;
+  const previewBox = document.getElementById("slip-preview");
+  const tierForm = document.getElementById("tier-form");
+  const tierStatus = document.getElementById("tier-status");
 
-  // Words for every code (from the page; see frontend.slip_views.SLIP_WORDS). A code the page
-  // has no words for is shown as it is rather than hidden.
-  const wordsElement = document.getElementById("slip-words");
-  const words = wordsElement ? JSON.parse(wordsElement.textContent) : {};
-  const say = (group, code) => (words[group] && words[group][code]) || code;
+  const data = (id) => {
+    const element = document.getElementById(id);
+    return element ? JSON.parse(element.textContent) : null;
+  };
+  const sentences = data("slip-sentences") || {};
+  const presets = data("slip-presets") || {};
+  const current = data("slip-current") || [];
 
-  function select(name, group, options) {
-    const element = document.createElement("select");
-    element.name = name;
-    for (const value of options) element.append(new Option(say(group, value), value));
-    return element;
+  const rows = () => Array.from(form.querySelectorAll("li.slip-row"));
+  const control = (row, name) => row.querySelector(`[name=${name}]`);
+
+  function element(tag, text, className) {
+    const node = document.createElement(tag);
+    if (text !== undefined) node.textContent = text;
+    if (className) node.className = className;
+    return node;
   }
 
-  // A visible label around a control, so every control has one.
-  function labelled(text, control) {
-    const label = document.createElement("label");
-    label.append(`${text} `, control);
-    return label;
+  function refreshSentence(row) {
+    const d = row.dataset;
+    const sentence = sentences[`${d.resource}|${d.operation}|${control(row, "scope").value}|${d.recipient}`];
+    if (sentence) row.querySelector(".slip-sentence").textContent = sentence;
   }
 
-  function row(resource, scopes, operations, recipients) {
-    const item = document.createElement("li");
-    item.dataset.resource = resource;
-    const box = document.createElement("input");
-    box.type = "checkbox";
-    box.name = "share";
-    box.checked = false; // unchecked means unshared
-    const label = document.createElement("label");
-    label.className = "slip-resource";
-    label.append(box, ` ${say("resources", resource)} `);
-    const uses = document.createElement("input");
-    uses.type = "number";
-    uses.name = "max_uses";
-    uses.min = "1";
-    uses.max = "1000";
-    uses.value = "1";
-    const onward = document.createElement("input");
-    onward.type = "checkbox";
-    onward.name = "onward";
-    const onwardLabel = document.createElement("label");
-    onwardLabel.append(onward, " may carry it out of the room ");
-    item.append(label,
-      labelled("What:", select("scope", "scopes", scopes)),
-      labelled("How:", select("operation", "operations", operations)),
-      labelled("For:", select("recipient", "recipients", recipients)),
-      labelled("Times it may be used:", uses), " ", onwardLabel,
-      labelled("Approval:", select("approval", "approvals", template.approvals)));
-    rows.append(item);
+  // One checked row -> one capability record. issuedAt: the template's, to place an earlier end.
+  function record(row, issuedAt) {
+    const d = row.dataset;
+    const uses = parseInt(control(row, "max_uses").value, 10);
+    const result = {
+      resource: d.resource,
+      operation: d.operation,
+      scope: control(row, "scope").value,
+      recipient: d.recipient,
+      max_uses: Number.isSafeInteger(uses) ? Math.min(Math.max(uses, 1), 1000) : 1,
+      onward_disclosure: control(row, "onward").checked,
+      approval: control(row, "approval").value,
+    };
+    const expiry = control(row, "expiry").value;
+    if (expiry !== "slip") result.expires_at = issuedAt + parseInt(expiry, 10);
+    return result;
   }
 
-  function capabilities() {
-    const records = [];
-    for (const item of rows.querySelectorAll("li")) {
-      if (!item.querySelector("[name=share]").checked) continue;
-      const value = (name) => item.querySelector(`[name=${name}]`).value;
-      records.push({
-        resource: item.dataset.resource,
-        operation: value("operation"),
-        scope: value("scope"),
-        recipient: value("recipient"),
-        max_uses: parseInt(value("max_uses"), 10),
-        onward_disclosure: item.querySelector("[name=onward]").checked,
-        approval: value("approval"),
-      });
+  const capabilities = (issuedAt) =>
+    rows().filter((row) => control(row, "share").checked).map((row) => record(row, issuedAt));
+
+  // --- the preview, from the server's own scoped view ----------------------------------------
+  let timer = null;
+  let asked = 0;
+  function schedulePreview() {
+    clearTimeout(timer);
+    timer = setTimeout(preview, 300);
+  }
+
+  function renderPreview(result) {
+    const parts = [];
+    for (const agent of result.agents) {
+      const box = element("section", undefined, "slip-preview-agent");
+      box.dataset.recipient = agent.recipient;
+      box.append(element("h3", agent.agent));
+      if (!agent.items.length) {
+        box.append(element("p", "Nothing from your vault.", "muted"));
+      } else {
+        const list = element("ul", undefined, "stack");
+        for (const item of agent.items) {
+          const entry = element("li");
+          entry.dataset.resource = item.resource;
+          entry.append(element("strong", item.title));
+          const lines = element("ul");
+          for (const line of item.shown) lines.append(element("li", line));
+          entry.append(lines);
+          if (item.note) entry.append(element("p", item.note, "help"));
+          list.append(entry);
+        }
+        box.append(list);
+      }
+      parts.push(box);
     }
-    return records;
+    const tier = element("div", undefined, "slip-preview-tier");
+    tier.append(element("p", `Under ${result.tier_name}: ${result.tier_effect}`, "muted"));
+    if (result.held_back.length) {
+      tier.append(element("p", `${result.tier_name} keeps these from every agent:`));
+      const list = element("ul");
+      for (const sentence of result.held_back) list.append(element("li", sentence));
+      tier.append(list);
+    }
+    parts.push(tier);
+    previewBox.replaceChildren(...parts);
   }
 
-  async function load() {
-    template = await K.api("GET", `/api/rooms/${roomId}/slip-template`);
-    for (const [kind, scopes] of Object.entries(template.resources)) {
-      row(kind, scopes, ["read", "disclose"], template.recipients);
+  async function preview() {
+    const mine = ++asked;
+    try {
+      const issuedAt = Math.floor(Date.now() / 1000);
+      const result = await K.api("POST", `/api/rooms/${roomId}/slip-preview`,
+        { capabilities: capabilities(issuedAt) });
+      if (mine === asked) renderPreview(result);
+    } catch (error) {
+      if (mine === asked) {
+        previewBox.replaceChildren(element("p", `The preview is not available: ${error.message}`));
+      }
     }
   }
+
+  // --- tiers and presets ---------------------------------------------------------------------
+  function applyPreset(tier) {
+    const chosen = presets[tier] || {};
+    for (const row of rows()) {
+      const scope = chosen[row.dataset.row];
+      control(row, "share").checked = scope !== undefined;
+      const select = control(row, "scope");
+      if (scope !== undefined && select.tagName === "SELECT") select.value = scope;
+      refreshSentence(row);
+    }
+  }
+
+  function replaceList(id, sentences) {
+    const list = document.getElementById(id);
+    if (!list) return;
+    list.replaceChildren(...sentences.map((s) => element("li", s)));
+    const box = document.getElementById(`${id}-box`);
+    if (box) box.hidden = sentences.length === 0;
+  }
+
+  if (tierForm) {
+    tierForm.addEventListener("change", async (event) => {
+      const tier = event.target.value;
+      const name = event.target.labels && event.target.labels[0] ? event.target.labels[0].textContent : tier;
+      try {
+        const result = await K.api("PUT", `/api/rooms/${roomId}/tier`, { tier });
+        applyPreset(tier);
+        document.getElementById("room-tier").textContent = result.words;
+        replaceList("slip-conflicts", result.conflicts);
+        tierStatus.textContent = `You chose ${name}. The suggested items for it are checked below; ` +
+          "change any of them before you sign.";
+      } catch (error) {
+        tierStatus.textContent = `Your tier was not changed: ${error.message}`;
+      }
+      schedulePreview();
+    });
+  }
+
+  // --- start from the slip in force, if there is one ----------------------------------------
+  for (const signed of current) {
+    const row = rows().find((r) => r.dataset.resource === signed.resource &&
+      r.dataset.operation === signed.operation && r.dataset.recipient === signed.recipient);
+    if (!row) continue;
+    control(row, "share").checked = true;
+    const select = control(row, "scope");
+    if (select.tagName === "SELECT") select.value = signed.scope;
+    control(row, "max_uses").value = String(signed.max_uses);
+    control(row, "approval").value = signed.approval;
+    control(row, "onward").checked = signed.onward_disclosure;
+    refreshSentence(row);
+  }
+
+  form.addEventListener("change", (event) => {
+    const row = event.target.closest("li.slip-row");
+    if (row) refreshSentence(row);
+    schedulePreview();
+  });
+  form.addEventListener("input", (event) => {
+    if (event.target.name === "max_uses") schedulePreview();
+  });
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
+    const button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    status.textContent = "Signing…";
     try {
+      if (!window.isSecureContext || !crypto.subtle) {
+        throw new Error("this page needs a secure connection (HTTPS) to use your device key.");
+      }
       // A fresh nonce and issued_at for every signature; the rest comes from the template.
       const fresh = await K.api("GET", `/api/rooms/${roomId}/slip-template`);
-      const payload = { ...fresh.payload, capabilities: capabilities() };
+      const payload = { ...fresh.payload, capabilities: capabilities(fresh.payload.issued_at) };
       const signed = await K.signSlip(payload);
       const slip = await K.api("POST", `/api/rooms/${roomId}/slips`, signed);
       const count = slip.capabilities.length;
       status.textContent = `Signed: ${count} item${count === 1 ? "" : "s"} shared as you chose.`;
-      status.dataset.slipId = slip.id;
+      // Reload to show the slip in force and what changed, as the server words them.
+      window.location.assign(`${window.location.pathname}?signed=1#slip-in-force`);
     } catch (error) {
       status.textContent = `Not signed: ${error.message}`;
+      button.disabled = false;
     }
   });
-  load().catch((error) => { status.textContent = `Cannot load the slip: ${error.message}`; });
+
+  preview();
 })();
