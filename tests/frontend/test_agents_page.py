@@ -147,3 +147,37 @@ def test_no_uuid_in_what_a_person_reads(make_open_room: Any) -> None:
     assert "Bound in: Dinner for two" in text
     assert UUID_RE.search(html)  # the rotate and revoke forms post to the agent's id ...
     assert not UUID_RE.search(text)  # ... which nobody reads
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_in_a_browser_the_token_shows_once_copies_and_a_reload_registers_nothing(
+    live_daphne: str, browser_page: Any, django_user_model: Any
+) -> None:
+    page, base = browser_page, live_daphne
+    django_user_model.objects.create_user(username="alice", password="correct horse 42")
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
+    page.goto(f"{base}/login/?next=/agents/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "correct horse 42")
+    page.click("main button[type=submit]")
+    page.wait_for_url(f"{base}/agents/")
+
+    page.fill("#id_agent-name", "Alice's agent")
+    page.click("text=Register agent")
+    page.wait_for_selector("#issued-token")
+    assert page.url == f"{base}/agents/"  # redirected: the POST is not what a reload repeats
+    token = page.inner_text("#issued-token").strip()
+    assert TOKEN_RE.fullmatch(token)
+    assert f"--token {token}" in page.inner_text("#connect-command")
+
+    page.click("button.copy-button[data-copy-target=issued-token]")
+    # (The strict CSP refuses wait_for_function's eval; a selector wait is not script.)
+    page.wait_for_selector("#copy-status:has-text('Copied')", state="attached")
+    assert page.evaluate("navigator.clipboard.readText()") == token
+
+    page.reload()
+    assert page.locator("#issued-token").count() == 0
+    assert token not in page.content()
+    assert Agent.objects.filter(owner__username="alice").count() == 1
+    assert page.locator(".agent-row h3").all_inner_texts() == ["Alice's agent"]

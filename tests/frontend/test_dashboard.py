@@ -5,11 +5,13 @@ no UUID anywhere a person reads."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from html.parser import HTMLParser
 from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from frontend.views import DIGEST_WORDS, digest_words
 from ledger.events import EVENT_KINDS
@@ -219,3 +221,59 @@ def test_no_uuid_in_what_a_person_reads(make_open_room: Any, settings: Any) -> N
     html = client_for(setup.a.owner).get("/").content.decode()
     assert UUID_RE.search(html)  # the links do carry the rooms' ids ...
     assert not UUID_RE.search(visible_text(html))  # ... but nothing a person reads does
+
+
+# --- the invitation ---------------------------------------------------------------------
+
+
+def test_an_invitation_says_whose_room_it_is_and_accepting_takes_the_seat(
+    make_owner: Any,
+) -> None:
+    alice, bob = make_owner("alice"), make_owner("bob")
+    room = services.room_create(owner=alice, purpose="Dinner on Friday", charter="")
+    token = services.invite_create(owner=alice, room_id=room.id).token
+    client = client_for(bob)
+    page = client.get(f"/invites/{token}/")
+    text = visible_text(page.content.decode())
+    assert page.status_code == 200
+    assert "alice invites you to a room" in text and "Dinner on Friday" in text
+    assert "Accepting takes its second seat" in text
+    assert not UUID_RE.search(text)
+    accepted = client.post(f"/invites/{token}/")
+    assert accepted.status_code == 302 and accepted["Location"] == f"/rooms/{room.id}/"
+    assert room.members.filter(owner=bob).exists()
+    # Coming back to the link: already in, with the way to the room.
+    again = client.get(f"/invites/{token}/")
+    assert "You already have a seat in this room." in visible_text(again.content.decode())
+    assert f'href="/rooms/{room.id}/"' in again.content.decode()
+
+
+def test_a_used_expired_or_unknown_invitation_explains_itself(make_owner: Any) -> None:
+    alice, bob, carol = make_owner("alice"), make_owner("bob"), make_owner("carol")
+    room = services.room_create(owner=alice, purpose="Dinner on Friday", charter="")
+    used = services.invite_create(owner=alice, room_id=room.id)
+    services.invite_accept(owner=bob, token=used.token)
+    client = client_for(carol)
+
+    page = client.get(f"/invites/{used.token}/")
+    text = visible_text(page.content.decode())
+    assert page.status_code == 410
+    assert "already been used. Ask alice for a new one" in text
+    assert "Dinner on Friday" not in text  # a spent link shows nothing of the room
+    assert client.post(f"/invites/{used.token}/")["Location"] == f"/invites/{used.token}/"
+    assert not room.members.filter(owner=carol).exists()
+
+    other = services.room_create(owner=alice, purpose="Lunch", charter="")
+    stale = services.invite_create(owner=alice, room_id=other.id)
+    stale.invite.expires_at = timezone.now() - timedelta(minutes=1)
+    stale.invite.save(update_fields=["expires_at"])
+    page = client.get(f"/invites/{stale.token}/")
+    assert page.status_code == 410
+    assert re.search(
+        r"This invitation expired on \w{3} \d+ \w{3}, \d\d:\d\d\. Ask alice for a new one\.",
+        visible_text(page.content.decode()),
+    )
+
+    page = client.get("/invites/syn_invite_not-a-real-one/")
+    assert page.status_code == 404
+    assert "This invitation link is not valid" in visible_text(page.content.decode())

@@ -28,10 +28,12 @@ def test_two_owners_set_up_a_room_in_the_browser_and_watch_agents_talk(
 ) -> None:
     page, base = browser_page, live_daphne
     sign_up(page, base, "alice")
+    page.goto(f"{base}/agents/")
     page.fill("#id_agent-name", "Alice's agent")
     page.click("text=Register agent")
     token_a = page.inner_text("#issued-token")
     assert token_a.startswith("syn_agent_")
+    page.goto(f"{base}/")
     page.fill("#id_room-purpose", "Dinner on Friday")
     page.click("text=Create room")
     page.wait_for_url(re.compile(r".*/rooms/[0-9a-f-]+/$"))
@@ -44,6 +46,7 @@ def test_two_owners_set_up_a_room_in_the_browser_and_watch_agents_talk(
     # Bob, in a separate browser context (his own cookies).
     bob = page.context.browser.new_context().new_page()
     sign_up(bob, base, "bob")
+    bob.goto(f"{base}/agents/")
     bob.fill("#id_agent-name", "Bob's agent")
     bob.click("text=Register agent")
     token_b = bob.inner_text("#issued-token")
@@ -53,7 +56,7 @@ def test_two_owners_set_up_a_room_in_the_browser_and_watch_agents_talk(
     bob.select_option("#id_agent", label="Bob's agent")
     bob.click("text=Bind my agent")
     bob.click("text=Open room")
-    assert bob.inner_text("#room-state") == "open"
+    assert bob.inner_text("#room-state").strip().lower() == "open"
 
     page.goto(room_url)
     page.wait_for_selector("#connection:has-text('live')")
