@@ -317,20 +317,22 @@ _RESOLUTION_WORDS: dict[str, str] = {
     "step_in": "{by} stepped in to speak in person and the room went on.",
 }
 
+# A vault item's kind after an owner's name ("Alice's budget"); kinds are slips.vault's.
 _VAULT_KIND_WORDS: dict[str, str] = {
+    "availability": "busy times",
     "budget": "budget",
-    "calendar": "calendar",
-    "availability": "availability",
-    "diet": "dietary needs",
+    "food_likes": "food likes",
+    "food_dislikes": "food dislikes",
     "allergies": "allergies",
-    "location": "location",
-    "preferences": "preferences",
+    "neighbourhood": "home neighbourhood",
+    "link": "link",
+    "note": "note",
 }
 
 
 def vault_kind_words(kind: str) -> str:
-    """A vault item's kind as a noun ("budget", "dietary needs")."""
-    return _VAULT_KIND_WORDS.get(kind, kind.replace("_", " ") if kind.isidentifier() else "item")
+    """A vault item's kind as a noun ("budget", "busy times"); never the kind's id."""
+    return _VAULT_KIND_WORDS.get(kind, "vault item")
 
 
 # --- ledger events ----------------------------------------------------------------------------
@@ -343,9 +345,18 @@ def _capitalised(text: str) -> str:
 class _Words:
     """Names for the ids in one event; an id with no name gets a neutral noun."""
 
-    def __init__(self, data: Mapping[str, Any], names: Mapping[str, str]) -> None:
+    def __init__(
+        self, data: Mapping[str, Any], names: Mapping[str, str], agent_owners: Mapping[str, str]
+    ) -> None:
         self.data = data
         self.names = names
+        self.agent_owners = agent_owners
+
+    def whose(self, field: str) -> str:
+        """The owner an event's rule is about, by name, for a third-person sentence: the
+        owner of the agent in ``field`` (or the owner it names); "the owner" if unknown."""
+        value = str(self.data.get(field, ""))
+        return self.agent_owners.get(value) or self.names.get(value) or "the owner"
 
     def id(self, field: str, fallback: str) -> str:
         value = self.data.get(field)
@@ -414,9 +425,8 @@ def _slip_signed(w: _Words) -> str:
 
 
 def _slip_rejected(w: _Words) -> str:
-    return f"A permission slip from {w.owner()} for {w.agent()} was refused. " + rule_sentence(
-        str(w.data.get("reason", ""))
-    )
+    reason = rule_sentence(str(w.data.get("reason", "")), owner=w.owner())
+    return f"A permission slip from {w.owner()} for {w.agent()} was refused. {reason}"
 
 
 def _key_enrolled(w: _Words) -> str:
@@ -440,9 +450,10 @@ def _denial(w: _Words) -> str:
         elif resource in _TOOL_WORDS:
             about = f" when asking to {_TOOL_WORDS[resource]}"
         elif resource in _VAULT_KIND_WORDS:
-            about = f" when asking about {_VAULT_KIND_WORDS[resource]}"
+            about = f" when asking for the other owner's {_VAULT_KIND_WORDS[resource]}"
     subject = w.id("subject_id", "someone")
-    return f"{subject} was refused{about}. " + rule_sentence(str(w.data.get("rule", "")))
+    reason = rule_sentence(str(w.data.get("rule", "")), owner=w.whose("subject_id"))
+    return f"{subject} was refused{about}. {reason}"
 
 
 def _action_requested(w: _Words) -> str:
@@ -470,8 +481,8 @@ def _grant_expired(w: _Words) -> str:
 
 def _action_executed(w: _Words) -> str:
     if w.data.get("outcome") == "ok":
-        return f"{w.agent()}'s request to {w.action()} was carried out."
-    return f"{w.agent()}'s request to {w.action()} was attempted and failed."
+        return f"Carried out: the request by {w.agent()} to {w.action()}."
+    return f"Tried and failed: the request by {w.agent()} to {w.action()}."
 
 
 def _fork_opened(w: _Words) -> str:
@@ -523,7 +534,7 @@ def _room_paused(w: _Words) -> str:
     rule = str(w.data.get("reason_rule", ""))
     if rule == "owner_request":
         return f"{w.by()} paused the room."
-    return f"{w.by()} paused the room. {rule_sentence(rule)}"
+    return f"{w.by()} paused the room. {rule_sentence(rule, owner='the owner')}"
 
 
 def _room_content_deleted(w: _Words) -> str:
@@ -575,13 +586,21 @@ _EVENT_WORDS: dict[str, Callable[[_Words], str]] = {
 EVENT_KINDS_WITH_WORDS: frozenset[str] = frozenset(_EVENT_WORDS)
 
 
-def event_sentence(kind: str, data: Mapping[str, Any], names: Mapping[str, str]) -> str:
+def event_sentence(
+    kind: str,
+    data: Mapping[str, Any],
+    names: Mapping[str, str],
+    *,
+    agent_owners: Mapping[str, str] | None = None,
+) -> str:
     """A ledger event in words ("Bob's agent joined the room.").
 
     ``names`` maps the ids that appear in events (owner ids, agent ids, vault item ids,
     action ids) to what a person calls them: "Alice", "Bob's agent", "Alice's budget",
     "book a table at Osteria Kanal". Ids without a name become "an owner", "an agent" and so
-    on; the sentence never contains an id.
+    on; the sentence never contains an id. ``agent_owners`` maps agent ids to their owners'
+    names, so a rule about an agent's slip or budget names whose ("Bob's permission slip").
+    Both owners read the ledger, so its sentences are in the third person.
     """
     words = _EVENT_WORDS.get(kind)
     if not isinstance(data, Mapping):  # a tampered row; the chain check says where
@@ -589,4 +608,4 @@ def event_sentence(kind: str, data: Mapping[str, Any], names: Mapping[str, str])
     if words is None:
         logger.warning("no words for ledger event kind %r; add it to gatekeeper.reasons", kind[:80])
         return "The server recorded an event this page cannot describe yet."
-    return _capitalised(words(_Words(data, names)))
+    return _capitalised(words(_Words(data, names, agent_owners or {})))

@@ -2,10 +2,18 @@
 
 Authorization is the room's business (``rooms.selectors.room_seat``: 404 for strangers);
 the records come from ``ledger`` unchanged, so a browser can recompute every hash.
+
+Each event also carries ``words``: the event as a sentence for people, named from the room's
+seats (``gatekeeper.reasons.event_sentence``). ``words`` is outside the hashed envelope
+(room_id, seq, kind, occurred_at, data, prev_hash): it is the server's reading of ``data``,
+never part of what the browser verifies. The receipt likewise keeps its machine fields and
+adds ``words``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -14,9 +22,13 @@ from django.http import HttpRequest, JsonResponse
 from ninja import Router, Schema
 from ninja.security import django_auth
 
+from gatekeeper.reasons import event_sentence, rule_sentence, tool_words, vault_kind_words
+from gatekeeper.records import ActionRecord
 from ledger import selectors as ledger_selectors
-from ledger.receipts import Receipt, receipt_build, receipt_export
+from ledger.receipts import NO_PLAN_REASON_WORDS, Receipt, receipt_build, receipt_export
 from rooms import selectors
+from rooms.models import Agent, RoomMember
+from slips.models import VaultItem
 
 router = Router(auth=django_auth, tags=["ledger"])
 
@@ -33,6 +45,7 @@ class LedgerEventOut(Schema):
     data: dict[str, Any]
     prev_hash: str
     hash: str
+    words: str  # not hashed: the server's sentence for ``data``
 
 
 class SignedHeadOut(Schema):
@@ -52,10 +65,222 @@ class LedgerPageOut(Schema):
     signed_heads: list[SignedHeadOut]
 
 
+class ReceiptOut(Receipt):
+    words: list[str]  # the receipt as a person reads it; the fields above are for machines
+
+
 def _room_id(request: HttpRequest, room_id: UUID) -> UUID:
     # django_auth has already refused anonymous requests.
     assert isinstance(request.user, User)
     return selectors.room_seat(owner=request.user, room_id=room_id).room_id
+
+
+# --- names for the ids in events ----------------------------------------------------------------
+
+
+def _strings(value: object) -> Iterator[str]:
+    """Every string (and integer, as owner ids may be) inside an event's data."""
+    if isinstance(value, Mapping):
+        for inner in value.values():
+            yield from _strings(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _strings(inner)
+    elif isinstance(value, str | int) and not isinstance(value, bool):
+        yield str(value)
+
+
+def _uuids(values: Iterable[str]) -> list[UUID]:
+    found = []
+    for value in values:
+        try:
+            found.append(UUID(value))
+        except ValueError:
+            continue
+    return found
+
+
+def _owner_name(user: User) -> str:
+    return user.get_full_name() or user.get_username()
+
+
+def _action_words(record: ActionRecord, setting: selectors.DinnerSetting) -> str:
+    """ "book a table at Osteria Kanal": what the action does and, for a venue in the room's
+    catalogue, where (an id the catalogue does not know is left out)."""
+    words = tool_words(record.tool)
+    venue_id = record.arguments.get("venue_id") if isinstance(record.arguments, dict) else None
+    if isinstance(venue_id, str) and setting.catalogue is not None:
+        venue = setting.catalogue.venue(venue_id)
+        if venue is not None:
+            words += f" at {venue.name}"
+    return words
+
+
+@dataclass(frozen=True)
+class LedgerNames:
+    """What a person calls the ids in a room's events (``names``), and whose each agent is
+    (``agent_owners``: agent id -> owner's name)."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    agent_owners: dict[str, str] = field(default_factory=dict)
+
+
+def ledger_names(*, room_id: UUID, data: Iterable[object]) -> LedgerNames:
+    """Names for the ids in these events' ``data``: the room's owners ("Alice"), their agents
+    ("Alice's agent"), vault items disclosed ("Alice's budget") and actions asked for ("book a
+    table at Osteria Kanal"). Only the room's own seats are named: an id naming anyone else
+    stays unnamed (the sentence then says "an owner")."""
+    seats = list(RoomMember.objects.filter(room_id=room_id).select_related("owner", "room"))
+    if not seats:
+        return LedgerNames()
+    owners = {str(seat.owner_id): _owner_name(seat.owner) for seat in seats}
+    names: dict[str, str] = dict(owners)
+    agent_owners: dict[str, str] = {}
+    ids = _uuids({s for d in data for s in _strings(d)})
+    seated = [seat.owner_id for seat in seats]
+    for agent_id, owner_id in Agent.objects.filter(id__in=ids, owner_id__in=seated).values_list(
+        "id", "owner_id"
+    ):
+        names[str(agent_id)] = f"{owners[str(owner_id)]}'s agent"
+        agent_owners[str(agent_id)] = owners[str(owner_id)]
+    for item_id, kind, owner_id in VaultItem.objects.filter(
+        id__in=ids, owner_id__in=seated
+    ).values_list("id", "kind", "owner_id"):
+        names[str(item_id)] = f"{owners[str(owner_id)]}'s {vault_kind_words(kind)}"
+    records = list(ActionRecord.objects.filter(id__in=ids, room_id=room_id))
+    if records:
+        setting = selectors.room_dinner_setting(room=seats[0].room)
+        for record in records:
+            names[str(record.id)] = _action_words(record, setting)
+    return LedgerNames(names, agent_owners)
+
+
+def events_with_words(*, room_id: UUID, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events unchanged, each with its ``words`` added beside the hashed fields."""
+    known = ledger_names(room_id=room_id, data=[e["data"] for e in events])
+    return [
+        {
+            **e,
+            "words": event_sentence(
+                e["kind"], e["data"], known.names, agent_owners=known.agent_owners
+            ),
+        }
+        for e in events
+    ]
+
+
+# --- the receipt in words ----------------------------------------------------------------------
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    if n == 0:
+        return f"no {many or one + 's'}"
+    return f"{n} {one}" if n == 1 else f"{n} {many or one + 's'}"
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else "twice" if n == 2 else f"{n} times"
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def receipt_words(receipt: Receipt, names: Mapping[str, str]) -> list[str]:
+    """The receipt as sentences: who took part, what was granted, disclosed, approved and
+    refused (each refusal's rule in words), flares, the outcome. Never an id."""
+
+    def name(value: str, fallback: str) -> str:
+        return names.get(value, fallback)
+
+    lines = [
+        f"The server's own check: intact, {_plural(receipt.events, 'event')}."
+        if receipt.verified
+        else f"The server's own check: broken at event #{receipt.first_bad_seq}."
+    ]
+    people = [
+        name(p.participant_id, "an owner" if p.participant_kind == "owner" else "an agent")
+        for p in receipt.participants
+    ]
+    if people:
+        lines.append(f"Took part: {_listed(people)}.")
+    lines.append(
+        f"Permission slips signed: {len(receipt.slips_signed)}. Permissions given (slip items "
+        f"and approved grants): {receipt.permissions_granted}, used "
+        f"{_times(receipt.permissions_used) if receipt.permissions_used else 'not at all'}."
+    )
+    for reason, count in sorted(receipt.slips_rejected.items()):
+        sentence = rule_sentence(reason, owner="the owner")
+        lines.append(f"A permission slip was refused {_times(count)}: {sentence}")
+    for item in receipt.disclosures_by_item:
+        what = name(item.item_id, f"one of {name(item.owner_id, 'an owner')}'s vault items")
+        to = _listed([name(r, "an agent") for r in item.recipients])
+        turns = _listed([str(t) for t in sorted(set(item.turns))])
+        lines.append(
+            f"{what[:1].upper() + what[1:]} was disclosed {_times(item.times)} to {to} "
+            f"(turn{'s' if len(set(item.turns)) > 1 else ''} {turns})."
+        )
+    if not receipt.disclosures_by_item:
+        lines.append("Nothing from anyone's vault was disclosed.")
+    g = receipt.grants
+    lines.append(
+        f"Grants: {_plural(g.get('requested', 0), 'request')}, "
+        f"{g.get('approved', 0)} approved, {g.get('denied', 0)} refused, "
+        f"{g.get('expired', 0)} expired."
+    )
+    a = receipt.actions
+    lines.append(
+        f"Actions: {_plural(a.get('requested', 0), 'request')}, "
+        f"{a.get('executed', 0)} carried out, {a.get('failed', 0)} failed."
+    )
+    for rule, count in receipt.denials_by_rule.items():
+        lines.append(f"Refused {_times(count)}: {rule_sentence(rule, owner='the owner')}")
+    if not receipt.denials_by_rule:
+        lines.append("Nothing was refused.")
+    for flare in receipt.flares:
+        sentence = event_sentence(
+            "flare_raised", {"agent_id": flare.agent_id, "reason": flare.rule}, names
+        )
+        lines.append(f"{sentence.removesuffix(' The room paused for its owner.')} (#{flare.seq})")
+    for flagged in receipt.injections_suspected:
+        who = name(flagged.agent_id, "an agent")
+        lines.append(
+            f"Message #{flagged.seq} from {who} was flagged: {rule_sentence(flagged.rule)}"
+        )
+    if receipt.pauses:
+        lines.append(f"The room paused {_times(receipt.pauses)}.")
+    if receipt.demo_key_signatures:
+        lines.append(
+            f"{_plural(receipt.demo_key_signatures, 'signature')} (slips or approvals) were made "
+            "with a practice key the server holds, not an owner's own device."
+        )
+    outcome = receipt.outcome
+    if outcome is not None and outcome.outcome == "agreed":
+        lines.append(f"Outcome: agreed; a table was booked (event #{outcome.seq}).")
+    elif outcome is not None:
+        said = [
+            f"{name(owner_id, 'an owner')}'s agent: "
+            f"{NO_PLAN_REASON_WORDS.get(code, 'no reason given').lower()}"
+            for owner_id, code in outcome.reasons.items()
+        ]
+        lines.append("Outcome: no agreement" + (f" ({'; '.join(said)})." if said else "."))
+    if receipt.checkpoint_seq:
+        lines.append(
+            f"Events up to #{receipt.checkpoint_seq} were purged under the retention window."
+        )
+    if receipt.unreadable_events:
+        lines.append(f"{_plural(receipt.unreadable_events, 'event')} could not be read.")
+    return lines
+
+
+def receipt_with_words(*, room_id: UUID) -> ReceiptOut:
+    receipt = receipt_build(room_id=room_id)
+    ids: list[object] = [p.participant_id for p in receipt.participants]
+    ids += [i.item_id for i in receipt.disclosures_by_item]
+    ids += [f.agent_id for f in receipt.flares + receipt.injections_suspected]
+    ids += [r for i in receipt.disclosures_by_item for r in i.recipients]
+    names = ledger_names(room_id=room_id, data=ids).names
+    return ReceiptOut(**receipt.model_dump(), words=receipt_words(receipt, names))
 
 
 @router.get("/rooms/{room_id}/ledger", response=LedgerPageOut)
@@ -68,6 +293,7 @@ def room_ledger(
     limit = min(max(limit, 1), ledger_selectors.PAGE_LIMIT)
     head = ledger_selectors.ledger_head(room_id=rid)
     events = ledger_selectors.ledger_events(room_id=rid, after_seq=max(after, 0), limit=limit)
+    events = events_with_words(room_id=rid, events=events)
     return {
         "room_id": rid,
         "head": {"seq": head["seq"], "hash": head["hash"]},
@@ -78,10 +304,11 @@ def room_ledger(
     }
 
 
-@router.get("/rooms/{room_id}/receipt", response=Receipt)
-def room_receipt(request: HttpRequest, room_id: UUID) -> Receipt:
-    """The room's receipt: who joined, what was granted, disclosed, approved, denied, flagged."""
-    return receipt_build(room_id=_room_id(request, room_id))
+@router.get("/rooms/{room_id}/receipt", response=ReceiptOut)
+def room_receipt(request: HttpRequest, room_id: UUID) -> ReceiptOut:
+    """The room's receipt: who joined, what was granted, disclosed, approved, denied, flagged;
+    ``words`` says it in sentences."""
+    return receipt_with_words(room_id=_room_id(request, room_id))
 
 
 @router.get("/rooms/{room_id}/receipt/export")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -21,11 +21,13 @@ from gatekeeper.reasons import (
     rule_known,
     rule_sentence,
     tool_words,
+    vault_kind_words,
 )
 from gatekeeper.tools.registry import tool_names
 from ledger.events import EVENT_KINDS, event_record_parse, rule_id_from
 from rooms.models import FlareReason
 from rooms.untrusted import SuspicionRule
+from slips.vault import VaultContent
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("gatekeeper", "slips", "rooms", "ledger", "dining", "practice")
@@ -219,6 +221,15 @@ def test_every_tool_has_words() -> None:
     for tool in tool_names():
         words = tool_words(tool)
         assert tool not in words and words != tool_words("no_such_tool_at_all"), tool
+
+
+def test_every_vault_kind_has_words() -> None:
+    members = get_args(get_args(VaultContent)[0])  # Annotated[Union[...], discriminator]
+    kinds = [get_args(m.model_fields["kind"].annotation)[0] for m in members]
+    assert "budget" in kinds
+    for kind in kinds:  # every kind slips.vault stores
+        assert vault_kind_words(kind) != vault_kind_words("no_such_kind"), kind
+        assert "_" not in vault_kind_words(kind)
 
 
 # --- ledger events ----------------------------------------------------------------------------

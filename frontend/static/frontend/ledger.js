@@ -2,6 +2,8 @@
 // here, with WebCrypto, independently of the server's verdict (encoding: docs/ledger.md).
 // Remembers the last verified head per room in localStorage and warns when the server later
 // shows a history that does not extend it. Renders server data only via textContent.
+// Each event's ``words`` (the server's sentence for it) is shown, never hashed: the check
+// below reads only the hashed envelope, so what is verified is the raw data, not the words.
 (() => {
   "use strict";
   const root = document.getElementById("ledger");
@@ -69,60 +71,62 @@
   }
 
   // Mirrors ledger.chain.chain_check: returns {ok, firstBad, problem, hashes, lastSeq}.
+  // ``problem`` says in words what is wrong at ``firstBad``.
   async function verifyChain({ events, head, checkpoint, signedHeads }) {
     let expectedSeq = checkpoint.seq + 1;
     let expectedPrev = checkpoint.hash;
     const hashes = new Map([[checkpoint.seq, checkpoint.hash]]);
     let lastPurge = null;
     const bad = (seq, problem) => ({ ok: false, firstBad: seq, problem, hashes, lastSeq: expectedSeq - 1 });
-    if (checkpoint.seq === 0 && checkpoint.hash !== GENESIS) return bad(1, "chain does not start at genesis");
+    if (checkpoint.seq === 0 && checkpoint.hash !== GENESIS) return bad(1, "the record does not start at its beginning");
     for (const event of events) {
       if (event.seq !== expectedSeq) {
-        return bad(expectedSeq, event.seq > expectedSeq ? `event ${expectedSeq} is missing` : `event ${event.seq} out of order`);
+        return bad(expectedSeq, event.seq > expectedSeq ? `event #${expectedSeq} is missing` : `event #${event.seq} is out of order`);
       }
-      if (event.prev_hash !== expectedPrev) return bad(event.seq, "prev_hash does not match the event before it");
+      if (event.prev_hash !== expectedPrev) return bad(event.seq, "it does not link to the event before it");
       let recomputed;
       try {
         recomputed = await eventHash(event);
-      } catch (error) {
-        return bad(event.seq, `cannot canonicalise: ${error.message}`);
+      } catch (_) {
+        return bad(event.seq, "its content is not in the form the ledger writes");
       }
-      if (recomputed !== event.hash) return bad(event.seq, "stored hash does not match the recomputed hash");
-      if (event.seq > head.seq) return bad(event.seq, "event lies beyond the head");
+      if (recomputed !== event.hash) return bad(event.seq, "its content does not match the fingerprint recorded for it");
+      if (event.seq > head.seq) return bad(event.seq, "it lies beyond what the server calls its latest event");
       if (event.kind === "retention_purge") lastPurge = event.data;
       hashes.set(event.seq, recomputed);
       expectedSeq = event.seq + 1;
       expectedPrev = recomputed;
     }
     const lastSeq = expectedSeq - 1;
-    if (head.seq !== lastSeq || head.hash !== expectedPrev) return bad(Math.min(head.seq, lastSeq) + 1, "the head is not the chain's last event");
+    if (head.seq !== lastSeq || head.hash !== expectedPrev) return bad(Math.min(head.seq, lastSeq) + 1, "the server's latest event is not the record's last one");
     if (checkpoint.seq > 0 && !(lastPurge && lastPurge.through_seq === checkpoint.seq && lastPurge.through_hash === checkpoint.hash)) {
-      return bad(checkpoint.seq + 1, "no retention_purge event names the checkpoint");
+      return bad(checkpoint.seq + 1, "no purge event accounts for the events removed before it");
     }
     for (const signed of signedHeads) {
-      if (signed.seq > lastSeq) return bad(lastSeq + 1, `a signed head is at ${signed.seq}: the chain is truncated`);
-      if (hashes.has(signed.seq) && hashes.get(signed.seq) !== signed.hash) return bad(signed.seq, "a signed head names a different hash");
+      if (signed.seq > lastSeq) return bad(lastSeq + 1, `the server once signed the record up to #${signed.seq}, so events after #${lastSeq} are missing`);
+      if (hashes.has(signed.seq) && hashes.get(signed.seq) !== signed.hash) return bad(signed.seq, "the server signed a different version of this event");
     }
     return { ok: true, firstBad: null, problem: "", hashes, lastSeq };
   }
 
   async function verifySignatures(signedHeads, publishedKey) {
-    if (!signedHeads.length) return { state: "none", text: "none yet (heads are signed when the room pauses or closes)" };
+    if (!signedHeads.length) return { state: "none", text: "None yet. The server signs the record each time the room pauses or closes." };
     let key;
     try {
       key = await crypto.subtle.importKey("raw", fromBase64(publishedKey), { name: "Ed25519" }, false, ["verify"]);
-    } catch (error) {
-      return { state: "unsupported", text: `not checked: this browser lacks WebCrypto Ed25519 (${error.message})` };
+    } catch (_) {
+      return { state: "unsupported", text: "Not checked: this browser cannot check the server's signatures (Ed25519). The record itself was still checked." };
     }
     for (const signed of signedHeads) {
-      if (signed.public_key !== publishedKey) return { state: "broken", text: `head ${signed.seq} is signed by a key the server does not publish` };
+      if (signed.public_key !== publishedKey) return { state: "broken", text: `Broken: the signature at event #${signed.seq} was made with a key the server does not publish.` };
       const message = new TextEncoder().encode(
         PREFIX + canonical({ room_id: roomId, seq: signed.seq, hash: signed.hash, signed_at: signed.signed_at }),
       );
       const ok = await crypto.subtle.verify({ name: "Ed25519" }, key, fromBase64(signed.signature), message);
-      if (!ok) return { state: "broken", text: `head ${signed.seq}: the signature does not verify` };
+      if (!ok) return { state: "broken", text: `Broken: the server's signature at event #${signed.seq} does not check out.` };
     }
-    return { state: "verified", text: `${signedHeads.length} verified with the server's published key` };
+    const n = signedHeads.length;
+    return { state: "verified", text: `Intact: ${n} signature${n === 1 ? "" : "s"} by the server check${n === 1 ? "s" : ""} out with its published key.` };
   }
 
   // Does the history we just verified extend the head this browser saw last time?
@@ -133,17 +137,17 @@
     } catch (_) {
       stored = null;
     }
-    if (!stored) return { state: "first-visit", text: "first check in this browser; head remembered", stored };
+    if (!stored) return { state: "first-visit", text: `First check in this browser. It remembers this point (#${result.lastSeq}) and will warn you if the server later shows a different history.`, stored };
     if (stored.seq > result.lastSeq) {
-      return { state: "diverged", text: `WARNING: this browser saw event ${stored.seq} before, but the server now shows history only up to ${result.lastSeq}`, stored };
+      return { state: "diverged", text: `Warning: this browser saw event #${stored.seq} before, but the server now shows the record only up to #${result.lastSeq}. Events were removed.`, stored };
     }
     if (stored.seq < ledger.checkpoint.seq) {
-      return { state: "extends", text: `the part you saw (up to ${stored.seq}) has since been purged under the retention window`, stored };
+      return { state: "extends", text: `The part you saw before (up to #${stored.seq}) has since been purged under the room's retention window, so it can no longer be compared.`, stored };
     }
     if (result.hashes.get(stored.seq) !== stored.hash) {
-      return { state: "diverged", text: `WARNING: event ${stored.seq} is not the one this browser saw before: the server's history does not extend it`, stored };
+      return { state: "diverged", text: `Warning: event #${stored.seq} is not the one this browser saw before. The server's history was rewritten, though it checks out on its own.`, stored };
     }
-    return { state: "extends", text: `extends the head this browser saw before (${stored.seq})`, stored };
+    return { state: "extends", text: `Consistent: the record only grew since this browser saw it (up to #${stored.seq}).`, stored };
   }
 
   function show(id, state, text) {
@@ -152,18 +156,64 @@
     node.textContent = text;
   }
 
+  function explain(kind, text) {
+    const node = document.getElementById("ledger-meaning");
+    node.className = `notice ${kind}`;
+    node.textContent = text;
+    node.hidden = false;
+  }
+
+  // The owner's zone from <body data-time-zone>; a zone this browser does not know falls
+  // back to UTC rather than stopping the check.
+  function formatter(zone) {
+    try {
+      return new Intl.DateTimeFormat("en-GB", { timeZone: zone, dateStyle: "medium", timeStyle: "short" });
+    } catch (_) {
+      return new Intl.DateTimeFormat("en-GB", { timeZone: "UTC", dateStyle: "medium", timeStyle: "short" });
+    }
+  }
+  const when = formatter(document.body.dataset.timeZone || "UTC");
+
+  function whenText(occurredAt) {
+    // The chain writes microseconds; Date reads milliseconds.
+    const moment = new Date(occurredAt.replace(/(\.\d{3})\d*Z$/, "$1Z"));
+    return Number.isNaN(moment.getTime()) ? "" : when.format(moment);
+  }
+
   function renderEvents(events) {
-    const body = document.getElementById("ledger-events");
-    body.replaceChildren();
+    const list = document.getElementById("ledger-events");
+    list.replaceChildren();
     for (const event of events) {
-      const row = document.createElement("tr");
-      const details = Object.entries(event.data).map(([k, v]) => `${k}=${v}`).join(" ");
-      for (const text of [event.seq, event.occurred_at.replace("T", " ").slice(0, 19), event.kind, details]) {
-        const cell = document.createElement("td");
-        cell.textContent = String(text);
-        row.append(cell);
+      const item = document.createElement("li");
+      item.className = "ledger-event";
+      item.dataset.seq = String(event.seq);
+      const words = document.createElement("p");
+      words.className = "ledger-event-words";
+      words.textContent = event.words || "An event the server did not describe.";
+      const meta = document.createElement("p");
+      meta.className = "ledger-event-meta muted";
+      const number = document.createElement("span");
+      number.textContent = `#${event.seq}`;
+      const time = document.createElement("time");
+      time.dateTime = event.occurred_at;
+      time.textContent = whenText(event.occurred_at);
+      meta.append(number, " · ", time);
+      item.append(words, meta);
+      list.append(item);
+    }
+  }
+
+  // After the check: which events are trustworthy, and where it breaks.
+  function markEvents(firstBad) {
+    for (const item of document.querySelectorAll("#ledger-events .ledger-event")) {
+      const seq = Number(item.dataset.seq);
+      item.dataset.trust = firstBad === null || seq < firstBad ? "verified" : "unverified";
+      if (seq === firstBad) {
+        const badge = document.createElement("span");
+        badge.className = "badge danger";
+        badge.textContent = "The check fails here";
+        item.querySelector(".ledger-event-meta").append(" ", badge);
       }
-      body.append(row);
     }
   }
 
@@ -174,35 +224,49 @@
       getJSON("/api/ledger/public-key").catch(() => null),
     ]);
     const list = document.getElementById("receipt-summary");
-    list.replaceChildren(...receipt.summary.map((line) => {
+    list.replaceChildren(...(receipt.words || []).map((line) => {
       const item = document.createElement("li");
       item.textContent = line;
       return item;
     }));
     renderEvents(ledger.events);
-    document.getElementById("ledger-head").textContent = `seq ${ledger.head.seq}, ${ledger.head.hash}`;
+    document.getElementById("ledger-head-seq").textContent = ledger.head.seq ? `#${ledger.head.seq}` : "none yet";
+    document.getElementById("ledger-head").textContent = ledger.head.hash;
 
     const result = await verifyChain(ledger);
     root.dataset.firstBad = result.firstBad === null ? "" : String(result.firstBad);
-    if (result.ok) show("ledger-verdict", "verified", `verified: ${ledger.events.length} events, every hash recomputed here`);
-    else show("ledger-verdict", "broken", `NOT verified: first bad sequence number ${result.firstBad} (${result.problem})`);
+    markEvents(result.firstBad);
+    const count = ledger.events.length;
+    if (result.ok) {
+      show("ledger-verdict", "verified", `Intact: all ${count} event${count === 1 ? "" : "s"} check out, each fingerprint recomputed in this browser.`);
+    } else {
+      show("ledger-verdict", "broken", `Broken at event #${result.firstBad}: ${result.problem}.`);
+      explain("error", `Something in this record was changed, removed or added after it was written, at event #${result.firstBad} or just before it. ` +
+        `The events before #${result.firstBad} check out; from #${result.firstBad} on, do not rely on what the list says. ` +
+        "Download the record as evidence and tell the other owner.");
+    }
 
     const signatures = published
       ? await verifySignatures(ledger.signedHeads, published.public_key)
-      : { state: "unsupported", text: "not checked: the server publishes no key" };
+      : { state: "unsupported", text: "Not checked: the server publishes no signing key right now." };
     show("ledger-signatures", signatures.state, signatures.text);
 
     if (!result.ok) {
-      show("ledger-history", "unchecked", "not compared: the chain does not verify");
+      show("ledger-history", "unchecked", "Not compared: the record does not check out.");
       return;
     }
     const history = compareWithStored(result, ledger);
     show("ledger-history", history.state, history.text);
+    if (history.state === "diverged") {
+      explain("warn", "The server's record does not continue the one this browser saw before. " +
+        "Whoever controls the server's database may have rewritten the room's history. " +
+        "Keep any record you downloaded earlier, and compare with the other owner.");
+    }
     // Only a verified history that extends what we saw may replace the remembered head.
     if (history.state !== "diverged" && signatures.state !== "broken") {
       localStorage.setItem(storageKey, JSON.stringify({ seq: ledger.head.seq, hash: ledger.head.hash }));
     }
   }
 
-  run().catch((error) => show("ledger-verdict", "error", `could not check: ${error.message}`));
+  run().catch(() => show("ledger-verdict", "error", "Could not check: the record could not be fetched. Reload the page to try again."));
 })();
