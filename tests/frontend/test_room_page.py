@@ -11,11 +11,14 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from ledger.events import Disclosure
+from ledger.services import ledger_append
 from rooms import flares, services
 from rooms.errors import InvalidState
 from rooms.models import FlareChoice, FlareReason, Room, RoomState
 from slips import services as slip_services
-from tests.bookings import OVER
+from slips import vault
+from tests.bookings import BUDGET, OVER
 from tests.gatekeeper.conftest import negotiation  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.django_db
@@ -270,3 +273,22 @@ def test_a_grant_request_says_what_the_agent_asked_for_and_why_in_words(negotiat
     )
     words = " ".join(lines.values()) + grant["reason"]
     assert not UUID.search(words) and "{" not in words
+
+
+def test_what_fed_a_turn_names_the_item_kind_and_its_owner(make_open_room) -> None:
+    setup = make_open_room()
+    budget = vault.vault_item_create(owner=setup.b.owner, content=BUDGET)
+    ledger_append(
+        room_id=setup.room.id,
+        event=Disclosure(
+            owner_id=str(setup.b.owner.pk),
+            item_id=str(budget.id),
+            recipient_agent_id=str(setup.a.agent.id),
+            turn=1,
+        ),
+    )
+    query = f"?part=turn&agent={setup.a.agent.id}&turn=1"
+    assert visible(page_of(setup.a.owner, setup.room, query)) == "bob's budget"
+    assert visible(page_of(setup.b.owner, setup.room, query)) == "Your budget"
+    none = f"?part=turn&agent={setup.a.agent.id}&turn=2"
+    assert visible(page_of(setup.a.owner, setup.room, none)) == "No vault item fed that turn."
