@@ -140,3 +140,60 @@ def test_the_header_marks_settings_as_the_current_place(client: Client) -> None:
     page = client.get("/settings/").content.decode()
     assert re.search(r'<a href="/settings/" aria-current="page">Settings</a>', page)
     assert not re.search(r'<a href="/vault/" aria-current', page)
+
+
+# --- in a real browser -------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.e2e
+def test_in_the_browser_the_first_visit_offers_its_zone_and_copy_buttons_work(
+    live_daphne, browser_page, make_owner
+) -> None:
+    from tests.frontend.browser import axe_check, no_horizontal_scroll
+
+    make_owner("alice")
+    context = browser_page.context.browser.new_context(
+        timezone_id="America/Sao_Paulo", permissions=["clipboard-read", "clipboard-write"]
+    )
+    page, base = context.new_page(), live_daphne
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "correct horse 42")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+    page.goto(f"{base}/settings/")
+    # Never chosen: the browser's own zone is offered, not yet saved.
+    assert page.input_value("#id_time_zone") == "America/Sao_Paulo"
+    assert "Your browser says you are in America/Sao Paulo" in page.inner_text("#zone-offer")
+    assert "in UTC" in page.inner_text("#now-local")
+    axe_check(page, name="settings")
+    no_horizontal_scroll(page, name="settings")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.click("button:has-text('Save settings')")
+    page.wait_for_selector("text=Settings saved.")
+    assert "in America/Sao_Paulo" in page.inner_text("#now-local")
+    assert page.evaluate("document.body.dataset.timeZone") == "America/Sao_Paulo"
+    assert page.locator("#zone-offer").count() == 0
+
+    # The first Tab reaches the skip link, which then shows on screen.
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip-link"
+    assert page.locator(".skip-link").bounding_box()["y"] >= 0
+
+    # Any copy button copies its target's text and says so in the live region.
+    page.evaluate(
+        """() => {
+            const p = document.createElement("p"); p.id = "copy-me";
+            p.textContent = "syn_agent_example-token";
+            const b = document.createElement("button"); b.type = "button";
+            b.className = "copy-button"; b.dataset.copyTarget = "copy-me"; b.textContent = "Copy";
+            document.querySelector("main").append(p, b);
+        }"""
+    )
+    page.click("button.copy-button")
+    page.wait_for_selector("#copy-status:has-text('Copied to the clipboard.')")
+    assert page.inner_text("button.copy-button") == "Copied"
+    assert page.evaluate("navigator.clipboard.readText()") == "syn_agent_example-token"
+    context.close()
