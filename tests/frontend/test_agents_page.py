@@ -17,6 +17,7 @@ from django.utils import timezone
 from agents import negotiator
 from rooms import selectors, services
 from rooms.models import Agent, NotificationPreference
+from tests.frontend import browser
 from tests.frontend.test_dashboard import UUID_RE, visible_text
 
 pytestmark = pytest.mark.django_db
@@ -157,6 +158,7 @@ def test_in_a_browser_the_token_shows_once_copies_and_a_reload_registers_nothing
     page, base = browser_page, live_daphne
     django_user_model.objects.create_user(username="alice", password="correct horse 42")
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
+    watcher = browser.watch(page)
     page.goto(f"{base}/login/?next=/agents/")
     page.fill("#id_username", "alice")
     page.fill("#id_password", "correct horse 42")
@@ -171,6 +173,9 @@ def test_in_a_browser_the_token_shows_once_copies_and_a_reload_registers_nothing
     assert TOKEN_RE.fullmatch(token)
     assert f"--token {token}" in page.inner_text("#connect-command")
 
+    # The page with the long token and command: accessible, strict, and it fits a phone.
+    browser.page_checks(page, watcher, name="agents with a new token")
+
     page.click("button.copy-button[data-copy-target=issued-token]")
     # (The strict CSP refuses wait_for_function's eval; a selector wait is not script.)
     page.wait_for_selector("#copy-status:has-text('Copied')", state="attached")
@@ -181,3 +186,10 @@ def test_in_a_browser_the_token_shows_once_copies_and_a_reload_registers_nothing
     assert token not in page.content()
     assert Agent.objects.filter(owner__username="alice").count() == 1
     assert page.locator(".agent-row h3").all_inner_texts() == ["Alice's agent"]
+
+    # The rooms page with its checklist, and a room form sent empty: errors in words.
+    page.goto(f"{base}/")
+    page.click("#create-room button[type=submit]")
+    page.wait_for_selector("#create-room-error")
+    assert "Say what the room is for" in page.inner_text("#create-room")
+    browser.page_checks(page, watcher, name="rooms with a form error")
