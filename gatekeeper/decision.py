@@ -61,6 +61,8 @@ class Decision:
     capability: Capability | None = None
     # Validated tool arguments (actions only).
     arguments: BaseModel | None = None
+    # Disclosures: the signed slip whose record cleared it, which a disclosure grant names.
+    slip_id: UUID | None = None
 
     @property
     def allowed(self) -> bool:
@@ -299,8 +301,17 @@ def _decide_disclosure(request: DisclosureRequest) -> Decision:
         refusal = next((v for v in verdicts if v.rule != "not_in_slip"), verdicts[-1])
         return deny(refusal.rule)
     if verdict.approval_required:
-        return Decision(Outcome.NEEDS_GRANT, "approval_per_use", capability=verdict.capability)
-    return Decision(Outcome.ALLOW, "cleared", capability=verdict.capability)
+        # Only a signed disclosure grant for exactly this slip, scope, item kind and recipient
+        # clears it (``gatekeeper.grants.disclosure_grant_claim``); the caller asks for one.
+        return Decision(
+            Outcome.NEEDS_GRANT,
+            "approval_per_use",
+            capability=verdict.capability,
+            slip_id=verdict.slip_id,
+        )
+    return Decision(
+        Outcome.ALLOW, "cleared", capability=verdict.capability, slip_id=verdict.slip_id
+    )
 
 
 def ask_refusal_rule(room: RoomFacts) -> str:

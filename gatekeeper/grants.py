@@ -1,34 +1,58 @@
-"""One-action grants: the affected owner's signed, single-use, expiring approval.
+"""Grants: the affected owner's signed, single-use, expiring approval of one thing.
 
-A grant is bound to exactly one recorded action: its tool and the hash of its validated
-arguments. The owner's browser signs ``GRANT_TAG + RFC 8785(grant_payload)`` with a device key;
-the server verifies the signature, the key (the owner's, neither revoked nor retired), the
-expiry and that the grant is still pending, and consumes it in the same locked transaction,
-so two workers racing on one grant execute the action once. Grants are decided one by one:
-there is no "approve all".
+An **action grant** is bound to exactly one recorded action: its tool and the hash of its
+validated arguments. A **disclosure grant** is bound to exactly one use of a slip item whose
+approval is ``per_use``: the owner's item kind and scope, the agent that would receive it and
+the signed slip it is shown under. It is asked for by context assembly the first time the item
+is needed (``disclosure_approval_ask``) and, once approved, used by the recipient's next
+assembly (``disclosure_grant_claim`` then ``disclosure_grant_consume``, in the transaction that
+discloses).
+
+The owner's browser signs ``GRANT_TAG + RFC 8785(grant_payload)`` with a device key; the
+server rebuilds the payload from its own rows and verifies the signature, the key (the
+owner's, neither revoked nor retired), the expiry and that the grant is still pending, and
+records the decision in the same locked transaction, so two workers racing on one grant act
+once. Grants are decided one by one: there is no "approve all".
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 import rfc8785
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from gatekeeper.records import ActionRecord, ActionStatus, Grant, GrantStatus
+from gatekeeper.records import (
+    OPEN_GRANT_STATUSES,
+    ActionRecord,
+    ActionStatus,
+    Grant,
+    GrantKind,
+    GrantStatus,
+)
 from gatekeeper.signals import grant_expired
-from ledger.events import Denial, ForkResolved, GrantApproved, GrantDenied, GrantExpired
+from ledger.events import (
+    Denial,
+    ForkResolved,
+    GrantApproved,
+    GrantDenied,
+    GrantExpired,
+    GrantRequested,
+)
 from ledger.services import ledger_append
 from slips.canonical import GRANT_TAG
 from slips.errors import Malformed
 from slips.models import DeviceKey
 from slips.services import key_custody_recorded
 from slips.signatures import b64url_decode, signature_valid
+from slips.verification import capability_verdict
 
 
 class GrantUnusable(Exception):
@@ -43,7 +67,7 @@ class GrantUnusable(Exception):
 class GrantCheck:
     ok: bool
     rule: str
-    record_id: UUID
+    record_id: UUID | None  # the action an action grant clears; None for a disclosure grant
 
 
 @dataclass(frozen=True)
@@ -51,9 +75,9 @@ class GrantView:
     """What the owner sees at the fork, and the payload their device key signs."""
 
     grant_id: UUID
-    action_id: UUID
+    action_id: UUID | None
     room_id: UUID
-    owner_id: int  # the owner who decides (the acting agent's owner)
+    owner_id: int  # the owner who decides (the acting agent's owner, or the item's owner)
     tool: str
     arguments: dict[str, Any]
     derived_from_peer: bool
@@ -61,10 +85,64 @@ class GrantView:
     status: str
     expires_at: datetime
     payload: dict[str, Any]
+    kind: str = "action"  # or "disclosure"
+    # Disclosure grants: which of the owner's items, how much of it, to whom; in words too.
+    resource: str = ""
+    scope: str = ""
+    recipient: str = ""  # own_agent (the owner's agent) or peer_agent (the other owner's)
+    summary: str = ""
+
+
+# What a disclosure grant would show, in the owner's words (the item's content never is).
+_KIND_WORDS: dict[str, str] = {
+    "availability": "when you are busy (free/busy only, never titles)",
+    "budget": "your budget",
+    "food_likes": "the food you like",
+    "food_dislikes": "the food you would rather not eat",
+    "allergies": "your allergies",
+    "neighbourhood": "your home neighbourhood",
+    "link": "your links",
+    "note": "your notes",
+}
+_SCOPE_WORDS: dict[str, str] = {
+    "free_busy_24h": "for the next 24 hours",
+    "free_busy_7d": "for the next 7 days",
+    "free_busy_14d": "for the next 14 days",
+    "free_busy_30d": "for the next 30 days",
+    "band": "as a rough band, rounded out to tens",
+    "range": "as the exact range",
+    "list": "the whole list",
+    "name": "its name",
+    "url": "the link",
+    "text": "the whole note",
+}
+_RECIPIENT_WORDS = {"own_agent": "your own agent", "peer_agent": "the other owner's agent"}
+
+
+def disclosure_summary(*, resource: str, scope: str, recipient: str) -> str:
+    """One sentence saying what approving a disclosure grant shows, and to whom."""
+    what = _KIND_WORDS.get(resource, "one of your vault items")
+    how = _SCOPE_WORDS.get(scope, "as your permission slip limits it")
+    whom = _RECIPIENT_WORDS.get(recipient, "an agent in this room")
+    return f"Let {whom} see {what} ({how}), once, on its next turn."
 
 
 def grant_payload(grant: Grant) -> dict[str, Any]:
     """The exact document an approval signs (integers and strings only)."""
+    if grant.kind == GrantKind.DISCLOSURE:
+        return {
+            "decision": "approve",
+            "kind": "disclosure",
+            "grant_id": str(grant.id),
+            "room_id": str(grant.room_id),
+            "owner_id": str(grant.owner_id),
+            "recipient_agent_id": str(grant.recipient_agent_id),
+            "resource": grant.resource,
+            "scope": grant.scope,
+            "slip_id": str(grant.slip_id),
+            "expires_at": int(grant.expires_at.timestamp()),
+        }
+    assert grant.action is not None  # the check constraint: an action grant names its action
     return {
         "decision": "approve",
         "grant_id": str(grant.id),
@@ -83,6 +161,27 @@ def grant_signed_bytes(grant: Grant) -> bytes:
 
 def _view(grant: Grant) -> GrantView:
     action = grant.action
+    if action is None:
+        return GrantView(
+            grant_id=grant.id,
+            action_id=None,
+            room_id=grant.room_id,
+            owner_id=grant.owner_id,
+            tool="",
+            arguments={},
+            derived_from_peer=False,
+            reason_rule=grant.reason_rule,
+            status=grant.status,
+            expires_at=grant.expires_at,
+            payload=grant_payload(grant),
+            kind=GrantKind.DISCLOSURE.value,
+            resource=grant.resource,
+            scope=grant.scope,
+            recipient=grant.recipient,
+            summary=disclosure_summary(
+                resource=grant.resource, scope=grant.scope, recipient=grant.recipient
+            ),
+        )
     return GrantView(
         grant_id=grant.id,
         action_id=action.id,
@@ -101,6 +200,7 @@ def _view(grant: Grant) -> GrantView:
 def grants_of_owner(
     *, owner: User, room_id: UUID | None = None, pending_only: bool = True
 ) -> list[GrantView]:
+    """The owner's grant requests (the "Waiting for you" list): actions and disclosures."""
     grants = Grant.objects.filter(owner=owner).select_related("action").order_by("created_at")
     if room_id is not None:
         grants = grants.filter(room_id=room_id)
@@ -124,10 +224,15 @@ def _pending_locked(*, owner: User, grant_id: UUID) -> Grant:
 
 
 def _expire(grant: Grant) -> None:
+    """End an open grant unused (its deadline passed, or what it was asked under changed)."""
     grant.status = GrantStatus.EXPIRED
-    grant.decided_at = timezone.now()
+    grant.decided_at = grant.decided_at or timezone.now()
     grant.save(update_fields=["status", "decided_at"])
-    ActionRecord.objects.filter(id=grant.action_id).update(
+    if grant.kind == GrantKind.DISCLOSURE:
+        # No fork was opened and the room was not paused for it: the item stays withheld.
+        ledger_append(room_id=grant.room_id, event=GrantExpired(grant_id=str(grant.id)))
+        return
+    ActionRecord.objects.filter(grant__id=grant.id).update(
         status=ActionStatus.DENIED, rule="grant_expired"
     )
     ledger_append(
@@ -140,6 +245,7 @@ def _expire(grant: Grant) -> None:
         event=ForkResolved(fork_id=str(grant.id), by="server", resolution="expired"),
     )
     action = grant.action
+    assert action is not None
     transaction.on_commit(
         lambda: grant_expired.send(
             sender=Grant,
@@ -150,11 +256,51 @@ def _expire(grant: Grant) -> None:
     )
 
 
-def grant_approve(*, owner: User, grant_id: UUID, key_id: UUID, signature: str) -> GrantCheck:
-    """Verify a signed approval and consume the grant; call inside the caller's transaction.
+def _void(grant: Grant, *, rule: str) -> None:
+    """End an open disclosure grant that can no longer be used, saying why in the ledger."""
+    ledger_append(
+        room_id=grant.room_id,
+        event=Denial(rule=rule, subject_id=str(grant.owner_id), resource_id=str(grant.id)),
+    )
+    _expire(grant)
 
-    A bad signature, a key that is not the owner's live key, or an expired grant is recorded
-    and refused (``ok=False``); a grant already decided raises ``GrantUnusable``.
+
+def _disclosure_refusal(grant: Grant, *, now: datetime) -> str | None:
+    """Why the owner's live slip no longer clears exactly this use asking per use, or None:
+    it must be the same slip (not replaced, its key not revoked, not expired), item kind,
+    record, scope and recipient."""
+    assert grant.source_agent_id is not None
+    verdict = capability_verdict(
+        room_id=grant.room_id,
+        owner_id=grant.owner_id,
+        agent_id=grant.source_agent_id,
+        resource=grant.resource,
+        operation=grant.operation,
+        recipient=grant.recipient,
+        now=now,
+    )
+    if verdict.rule == "verification_error":
+        return "grant_check_failed"  # the check failed, not the slip: the request stays
+    if (
+        verdict.allowed
+        and verdict.approval_required
+        and verdict.capability is not None
+        and verdict.slip_id == grant.slip_id
+        and verdict.capability.scope == grant.scope
+    ):
+        return None
+    return "grant_slip_changed"
+
+
+def grant_approve(*, owner: User, grant_id: UUID, key_id: UUID, signature: str) -> GrantCheck:
+    """Verify a signed approval and record it; call inside the caller's transaction.
+
+    An action grant is consumed here (the caller executes the action); a disclosure grant
+    becomes ``approved`` and is consumed by the recipient's next context assembly, which
+    discloses the item once. A bad signature, a key that is not the owner's live key, or an
+    expired grant is recorded and refused (``ok=False``); so is a disclosure grant whose slip
+    was replaced or revoked, or no longer clears that item at that scope (it ends); a grant
+    already decided raises ``GrantUnusable``.
     """
     grant = _pending_locked(owner=owner, grant_id=grant_id)
     subject = str(owner.pk)
@@ -178,18 +324,31 @@ def grant_approve(*, owner: User, grant_id: UUID, key_id: UUID, signature: str) 
         )
         return GrantCheck(False, rule, grant.action_id)
     now = timezone.now()
-    grant.status = GrantStatus.CONSUMED
+    disclosure = grant.kind == GrantKind.DISCLOSURE
+    refusal = _disclosure_refusal(grant, now=now) if disclosure else None
+    if refusal == "grant_check_failed":
+        ledger_append(
+            room_id=grant.room_id,
+            event=Denial(rule=refusal, subject_id=subject, resource_id=str(grant.id)),
+        )
+        return GrantCheck(False, refusal, None)
+    if refusal is not None:
+        _void(grant, rule=refusal)  # asked under a slip no longer in force: it ends
+        return GrantCheck(False, refusal, None)
+    grant.status = GrantStatus.APPROVED if disclosure else GrantStatus.CONSUMED
     grant.payload = rfc8785.dumps(grant_payload(grant))
     grant.signature = raw_signature
     grant.key = key
-    grant.decided_at = grant.consumed_at = now
+    grant.decided_at = now
+    if not disclosure:
+        grant.consumed_at = now
     grant.save(update_fields=["status", "payload", "signature", "key", "decided_at", "consumed_at"])
     DeviceKey.objects.filter(id=key.id).update(last_used_at=now)
     ledger_append(
         room_id=grant.room_id,
         event=GrantApproved(
             grant_id=str(grant.id),
-            action_id=str(grant.action_id),
+            action_id=str(grant.action_id) if grant.action_id else None,
             owner_id=subject,
             key_id=str(key.id),
             key_custody=key_custody_recorded(key),
@@ -200,19 +359,21 @@ def grant_approve(*, owner: User, grant_id: UUID, key_id: UUID, signature: str) 
 
 @transaction.atomic
 def grant_deny(*, owner: User, grant_id: UUID) -> GrantView:
-    """The owner says no: the action never runs; the room stays paused for the owners."""
+    """The owner says no. An action never runs (the room stays paused for the owners); a
+    disclosure is not made, and that item is not asked for again under this slip."""
     grant = _pending_locked(owner=owner, grant_id=grant_id)
     grant.status = GrantStatus.DENIED
     grant.decided_at = timezone.now()
     grant.save(update_fields=["status", "decided_at"])
-    ActionRecord.objects.filter(id=grant.action_id).update(
-        status=ActionStatus.DENIED, rule="grant_denied"
-    )
+    if grant.action_id is not None:
+        ActionRecord.objects.filter(id=grant.action_id).update(
+            status=ActionStatus.DENIED, rule="grant_denied"
+        )
     ledger_append(
         room_id=grant.room_id,
         event=GrantDenied(
             grant_id=str(grant.id),
-            action_id=str(grant.action_id),
+            action_id=str(grant.action_id) if grant.action_id else None,
             owner_id=str(owner.pk),
             reason="owner_denied",
         ),
@@ -221,19 +382,149 @@ def grant_deny(*, owner: User, grant_id: UUID) -> GrantView:
 
 
 def grants_expire(*, now: datetime | None = None) -> int:
-    """End every pending grant past its deadline as a denial (run by Celery beat)."""
+    """End every open grant past its deadline unused (run by Celery beat): pending ones as a
+    denial, and disclosure approvals that no turn used in time."""
     now = now or timezone.now()
     expired = 0
     for grant_id in Grant.objects.filter(
-        status=GrantStatus.PENDING, expires_at__lte=now
+        status__in=OPEN_GRANT_STATUSES, expires_at__lte=now
     ).values_list("id", flat=True):
         with transaction.atomic():
             grant = (
                 Grant.objects.select_for_update()
-                .filter(id=grant_id, status=GrantStatus.PENDING)
+                .select_related("action")
+                .filter(id=grant_id, status__in=OPEN_GRANT_STATUSES)
                 .first()
             )
             if grant is not None:
                 _expire(grant)
                 expired += 1
     return expired
+
+
+# --- disclosure grants: asked for and used by context assembly (rooms.context) --------------
+
+
+@dataclass(frozen=True)
+class DisclosureAsk:
+    """One use of a slip item that the decision point cleared but for its owner's approval
+    (``approval_per_use``): whose item, of which kind, at which scope, to which agent, under
+    which signed slip and record."""
+
+    room_id: UUID
+    owner_id: int
+    source_agent_id: UUID  # the owner's own agent: the one the slip was signed for
+    recipient_agent_id: UUID
+    recipient: str  # own_agent or peer_agent
+    resource: str
+    operation: str  # the slip record that clears it, and pays the use
+    scope: str
+    slip_id: UUID
+
+
+class AskState(enum.StrEnum):
+    WAITING = "waiting"  # a request is open for the owner (asked now or earlier)
+    DENIED = "denied"  # the owner said no under this slip: not asked again
+
+
+def _same_use(grant: Grant, ask: DisclosureAsk) -> bool:
+    return (
+        grant.source_agent_id,
+        grant.recipient,
+        grant.operation,
+        grant.scope,
+        grant.slip_id,
+    ) == (ask.source_agent_id, ask.recipient, ask.operation, ask.scope, ask.slip_id)
+
+
+def _disclosure_grants(ask: DisclosureAsk) -> Any:
+    return Grant.objects.filter(
+        kind=GrantKind.DISCLOSURE,
+        room_id=ask.room_id,
+        owner_id=ask.owner_id,
+        recipient_agent_id=ask.recipient_agent_id,
+        resource=ask.resource,
+    )
+
+
+def disclosure_approval_ask(*, ask: DisclosureAsk, now: datetime) -> AskState:
+    """Ask the item's owner, once, to approve this use; in the caller's transaction.
+
+    No second request while one is open; an open request past its deadline, or asked under
+    another slip, scope or record, ends and a fresh one is asked. A denial under this slip is
+    remembered: nothing is asked until the owner signs a new slip. Whether anything is asked
+    does not depend on the owner's vault (only on their slip), so the request tells no one
+    whether they hold such an item.
+    """
+    for grant in _disclosure_grants(ask).select_for_update().filter(status__in=OPEN_GRANT_STATUSES):
+        if grant.expires_at > now and _same_use(grant, ask):
+            return AskState.WAITING
+        _expire(grant)
+    if _disclosure_grants(ask).filter(status=GrantStatus.DENIED, slip_id=ask.slip_id).exists():
+        return AskState.DENIED
+    grant = Grant.objects.create(
+        kind=GrantKind.DISCLOSURE,
+        room_id=ask.room_id,
+        owner_id=ask.owner_id,
+        reason_rule="approval_per_use",
+        expires_at=now + timedelta(seconds=settings.SYNAPSIA["GRANT_TTL_SECONDS"]),
+        recipient_agent_id=ask.recipient_agent_id,
+        source_agent_id=ask.source_agent_id,
+        recipient=ask.recipient,
+        resource=ask.resource,
+        operation=ask.operation,
+        scope=ask.scope,
+        slip_id=ask.slip_id,
+    )
+    ledger_append(
+        room_id=ask.room_id,
+        event=GrantRequested(grant_id=str(grant.id), owner_id=str(ask.owner_id)),
+    )
+    return AskState.WAITING
+
+
+def disclosure_grant_claim(*, ask: DisclosureAsk, now: datetime) -> Grant | None:
+    """The owner's approved, unexpired grant for exactly this use, locked; else None.
+
+    Re-checked at use, not trusted from approval time: the stored signature must still verify
+    over the payload rebuilt from the row (a row edited since binds nothing), under the
+    owner's key that is still neither revoked nor retired. An approval that fails any of this
+    ends unused and discloses nothing.
+    """
+    grant = (
+        _disclosure_grants(ask)
+        .select_for_update()
+        .select_related("key")
+        .filter(status=GrantStatus.APPROVED)
+        .first()
+    )
+    if grant is None or not _same_use(grant, ask):
+        return None
+    if grant.expires_at <= now:
+        _expire(grant)
+        return None
+    key = grant.key
+    if (
+        key is None
+        or key.owner_id != grant.owner_id
+        or key.revoked_at is not None
+        or key.retired_at is not None
+    ):
+        _void(grant, rule="grant_key_not_usable")
+        return None
+    signed = grant_signed_bytes(grant)
+    if bytes(grant.payload or b"") != signed[len(GRANT_TAG) :] or not signature_valid(
+        public_key=bytes(key.public_key), message=signed, signature=bytes(grant.signature or b"")
+    ):
+        _void(grant, rule="grant_bad_signature")
+        return None
+    return grant
+
+
+def disclosure_grant_consume(*, grant: Grant, now: datetime) -> bool:
+    """Spend a claimed disclosure grant, in the transaction that discloses with it. False if
+    it was not ``approved`` any more (then nothing may be disclosed with it)."""
+    updated = Grant.objects.filter(id=grant.id, status=GrantStatus.APPROVED).update(
+        status=GrantStatus.CONSUMED, consumed_at=now
+    )
+    return updated == 1

@@ -1,4 +1,4 @@
-"""Storage for action requests, one-action grants and forks.
+"""Storage for action requests, grants (one action, or one disclosure) and forks.
 
 Rooms and agents are referenced by UUID value (gatekeeper sits below rooms); owners by the
 user model. Rules live in ``gatekeeper.decision``, ``gatekeeper.actions`` and
@@ -60,15 +60,33 @@ class GrantStatus(models.TextChoices):
     EXPIRED = "expired", "Expired"
 
 
+class GrantKind(models.TextChoices):
+    ACTION = "action", "One action"
+    DISCLOSURE = "disclosure", "One disclosure of a vault item"
+
+
+# Grants that are still open: asked and not answered, or (disclosures) approved, not yet used.
+OPEN_GRANT_STATUSES = (GrantStatus.PENDING, GrantStatus.APPROVED)
+
+
 class Grant(models.Model):
-    """The affected owner's decision on exactly one action with exactly its arguments.
+    """The affected owner's decision on exactly one thing.
+
+    ``kind`` ``action``: one recorded action with exactly its arguments (``action``).
+    ``kind`` ``disclosure``: one use of a slip item whose approval is ``per_use``: showing
+    ``owner``'s ``resource`` at ``scope`` to ``recipient_agent_id``, under the slip
+    ``slip_id``. An approved disclosure grant waits (``approved``) for the recipient's next
+    context assembly, which consumes it in the transaction that discloses.
 
     Approval is signed in the owner's browser with a device key; the grant is single use and
-    expires. It can only ever clear the action it was made for.
+    expires. It can only ever clear the one thing it was made for.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    action = models.OneToOneField(ActionRecord, on_delete=models.CASCADE, related_name="grant")
+    kind = models.CharField(max_length=10, choices=GrantKind.choices, default=GrantKind.ACTION)
+    action = models.OneToOneField(
+        ActionRecord, on_delete=models.CASCADE, related_name="grant", null=True, blank=True
+    )
     room_id = models.UUIDField(db_index=True)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     reason_rule = models.CharField(max_length=64)
@@ -76,6 +94,15 @@ class Grant(models.Model):
         max_length=10, choices=GrantStatus.choices, default=GrantStatus.PENDING
     )
     expires_at = models.DateTimeField()
+    # Disclosure grants only: what would be shown, to whom, under which signed slip. The
+    # owner's own agent (the slip's agent) and the record that clears it (read or disclose).
+    recipient_agent_id = models.UUIDField(null=True, blank=True)
+    source_agent_id = models.UUIDField(null=True, blank=True)
+    recipient = models.CharField(max_length=10, blank=True)  # own_agent or peer_agent
+    resource = models.CharField(max_length=64, blank=True)
+    operation = models.CharField(max_length=16, blank=True)
+    scope = models.CharField(max_length=32, blank=True)
+    slip_id = models.UUIDField(null=True, blank=True)
     payload = models.BinaryField(null=True, blank=True)  # the canonical bytes that were signed
     signature = models.BinaryField(null=True, blank=True)
     key = models.ForeignKey("slips.DeviceKey", on_delete=models.PROTECT, null=True, blank=True)
@@ -83,5 +110,34 @@ class Grant(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     consumed_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        constraints = [
+            # An action grant names its action; a disclosure grant names no action but its
+            # recipient, resource and slip. Neither can be mistaken for the other.
+            models.CheckConstraint(
+                condition=(
+                    models.Q(kind="action", action__isnull=False)
+                    | models.Q(
+                        kind="disclosure",
+                        action__isnull=True,
+                        recipient_agent_id__isnull=False,
+                        source_agent_id__isnull=False,
+                        slip_id__isnull=False,
+                    )
+                    & ~models.Q(resource="")
+                    & ~models.Q(scope="")
+                ),
+                name="grant_kind_fields",
+            ),
+            # The owner is asked once: one open request per owner, recipient and item kind.
+            models.UniqueConstraint(
+                fields=["room_id", "owner", "recipient_agent_id", "resource"],
+                condition=models.Q(kind="disclosure", status__in=["pending", "approved"]),
+                name="one_open_disclosure_grant",
+            ),
+        ]
+
     def __str__(self) -> str:
+        if self.kind == GrantKind.DISCLOSURE:
+            return f"disclosure grant for {self.resource} ({self.status})"
         return f"grant for {self.action_id} ({self.status})"

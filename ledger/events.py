@@ -135,16 +135,20 @@ class ActionRequested(_Event):
 
 
 class GrantRequested(_Event):
+    """An owner was asked for a grant: for one action (``action_id``), or, with no action, for
+    one disclosure of their own vault item (which item kind and to whom stay in the grant,
+    shown to that owner only: the other owner does not read the asking owner's slip)."""
+
     kind: Literal["grant_requested"] = "grant_requested"
     grant_id: Identifier
-    action_id: Identifier
+    action_id: Identifier | None = None
     owner_id: Identifier
 
 
 class GrantApproved(_Event):
     kind: Literal["grant_approved"] = "grant_approved"
     grant_id: Identifier
-    action_id: Identifier
+    action_id: Identifier | None = None  # None: a disclosure grant
     owner_id: Identifier
     key_id: Identifier | None = None
     key_custody: KeyCustody = "device"
@@ -153,7 +157,7 @@ class GrantApproved(_Event):
 class GrantDenied(_Event):
     kind: Literal["grant_denied"] = "grant_denied"
     grant_id: Identifier
-    action_id: Identifier
+    action_id: Identifier | None = None  # None: a disclosure grant
     owner_id: Identifier
     reason: RuleId
 
@@ -161,7 +165,7 @@ class GrantDenied(_Event):
 class GrantExpired(_Event):
     kind: Literal["grant_expired"] = "grant_expired"
     grant_id: Identifier
-    action_id: Identifier
+    action_id: Identifier | None = None  # None: a disclosure grant
 
 
 class ActionExecuted(_Event):

@@ -109,7 +109,10 @@ class SnapshotLineOut(Schema):
 
 class GrantRequestOut(Schema):
     grant_id: UUID
-    action_id: UUID
+    # "action": one action (tool, arguments); "disclosure": one use of one of the owner's
+    # vault items (resource, scope, recipient, summary; tool "" and arguments {}).
+    kind: Literal["action", "disclosure"] = "action"
+    action_id: UUID | None
     tool: str
     arguments: dict[str, Any]
     derived_from_peer: bool  # an argument repeats what the other agent wrote
@@ -117,6 +120,10 @@ class GrantRequestOut(Schema):
     status: str
     expires_at: datetime
     payload: dict[str, Any]  # sign GRANT_TAG + RFC 8785(payload) to approve (docs/gatekeeper.md)
+    resource: str = ""  # disclosure: the vault item kind ("allergies")
+    scope: str = ""  # disclosure: how much of it ("list", "free_busy_7d")
+    recipient: str = ""  # disclosure: "own_agent" (yours) or "peer_agent" (the other owner's)
+    summary: str = ""  # disclosure: what approving shows, to whom, in one sentence
     # In words for the owner at the fork: why it waits for them (the rule's sentence), and
     # what the agent asked for (tool, venue, time, party, price), one labelled line each.
     reason: str = ""

@@ -15,6 +15,15 @@ the turn it fed, all in one transaction: if the record cannot be written, nothin
 disclosed (invariant 3). A denial simply leaves the item out; a denial that is a failed
 check (an error, a timeout, a clock jump) also pauses the room (invariant 4).
 
+An item whose slip record asks for approval per use (``approval_per_use``) is withheld and
+its owner is asked, once, through the room (a disclosure grant in their "Waiting for you"
+list, ``gatekeeper.grants.disclosure_approval_ask``). When they have approved it by signing,
+the recipient's next assembly discloses it once and consumes the grant in the same
+transaction; the turn after asks again. Waiting does not pause the room: what the approval
+guards (the item) does not proceed, and a pause would show the other side that something was
+asked. The waiting agent is told so in words: its own owner's items by kind, the other
+owner's only as "some items may be waiting", which no vault content decides.
+
 A *turn* is a per-agent counter (``RoomMember.context_turn``), bumped each time context is
 assembled for that agent.
 """
@@ -33,7 +42,21 @@ from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from gatekeeper.decision import DisclosureRequest, RoomFacts, ask_refusal_rule, decide_guarded
+from gatekeeper.decision import (
+    DisclosureRequest,
+    Outcome,
+    RoomFacts,
+    ask_refusal_rule,
+    decide_guarded,
+)
+from gatekeeper.grants import (
+    AskState,
+    DisclosureAsk,
+    disclosure_approval_ask,
+    disclosure_grant_claim,
+    disclosure_grant_consume,
+)
+from gatekeeper.records import Grant
 from ledger.events import Denial, Disclosure
 from ledger.models import LedgerEvent
 from ledger.services import LedgerAppendError, ledger_append
@@ -61,12 +84,28 @@ CONTEXT_PEER_MESSAGES = 20
 CONTEXT_MESSAGE_CAP_BYTES = 2_048
 CONTEXT_WHISPERS = 20
 CONTEXT_PEER_ITEM_CAP_BYTES = 16_384
+# What an agent is told while its items wait for their owner's approval. The other owner's
+# are never named: the sentence says only that the other owner was asked something.
+AWAITING_OWN_NOTICE = "Waiting for your owner's approval, so not included this turn: {kinds}."
+AWAITING_PEER_NOTICE = (
+    "Some of the other owner's items may be waiting for their approval; they are not "
+    "included this turn."
+)
 # Denials that mean a check failed rather than said no: these pause the room.
 _ERROR_RULES = frozenset({"slip_verification_error", "verification_error"})
 
 
 def _is_check_error(rule: str) -> bool:
     return rule.startswith("gatekeeper.") or rule in _ERROR_RULES
+
+
+@dataclass(frozen=True)
+class _Disclosed:
+    """What deciding one resource for a turn came to."""
+
+    items: list[ClearedItem]
+    error: str | None = None  # a check failed: the rule that pauses the room
+    awaiting: bool = False  # withheld until its owner approves (asked, or asked before)
 
 
 @dataclass(frozen=True)
@@ -127,6 +166,8 @@ def context_assemble(
     own_items: list[ClearedItem] = []
     peer_items: list[PeerItem] = []
     errors: list[str] = []
+    awaiting_own: list[str] = []
+    awaiting_peer = False
     try:
         with transaction.atomic():
             # The room's row first, as every other write to the room takes it (say, act):
@@ -137,25 +178,34 @@ def context_assemble(
                 Room.objects.select_for_update().values_list("state", flat=True).get(id=room_id)
             )
             for source in _sources(room_id=room_id, me=me, peer=peer):
-                items, error = _disclose(
+                disclosed = _disclose(
                     room=room, source=source, recipient_agent_id=agent_id, turn=turn
                 )
-                if error is not None:
-                    errors.append(error)
+                if disclosed.error is not None:
+                    errors.append(disclosed.error)
                     continue
                 if source.recipient == "own_agent":
-                    own_items.extend(items)
+                    own_items.extend(disclosed.items)
+                    if disclosed.awaiting:
+                        awaiting_own.append(source.resource)
                 else:
-                    peer_items.extend(_peer_item(item) for item in items)
+                    peer_items.extend(_peer_item(item) for item in disclosed.items)
+                    awaiting_peer = awaiting_peer or disclosed.awaiting
             refused = _asks_refused(
                 asked, given={i.resource for i in peer_items}, room=room, agent_id=agent_id
             )
     except LedgerAppendError:
         # Nothing was disclosed (the transaction rolled back, uses included).
         errors, own_items, peer_items, refused = ["ledger_unavailable"], [], [], []
+        awaiting_own, awaiting_peer = [], False
     except DatabaseError:
         logger.exception("context assembly failed: disclosing nothing")
         errors, own_items, peer_items, refused = ["gatekeeper.database_error"], [], [], []
+        awaiting_own, awaiting_peer = [], False
+    if awaiting_own:
+        notices.append(AWAITING_OWN_NOTICE.format(kinds=", ".join(awaiting_own)))
+    if awaiting_peer:
+        notices.append(AWAITING_PEER_NOTICE)
     if refused:
         notices.append(f"Not cleared for you by the other owner: {', '.join(refused)}.")
     if errors:
@@ -241,11 +291,10 @@ def _sources(*, room_id: UUID, me: RoomMember, peer: RoomMember | None) -> list[
     return sorted(sources, key=lambda s: (s.recipient, s.resource))
 
 
-def _disclose(
-    *, room: Room, source: _Source, recipient_agent_id: UUID, turn: int
-) -> tuple[list[ClearedItem], str | None]:
-    """Decide, spend and record one resource for this turn. Returns the items it cleared
-    (cut to scope) and, when a check failed, the rule that should pause the room."""
+def _disclose(*, room: Room, source: _Source, recipient_agent_id: UUID, turn: int) -> _Disclosed:
+    """Decide, spend and record one resource for this turn: the items it cleared (cut to
+    scope), whether it waits for its owner's approval, and, when a check failed, the rule
+    that should pause the room."""
     decision = decide_guarded(
         DisclosureRequest(
             room=RoomFacts(room_id=room.id, state=room.state, terms=room.terms),
@@ -256,8 +305,34 @@ def _disclose(
             recipient=source.recipient,
         )
     )
-    if not decision.allowed or decision.capability is None:
-        return [], decision.rule if _is_check_error(decision.rule) else None
+    now = timezone.now()
+    grant: Grant | None = None
+    if (
+        decision.outcome is Outcome.NEEDS_GRANT
+        and decision.rule == "approval_per_use"
+        and decision.capability is not None
+        and decision.slip_id is not None
+    ):
+        ask = DisclosureAsk(
+            room_id=room.id,
+            owner_id=source.owner_id,
+            source_agent_id=source.agent_id,
+            recipient_agent_id=recipient_agent_id,
+            recipient=source.recipient,
+            resource=source.resource,
+            operation=decision.capability.operation,
+            scope=decision.capability.scope,
+            slip_id=decision.slip_id,
+        )
+        # Asked before anything about the vault is read: whether the owner is asked depends
+        # on their slip only, never on whether they hold such an item.
+        grant = disclosure_grant_claim(ask=ask, now=now)
+        if grant is None:
+            state = disclosure_approval_ask(ask=ask, now=now)
+            return _Disclosed([], awaiting=state is AskState.WAITING)
+    elif not decision.allowed or decision.capability is None:
+        return _Disclosed([], decision.rule if _is_check_error(decision.rule) else None)
+    assert decision.capability is not None
     # Lock the items so none changes between spending the use and recording what was shown.
     item_ids = list(
         VaultItem.objects.select_for_update()
@@ -265,8 +340,10 @@ def _disclose(
         .values_list("id", flat=True)
     )
     if not item_ids:
-        return [], None  # nothing to show: spend no use
-    now = timezone.now()
+        # Nothing to show: spend no use (an approval stays for when there is, until it ends).
+        return _Disclosed([])
+    if grant is not None and not disclosure_grant_consume(grant=grant, now=now):
+        return _Disclosed([])
     spent = capability_use(
         room_id=room.id,
         owner_id=source.owner_id,
@@ -276,8 +353,10 @@ def _disclose(
         recipient=source.recipient,
         now=now,
     )
-    if not spent.allowed:
-        return [], spent.rule if _is_check_error(spent.rule) else None
+    if not spent.allowed or (grant is not None and spent.slip_id != grant.slip_id):
+        # Not cleared after all (a use spent meanwhile, the slip replaced): nothing is shown.
+        # A consumed grant stays consumed: the owner is asked again next turn.
+        return _Disclosed([], spent.rule if _is_check_error(spent.rule) else None)
     capability = decision.capability
     views = vault_scoped_view(owner_id=source.owner_id, capability=capability, now=now)
     # Same filter and ordering as the locked ids; an item created since is left out.
@@ -301,7 +380,7 @@ def _disclose(
                 content=view,
             )
         )
-    return items, None
+    return _Disclosed(items)
 
 
 def _clean_strings(value: Any) -> Any:

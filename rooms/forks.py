@@ -22,7 +22,7 @@ from gatekeeper.actions import (
 )
 from gatekeeper.decision import AgentFacts, RoomFacts
 from gatekeeper.grants import GrantUnusable, grant_approve, grant_deny
-from gatekeeper.records import ActionRecord, ActionStatus, Grant
+from gatekeeper.records import ActionRecord, ActionStatus, Grant, GrantKind
 from ledger.events import ForkResolved, RoomResumed
 from ledger.services import LedgerAppendError, ledger_append
 from rooms import realtime
@@ -110,6 +110,15 @@ def grant_decide(
         grant = Grant.objects.filter(id=grant_id, room_id=room.id, owner=owner).first()
         if grant is None:
             raise NotFound("No such grant request.")
+        if grant.kind == GrantKind.DISCLOSURE:
+            return _disclosure_grant_decide(
+                owner=owner,
+                room=room,
+                grant_id=grant_id,
+                approve=approve,
+                key_id=key_id,
+                signature=signature,
+            )
         try:
             if not approve:
                 grant_deny(owner=owner, grant_id=grant_id)
@@ -119,7 +128,7 @@ def grant_decide(
                         fork_id=str(grant_id), by=str(owner.pk), resolution="denied"
                     ),
                 )
-                record = ActionRecord.objects.get(id=grant.action_id)
+                record = ActionRecord.objects.get(grant__id=grant_id)
                 return ActionResult(record.id, record.status, record.rule, grant_id=grant_id)
             if key_id is None:
                 raise InvalidState("An approval must be signed with one of your device keys.")
@@ -128,7 +137,7 @@ def grant_decide(
             )
         except GrantUnusable as exc:
             raise InvalidState(exc.message) from None
-        record = ActionRecord.objects.get(id=check.record_id)
+        record = ActionRecord.objects.get(grant__id=grant_id)
         if not check.ok:
             return ActionResult(record.id, record.status, check.rule, grant_id=grant_id)
         if room.state == RoomState.CLOSED:
@@ -155,3 +164,32 @@ def grant_decide(
             outcome_record(room=room, action_id=result.action_id)  # the room's outcome
     realtime.announce_action_result(record.agent_id, record.idempotency_key)
     return result
+
+
+def _disclosure_grant_decide(
+    *,
+    owner: User,
+    room: Room,
+    grant_id: UUID,
+    approve: bool,
+    key_id: UUID | None,
+    signature: str,
+) -> ActionResult:
+    """The item's owner answers a disclosure request (inside ``grant_decide``'s transaction,
+    the room locked). Approving changes nothing at once: the recipient's next context
+    assembly discloses the item once. The room's state is left as it is either way, as the
+    request never paused it. ``status`` in the result is the grant's (``approved``,
+    ``denied``, or ``pending``/``expired`` when the approval was refused, with the rule)."""
+    try:
+        if not approve:
+            view = grant_deny(owner=owner, grant_id=grant_id)
+            return ActionResult(None, view.status, "grant_denied", grant_id=grant_id)
+        if key_id is None:
+            raise InvalidState("An approval must be signed with one of your device keys.")
+        if room.state == RoomState.CLOSED:
+            raise InvalidState("This room is closed.")
+        check = grant_approve(owner=owner, grant_id=grant_id, key_id=key_id, signature=signature)
+    except GrantUnusable as exc:
+        raise InvalidState(exc.message) from None
+    status = Grant.objects.values_list("status", flat=True).get(id=grant_id)
+    return ActionResult(None, status, check.rule, grant_id=grant_id)

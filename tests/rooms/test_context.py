@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from gatekeeper.records import Grant, GrantKind
 from ledger.models import LedgerEvent
 from rooms import services
 from rooms.context import context_for_agent
@@ -147,7 +148,11 @@ def test_approval_per_use_items_are_not_shown_without_the_owner(make_open_room) 
     setup = make_open_room()
     calendar(setup.a.owner, int(time.time()))
     sign(setup, setup.a, [free_busy_7d(approval="per_use")])
-    assert bobs_context(setup).peer_items == []
+    context = bobs_context(setup)
+    assert context.peer_items == [] and CANARY not in context.model_dump_json()
+    # Not silently: Alice is asked (tests/gatekeeper/test_disclosure_approval.py has the rest).
+    [asked] = Grant.objects.filter(room_id=setup.room.id, kind=GrantKind.DISCLOSURE)
+    assert (asked.owner, asked.resource, asked.status) == (setup.a.owner, "availability", "pending")
 
 
 def test_nothing_uncleared_reaches_the_context_or_the_ledger(make_open_room) -> None:
@@ -325,3 +330,5 @@ def test_a_read_record_that_asks_per_use_shows_nothing(make_open_room) -> None:
     vault.vault_item_create(owner=setup.b.owner, content={"kind": "note", "text": "private"})
     sign(setup, setup.b, [{"resource": "note"}])  # every field at its narrowest: read, per use
     assert bobs_context(setup).own_items == []
+    [asked] = Grant.objects.filter(room_id=setup.room.id, kind=GrantKind.DISCLOSURE)
+    assert (asked.owner, asked.resource, asked.recipient) == (setup.b.owner, "note", "own_agent")
