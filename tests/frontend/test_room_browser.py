@@ -6,6 +6,7 @@ does not scroll sideways."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -37,13 +38,15 @@ def no_sideways_scroll(page: Any) -> bool:
 
 
 @pytest.fixture
-def setup(make_open_room) -> Any:
+def setup(make_open_room: Callable[..., Any]) -> Any:
     """Made before the browser starts: the room's state announcements use async_to_sync,
     which cannot run on the thread Playwright's event loop owns."""
     return make_open_room()
 
 
-def test_two_owners_follow_the_room_live_in_words(setup, live_daphne, browser_page) -> None:
+def test_two_owners_follow_the_room_live_in_words(
+    setup: Any, live_daphne: str, browser_page: Any
+) -> None:
     alice, base = browser_page, live_daphne
     bob = alice.context.browser.new_context().new_page()
     room_url = f"{base}/rooms/{setup.room.id}/"
