@@ -14,6 +14,7 @@ from uuid import UUID
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -29,7 +30,7 @@ from rooms import notifications, outcomes, selectors, services
 from rooms.bearer import secret_digest
 from rooms.errors import RoomError
 from rooms.models import Flare, OutcomeKind, Room, RoomInvite, RoomMember, RoomState
-from synapsia.owners import OwnerRequest
+from synapsia.owners import OwnerRequest, request_owner
 
 
 class DinnerTermsForm(forms.Form):
@@ -459,7 +460,7 @@ def _invite_preview(token: str, viewer: Any) -> InvitePreview:
         )
     room: Room = invite.room
     inviter = invite.created_by.get_username()
-    seated = room.members.filter(owner=viewer).exists()
+    seated = viewer.is_authenticated and room.members.filter(owner=viewer).exists()
     if seated:
         return InvitePreview(
             False, "You already have a seat in this room.", inviter, room.purpose, room.id
@@ -491,11 +492,14 @@ def _invite_preview(token: str, viewer: Any) -> InvitePreview:
     return InvitePreview(True, None, inviter, room.purpose, None)
 
 
-@login_required
-def invite(request: OwnerRequest, token: str) -> HttpResponse:
+def invite(request: HttpRequest, token: str) -> HttpResponse:
+    """The invitation: readable before signing in (the person invited may have no account
+    yet), accepted only signed in."""
     if request.method == "POST":
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
         try:
-            seat = services.invite_accept(owner=request.user, token=token)
+            seat = services.invite_accept(owner=request_owner(request), token=token)
         except RoomError:
             # The invitation page says why, in words, from the invitation's own state.
             return redirect("invite", token=token)

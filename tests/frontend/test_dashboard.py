@@ -277,3 +277,19 @@ def test_a_used_expired_or_unknown_invitation_explains_itself(make_owner: Any) -
     page = client.get("/invites/syn_invite_not-a-real-one/")
     assert page.status_code == 404
     assert "This invitation link is not valid" in visible_text(page.content.decode())
+
+
+def test_an_invitation_can_be_read_before_signing_in_but_not_accepted(make_owner: Any) -> None:
+    alice = make_owner("alice")
+    room = services.room_create(owner=alice, purpose="Dinner on Friday", charter="")
+    token = services.invite_create(owner=alice, room_id=room.id).token
+    anonymous = Client()
+    page = anonymous.get(f"/invites/{token}/")
+    text = visible_text(page.content.decode())
+    assert page.status_code == 200 and "alice invites you to a room" in text
+    assert "To accept, log in." in text and "Accept invitation" not in text
+    assert f"/login/?next=/invites/{token}/" in page.content.decode()
+    refused = anonymous.post(f"/invites/{token}/")
+    assert refused.status_code == 302 and refused["Location"].startswith("/login/?next=")
+    assert room.members.count() == 1
+    assert anonymous.get("/invites/syn_invite_nope/").status_code == 404
