@@ -14,6 +14,7 @@ import pytest
 
 from agents import RoomClient
 from rooms.models import Room, RoomState
+from tests.frontend.browser import PHONE, page_checks, watch
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -51,6 +52,7 @@ def test_two_owners_follow_the_room_live_in_words(
     bob = alice.context.browser.new_context().new_page()
     room_url = f"{base}/rooms/{setup.room.id}/"
     ws_url = base.replace("http", "ws") + f"/ws/rooms/{setup.room.id}/"
+    watchers = {id(alice): watch(alice), id(bob): watch(bob)}
     for page, owner in ((alice, setup.a.owner), (bob, setup.b.owner)):
         log_in(page, base, owner.get_username())
         page.goto(room_url)
@@ -79,6 +81,10 @@ def test_two_owners_follow_the_room_live_in_words(
             assert "PROPOSE" not in words and "venue=" not in words
         assert "Your agent (Alice's agent)" in alice.inner_text("#transcript")
         assert "alice's agent (Alice's agent)" in bob.inner_text("#transcript")
+        # CSP, axe (0 critical/serious), 390 px, screenshots, no codes in what a person reads.
+        for page, name in ((alice, "room-alice"), (bob, "room-bob")):
+            page_checks(page, watchers[id(page)], name=name)
+            watchers[id(page)].check_no_script_errors()
 
         # A peer message full of markup is text: no element made, no script run.
         run(agent_b.say(HOSTILE))
@@ -112,11 +118,15 @@ def test_two_owners_follow_the_room_live_in_words(
         assert alice.locator("#resume-button").count() == 0
         assert Room.objects.get(id=setup.room.id).state == RoomState.OPEN
 
-        # On a phone the page does not scroll sideways.
-        for page in (alice, bob):
-            page.set_viewport_size({"width": 390, "height": 844})
+        # With the flare answered and the room moved on: still clean, and on a phone the
+        # page does not scroll sideways (the peer's markup, shown as text, holds "src=x").
+        for page, name in ((alice, "room-alice-after-flare"), (bob, "room-bob-after-flare")):
             page.reload()
             page.wait_for_selector("#transcript li.entry-proposal")
+            page.wait_for_selector("#flares li.flare")
+            page_checks(page, watchers[id(page)], name=name, codes=False)
+            watchers[id(page)].check_no_script_errors()
+            page.set_viewport_size(PHONE)
             assert no_sideways_scroll(page), page.evaluate("document.documentElement.scrollWidth")
     finally:
         run(agent_a.close())
