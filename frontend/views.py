@@ -7,13 +7,14 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypedDict
 from uuid import UUID
 
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AnonymousUser, User
 from django.contrib.auth.views import redirect_to_login
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
@@ -187,7 +188,7 @@ def _outcome_line(outcome: outcomes.OutcomeWords | None) -> str | None:
     return f"{outcome.headline}."
 
 
-def _room_cards(owner: Any) -> list[RoomCard]:
+def _room_cards(owner: User) -> list[RoomCard]:
     rooms = list(selectors.rooms_of_owner(owner=owner).order_by("-created_at"))
     ids = [r.id for r in rooms]
     others: dict[UUID, str] = {}
@@ -195,7 +196,7 @@ def _room_cards(owner: Any) -> list[RoomCard]:
         RoomMember.objects.filter(room_id__in=ids).exclude(owner=owner).select_related("owner")
     ):
         others[member.room_id] = member.owner.get_username()
-    forks = Counter(
+    forks_per_room = Counter(
         {
             row["room_id"]: row["n"]
             for row in Grant.objects.filter(
@@ -205,7 +206,7 @@ def _room_cards(owner: Any) -> list[RoomCard]:
             .annotate(n=Count("id"))
         }
     )
-    flares = Counter(
+    flares_per_room = Counter(
         {
             row["room_id"]: row["n"]
             for row in Flare.objects.filter(seat__owner=owner, resolved_at__isnull=True)
@@ -224,8 +225,8 @@ def _room_cards(owner: Any) -> list[RoomCard]:
                 state_words=RoomState(room.state).label,
                 state_hint=STATE_HINTS[room.state],
                 other_owner=others.get(room.id),
-                forks_waiting=forks[room.id],
-                flares_unanswered=flares[room.id],
+                forks_waiting=forks_per_room[room.id],
+                flares_unanswered=flares_per_room[room.id],
                 outcome=_outcome_line(outcome),
             )
         )
@@ -250,8 +251,8 @@ def _rooms_page(
         {
             "rooms": _room_cards(request.user),
             "notifications": heard,
-            # The Gentle Tap badge is the owner's choice (Settings); on unless turned off.
-            "badge_enabled": getattr(heard, "badge_enabled", True),
+            # The Gentle Tap badge is the owner's choice (Settings); flares are always urgent.
+            "badge_enabled": heard.badge_enabled,
             "digest": [(d.room_id, d.purpose, digest_words(d.counts)) for d in heard.digest],
             "steps": steps,
             "steps_done": sum(step.done for step in steps),
@@ -259,7 +260,6 @@ def _rooms_page(
             "room_form": room_form or RoomForm(prefix="room"),
             "terms_form": terms_form or DinnerTermsForm(prefix="terms"),
             "create_error": create_error,
-            "create_open": room_form is not None,
         },
         status=status,
     )
@@ -337,12 +337,12 @@ class AgentRow:
     name: str
     token_prefix: str
     active: bool
-    revoked_at: Any
-    last_used_at: Any
+    revoked_at: datetime | None
+    last_used_at: datetime | None
     rooms: tuple[str, ...]  # purposes of the rooms it is bound to
 
 
-def _agent_rows(owner: Any) -> list[AgentRow]:
+def _agent_rows(owner: User) -> list[AgentRow]:
     bound: dict[UUID, list[str]] = {}
     for seat in RoomMember.objects.filter(owner=owner, agent__isnull=False).select_related("room"):
         assert seat.agent_id is not None
@@ -443,7 +443,7 @@ class InvitePreview:
     room_id: UUID | None  # set only when the viewer already sits in the room
 
 
-def _invite_preview(token: str, viewer: Any) -> InvitePreview:
+def _invite_preview(token: str, viewer: User | AnonymousUser) -> InvitePreview:
     invite = (
         RoomInvite.objects.select_related("room", "created_by")
         .filter(token_hash=secret_digest(token))

@@ -113,13 +113,11 @@ def test_what_waits_shows_per_room_and_the_badge_honours_the_owner(
     assert "fork waiting" not in bob_html
     assert 'id="urgent-beacon"' not in bob_html
 
-    if hasattr(NotificationPreference, "badge"):  # the Gentle Tap switch (Settings)
-        NotificationPreference.objects.update_or_create(
-            owner=setup.a.owner, defaults={"badge": False}
-        )
-        quiet_html = client_for(setup.a.owner).get("/").content.decode()
-        assert 'id="fork-badge"' not in quiet_html and "fork waiting" not in quiet_html
-        assert 'id="urgent-beacon"' in quiet_html  # flares are urgent whatever the setting
+    # The Gentle Tap switch (Settings) turns the fork badge off, never the Urgent Beacon.
+    NotificationPreference.objects.update_or_create(owner=setup.a.owner, defaults={"badge": False})
+    quiet_html = client_for(setup.a.owner).get("/").content.decode()
+    assert 'id="fork-badge"' not in quiet_html and "fork waiting" not in quiet_html
+    assert 'id="urgent-beacon"' in quiet_html and "1 Signal Flare to answer" in quiet_html
 
 
 def test_the_outcome_line_shows_on_the_card(make_open_room: Any, settings: Any) -> None:
