@@ -130,7 +130,12 @@ def test_the_embedded_default_serves_no_debug_page_and_its_static_files(live_dap
 
 
 def _debug_setting(env: dict[str, str]) -> str:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SYNAPSIA_")}
+    """The settings of a fresh process on the embedded default (whichever pass this is)."""
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SYNAPSIA_") and k not in ("DATABASE_URL", "REDIS_URL")
+    }
     clean["SYNAPSIA_SQLITE_PATH"] = str(ROOT / "var" / "debug-check.sqlite3")
     result = subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", "from django.conf import settings; "

@@ -197,3 +197,35 @@ def test_in_the_browser_the_first_visit_offers_its_zone_and_copy_buttons_work(
     assert page.inner_text("button.copy-button") == "Copied"
     assert page.evaluate("navigator.clipboard.readText()") == "syn_agent_example-token"
     context.close()
+
+
+def test_the_header_counts_flares_always_and_forks_only_with_the_badge_on(
+    make_open_room, settings
+) -> None:
+    from rooms import flares, forks
+    from rooms.models import FlareReason
+
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
+    setup = make_open_room()
+    forks.action_for_agent(
+        room_id=setup.room.id,
+        agent_id=setup.a.agent.id,
+        client_id="spend-1",
+        tool="spend",
+        arguments={"amount_cents": 100, "currency": "EUR", "payee_id": "nopa", "purpose": "x"},
+    )
+    flares.flare_raise(
+        room_id=setup.room.id,
+        agent_id=setup.a.agent.id,
+        reason=FlareReason.DISTRESS,
+        raised_by="agent",
+    )
+    alice = Client()
+    alice.force_login(setup.a.owner)
+    page = alice.get("/keys/").content.decode()
+    assert '1<span class="visually-hidden"> Signal Flare to answer</span>' in page
+    assert '1<span class="visually-hidden"> fork waiting</span>' in page
+    alice.post("/settings/", {"time_zone": "UTC"})  # Gentle Tap off
+    page = alice.get("/keys/").content.decode()
+    assert "Signal Flare to answer" in page  # the Urgent Beacon cannot be turned off
+    assert "fork waiting" not in page
