@@ -105,6 +105,24 @@ def test_an_unknown_address_gets_our_page_in_words_with_a_way_home() -> None:
     assert "URLconf" not in body and "admin/" not in body  # not Django's list of routes
 
 
+@pytest.mark.django_db
+def test_a_server_error_gets_our_500_page_with_the_policy(make_owner, monkeypatch) -> None:
+    from frontend import settings_views
+
+    def broken(**_: object) -> None:
+        raise RuntimeError("the settings store is down")
+
+    monkeypatch.setattr(settings_views.notifications, "preferences_of", broken)
+    client = Client(raise_request_exception=False)
+    client.force_login(make_owner("alice"))
+    response = client.get("/settings/")
+    body = response.content.decode()
+    assert response.status_code == 500
+    assert "Something went wrong on our side" in body and 'href="/"' in body
+    assert "RuntimeError" not in body and "Traceback" not in body
+    assert policy_of(response) == EXPECTED
+
+
 def test_the_500_page_renders_without_a_request_or_a_database() -> None:
     from django.template import loader
 
