@@ -165,7 +165,11 @@ def test_the_state_its_clocks_and_the_tier_are_in_words(
     make_open_room: Callable[..., Any],
 ) -> None:
     setup = make_open_room()
-    text = visible(page_of(setup.a.owner, setup.room))
+    html = page_of(setup.a.owner, setup.room)
+    text = visible(html)
+    # The room's slip and ledger are a link away.
+    assert f'href="/rooms/{setup.room.id}/slip/"' in html
+    assert f'href="/rooms/{setup.room.id}/ledger/"' in html
     assert "Open since" in text
     assert "Transcript kept 30 days after the room closes (the default)" in text
     assert "Ledger events kept 90 days each, the latest until" in text
