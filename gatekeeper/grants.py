@@ -211,7 +211,7 @@ def grants_of_owner(
 
 def _pending_locked(*, owner: User, grant_id: UUID) -> Grant:
     grant = (
-        Grant.objects.select_for_update()
+        Grant.objects.select_for_update(of=("self",))
         .select_related("action")
         .filter(id=grant_id, owner=owner)
         .first()
@@ -391,7 +391,7 @@ def grants_expire(*, now: datetime | None = None) -> int:
     ).values_list("id", flat=True):
         with transaction.atomic():
             grant = (
-                Grant.objects.select_for_update()
+                Grant.objects.select_for_update(of=("self",))
                 .select_related("action")
                 .filter(id=grant_id, status__in=OPEN_GRANT_STATUSES)
                 .first()
@@ -493,7 +493,7 @@ def disclosure_grant_claim(*, ask: DisclosureAsk, now: datetime) -> Grant | None
     """
     grant = (
         _disclosure_grants(ask)
-        .select_for_update()
+        .select_for_update(of=("self",))
         .select_related("key")
         .filter(status=GrantStatus.APPROVED)
         .first()

@@ -6,13 +6,16 @@ exactly the owner's, for exactly that use, under the slip in force, discloses no
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 import pytest
 import rfc8785
+from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
@@ -374,6 +377,38 @@ def test_approving_twice_discloses_once(scene: Scene) -> None:
         scene.decide(grant)  # the second click finds it approved already
     assert len(shown(scene.bob_turn())) == 1 and len(scene.events("grant_approved")) == 1
     assert len(scene.events("disclosure")) == 1 and scene.uses_left() == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_approvals_and_two_turns_at_once_disclose_once(make_open_room) -> None:
+    scene = Scene(make_open_room())
+    scene.bob_turn()
+    grant = scene.pending()
+    signature = scene.device.sign_grant(grant)
+    barrier = threading.Barrier(2)
+
+    def approve(_: int) -> str:
+        try:
+            barrier.wait(timeout=30)
+            try:
+                return str(scene.decide(grant, signature=signature).status)
+            except InvalidState:
+                return "refused"
+        finally:
+            connections.close_all()
+
+    def turn(_: int) -> int:
+        try:
+            barrier.wait(timeout=30)
+            return len(shown(scene.bob_turn()))
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(2) as pool:
+        assert sorted(pool.map(approve, range(2))) == ["approved", "refused"]
+        assert sorted(pool.map(turn, range(2))) == [0, 1]
+    assert len(scene.events("grant_approved")) == 1 and len(scene.events("disclosure")) == 1
+    assert scene.uses_left() == 4
 
 
 def test_an_expired_request_cannot_be_approved(scene: Scene) -> None:
