@@ -232,6 +232,7 @@ def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
             "sentences": sentences,
             "presets": {tier: TIER_PRESETS[tier] for tier in Tier.values},
             # The slip in force's records, so the checklist starts from what is signed now.
+            "in_force_issued_at": current[0].issued_at if current else None,
             "current": [
                 c.as_record()
                 for c in (slip_selectors.slip_capabilities(slip=current[0]) if current else ())

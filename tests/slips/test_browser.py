@@ -68,23 +68,22 @@ def test_browser_enrolls_fills_the_vault_and_signs_a_slip(
 
     page.goto(f"{base}/rooms/{opened.room.id}/slip/")
     page.wait_for_selector("#slip-items li[data-resource=neighbourhood]")
+    # Only what the vault holds is offered, one sentence per row, every box unchecked.
     boxes = page.locator("#slip-items [name=share]")
-    assert boxes.count() == 8
-    budget_scopes = page.locator("#slip-items li[data-resource=budget] [name=scope] option")
-    assert budget_scopes.all_inner_texts() == [
-        "Share a rough budget band (rounded to 10)",
-        "Share the exact budget range",
-    ]
-    assert (
-        "Free/busy for the next 14 days"
-        in page.locator(
-            "#slip-items li[data-resource=availability] [name=scope] option"
-        ).all_inner_texts()
-    )
+    assert boxes.count() == 2
     assert not any(boxes.nth(i).is_checked() for i in range(boxes.count()))
-    page.check("#slip-items li[data-resource=neighbourhood] [name=share]")
+    assert page.locator(
+        "#slip-items li[data-resource=neighbourhood] .slip-sentence"
+    ).all_inner_texts() == [
+        "Let my agent know the name of my home neighbourhood.",
+        "Let the other agent see the name of my home neighbourhood.",
+    ]
+    assert "Add your budget to your vault first" in page.inner_text("#slip-missing")
+    page.check("#share-neighbourhood-own")
     page.click("text=Sign slip")
-    page.wait_for_selector("#slip-status:has-text('Signed')")
+    page.wait_for_selector(
+        "#slip-in-force-items:has-text('Let my agent know the name of my home neighbourhood')"
+    )
 
     slip = Slip.objects.get()
     assert slip.key_id == key.id and slip.agent_id == opened.a.agent.id

@@ -190,18 +190,30 @@
       }
       // A fresh nonce and issued_at for every signature; the rest comes from the template.
       const fresh = await K.api("GET", `/api/rooms/${roomId}/slip-template`);
-      const payload = { ...fresh.payload, capabilities: capabilities(fresh.payload.issued_at) };
+      // A new slip must be issued after the one in force: signing twice within one second
+      // moves this one a second on (well inside the server's allowed clock skew).
+      const after = parseInt(form.dataset.inForceIssuedAt || "0", 10);
+      const shift = Math.max(0, after + 1 - fresh.payload.issued_at);
+      const issuedAt = fresh.payload.issued_at + shift;
+      const payload = { ...fresh.payload, issued_at: issuedAt,
+        expires_at: fresh.payload.expires_at + shift, capabilities: capabilities(issuedAt) };
       const signed = await K.signSlip(payload);
       const slip = await K.api("POST", `/api/rooms/${roomId}/slips`, signed);
       const count = slip.capabilities.length;
       status.textContent = `Signed: ${count} item${count === 1 ? "" : "s"} shared as you chose.`;
       // Reload to show the slip in force and what changed, as the server words them.
-      window.location.assign(`${window.location.pathname}?signed=1#slip-in-force`);
+      // (No fragment: a URL differing only in its fragment would not reload the page.)
+      window.location.assign(`${window.location.pathname}?signed=1`);
     } catch (error) {
       status.textContent = `Not signed: ${error.message}`;
       button.disabled = false;
     }
   });
 
+  // Just signed: bring the slip in force (and what changed) into view.
+  if (new URLSearchParams(window.location.search).get("signed") === "1") {
+    const signed = document.getElementById("slip-in-force");
+    if (signed) signed.scrollIntoView();
+  }
   preview();
 })();
