@@ -16,6 +16,7 @@ from django.contrib.messages.views import SuccessMessageMixin
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
+from django.utils.http import url_has_allowed_host_and_scheme
 
 
 class SignupForm(UserCreationForm):
@@ -33,14 +34,23 @@ class SignupForm(UserCreationForm):
         fields = ("username", "email")
 
 
+def _next_here(request: HttpRequest) -> str:
+    """Where to go after signing up (an invitation, say), if it is a path on this site."""
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    safe = url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return target if safe else ""
+
+
 def signup(request: HttpRequest) -> HttpResponse:
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user)
         messages.success(request, f"Welcome, {user.get_username()}. Your account is ready.")
-        return redirect("dashboard")
-    return render(request, "registration/signup.html", {"form": form})
+        return redirect(_next_here(request) or "dashboard")
+    return render(request, "registration/signup.html", {"form": form, "next": _next_here(request)})
 
 
 class PasswordChange(SuccessMessageMixin, auth_views.PasswordChangeView):

@@ -42,6 +42,28 @@ def test_sign_up_with_an_email_signs_in_and_keeps_the_email() -> None:
     assert User.objects.get(username="carol").email == "carol@example.org"
 
 
+@pytest.mark.parametrize(
+    ("next_path", "lands_on"),
+    [
+        ("/invites/some-invitation/", "/invites/some-invitation/"),  # back to the invitation
+        ("https://elsewhere.example/steal", "/"),  # another site: never followed
+        ("//elsewhere.example/", "/"),
+    ],
+)
+def test_sign_up_returns_to_the_page_that_sent_the_person_only_on_this_site(
+    next_path: str, lands_on: str
+) -> None:
+    client = Client()
+    form = client.get("/signup/", {"next": next_path}).content.decode()
+    assert ('name="next"' in form) is (lands_on != "/")
+    response = client.post(
+        "/signup/",
+        {"username": "dora", "password1": OLD + "y", "password2": OLD + "y", "next": next_path},
+    )
+    assert response.status_code == 302
+    assert response["Location"] == lands_on
+
+
 def test_sign_up_without_an_email_is_allowed_and_says_what_email_is_for() -> None:
     page = Client().get("/signup/").content.decode()
     assert "Email (optional)" in page and "forget your password" in page
