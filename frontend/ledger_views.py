@@ -21,6 +21,8 @@ def room_ledger(request: HttpRequest, room_id: UUID) -> HttpResponse:
     except RoomError:
         return render(request, "frontend/not_found.html", status=404)
     # Data arrives through the API (rooms/ledger_api.py); the page only hosts the checker.
+    # Each event's sentence comes with it (``words``, outside the hashed fields), so the
+    # browser's hash check reads the raw events and the words never take part in it.
     # The receipt's outcome line comes from the ledger (codes only: ledger imports no app);
     # the plan's venue, time and price are room data, so this page adds them from rooms,
     # keeping dependencies pointing down (frontend -> rooms -> ledger) and the ledger free of
