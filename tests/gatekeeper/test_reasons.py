@@ -343,3 +343,13 @@ def test_event_words_read_as_a_person_would_say_them() -> None:
         "injection_suspected", SAMPLES["injection_suspected"], NAMES
     )
     assert "asked Alice first" in event_sentence("fork_opened", SAMPLES["fork_opened"], NAMES)
+
+
+def test_a_disclosure_grant_keeps_which_item_to_its_owner() -> None:
+    # No action: the grant is for one disclosure, whose item and recipient stay in the grant.
+    data = {"grant_id": GRANT, "owner_id": ALICE}
+    event_record_parse(kind="grant_requested", data=data)
+    assert event_sentence("grant_requested", data, NAMES) == (
+        "Alice was asked to approve a request to share one of Alice's vault items."
+    )
+    assert "budget" not in event_sentence("grant_approved", data, NAMES)
