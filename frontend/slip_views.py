@@ -18,6 +18,7 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from gatekeeper.tools import tools_all
 from rooms import selectors as room_selectors
 from rooms.errors import RoomError
 from slips import selectors as slip_selectors
@@ -122,6 +123,7 @@ DEFAULT_SCOPE: dict[tuple[str, str], str] = {
     ("budget", "peer"): "band",
 }
 DEFAULT_MAX_USES = 100  # one use per context turn: enough for a long negotiation
+DEFAULT_TOOL_USES = 3  # each action done spends one
 
 # What choosing a tier checks (row -> scope). Only rows the owner has an item for exist, so a
 # preset never checks something the owner lacks; the owner can still change every box.
@@ -158,6 +160,9 @@ class ChecklistRow:
     sentence: str
     scopes: list[tuple[str, str]]  # (code, words), narrowest first
     scope: str
+    max_uses: int = DEFAULT_MAX_USES
+    uses_label: str = "How many turns it may be given"
+    uses_help: str = "Each turn of the conversation that includes it counts once."
 
 
 @dataclass(frozen=True)
@@ -191,6 +196,33 @@ def _checklist(kinds: set[str], sentences: dict[str, str]) -> list[ChecklistKind
     return checklist
 
 
+def slip_tools() -> tuple[str, ...]:
+    """The action tools a slip can clear ("tool:<name>"): those that touch the owner's data
+    or money (the others need no slip item, so offering them would mean nothing)."""
+    return tuple(
+        f"tool:{spec.name}" for spec in tools_all() if spec.effective_manifest.touches_owner_data
+    )
+
+
+def _action_rows(tools: tuple[str, ...], sentences: dict[str, str]) -> list[ChecklistRow]:
+    return [
+        ChecklistRow(
+            key=f"tool-{tool.removeprefix('tool:')}",
+            resource=tool,
+            operation="act",
+            recipient="own_agent",
+            audience="Your agent",
+            sentence=sentences[f"{tool}|act|call|own_agent"],
+            scopes=[("call", "")],
+            scope="call",
+            max_uses=DEFAULT_TOOL_USES,
+            uses_label="How many times it may be done",
+            uses_help="Each time your agent does it counts once; after that, it asks you.",
+        )
+        for tool in tools
+    ]
+
+
 @login_required
 def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
     try:
@@ -200,7 +232,10 @@ def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
     owner = request.user
     zone = timezone.get_current_timezone()
     kinds = slip_selectors.vault_kinds_of_owner(owner_id=owner.pk)
-    sentences = checklist_sentences(slip_selectors.owner_budget_currency(owner_id=owner.pk))
+    tools = slip_tools()
+    sentences = checklist_sentences(
+        slip_selectors.owner_budget_currency(owner_id=owner.pk), tools=tools
+    )
     chosen = slip_selectors.owner_tier(owner_id=owner.pk, room_id=room_id)
     in_force = slip_selectors.slip_in_force_words(owner=owner, room_id=room_id, zone=zone)
     current = slip_selectors.slips_of_owner(owner=owner, room_id=room_id).filter(
@@ -214,6 +249,7 @@ def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
             "seat": seat,
             "slip_words": SLIP_WORDS,
             "checklist": _checklist(kinds, sentences),
+            "actions": _action_rows(tools, sentences),
             "missing": [{"kind": k, "name": KIND_NAMES[k]} for k in VAULT_SCOPES if k not in kinds],
             "tiers": [
                 {
@@ -228,7 +264,6 @@ def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
             "conflicts": slip_selectors.conflicts_in_words(room_id=room_id, reader_id=owner.pk),
             "in_force": in_force,
             "signed": request.GET.get("signed") == "1" and in_force is not None,
-            "default_max_uses": DEFAULT_MAX_USES,
             "sentences": sentences,
             "presets": {tier: TIER_PRESETS[tier] for tier in Tier.values},
             # The slip in force's records, so the checklist starts from what is signed now.

@@ -30,7 +30,9 @@ from slips.sentences import (
     SCOPE_CHOICES,
     TIER_EFFECTS,
     TIER_NAMES,
+    TOOL_PHRASES,
     capability_sentence,
+    tool_words,
     when_in_words,
 )
 from slips.vault import vault_scoped_view
@@ -169,6 +171,25 @@ def _item(
     )
 
 
+def _action_item(granted: Capability, *, tier: str) -> PreviewItem:
+    """An action the owner's own agent may take: a permission, not data (no view)."""
+    effective = capability_under_tier(granted, tier) or granted  # tiers never drop a tool
+    name = tool_words(granted.resource)
+    phrase = TOOL_PHRASES.get(granted.resource.removeprefix("tool:"), f"use the “{name}” action")
+    times = "once" if effective.max_uses == 1 else f"up to {effective.max_uses} times"
+    note = ""
+    if effective.approval == "per_use":
+        note = "It asks you in the room before each time."
+        if granted.approval != "per_use":
+            note = f"{TIER_NAMES[tier]} makes it ask you in the room before each time."
+    return PreviewItem(
+        resource=granted.resource,
+        title=f"Action: {name}",
+        shown=[f"May {phrase}, {times}"],
+        note=note,
+    )
+
+
 def slip_preview(
     *,
     owner_id: Any,
@@ -201,6 +222,8 @@ def slip_preview(
             )
             if item is not None:
                 items.append(item)
+        if recipient == "own_agent":
+            items.extend(_action_item(c, tier=tier) for c in capabilities if not c.is_vault)
         agents.append(AgentPreview(agent=name, recipient=recipient, items=items))
     held_back = [
         capability_sentence(c, currency=currency, details=False)

@@ -76,6 +76,17 @@ def _thing(resource: str, scope: str, currency: str | None) -> str:
     }[resource]
 
 
+# What an action tool lets the owner's agent do, as the end of "Let my agent …". A tool not
+# listed here reads as "use the “<name>” action for me".
+TOOL_PHRASES: dict[str, str] = {
+    "propose_time": "propose a time to the other side",
+    "book_table": "book a table at a venue, within my budget",
+    "spend": "pay for things, within my budget",
+    "send_invitation": "send calendar invitations for the event",
+    "publish_artifact": "publish documents to the room",
+}
+
+
 def tool_words(resource: str) -> str:
     """An action tool's name as a person reads it ("tool:book_table" -> "book table")."""
     name = resource.removeprefix("tool:")
@@ -84,7 +95,10 @@ def tool_words(resource: str) -> str:
 
 def _base(capability: Capability, currency: str | None) -> str:
     if not capability.is_vault:
-        return f"Let my agent use the “{tool_words(capability.resource)}” action for me"
+        phrase = TOOL_PHRASES.get(capability.resource.removeprefix("tool:"))
+        return (
+            f"Let my agent {phrase or f'use the “{tool_words(capability.resource)}” action for me'}"
+        )
     thing = _thing(capability.resource, capability.scope, currency)
     recipient = capability.recipient
     if capability.operation == "disclose":
@@ -134,11 +148,15 @@ def capability_sentence(
     return f"{sentence} ({'; '.join(extras)})."
 
 
-def checklist_sentences(currency: str | None = None) -> dict[str, str]:
+def checklist_sentences(currency: str | None = None, tools: tuple[str, ...] = ()) -> dict[str, str]:
     """The short sentence for every (resource, operation, scope, recipient) the checklist can
-    offer for a vault kind, keyed ``resource|operation|scope|recipient`` (the page swaps the
-    sentence as the owner changes the scope)."""
+    offer for a vault kind, and for each action tool in ``tools`` ("tool:<name>"), keyed
+    ``resource|operation|scope|recipient`` (the page swaps the sentence as the owner changes
+    the scope)."""
     sentences: dict[str, str] = {}
+    for tool in tools:
+        capability = Capability(tool, "act", "call", "own_agent", 0, 1, False, "none")
+        sentences[f"{tool}|act|call|own_agent"] = capability_sentence(capability, details=False)
     for resource, scopes in VAULT_SCOPES.items():
         for operation in ("read", "disclose"):
             for scope in scopes:

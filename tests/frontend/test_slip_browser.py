@@ -68,6 +68,8 @@ def test_choose_a_preset_preview_sign_and_see_what_changed(
         page.click("text=Enroll this device")
         page.wait_for_selector("#device-keys li:has-text('Test Chromium') .on-this-device:visible")
         assert "Active: signs your permission slips" in page.inner_text("#device-keys")
+        axe_check(page, name="keys")
+        visible_text_has_no_codes(page, name="keys")
 
         page.goto(f"{base}/rooms/{opened.room.id}/slip/")
         page.wait_for_selector(f"{PEER}")  # the first preview: nothing checked, nothing sent
@@ -94,6 +96,13 @@ def test_choose_a_preset_preview_sign_and_see_what_changed(
         page.select_option("#scope-budget-peer", "band")
         page.wait_for_selector(f"{PEER} >> text=Room Only cuts this", state="detached")
 
+        # An action: the own agent may book, the preview says so (the other agent: nothing).
+        page.check("#share-tool-book_table")
+        page.wait_for_selector(
+            "#slip-preview [data-recipient=own_agent]:has-text('May book a table at a venue')"
+        )
+        assert "book a table" not in page.inner_text(PEER)
+
         no_horizontal_scroll_at_phone(page)
         axe_check(page, name="slip")
         visible_text_has_no_codes(page, name="slip")
@@ -105,6 +114,7 @@ def test_choose_a_preset_preview_sign_and_see_what_changed(
         in_force = page.inner_text("#slip-in-force-items")
         assert "Let the other agent see a rough band of my budget per person" in in_force
         assert "Let my agent know my exact budget range per person" in in_force
+        assert "Let my agent book a table at a venue, within my budget (up to 3 times)" in in_force
         assert Slip.objects.filter(owner=opened.a.owner).count() == 1
 
         # The checklist starts from the slip in force; one box changed, signed again.

@@ -86,6 +86,18 @@ def test_a_sentence_for_every_record_the_checklist_offers(currency) -> None:
         )
 
 
+def test_a_sentence_for_every_action_the_slip_page_offers() -> None:
+    from frontend.slip_views import slip_tools
+
+    tools = slip_tools()
+    assert "tool:book_table" in tools and "tool:venues_search" not in tools
+    sentences = checklist_sentences(tools=tools)
+    for tool in tools:
+        sentence = sentences[f"{tool}|act|call|own_agent"]
+        _no_code(sentence)
+        assert sentence.startswith("Let my agent ") and "action for me" not in sentence
+
+
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
@@ -105,7 +117,9 @@ def test_detailed_sentences_say_every_option_in_words(extra, words) -> None:
     assert words in sentence
     tool = _capability("tool:book_table", "act", "call", "own_agent", **extra)
     _no_code(capability_sentence(tool, slip_expires_at=2_000_000_000))
-    assert "“book table”" in capability_sentence(tool)
+    assert capability_sentence(tool).startswith("Let my agent book a table at a venue")
+    unknown = _capability("tool:share_itinerary", "act", "call", "own_agent", **extra)
+    assert "the “share itinerary” action" in capability_sentence(unknown)
 
 
 def test_the_diff_names_what_is_now_shared_no_longer_shared_and_changed() -> None:
@@ -334,3 +348,24 @@ def test_free_busy_is_shown_in_the_owners_time_zone(make_owner) -> None:
     (item,) = own.items
     assert "(Asia/Tokyo)" in item.shown[0]
     assert item.shown[1].endswith("19:00 to 20:30")  # 10:00 UTC is 19:00 in Tokyo
+
+
+def test_an_action_in_the_draft_is_previewed_for_the_own_agent_only(make_open_room) -> None:
+    setup = make_open_room()
+    client = _client(setup.a.owner)
+    booking = {"resource": "tool:book_table", "operation": "act", "approval": "none",
+               "max_uses": 3}  # fmt: skip
+    for tier, note in (("collaborative", ""), ("sandbox", "Sandbox makes it ask you")):
+        client.put(
+            f"/api/rooms/{setup.room.id}/tier", {"tier": tier}, content_type="application/json"
+        )
+        own, peer = client.post(
+            f"/api/rooms/{setup.room.id}/slip-preview",
+            {"capabilities": [booking]},
+            content_type="application/json",
+        ).json()["agents"]
+        (item,) = own["items"]
+        assert item["title"] == "Action: book table"
+        assert item["shown"] == ["May book a table at a venue, within my budget, up to 3 times"]
+        assert item["note"].startswith(note)
+        assert peer["items"] == []
