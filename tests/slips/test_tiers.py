@@ -201,3 +201,17 @@ def test_an_owner_who_chose_no_tier_counts_as_collaborative_and_is_said_so(make_
         "Bob chose Room Only and you chose no tier, which counts as Collaborative, so the room "
         "runs under Room Only"
     )
+
+
+def test_a_rule_conflict_on_a_shared_action_is_said_in_words_to_both(make_signer) -> None:
+    alice = make_signer("alice")
+    bob = make_signer("bob", room_id=alice.room_id)
+    alice.submit(capabilities=[{"resource": "tool:book_table", "approval": "none"}])
+    bob.submit(capabilities=[{"resource": "tool:book_table", "approval": "per_use"}])
+    (for_alice,) = conflicts_in_words(room_id=alice.room_id, reader_id=alice.owner.pk)
+    assert for_alice == (
+        "For the “book table” action, bob's slip asks before each use and your slip does not "
+        "ask, so for both agents it asks before each use (the narrower rule)."
+    )
+    (for_bob,) = conflicts_in_words(room_id=alice.room_id, reader_id=bob.owner.pk)
+    assert for_bob.startswith("For the “book table” action, alice's slip does not ask and your")
