@@ -14,12 +14,26 @@
   const clock = new Intl.DateTimeFormat("en-GB", {
     timeZone: document.body.dataset.timeZone || undefined, dateStyle: "medium", timeStyle: "short",
   });
+  // What the decision did, by the request's kind and the status the server answered.
   const OUTCOME_WORDS = {
-    executed: "Approved: the action ran.",
-    pending: "Approved: sent on, waiting for confirmation.",
-    denied: "Denied: nothing was done.",
-    failed: "Approved, but the action failed: nothing was booked or paid.",
+    action: {
+      executed: "Approved: the action ran.",
+      pending: "Approved: sent on, waiting for confirmation.",
+      denied: "Denied: nothing was done.",
+      failed: "Approved, but the action failed: nothing was booked or paid.",
+      awaiting_grant: "Not approved: the server did not accept this device's signature. Try again, or enroll this device on the Keys page.",
+    },
+    disclosure: {
+      approved: "Approved: the item is shared once, on the agent's next turn.",
+      denied: "Denied: nothing was shared.",
+      pending: "Not approved: the server did not accept this device's signature. Try again, or enroll this device on the Keys page.",
+      expired: "Not approved: the request had already expired, so nothing was shared.",
+    },
   };
+  function outcomeWords(grant, result) {
+    const words = OUTCOME_WORDS[grant.kind === "disclosure" ? "disclosure" : "action"];
+    return words[result.status] || "Decided.";
+  }
 
   async function decide(grant, decision) {
     const keys = window.SynapsiaKeys;
@@ -74,7 +88,7 @@
         button.disabled = true;
         try {
           const result = await decide(grant, decision);
-          status.textContent = OUTCOME_WORDS[result.status] || "Decided.";
+          status.textContent = outcomeWords(grant, result);
           await refresh();
         } catch (error) {
           status.textContent = `Not done: ${error.message}`;
