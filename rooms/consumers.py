@@ -3,13 +3,14 @@
 Delivery is ordered and exactly-once per socket: ``position`` is the highest room sequence
 number this socket has handled (delivered, or its own message), and every message is
 delivered in sequence. The channel layer only rings the bell; when an event skips ahead, or
-periodically while idle, the socket reads the gap back from the database.
+when the process's record sweep (``realtime.RecordSweep``) finds the socket left behind by a
+lost bell, the socket reads the gap back from the database. An idle socket issues no query.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import copy
 import logging
 from collections.abc import Awaitable, Callable
@@ -80,8 +81,6 @@ T = TypeVar("T")
 OWNER_BACKLOG = 200
 # Most consecutive queued `say` frames recorded in one hop and one transaction.
 SAY_RUN_MAX = 32
-# Marks the end of a socket's inbox (it disconnected).
-_INBOX_END = object()
 
 logger = logging.getLogger(__name__)
 
@@ -169,8 +168,11 @@ class RoomConsumer(AsyncWebsocketConsumer):
     participant: Participant | None = None
     _repetition: flares.RepetitionWatch
     position: int = 0
-    _catch_up: asyncio.Task[None] | None = None
+    # The one task handling this socket's frames, while it has any (none while idle).
     _worker: asyncio.Task[None] | None = None
+    # A backfill the record sweep asked for, while it runs.
+    _wake: asyncio.Task[None] | None = None
+    _watched = False
     # Sealed offers: a one-shot wait until the reveal deadline this socket was told of, and
     # whether this socket has sent the reveal (it is sent once per socket).
     _seal_wait: asyncio.Task[None] | None = None
@@ -182,7 +184,8 @@ class RoomConsumer(AsyncWebsocketConsumer):
         finally:
             # Daphne may cancel an instance without a disconnect (a close timeout): leave no
             # task of this socket behind.
-            for task in (self._worker, self._catch_up, self._seal_wait):
+            self._unwatch()
+            for task in (self._worker, self._wake, self._seal_wait):
                 if task is not None:
                     task.cancel()
 
@@ -214,8 +217,9 @@ class RoomConsumer(AsyncWebsocketConsumer):
             return
         self.participant = verdict
         self._repetition = flares.RepetitionWatch()
-        self._inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self._inbox: collections.deque[str | None] = collections.deque()
         self._held: Any = None
+        self._backfilling = asyncio.Lock()
         if verdict.agent_id is not None:
             group = realtime.agent_group(verdict.agent_id)
             await self.channel_layer.group_send(
@@ -230,9 +234,10 @@ class RoomConsumer(AsyncWebsocketConsumer):
         for frame in backlog:
             await self.send(frame)
         self.position = position
+        # From here on the sweep recovers any bell this socket misses.
+        realtime.record_sweep().watch(verdict.room_id, self)
+        self._watched = True
         await self._seal_state(seal)
-        self._catch_up = asyncio.create_task(self._catch_up_loop())
-        self._worker = asyncio.create_task(self._work())
 
     def _opening(self, participant: Participant) -> tuple[str, list[str], int, sealed.SealState]:
         room = Room.objects.get(id=participant.room_id)
@@ -270,14 +275,19 @@ class RoomConsumer(AsyncWebsocketConsumer):
         seal = sealed.offers_reveal_if_due(room_id=room.id) if for_agent else sealed.SealState()
         return welcome, frames, max(room.last_seq, after), seal
 
+    def _unwatch(self) -> None:
+        if self._watched and self.participant is not None:
+            self._watched = False
+            realtime.record_sweep().unwatch(self.participant.room_id, self)
+
     async def disconnect(self, code: int) -> None:
-        if self._catch_up is not None:
-            self._catch_up.cancel()
+        self._unwatch()
+        if self._wake is not None:
+            self._wake.cancel()
         if self._seal_wait is not None:
             self._seal_wait.cancel()
         if self._worker is not None:
             # Frames that arrived before the disconnect are handled, as they were received.
-            self._inbox.put_nowait(_INBOX_END)
             await self._worker
         if self.participant is None:
             return
@@ -295,21 +305,27 @@ class RoomConsumer(AsyncWebsocketConsumer):
     # --- frames from the client -----------------------------------------------------------
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.participant is None or self._worker is None:
+        if self.participant is None:
             return
         # Handled in order by ``_work``, so the dispatch loop keeps taking channel-layer events
         # (deliveries) while this socket's database hop runs, and frames that queue up behind
         # a hop can be handled together.
-        self._inbox.put_nowait(text_data)
+        self._inbox.append(text_data)
+        if self._worker is None:
+            # No await between the worker's last look at its inbox and its exit, nor between
+            # this check and the start: a frame is never left without a worker.
+            self._worker = asyncio.create_task(self._work())
 
     async def _work(self) -> None:
-        """Handle the socket's frames one at a time in arrival order; a run of queued `say`
-        frames is recorded in one hop and one transaction (``services.messages_say``)."""
+        """Handle the socket's frames one at a time in arrival order, until none is left; a
+        run of queued `say` frames is recorded in one hop and one transaction
+        (``services.messages_say``)."""
         try:
             while True:
-                item = await self._next()
-                if item is _INBOX_END:
+                if self._held is None and not self._inbox:
+                    self._worker = None
                     return
+                item = self._next()
                 try:
                     if isinstance(item, FrameError):
                         raise item
@@ -321,19 +337,18 @@ class RoomConsumer(AsyncWebsocketConsumer):
                     await self.send(error_frame(refused.code, refused.message, refused.ref))
         except Exception:
             # What an exception escaping a consumer handler would do: log it, drop the socket.
+            self._worker = None
             logger.exception("room socket failed")
             await self.close(code=1011)
 
-    async def _next(self) -> Any:
-        """The next parsed frame (or the ``FrameError`` it raised), or ``_INBOX_END``."""
+    def _next(self) -> Any:
+        """The next parsed frame (or the ``FrameError`` it raised); the inbox is not empty."""
         if self._held is not None:
             item, self._held = self._held, None
             return item
-        return self._parse(await self._inbox.get())
+        return self._parse(self._inbox.popleft())
 
     def _parse(self, raw: Any) -> Any:
-        if raw is _INBOX_END:
-            return raw
         try:
             return parse_client_frame(raw, max_bytes=settings.SYNAPSIA["MAX_FRAME_BYTES"])
         except FrameError as refused:
@@ -346,8 +361,8 @@ class RoomConsumer(AsyncWebsocketConsumer):
         watch = copy.copy(self._repetition)
         if watch.looping(first.body.text):
             return run
-        while len(run) < SAY_RUN_MAX and self._held is None and not self._inbox.empty():
-            item = self._parse(self._inbox.get_nowait())
+        while len(run) < SAY_RUN_MAX and self._held is None and self._inbox:
+            item = self._parse(self._inbox.popleft())
             if not isinstance(item, SayFrame):
                 self._held = item  # handled next, after this run
                 break
@@ -709,20 +724,31 @@ class RoomConsumer(AsyncWebsocketConsumer):
     async def _backfill(self) -> None:
         if self.participant is None:
             return
-        missed = await in_db_thread(selectors.messages_after)(
-            room_id=self.participant.room_id, after_seq=self.position
-        )
-        own = self.participant.agent_id
-        for message in missed:
-            if message.seq <= self.position:
-                continue
-            self.position = message.seq
-            if message.sender_id != own:
-                await self.send(message_frame(message, for_agent=self.participant.kind == "agent"))
+        # One read at a time (a gap seen by a delivery and a sweep's wake at once); each
+        # message is still sent once, in order, because ``position`` is re-read after the hop.
+        async with self._backfilling:
+            missed = await in_db_thread(selectors.messages_after)(
+                room_id=self.participant.room_id, after_seq=self.position
+            )
+            own = self.participant.agent_id
+            for message in missed:
+                if message.seq <= self.position:
+                    continue
+                self.position = message.seq
+                if message.sender_id != own:
+                    agent = self.participant.kind == "agent"
+                    await self.send(message_frame(message, for_agent=agent))
 
-    async def _catch_up_loop(self) -> None:
-        interval = settings.SYNAPSIA["CATCH_UP_SECONDS"]
-        with contextlib.suppress(asyncio.CancelledError):
-            while True:
-                await asyncio.sleep(interval)
-                await self._backfill()
+    def wake(self) -> None:
+        """The record sweep found this socket behind the room (a lost bell): read the gap."""
+        if self._wake is None or self._wake.done():
+            self._wake = asyncio.create_task(self._woken())
+
+    async def _woken(self) -> None:
+        try:
+            await self._backfill()
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            # The next sweep wakes this socket again; the record still holds the messages.
+            logger.exception("room socket catch-up failed")

@@ -10,12 +10,17 @@ failure.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from typing import Any
+import weakref
+from typing import Any, Protocol
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
@@ -92,3 +97,101 @@ def announce_grant_expired(*, agent_id: UUID, ref: str, **_: object) -> None:
 
 def announce_agent_revoked(agent_id: UUID) -> None:
     _send_after_commit(agent_group(agent_id), {"type": "agent.revoked"})
+
+
+# --- the record sweep: one per process, for every connected socket -----------------------
+
+
+class Listener(Protocol):
+    """A connected socket as the sweep sees it: how far it has read, and how to wake it."""
+
+    position: int
+
+    def wake(self) -> None:
+        """Read the record past ``position`` (the bell for something was lost)."""
+
+
+def rooms_latest_seq(room_ids: list[UUID]) -> dict[UUID, int]:
+    """The last sequence number of each room, in one statement for all of them."""
+    from rooms.models import Room  # realtime is imported by models' neighbours; keep it lazy
+
+    return dict(Room.objects.filter(id__in=room_ids).values_list("id", "last_seq"))
+
+
+class RecordSweep:
+    """The safety net under the bell: one task per process (event loop) for all its sockets.
+
+    A socket learns of new messages from the room's channel-layer event, never by polling,
+    so an idle socket costs no query. Events can be lost (a full channel, a reconnect), so
+    every ``CATCH_UP_SECONDS / 2`` one statement reads the latest seq of every room with a
+    socket here, and a socket still behind the seq the *previous* sweep saw is woken: it read
+    nothing for at least one sweep interval after that message committed, so its bell was
+    lost (a socket merely waiting for an event in flight is left alone). Whatever was lost
+    is read back within ``CATCH_UP_SECONDS``, from the record, once (the socket's position
+    decides what it has handled).
+    """
+
+    def __init__(self) -> None:
+        self._rooms: dict[UUID, set[Listener]] = {}
+        self._seen: dict[UUID, int] = {}
+        self._task: asyncio.Task[None] | None = None
+        # A process-wide count of sweeps, for tests and the benchmark's idle cell.
+        self.sweeps = 0
+
+    def watch(self, room_id: UUID, listener: Listener) -> None:
+        self._rooms.setdefault(room_id, set()).add(listener)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def unwatch(self, room_id: UUID, listener: Listener) -> None:
+        listeners = self._rooms.get(room_id)
+        if listeners is None:
+            return
+        listeners.discard(listener)
+        if not listeners:
+            del self._rooms[room_id]
+            self._seen.pop(room_id, None)
+
+    async def _run(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            while self._rooms:
+                await asyncio.sleep(settings.SYNAPSIA["CATCH_UP_SECONDS"] / 2)
+                try:
+                    await self.sweep()
+                except Exception:
+                    # The next sweep tries again; the bell still rings meanwhile.
+                    logger.exception("record sweep failed")
+        self._task = None
+
+    async def sweep(self) -> None:
+        """One pass: one statement, then wake the sockets a lost bell left behind."""
+        room_ids = list(self._rooms)
+        if not room_ids:
+            return
+        engine = settings.DATABASES["default"]["ENGINE"]
+        latest = await database_sync_to_async(
+            rooms_latest_seq, thread_sensitive=engine.endswith("sqlite3")
+        )(room_ids)
+        self.sweeps += 1
+        for room_id, seq in latest.items():
+            previous = self._seen.get(room_id)
+            self._seen[room_id] = seq
+            if previous is None:
+                continue
+            for listener in list(self._rooms.get(room_id, ())):
+                if listener.position < previous:
+                    listener.wake()
+
+
+_sweeps: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RecordSweep] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def record_sweep() -> RecordSweep:
+    """This event loop's sweep (Daphne runs one loop per process; tests one per test)."""
+    loop = asyncio.get_running_loop()
+    sweep = _sweeps.get(loop)
+    if sweep is None:
+        sweep = _sweeps[loop] = RecordSweep()
+    return sweep
