@@ -83,5 +83,8 @@
   });
   const quietly = () => refresh().catch((error) => { status.textContent = `Could not load flares: ${error.message}`; });
   document.addEventListener("synapsia:room-state", quietly);
+  // Coming back to the tab re-reads too: a request that did not pause the room (a disclosure
+  // approval) rings no socket frame of its own.
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) quietly(); });
   quietly();
 })();
