@@ -66,7 +66,7 @@
     item.className = grant.kind === "disclosure" ? "grant disclosure" : "grant";
     item.dataset.grantId = grant.grant_id;
     const heading = grant.kind === "disclosure"
-      ? "Your agent asks to share one of your items" : "Your agent asks to act";
+      ? "The room asks before sharing one of your items" : "Your agent asks to act";
     item.append(text("p", heading, "request-title"));
     // An action comes with its snapshot (tool, venue, time, party, price); a disclosure
     // request with the server's one sentence of what approving shows, and to whom.
