@@ -17,13 +17,15 @@ import base64
 import binascii
 import json
 import os
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, time, timedelta, tzinfo
 from typing import Annotated, Any, Literal
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils import timezone as django_timezone
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -58,7 +60,9 @@ class _Item(BaseModel):
 class BusyWindow(_Item):
     start: int = Field(ge=0, le=2**53 - 1)  # unix seconds
     end: int = Field(ge=0, le=2**53 - 1)
-    title: str = Field(default="", max_length=200)  # private: never in a scoped view
+    # Accepted so that items and API bodies from before still open, but never dumped, so never
+    # sealed again nor shown: the vault keeps busy and free only, never what an event was.
+    title: str = Field(default="", max_length=200, exclude=True)
 
     @model_validator(mode="after")
     def _ordered(self) -> BusyWindow:
@@ -69,7 +73,11 @@ class BusyWindow(_Item):
 
 class Availability(_Item):
     kind: Literal["availability"]
+    # The zone floating and all-day times were read in when imported (pages show the owner's
+    # current zone, not this one).
     timezone: str = Field(default="UTC", max_length=64)
+    # Busy times are known up to here (unix seconds): the end of the last import's window.
+    until: int | None = Field(default=None, ge=0, le=2**53 - 1)
     busy: list[BusyWindow] = Field(default_factory=list, max_length=MAX_WINDOWS)
 
 
@@ -333,95 +341,257 @@ def vault_item_delete(*, owner: User, item_id: UUID) -> None:
     _owned_item(owner, item_id, lock=True).delete()
 
 
-# --- .ics import -----------------------------------------------------------------------------
+# --- availability: the .ics import and busy blocks -------------------------------------------
 
 
-def _as_utc(value: date | datetime) -> datetime:
+# What an importer cannot read, from icalendar, recurring-ical-events (both raise ValueError
+# subclasses for broken properties and rules) or dateutil underneath them.
+_ICS_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError)
+# Occurrences examined (busy or not) before the importer gives up: a rule repeating every
+# minute cannot keep a request busy expanding free time.
+_MAX_OCCURRENCES = 5 * MAX_WINDOWS
+# Recurrence steps the expansion may take in all, counted from each rule's DTSTART (dateutil
+# walks a rule from its start, whatever the window): a 300-byte "every minute since 2000"
+# would otherwise hold a worker for minutes. Daily since 1990 is about 15,000.
+_MAX_RULE_STEPS = 200_000
+_FREQ_SECONDS = {
+    "SECONDLY": 1,
+    "MINUTELY": 60,
+    "HOURLY": 3600,
+    "DAILY": 86_400,
+    "WEEKLY": 7 * 86_400,
+    "MONTHLY": 28 * 86_400,
+    "YEARLY": 365 * 86_400,
+}
+# BY parts that can multiply the instances of one step (an upper bound: some only filter).
+_EXPANDING_PARTS = ("BYSECOND", "BYMINUTE", "BYHOUR", "BYDAY", "BYMONTHDAY", "BYYEARDAY")
+
+
+def _instant(value: date | datetime, zone: tzinfo) -> datetime:
+    """An iCalendar time as an aware instant: a TZID time as it is, a floating time and an
+    all-day date (its local midnight) in ``zone``, so a day is whole in the owner's zone."""
     if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return datetime(value.year, value.month, value.day, tzinfo=UTC)
+        return value.replace(tzinfo=zone) if value.tzinfo is None else value
+    return datetime.combine(value, time(0), tzinfo=zone)
 
 
-def ics_busy_windows(*, ics: bytes, now: datetime) -> list[BusyWindow]:
-    """Busy windows from an iCalendar file, from a day ago to ``ICS_HORIZON_DAYS`` ahead.
+def busy_merged(windows: list[tuple[int, int]]) -> list[BusyWindow]:
+    """Windows sorted and merged where they overlap or touch (untitled)."""
+    merged: list[list[int]] = []
+    for start, end in sorted(windows):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [BusyWindow(start=s, end=e) for s, e in merged]
 
-    Transparent and cancelled events are free time; recurring events are expanded within the
-    horizon (RRULE via dateutil); all-day events block whole UTC days.
+
+def _rule_steps(event: Any, *, since: datetime, until: datetime, zone: tzinfo) -> tuple[int, int]:
+    """About how many instances dateutil generates for ``event``'s RRULEs up to ``until``: in
+    all (dateutil walks from DTSTART) and from ``since`` (what the expansion hands back)."""
+    rules = event.get("RRULE")
+    if rules is None or event.get("DTSTART") is None:
+        return 0, 0
+    start = _instant(event["DTSTART"].dt, zone)
+    total = within = 0
+    for rule in rules if isinstance(rules, list) else [rules]:
+        period = _FREQ_SECONDS.get(str((rule.get("FREQ") or ["?"])[0]).upper())
+        if period is None:
+            raise ValueError("RRULE without a known FREQ")
+        step = period * max(int((rule.get("INTERVAL") or [1])[0]), 1)
+        last = until
+        if rule.get("UNTIL"):
+            last = min(last, _instant(rule["UNTIL"][0], zone))
+        factor = 1
+        for part in _EXPANDING_PARTS:
+            factor *= max(len(rule.get(part) or []), 1)
+        count = max((last - start).total_seconds(), 0) // step + 1
+        window = max((last - max(start, since)).total_seconds(), 0) // step + 1
+        if rule.get("COUNT"):
+            limit = max(int(rule["COUNT"][0]), 0)
+            count, window = min(count, limit), min(window, limit)
+        total += int(count) * factor
+        within += int(window) * factor
+    return total, within
+
+
+def _zone_key(zone: tzinfo) -> str:
+    return getattr(zone, "key", None) or "UTC"
+
+
+def ics_busy_windows(
+    *, ics: bytes, now: datetime, zone: ZoneInfo | None = None
+) -> list[BusyWindow]:
+    """Busy windows from an iCalendar file, from a day before ``now`` to ``ICS_HORIZON_DAYS``
+    after it, merged where they overlap and without titles (the vault never stores them).
+
+    Recurrences are expanded by ``recurring-ical-events``: RRULE and RDATE, EXDATE, and
+    RECURRENCE-ID overrides (a moved or cancelled instance), each in its event's own TZID, so a
+    weekly 09:00 in Europe/Berlin stays 09:00 local across a daylight-saving change. Floating
+    times and all-day events are read in ``zone`` (the owner's; default Django's current zone),
+    an all-day event blocking its whole local days. Transparent and cancelled events or
+    instances are free time. ``Malformed`` in words if the file is too large or unreadable, or
+    if it holds more than ``MAX_WINDOWS`` busy times in the window.
     """
     import icalendar
-    from dateutil.rrule import rrulestr
+    import recurring_ical_events
 
     if len(ics) > MAX_ICS_BYTES:
-        raise Malformed("ics_oversized", f"Calendar files are limited to {MAX_ICS_BYTES} bytes.")
+        raise Malformed(
+            "ics_oversized",
+            f"Calendar files are limited to {MAX_ICS_BYTES // (1024 * 1024)} MB; export a "
+            "shorter date range and try again.",
+        )
+    local = zone or django_timezone.get_current_timezone()
+    window_from, window_until = now - timedelta(days=1), now + timedelta(days=ICS_HORIZON_DAYS)
+    # Floating and all-day times are placed in the owner's zone only after expansion, so the
+    # library is asked a day wider on each side and the window is cut exactly below.
+    slack = timedelta(days=1)
+    unreadable = Malformed(
+        "ics_invalid",
+        "That file is not a calendar the importer can read. Export your calendar again as an "
+        ".ics file (iCalendar) and upload that; your busy times were not changed.",
+    )
     try:
         calendar = icalendar.Calendar.from_ical(ics)
-    except (ValueError, IndexError, KeyError):
-        raise Malformed("ics_invalid", "That file is not a readable iCalendar file.") from None
-    window_from, window_until = now - timedelta(days=1), now + timedelta(days=ICS_HORIZON_DAYS)
-    windows: list[BusyWindow] = []
-    try:
+        if not isinstance(calendar, icalendar.Calendar):
+            raise unreadable
+        total = within = 0
         for event in calendar.walk("VEVENT"):
+            steps = _rule_steps(
+                event, since=window_from - slack, until=window_until + slack, zone=local
+            )
+            total, within = total + steps[0], within + steps[1]
+        if within > _MAX_OCCURRENCES:
+            raise _too_many()
+        if total > _MAX_RULE_STEPS:
+            raise Malformed(
+                "ics_too_many",
+                "An event in that calendar repeats too often over too long a time to import "
+                "(for example every minute for years). Export only the calendar that matters, "
+                "or a shorter date range, and try again; your busy times were not changed.",
+            )
+        # One pass (``after`` re-walks each rule per chunk of time, quadratic on dense rules);
+        # the estimate above bounds what it can return.
+        occurrences = recurring_ical_events.of(calendar, components=["VEVENT"]).between(
+            window_from - slack, window_until + slack
+        )
+        found: list[tuple[int, int]] = []
+        for event in occurrences:
+            if event.get("DTSTART") is None:
+                continue
+            start = _instant(event["DTSTART"].dt, local)
             if str(event.get("TRANSP", "OPAQUE")).upper() == "TRANSPARENT":
                 continue
             if str(event.get("STATUS", "")).upper() == "CANCELLED":
                 continue
-            if event.get("DTSTART") is None:
+            if event.get("DTEND") is None:
+                continue  # a point in time (no DTEND or DURATION) blocks nothing
+            end = _instant(event["DTEND"].dt, local)
+            if end <= start or end <= window_from or start >= window_until:
                 continue
-            start = _as_utc(event.decoded("DTSTART"))
-            if event.get("DTEND") is not None:
-                end = _as_utc(event.decoded("DTEND"))
-            elif event.get("DURATION") is not None:
-                end = start + event.decoded("DURATION")
-            else:
-                end = start + (
-                    timedelta(days=1)
-                    if not isinstance(event.decoded("DTSTART"), datetime)
-                    else timedelta(0)
-                )
-            length = end - start
-            if length <= timedelta(0):
-                continue
-            title = str(event.get("SUMMARY", ""))[:200]
-            starts = [start]
-            if event.get("RRULE") is not None:
-                rrule_text = event["RRULE"].to_ical()
-                if isinstance(rrule_text, bytes):
-                    rrule_text = rrule_text.decode()
-                rule = rrulestr(rrule_text, dtstart=start)
-                starts = list(rule.between(window_from - length, window_until, inc=True))[
-                    :MAX_WINDOWS
-                ]
-            for s in starts:
-                if s + length <= window_from or s >= window_until:
-                    continue
-                windows.append(
-                    BusyWindow(
-                        start=int(s.timestamp()), end=int((s + length).timestamp()), title=title
-                    )
-                )
-                if len(windows) > MAX_WINDOWS:
-                    raise Malformed("ics_too_many", f"More than {MAX_WINDOWS} busy windows.")
-    except (ValueError, TypeError, KeyError, OverflowError) as exc:
-        if isinstance(exc, Malformed):
-            raise
-        raise Malformed(
-            "ics_invalid", "That calendar has an event the importer cannot read."
-        ) from None
-    windows.sort(key=lambda w: (w.start, w.end))
-    return windows
+            found.append((int(start.timestamp()), int(end.timestamp())))
+            if len(found) > MAX_WINDOWS:
+                raise _too_many()
+    except Malformed:
+        raise
+    except _ICS_ERRORS:
+        raise unreadable from None
+    return busy_merged(found)
 
 
-@transaction.atomic
-def vault_import_ics(*, owner: User, ics: bytes, now: datetime) -> VaultItem:
-    """Replace the owner's availability with the busy windows of an ``.ics`` file."""
-    windows = ics_busy_windows(ics=ics, now=now)
-    content = {"kind": "availability", "busy": [w.model_dump() for w in windows]}
+def _too_many() -> Malformed:
+    return Malformed(
+        "ics_too_many",
+        f"That calendar has more than {MAX_WINDOWS} busy times in the next {ICS_HORIZON_DAYS} "
+        "days, more than the vault keeps. Export only the calendar that matters (not shared "
+        "or holiday calendars) and try again; your busy times were not changed.",
+    )
+
+
+def _availability_save(
+    owner: User, *, busy: list[BusyWindow], zone_key: str, until: int | None
+) -> VaultItem:
+    content = {
+        "kind": "availability",
+        "timezone": zone_key,
+        "until": until,
+        "busy": [w.model_dump() for w in busy],
+    }
     existing = (
         VaultItem.objects.select_for_update().filter(owner=owner, kind="availability").first()
     )
     if existing is None:
         return vault_item_create(owner=owner, content=content)
     return vault_item_update(owner=owner, item_id=existing.id, content=content)
+
+
+@transaction.atomic
+def vault_import_ics(
+    *, owner: User, ics: bytes, now: datetime, zone: ZoneInfo | None = None
+) -> VaultItem:
+    """Replace the owner's availability with the busy windows of an ``.ics`` file (read as
+    ``ics_busy_windows`` does); a refused file changes nothing."""
+    local = zone or django_timezone.get_current_timezone()
+    windows = ics_busy_windows(ics=ics, now=now, zone=local)
+    until = int((now + timedelta(days=ICS_HORIZON_DAYS)).timestamp())
+    return _availability_save(owner, busy=windows, zone_key=_zone_key(local), until=until)
+
+
+def _availability_of(owner: User) -> Availability | None:
+    row = VaultItem.objects.select_for_update().filter(owner=owner, kind="availability").first()
+    if row is None:
+        return None
+    item = vault_open(row)
+    assert isinstance(item, Availability)
+    return item
+
+
+@transaction.atomic
+def vault_busy_add(*, owner: User, start: datetime, end: datetime) -> VaultItem:
+    """Add one busy block (aware datetimes) to the owner's availability, merged with what is
+    there; the imported horizon is kept. ``Malformed`` in words if it ends before it starts."""
+    if start.tzinfo is None or end.tzinfo is None:
+        raise ValueError("busy blocks are aware datetimes")
+    if end <= start:
+        raise Malformed(
+            "busy_unordered", "A busy time must end after it starts; check the end time."
+        )
+    current = _availability_of(owner)
+    windows = [(w.start, w.end) for w in current.busy] if current is not None else []
+    windows.append((int(start.timestamp()), int(end.timestamp())))
+    merged = busy_merged(windows)
+    if len(merged) > MAX_WINDOWS:
+        raise Malformed(
+            "busy_too_many", f"The vault keeps at most {MAX_WINDOWS} busy times; clear some first."
+        )
+    if current is None:
+        return _availability_save(owner, busy=merged, zone_key=_zone_key(start.tzinfo), until=None)
+    return _availability_save(owner, busy=merged, zone_key=current.timezone, until=current.until)
+
+
+def busy_by_day(
+    busy: list[BusyWindow], *, first: date, days: int, zone: tzinfo
+) -> list[tuple[date, list[tuple[datetime, datetime]]]]:
+    """Each local day from ``first`` with the busy windows cut to that day, in ``zone``: a
+    window over midnight appears on both days; a day's end is the next local midnight (23 or
+    25 hours away on a daylight-saving change)."""
+    result: list[tuple[date, list[tuple[datetime, datetime]]]] = []
+    for offset in range(days):
+        day = first + timedelta(days=offset)
+        opens = datetime.combine(day, time(0), tzinfo=zone)
+        closes = datetime.combine(day + timedelta(days=1), time(0), tzinfo=zone)
+        low, high = int(opens.timestamp()), int(closes.timestamp())
+        blocks = [
+            (
+                datetime.fromtimestamp(max(w.start, low), tz=zone),
+                datetime.fromtimestamp(min(w.end, high), tz=zone),
+            )
+            for w in sorted(busy, key=lambda w: w.start)
+            if w.start < high and w.end > low
+        ]
+        result.append((day, blocks))
+    return result
 
 
 # --- the scoped view a capability clears -----------------------------------------------------
