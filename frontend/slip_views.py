@@ -42,6 +42,7 @@ class KeyRow:
     label: str
     fingerprint: str
     status: str
+    meaning: str
     active: bool
     created_at: Any
     last_used_at: Any
@@ -55,27 +56,31 @@ def key_fingerprint(public_key: bytes) -> str:
     return " ".join(digest[i : i + 4] for i in range(0, 16, 4))
 
 
-def _key_status(key: DeviceKey) -> tuple[str, bool]:
+def _key_status(key: DeviceKey) -> tuple[str, str, bool]:
+    """The key's status as a word, what it means, and whether it still signs."""
     if key.revoked_at is not None:
-        return "Revoked: the slips it signed clear nothing any more", False
+        return "Revoked", "the slips it signed clear nothing any more", False
     if key.retired_at is not None:
-        return "Rotated: replaced by a newer key; its slips still count, it signs no new ones", (
-            False
+        return (
+            "Rotated",
+            "replaced by a newer key; its slips still count, it signs no new ones",
+            (False),
         )
-    return "Active: signs your permission slips", True
+    return "Active", "signs your permission slips", True
 
 
 @login_required
 def keys(request: OwnerRequest) -> HttpResponse:
     rows = []
     for key in slip_selectors.keys_of_owner(owner=request.user).order_by("-created_at"):
-        status, active = _key_status(key)
+        status, meaning, active = _key_status(key)
         rows.append(
             KeyRow(
                 id=key.id,
                 label=key.label,
                 fingerprint=key_fingerprint(bytes(key.public_key)),
                 status=status,
+                meaning=meaning,
                 active=active,
                 created_at=key.created_at,
                 last_used_at=key.last_used_at,

@@ -117,6 +117,15 @@ def test_choose_a_preset_preview_sign_and_see_what_changed(
         assert "Let my agent book a table at a venue, within my budget (up to 3 times)" in in_force
         assert Slip.objects.filter(owner=opened.a.owner).count() == 1
 
+        # Rotating the key on the keys page: the new key signs from now on.
+        page.goto(f"{base}/keys/")
+        page.click("#device-keys li:has-text('Test Chromium') button:has-text('Rotate')")
+        page.wait_for_selector("#device-keys li:has-text('Test Chromium (rotated)')")
+        keys = page.inner_text("#device-keys")
+        assert "Rotated: replaced by a newer key" in keys and keys.count("Active:") == 1
+        no_horizontal_scroll(page, name="keys")
+        page.goto(f"{base}/rooms/{opened.room.id}/slip/")
+
         # The checklist starts from the slip in force; one box changed, signed again.
         assert page.is_checked("#share-allergies-peer")
         page.uncheck("#share-allergies-peer")
@@ -131,6 +140,8 @@ def test_choose_a_preset_preview_sign_and_see_what_changed(
         assert "Now shared" not in changes and "Changed" not in changes.replace("What changed", "")
         assert "Let the other agent see my allergies" not in page.inner_text("#slip-in-force-items")
         visible_text_has_no_codes(page, name="slip after signing")
+        second = Slip.objects.get(owner=opened.a.owner, superseded_at__isnull=True)
+        assert second.key.label == "Test Chromium (rotated)"
         watcher.check_csp()
         watcher.check_no_script_errors()
 

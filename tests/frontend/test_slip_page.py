@@ -178,10 +178,10 @@ def test_the_keys_page_in_words(make_owner, client):
     client.force_login(alice)
     page = client.get("/keys/")
     text = _text(page)
-    assert "Work laptop" in text and "Active: signs your permission slips" in text
+    assert "Work laptop" in text and re.search(r"Active ?: signs your permission slips", text)
     assert "last used never" in text and "fingerprint" in text
     assert str(key.id) not in text
     slip_services.key_revoke(owner=alice, key_id=key.id)
     text = _text(client.get("/keys/"))
-    assert "Revoked: the slips it signed clear nothing any more" in text
+    assert re.search(r"Revoked ?: the slips it signed clear nothing any more", text)
     assert codes_in(text) == [], codes_in(text)
