@@ -20,6 +20,7 @@ from rooms.models import FlareChoice, FlareReason, Room, RoomState
 from slips import services as slip_services
 from slips import vault
 from tests.bookings import BUDGET, OVER
+from tests.frontend.browser import codes_in
 from tests.gatekeeper.conftest import (
     Negotiation,
     negotiation,  # noqa: F401 (a fixture)
@@ -115,6 +116,8 @@ def test_speakers_are_named_and_the_negotiation_reads_as_cards(talked: Any) -> N
     for raw in ("PROPOSE round", "COUNTER round", "ACCEPT round", "venue=", "price=3800"):
         assert raw not in text
     assert not UUID.search(text), UUID.search(text)
+    # Nor an epoch, rule id, code, raw JSON or protocol line (the peer's own markup aside).
+    assert codes_in(text.replace(HOSTILE, "")) == []
     # Bob sees the same cards from his side.
     bob = visible(page_of(talked.b.owner, talked.room))
     assert "alice's agent (Alice's agent)" in bob and "Your agent (Bob's agent)" in bob
