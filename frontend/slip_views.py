@@ -155,6 +155,19 @@ TIER_PRESETS: dict[str, dict[str, str]] = {
 }
 
 
+# Said when a tier is chosen: what its preset checked.
+TIER_PRESET_WORDS: dict[str, str] = {
+    Tier.SANDBOX: "Nothing is checked: under Sandbox nothing from your vault reaches either "
+    "agent anyway. You can still check items for a later, wider tier.",
+    Tier.ROOM_ONLY: "Checked: everything in your vault for your own agent, and for the other "
+    "agent your free and busy times for 7 days, a rough band of your budget, your allergies "
+    "and the food you would rather not eat. Change any box before you sign.",
+    Tier.COLLABORATIVE: "Checked: everything in your vault for your own agent, and for the "
+    "other agent your free and busy times for 14 days, a rough band of your budget, your food "
+    "likes and dislikes, allergies and neighbourhood. Change any box before you sign.",
+}
+
+
 @dataclass(frozen=True)
 class ChecklistRow:
     key: str  # "budget-peer": names the row's controls and presets
@@ -262,6 +275,7 @@ def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
                     "name": TIER_NAMES[t.value],
                     "effect": TIER_EFFECTS[t.value],
                     "chosen": chosen == t.value,
+                    "preset": TIER_PRESET_WORDS[t.value],
                 }
                 for t in Tier
             ],

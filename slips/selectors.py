@@ -9,6 +9,7 @@ from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from slips.canonical import payload_parse_canonical
 from slips.capabilities import Capability
@@ -196,6 +197,8 @@ class SlipInForce:
     sentences: list[str]
     changes: SlipChanges | None  # None when it replaced no earlier slip
     replaced_at: str | None
+    # Why it clears nothing although it is the latest (expired, its key revoked), or None.
+    warning: str | None = None
 
 
 def slip_in_force_words(
@@ -205,11 +208,17 @@ def slip_in_force_words(
     difference from the slip it replaced."""
     current = (
         Slip.objects.filter(owner=owner, room_id=room_id, superseded_at__isnull=True)
+        .select_related("key")
         .order_by("-issued_at")
         .first()
     )
     if current is None:
         return None
+    warning = None
+    if current.key.revoked_at is not None:
+        warning = "The key that signed it was revoked, so it shares nothing: sign it again."
+    elif current.expires_at <= int((now or timezone.now()).timestamp()):
+        warning = "It has expired, so it shares nothing: sign a new one."
     currency = owner_budget_currency(owner_id=owner.pk)
     capabilities = slip_capabilities(slip=current)
     sentences = [
@@ -233,4 +242,5 @@ def slip_in_force_words(
         sentences=sentences,
         changes=changes,
         replaced_at=when_in_words(previous.issued_at, zone) if previous else None,
+        warning=warning,
     )

@@ -185,3 +185,14 @@ def test_the_keys_page_in_words(make_owner, client):
     text = _text(client.get("/keys/"))
     assert re.search(r"Revoked ?: the slips it signed clear nothing any more", text)
     assert codes_in(text) == [], codes_in(text)
+
+
+def test_a_slip_whose_key_was_revoked_says_it_shares_nothing(make_open_room, client):
+    opened = make_open_room()
+    _fill_vault(opened.a.owner)
+    client.force_login(opened.a.owner)
+    _sign(opened.a, opened.room.id, [{"resource": "allergies", "approval": "none"}])
+    for key in opened.a.owner.device_keys.all():
+        slip_services.key_revoke(owner=opened.a.owner, key_id=key.id)
+    text = _text(client.get(f"/rooms/{opened.room.id}/slip/"))
+    assert "The key that signed it was revoked, so it shares nothing: sign it again." in text

@@ -147,8 +147,7 @@
         applyPreset(tier);
         document.getElementById("room-tier").textContent = result.words;
         replaceList("slip-conflicts", result.conflicts);
-        tierStatus.textContent = `You chose ${name}. The suggested items for it are checked below; ` +
-          "change any of them before you sign.";
+        tierStatus.textContent = `You chose ${name}. ${event.target.dataset.preset || ""}`.trim();
       } catch (error) {
         tierStatus.textContent = `Your tier was not changed: ${error.message}`;
       }
@@ -157,10 +156,11 @@
   }
 
   // --- start from the slip in force, if there is one ----------------------------------------
-  for (const signed of current) {
-    const row = rows().find((r) => r.dataset.resource === signed.resource &&
-      r.dataset.operation === signed.operation && r.dataset.recipient === signed.recipient);
-    if (!row) continue;
+  // Each row takes the record that clears the same thing for its agent, as the Gatekeeper
+  // picks it (for the own agent a "read" record before a "disclose" one); a record for both
+  // agents fills both rows, and signed again becomes one record per agent, which clears the
+  // same.
+  function prefill(row, signed) {
     control(row, "share").checked = true;
     const select = control(row, "scope");
     if (select.tagName === "SELECT") select.value = signed.scope;
@@ -168,6 +168,18 @@
     control(row, "approval").value = signed.approval;
     control(row, "onward").checked = signed.onward_disclosure;
     refreshSentence(row);
+  }
+  const covers = (recipient, who) => recipient === "both" || recipient === who;
+  for (const row of rows()) {
+    const d = row.dataset;
+    const mine = current.filter((c) => c.resource === d.resource);
+    const find = (operation, who) =>
+      mine.find((c) => c.operation === operation && covers(c.recipient, who));
+    let source;
+    if (d.operation === "act") source = mine.find((c) => c.operation === "act");
+    else if (d.recipient === "own_agent") source = find("read", "own_agent") || find("disclose", "own_agent");
+    else source = find("disclose", "peer_agent");
+    if (source) prefill(row, source);
   }
 
   form.addEventListener("change", (event) => {
