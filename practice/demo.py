@@ -25,6 +25,7 @@ from django.db import close_old_connections, connection
 from agents import RoomClient
 from agents.adversary import AdversaryReport, run_adversary
 from agents.negotiator import NegotiationResult, negotiate
+from gatekeeper.reasons import rule_sentence, tool_words
 from ledger.chain import ChainVerdict
 from ledger.receipts import Receipt, receipt_build
 from ledger.verification import ledger_verify_room
@@ -80,16 +81,19 @@ class StandInOwners(threading.Thread):
             while not self._done.wait(APPROVER_POLL_SECONDS):
                 for grant in demo_pending_grants(room_id=self.practice.room_id):
                     room_id = self.practice.room_id
-                    asked = f"{grant.tool} ({grant.reason_rule})"
+                    # In words, as the owner's page says it (gatekeeper.reasons).
+                    asked, why = tool_words(grant.tool), rule_sentence(grant.reason_rule)
                     if self.approve_host and grant.owner_id == self.practice.host.owner.pk:
                         result = demo_grant_approve(room_id=room_id, grant_id=grant.grant_id)
-                        line = f"approved {asked} with the demo key: {result.rule}"
+                        done = rule_sentence(result.rule)
+                        line = f"approved “{asked}” with the demo key. {why} {done}"
                     else:
                         result = demo_grant_deny(room_id=room_id, grant_id=grant.grant_id)
                         # A denial leaves the room paused; an owner who said no resumes it
                         # so the agents can wrap up.
                         demo_room_resume(room_id=room_id, grant_id=grant.grant_id)
-                        line = f"denied {asked} and resumed the room: {result.rule}"
+                        done = rule_sentence(result.rule)
+                        line = f"denied “{asked}” and resumed the room. {why} {done}"
                     self.decisions.append(line)
                     self.say(f"[stand-in owner] {line}")
         except BaseException as exc:  # reported by the caller; the demo then fails

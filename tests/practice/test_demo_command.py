@@ -48,7 +48,10 @@ def test_the_headless_demo_books_the_table_with_a_recorded_demo_approval() -> No
     code, out, room_id = _demo()
     assert code == 0, out
     assert "Alice's agent: booked — osteria-kanal" in out
-    assert "stand-in owner: approved book_table (approval_per_use)" in out
+    assert (
+        "stand-in owner: approved “book a table” with the demo key. Your permission slip says"
+        in out
+    )
     assert "Ledger verified" in out and f"room {room_id}: intact" in out
     assert out.rstrip().endswith("practice negotiation completed")
     (approved,) = _events(room_id, "grant_approved")
@@ -61,7 +64,10 @@ def test_the_headless_demo_books_the_table_with_a_recorded_demo_approval() -> No
 def test_when_alice_says_no_nothing_is_booked_and_the_demo_exits_1() -> None:
     code, out, room_id = _demo("--owner-answer", "deny")
     assert code == 1, out
-    assert "stand-in owner: denied book_table (approval_per_use)" in out
+    assert (
+        "stand-in owner: denied “book a table” and resumed the room. Your permission slip says"
+        in out
+    )
     assert "NOT_BOOKED round=1 reason=denied" in out
     # After each refusal Alice's agent puts the next plan forward, until no message is left.
     assert "PROPOSE round=2 " in out
