@@ -282,3 +282,34 @@ VAULT_FORMS: dict[str, type[VaultItemForm]] = {
         NoteForm,
     )
 }
+
+
+class BusyBlockForm(forms.Form):
+    """One busy time added by hand, in the owner's local time (Django's current time zone,
+    which ``forms.DateTimeField`` reads naive input in)."""
+
+    start = forms.DateTimeField(
+        label="Busy from",
+        input_formats=["%Y-%m-%dT%H:%M"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        error_messages={
+            "required": "Enter when the busy time starts (a date and a time).",
+            "invalid": "Enter the start as a date and a time, such as 2030-03-25 09:00.",
+        },
+    )
+    end = forms.DateTimeField(
+        label="Until",
+        input_formats=["%Y-%m-%dT%H:%M"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        error_messages={
+            "required": "Enter when the busy time ends (a date and a time).",
+            "invalid": "Enter the end as a date and a time, such as 2030-03-25 10:30.",
+        },
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        start, end = data.get("start"), data.get("end")
+        if start is not None and end is not None and end <= start:
+            self.add_error("end", "The busy time must end after it starts; check the end time.")
+        return data

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from rooms.models import NotificationPreference
 from slips.capabilities import capability_from_record
 from slips.models import VaultItem
 from slips.selectors import vault_of_owner
@@ -184,12 +185,16 @@ def test_a_neighbourhood_is_chosen_from_the_city_and_stored_in_its_spelling(alic
 
 
 def test_items_are_listed_in_words_never_epochs_ids_or_json(alice, client) -> None:
+    # Shown in the owner's zone (Settings), not the one the calendar was imported in.
+    NotificationPreference.objects.update_or_create(
+        owner=alice, defaults={"time_zone": "Europe/Berlin"}
+    )
     start = int(datetime(2030, 3, 4, 18, tzinfo=UTC).timestamp())
     vault_item_create(
         owner=alice,
         content={
             "kind": "availability",
-            "timezone": "Europe/Berlin",
+            "timezone": "America/New_York",
             "busy": [
                 {"start": start, "end": start + 3600, "title": "Dentist"},
                 {"start": start + 9 * 86_400, "end": start + 9 * 86_400 + 3600},
