@@ -1,9 +1,18 @@
-"""``python -m bench``: the full say path against a bare Channels relay, per profile.
+"""``python -m bench``: what an agent feels, against a bare Channels relay, per profile.
 
-For each profile: build a throwaway database, seed rooms through ``rooms.services``, count the
-queries of the say path in-process, serve the relay (baseline) and the real app with Daphne,
-and drive each in turn from a separate load-generator process, alternating for ``--rounds``
-rounds so both see the same machine noise. Ratios are taken within a round, then the median.
+For each profile: build a throwaway database, seed rooms through the real services (plain
+rooms, and rooms with signed slips for the turn), count statements in-process, serve the relay
+(baseline) and the real app with Daphne, and drive each cell from a separate load-generator
+process, alternating relay and Synapsia for ``--rounds`` rounds so both see the same machine
+noise. Ratios are taken within a round, then the median. Cells:
+
+- ``say``: both agents of each room pipeline `say` frames, W messages in flight (W = 1, 8);
+- ``turn``: context request, then say, then the peer's reply, in R rooms (R = 1, 50; 200
+  with ``--full``);
+- ``idle``: N connected sockets doing nothing (N = 1,000 and 2,000): connect time, resident
+  memory, CPU over a fixed idle window (a fresh server per run).
+
+Every run is bounded in count and time and prints its progress.
 """
 
 from __future__ import annotations
@@ -17,11 +26,19 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench import report
 from bench.stack import ROOT, Server, Stack, provisioned, running_daphne
+
+CELLS = ("say", "turn", "idle")
+
+
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -34,19 +51,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="embedded: temp SQLite + in-memory layer; services: PostgreSQL bench_synapsia + "
         "Redis db 12 (default: embedded, or services when BENCH_SERVICES=1)",
     )
-    parser.add_argument("--rooms", type=int, default=10, help="rooms (2 sockets each)")
+    parser.add_argument("--cells", default=",".join(CELLS), help=f"any of {', '.join(CELLS)}")
+    parser.add_argument("--full", action="store_true", help="also the turn at 200 rooms")
+    parser.add_argument("--rooms", type=int, default=50, help="say cell: rooms (2 sockets each)")
+    parser.add_argument("--windows", default="1,8", help="say cell: messages in flight per socket")
+    parser.add_argument("--turn-rooms", default=None, help="turn cell: room counts (1,50)")
+    parser.add_argument("--idle-sockets", default="1000,2000", help="idle cell: socket counts")
+    parser.add_argument("--idle-seconds", type=float, default=10.0, help="idle cell: window")
     parser.add_argument(
-        "--messages", type=int, default=20000, help="messages per run, across all sockets"
+        "--messages", type=int, default=20000, help="say cell: messages per run, all sockets"
     )
-    parser.add_argument("--duration", type=float, default=10.0, help="max seconds of sending")
+    parser.add_argument("--duration", type=float, default=10.0, help="max seconds per run")
     parser.add_argument("--drain", type=float, default=10.0, help="max seconds to drain")
     parser.add_argument("--rounds", type=int, default=2, help="baseline/synapsia alternations")
-    parser.add_argument("--window", type=int, default=8, help="in-flight messages per socket")
     parser.add_argument(
         "--ack-every",
         type=int,
         default=32,
-        help="ack after this many messages (the SDK: every 32 while busy, at once when idle)",
+        help="say cell: ack after this many messages (the SDK: every 32 while busy)",
     )
     parser.add_argument("--text-bytes", type=int, default=200, help="size of each message text")
     parser.add_argument(
@@ -64,10 +86,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the throwaway database")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "var" / "bench")
     args = parser.parse_args(argv)
+    args.cells = [c for c in args.cells.split(",") if c]
+    unknown = set(args.cells) - set(CELLS) - set(EXTRA_CELLS)
+    if unknown:
+        parser.error(f"unknown cells: {', '.join(sorted(unknown))}")
+    args.windows = _ints(args.windows)
+    args.turn_rooms = _ints(args.turn_rooms) if args.turn_rooms else [1, 50]
+    if args.full and 200 not in args.turn_rooms:
+        args.turn_rooms.append(200)
+    args.idle_sockets = _ints(args.idle_sockets)
     if args.rooms < 1 or args.messages < 2 * args.rooms or args.duration <= 0:
         parser.error("need --rooms >= 1, --messages >= 2 x rooms and --duration > 0")
-    if args.duration > 120 or args.messages > 1_000_000:
-        parser.error("keep runs bounded: --duration <= 120 and --messages <= 1,000,000")
+    if args.duration > 120 or args.messages > 1_000_000 or max(args.idle_sockets) > 4000:
+        parser.error(
+            "keep runs bounded: --duration <= 120, --messages <= 1,000,000, <= 4000 sockets"
+        )
+    if max(args.turn_rooms) > 400 or args.idle_seconds > 60:
+        parser.error("keep runs bounded: <= 400 turn rooms, --idle-seconds <= 60")
     return args
 
 
@@ -78,93 +113,278 @@ def _python_module(module: str, *args: str, env: dict[str, str], timeout: float)
         raise RuntimeError(f"{shlex.join(command)} exited with {done.returncode}")
 
 
-def load(
-    stack: Stack,
-    server: Server,
-    mode: str,
-    tag: str,
-    seed: dict[str, Any],
-    args: argparse.Namespace,
-) -> dict[str, Any]:
-    """One bounded load-generator run against ``server``; its JSON summary."""
+@dataclass
+class ProfileRun:
+    """What a cell needs: the profile's stack, its seeds and the options."""
+
+    profile: str
+    stack: Stack
+    args: argparse.Namespace
+    plain: dict[str, Any]  # seeded plain rooms (say, idle)
+    turn: dict[str, Any] | None  # seeded rooms with signed slips (turn)
+    relay: Server
+    app: Server
+
+    def loadgen(self, server: Server, config: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One bounded load-generator run; its JSON summary."""
+        tag = config["tag"]
+        config = {"server_pid": server.pid, "drain": self.args.drain, **config}
+        config_path = self.stack.workdir / f"{tag}-config.json"
+        result_path = self.stack.workdir / f"{tag}-result.json"
+        config_path.write_text(json.dumps(config))
+        try:
+            _python_module(
+                "bench.loadgen",
+                "--config",
+                str(config_path),
+                "--out",
+                str(result_path),
+                env=self.stack.env,
+                timeout=timeout,
+            )
+        finally:
+            config_path.unlink()  # it holds agent tokens (throwaway ones, but still)
+        return dict(json.loads(result_path.read_text()))
+
+    def targets(self) -> list[tuple[str, Server]]:
+        both = [("relay", self.relay), ("synapsia", self.app)]
+        return [
+            (mode, server) for mode, server in both if not self.args.only or mode == self.args.only
+        ]
+
+    def say(self, message: str) -> None:
+        print(f"==> {self.profile}: {message}", flush=True)
+
+
+def _rooms_config(
+    run: ProfileRun, server: Server, mode: str, seeded: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     if mode == "relay":
-        rooms = [
+        return [
             {"urls": [f"ws://{server.host}/ws/relay/{i}/{side}/" for side in "ab"]}
-            for i in range(args.rooms)
+            for i in range(len(seeded))
         ]
-    else:
-        rooms = [
-            {
-                "urls": [f"ws://{server.host}/ws/rooms/{room['room_id']}/"] * 2,
-                "tokens": [agent["token"] for agent in room["agents"]],
-            }
-            for room in seed["rooms"]
-        ]
-    config = {
-        "mode": mode,
-        "tag": tag,
-        "rooms": rooms,
-        "messages": args.messages,
-        "duration": args.duration,
-        "drain": args.drain,
-        "window": args.window,
-        "ack_every": args.ack_every,
-        "text_bytes": args.text_bytes,
-        "server_pid": server.pid,
-    }
-    config_path = stack.workdir / f"{tag}-config.json"
-    result_path = stack.workdir / f"{tag}-result.json"
-    config_path.write_text(json.dumps(config))
-    _python_module(
-        "bench.loadgen",
-        "--config",
-        str(config_path),
-        "--out",
-        str(result_path),
-        env=stack.env,
-        timeout=args.duration + args.drain + 120,
+    return [
+        {
+            "urls": [f"ws://{server.host}/ws/rooms/{room['room_id']}/"] * 2,
+            "tokens": [agent["token"] for agent in room["agents"]],
+        }
+        for room in seeded
+    ]
+
+
+def cell_say(run: ProfileRun) -> dict[str, Any]:
+    """Both agents of each room pipeline `say` frames with W messages in flight."""
+    args = run.args
+    variants: dict[str, Any] = {}
+    for window in args.windows:
+        runs: list[dict[str, Any]] = []
+        for round_no in range(1, args.rounds + 1):
+            for mode, server in run.targets():
+                run.say(
+                    f"say, window {window}, round {round_no}/{args.rounds}, {mode}: "
+                    f"{args.rooms} rooms x 2 sockets, <= {args.messages} messages, "
+                    f"<= {args.duration:g}s"
+                )
+                config = {
+                    "cell": "say",
+                    "mode": mode,
+                    "tag": f"say-w{window}-r{round_no}{mode[0]}",
+                    "rooms": _rooms_config(run, server, mode, run.plain["rooms"][: args.rooms]),
+                    "messages": args.messages,
+                    "duration": args.duration,
+                    "window": window,
+                    "ack_every": args.ack_every,
+                    "text_bytes": args.text_bytes,
+                }
+                result = run.loadgen(server, config, args.duration + args.drain + 180)
+                result["round"] = round_no
+                runs.append(result)
+                print("    " + report.run_line(result), flush=True)
+        variants[f"window {window}"] = {"runs": runs, "summary": summarise(runs, "msg_per_s")}
+    return variants
+
+
+def cell_turn(run: ProfileRun) -> dict[str, Any]:
+    """Context request, say, the peer's reply: one turn after another in each room."""
+    args = run.args
+    assert run.turn is not None
+    variants: dict[str, Any] = {}
+    for rooms in args.turn_rooms:
+        runs: list[dict[str, Any]] = []
+        for round_no in range(1, args.rounds + 1):
+            for mode, server in run.targets():
+                run.say(
+                    f"turn, {rooms} rooms, round {round_no}/{args.rounds}, {mode}: "
+                    f"<= {args.duration:g}s"
+                )
+                config = {
+                    "cell": "turn",
+                    "mode": mode,
+                    "tag": f"turn-{rooms}-r{round_no}{mode[0]}",
+                    "rooms": _rooms_config(run, server, mode, run.turn["rooms"][:rooms]),
+                    "duration": args.duration,
+                    "turns_per_room": 10_000,
+                    "text_bytes": args.text_bytes,
+                }
+                result = run.loadgen(server, config, args.duration + 240)
+                result["round"] = round_no
+                runs.append(result)
+                print("    " + report.turn_line(result), flush=True)
+        variants[f"{rooms} rooms"] = {"runs": runs, "summary": summarise(runs, "turns_per_s")}
+    return variants
+
+
+def cell_idle(run: ProfileRun) -> dict[str, Any]:
+    """N sockets connected and idle, on a fresh server each time (memory from a clean start)."""
+    args = run.args
+    variants: dict[str, Any] = {}
+    for sockets in args.idle_sockets:
+        rooms = run.plain["rooms"][: (sockets + 1) // 2]
+        runs: list[dict[str, Any]] = []
+        for round_no in range(1, args.rounds + 1):
+            for mode, application in (
+                ("relay", "bench.relay_asgi:application"),
+                ("synapsia", "synapsia.asgi:application"),
+            ):
+                if args.only and mode != args.only:
+                    continue
+                run.say(
+                    f"idle, {sockets} sockets, round {round_no}/{args.rounds}, {mode}: fresh "
+                    f"server, connect, then {args.idle_seconds:g}s idle"
+                )
+                log = run.stack.workdir / f"idle-{sockets}-{round_no}-{mode}.log"
+                with running_daphne(run.stack, application, log) as server:
+                    config_rooms = _rooms_config(run, server, mode, rooms)
+                    pairs = [
+                        [url, (room.get("tokens") or [None, None])[side]]
+                        for room in config_rooms
+                        for side, url in enumerate(room["urls"])
+                    ][:sockets]
+                    config = {
+                        "cell": "idle",
+                        "mode": mode,
+                        "tag": f"idle-{sockets}-r{round_no}{mode[0]}",
+                        "sockets": pairs,
+                        "idle_s": args.idle_seconds,
+                        "duration": args.idle_seconds + 120,
+                    }
+                    result = run.loadgen(server, config, args.idle_seconds + 400)
+                result["round"] = round_no
+                runs.append(result)
+                print("    " + report.idle_line(result), flush=True)
+        variants[f"{sockets} sockets"] = {"runs": runs, "summary": summarise_idle(runs)}
+    return variants
+
+
+# Cells other modules add (name -> function of a ProfileRun returning its JSON).
+EXTRA_CELLS: dict[str, Callable[[ProfileRun], dict[str, Any]]] = {}
+CELL_FUNCTIONS: dict[str, Callable[[ProfileRun], dict[str, Any]]] = {
+    "say": cell_say,
+    "turn": cell_turn,
+    "idle": cell_idle,
+}
+
+
+def _seed(
+    profile: str, stack: Stack, args: argparse.Namespace, workdir: Path
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    plain_rooms = max(
+        args.rooms if "say" in args.cells else 1,
+        (max(args.idle_sockets) + 1) // 2 if "idle" in args.cells else 1,
     )
-    config_path.unlink()  # it holds agent tokens (throwaway ones, but still)
-    return dict(json.loads(result_path.read_text()))
+    seed_path = workdir / "seed.json"
+    print(f"==> {profile}: seeding {plain_rooms} rooms through rooms.services", flush=True)
+    _python_module(
+        "bench.django_tasks",
+        "seed",
+        "--rooms",
+        str(plain_rooms),
+        "--out",
+        str(seed_path),
+        env=stack.env,
+        timeout=900,
+    )
+    plain = json.loads(seed_path.read_text())
+    seed_path.unlink()
+    turn = None
+    if "turn" in args.cells:
+        rooms = max(args.turn_rooms)
+        turn_path = workdir / "seed-turn.json"
+        print(
+            f"==> {profile}: seeding {rooms} rooms with vaults and signed slips (practice "
+            "scenario)",
+            flush=True,
+        )
+        _python_module(
+            "bench.django_tasks",
+            "seed-turn",
+            "--rooms",
+            str(rooms),
+            "--out",
+            str(turn_path),
+            env=stack.env,
+            timeout=900,
+        )
+        turn = json.loads(turn_path.read_text())
+        turn_path.unlink()
+    return plain, turn
+
+
+def _in_process(
+    profile: str,
+    stack: Stack,
+    args: argparse.Namespace,
+    workdir: Path,
+    plain: dict[str, Any],
+    turn: dict[str, Any] | None,
+) -> dict[str, Any]:
+    print(f"==> {profile}: counting statements (in-process)", flush=True)
+    probe_path = workdir / "probe.json"
+    probe_path.write_text(json.dumps(plain))
+    out = workdir / "queries.json"
+    _python_module(
+        "bench.django_tasks",
+        "queries",
+        "--seed-file",
+        str(probe_path),
+        "--text-bytes",
+        str(args.text_bytes),
+        "--out",
+        str(out),
+        env=stack.env,
+        timeout=300,
+    )
+    queries = dict(json.loads(out.read_text()))
+    if turn is not None:
+        probe_path.write_text(json.dumps(turn))
+        _python_module(
+            "bench.django_tasks",
+            "context",
+            "--seed-file",
+            str(probe_path),
+            "--out",
+            str(out),
+            env=stack.env,
+            timeout=300,
+        )
+        queries["context"] = json.loads(out.read_text())
+    probe_path.unlink()
+    return queries
 
 
 def bench_profile(profile: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """Everything for one profile: seed, queries, then alternating load runs."""
+    """Everything for one profile: seed, statements, then each cell's alternating runs."""
     print(f"==> {profile}: creating and migrating a throwaway database", flush=True)
     with provisioned(
         profile, workdir, debug=args.debug, keep=args.keep, settings=args.settings
     ) as stack:
-        seed_path = workdir / "seed.json"
-        print(f"==> {profile}: seeding {args.rooms} rooms through rooms.services", flush=True)
-        _python_module(
-            "bench.django_tasks",
-            "seed",
-            "--rooms",
-            str(args.rooms),
-            "--out",
-            str(seed_path),
-            env=stack.env,
-            timeout=300,
-        )
-        seed = json.loads(seed_path.read_text())
-        print(f"==> {profile}: counting queries per message (in-process)", flush=True)
-        queries_path = workdir / "queries.json"
-        _python_module(
-            "bench.django_tasks",
-            "queries",
-            "--seed-file",
-            str(seed_path),
-            "--text-bytes",
-            str(args.text_bytes),
-            "--out",
-            str(queries_path),
-            env=stack.env,
-            timeout=300,
-        )
-        queries = json.loads(queries_path.read_text())
-        seed_path.unlink()
+        plain, turn = _seed(profile, stack, args, workdir)
+        summary: dict[str, Any] = {
+            "queries": _in_process(profile, stack, args, workdir, plain, turn),
+            "cells": {},
+        }
         profile_path = workdir / "synapsia.pyspy.txt" if args.pyspy else None
-        runs: list[dict[str, Any]] = []
         with (
             running_daphne(stack, "bench.relay_asgi:application", workdir / "relay.log") as relay,
             running_daphne(
@@ -174,61 +394,90 @@ def bench_profile(profile: str, args: argparse.Namespace, workdir: Path) -> dict
                 profile_to=profile_path,
             ) as app,
         ):
-            for round_no in range(1, args.rounds + 1):
-                for mode, server in (("relay", relay), ("synapsia", app)):
-                    if args.only and mode != args.only:
-                        continue
-                    print(
-                        f"==> {profile}: round {round_no}/{args.rounds}, {mode} on "
-                        f"{server.host}: {args.rooms} rooms x 2 sockets, <= {args.messages} "
-                        f"messages, <= {args.duration:g}s",
-                        flush=True,
-                    )
-                    result = load(stack, server, mode, f"r{round_no}{mode[0]}", seed, args)
-                    result["round"] = round_no
-                    runs.append(result)
-                    print("    " + report.run_line(result), flush=True)
-    summary: dict[str, Any] = {"runs": runs, "queries": queries}
+            run = ProfileRun(profile, stack, args, plain, turn, relay, app)
+            for cell in args.cells:
+                if cell == "idle":
+                    continue  # fresh servers of its own, after these are stopped
+                started = time.monotonic()
+                summary["cells"][cell] = {**CELL_FUNCTIONS.get(cell, EXTRA_CELLS.get(cell))(run)}  # type: ignore[misc]
+                summary["cells"][cell]["wall_s"] = round(time.monotonic() - started, 1)
+        if "idle" in args.cells:
+            started = time.monotonic()
+            summary["cells"]["idle"] = cell_idle(run)
+            summary["cells"]["idle"]["wall_s"] = round(time.monotonic() - started, 1)
     if profile_path is not None and profile_path.exists():
         summary["pyspy_profile"] = str(profile_path)
         summary["pyspy_top"] = report.pyspy_top(profile_path)
-    summary["summary"] = summarise(runs)
     return summary
 
 
-def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _path(run: dict[str, Any], *path: str) -> float | None:
+    value: Any = run
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def summarise(runs: list[dict[str, Any]], rate: str) -> dict[str, Any]:
     """Medians over rounds; the ratio is taken within each round (same noise), then median."""
     by_mode: dict[str, list[dict[str, Any]]] = {"relay": [], "synapsia": []}
     for run in runs:
         by_mode[run["mode"]].append(run)
     ratios = [
-        s["msg_per_s"] / b["msg_per_s"]
+        s[rate] / b[rate]
         for b, s in zip(by_mode["relay"], by_mode["synapsia"], strict=False)
-        if b["msg_per_s"]
+        if b[rate]
     ]
+    latency = "latency_ms" if rate == "msg_per_s" else "turn_ms"
 
     def median(mode: str, *path: str) -> float | None:
-        values = []
-        for run in by_mode[mode]:
-            value: Any = run
-            for key in path:
-                value = value.get(key) if isinstance(value, dict) else None
-            if value is not None:
-                values.append(float(value))
-        return statistics.median(values) if values else None
+        return _median([v for r in by_mode[mode] if (v := _path(r, *path)) is not None])
 
-    return {
-        mode_name: {
-            "msg_per_s": median(mode, "msg_per_s"),
-            "p50_ms": median(mode, "latency_ms", "p50"),
-            "p95_ms": median(mode, "latency_ms", "p95"),
-            "p99_ms": median(mode, "latency_ms", "p99"),
-            "server_cpu_ms_per_msg": median(mode, "server_cpu_ms_per_msg"),
-            "lost": sum(r["lost"] for r in by_mode[mode]),
-            "duplicates": sum(r["duplicates"] for r in by_mode[mode]),
+    rows = {}
+    for name, mode in (("baseline", "relay"), ("synapsia", "synapsia")):
+        rows[name] = {
+            rate: median(mode, rate),
+            "p50_ms": median(mode, latency, "p50"),
+            "p99_ms": median(mode, latency, "p99"),
+            "lost": sum(int(r["lost"]) for r in by_mode[mode]),
+            "duplicates": sum(int(r["duplicates"]) for r in by_mode[mode]),
         }
-        for mode_name, mode in (("baseline", "relay"), ("synapsia", "synapsia"))
-    } | {"ratios": ratios, "ratio_median": statistics.median(ratios) if ratios else None}
+        if rate == "msg_per_s":
+            rows[name]["server_cpu_ms_per_msg"] = median(mode, "server_cpu_ms_per_msg")
+        else:
+            rows[name]["context_p50_ms"] = median(mode, "context_ms", "p50")
+            rows[name]["context_p99_ms"] = median(mode, "context_ms", "p99")
+    return rows | {"ratios": ratios, "ratio_median": _median(ratios)}
+
+
+def summarise_idle(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians per target, and Synapsia's cost as a multiple of the relay's (median of the
+    within-round multiples)."""
+    by_mode: dict[str, list[dict[str, Any]]] = {"relay": [], "synapsia": []}
+    for run in runs:
+        by_mode[run["mode"]].append(run)
+    keys = ("connect_s", "idle_cpu_share", "rss_mb")
+    rows: dict[str, Any] = {
+        name: {
+            k: _median([v for r in by_mode[mode] if (v := _path(r, k)) is not None]) for k in keys
+        }
+        for name, mode in (("baseline", "relay"), ("synapsia", "synapsia"))
+    }
+    multiples: dict[str, float | None] = {}
+    for key in keys:
+        pairs = [
+            s[key] / b[key]
+            for b, s in zip(by_mode["relay"], by_mode["synapsia"], strict=False)
+            if b.get(key) and s.get(key) is not None
+        ]
+        multiples[key] = _median(pairs)
+    rows["multiples"] = multiples
+    rows["errors"] = [e for r in runs for e in r.get("errors", [])][:10]
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             results["profiles"][profile] = bench_profile(
                 profile, args, args.out_dir / stamp / profile
             )
+            results["machine"][f"load_avg_after_{profile}"] = os.getloadavg()
     except KeyboardInterrupt:
         print("interrupted: servers stopped, throwaway databases removed", file=sys.stderr)
         return 130

@@ -62,6 +62,76 @@ def seed(rooms: int) -> dict[str, Any]:
     return {"rooms": [open_room(i) for i in range(rooms)], "probe": open_room(rooms)}
 
 
+def seed_turn_rooms(rooms: int) -> dict[str, Any]:
+    """``rooms`` open rooms like the practice room (plus one probe room): each owner's vault
+    and signed slip (server-held demo keys), so a context request of the host's agent clears
+    the guest's shared items and its own owner's: the Gatekeeper decides each one, live."""
+    from django.utils import timezone
+
+    from practice import scenario
+    from practice.models import AgentRole
+    from practice.seeding import SeatPlan, room_seed
+
+    now = timezone.now()
+
+    def open_room(index: int) -> dict[str, Any]:
+        practice = room_seed(
+            host=SeatPlan(
+                username=f"bench-turn-{index}-host",
+                vault=scenario.vault_items("host", now),
+                records=scenario.slip_capabilities("host"),
+                role=AgentRole.HOST,
+            ),
+            guest=SeatPlan(
+                username=f"bench-turn-{index}-guest",
+                vault=scenario.vault_items("guest", now),
+                records=scenario.slip_capabilities("guest"),
+                role=AgentRole.NEGOTIATOR,
+            ),
+            purpose=f"Benchmark turn room {index}",
+            charter=scenario.ROOM_CHARTER,
+            close_earlier=False,
+        )
+        return {
+            "room_id": str(practice.room_id),
+            "agents": [
+                {"agent_id": str(practice.host.agent_id), "token": practice.host.token},
+                {"agent_id": str(practice.guest.agent_id), "token": practice.guest.token},
+            ],
+        }
+
+    return {"rooms": [open_room(i) for i in range(rooms)], "probe": open_room(rooms)}
+
+
+def count_context(probe: dict[str, Any], *, turns: int = 20) -> dict[str, Any]:
+    """Statements and in-process time per context request of the probe room's host agent."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from rooms import context
+
+    room_id = UUID(probe["room_id"])
+    agent_id = UUID(probe["agents"][0]["agent_id"])
+    context.context_for_agent(room_id=room_id, agent_id=agent_id, asked=[])  # warm up
+    times: list[float] = []
+    with CaptureQueriesContext(connection) as captured:
+        for _ in range(turns):
+            start = time.perf_counter()
+            assembled = context.context_for_agent(room_id=room_id, agent_id=agent_id, asked=[])
+            times.append((time.perf_counter() - start) * 1000)
+    dumped = assembled.model_dump(mode="json")
+    return {
+        "statements_per_request": len(captured) / turns,
+        "ms_median": statistics.median(times),
+        "items_cleared": _cleared_items(dumped),
+    }
+
+
+def _cleared_items(dumped: dict[str, Any]) -> int:
+    """How many vault items a context answer carries (its owner's and the peer's)."""
+    return len(dumped.get("own_items", [])) + len(dumped.get("peer_items", []))
+
+
 def count_queries(probe: dict[str, Any], *, messages: int, text_bytes: int) -> dict[str, Any]:
     """Queries and in-process time per ``message_say`` and per ``messages_ack`` (no sockets)."""
     from django.db import connection
@@ -93,6 +163,14 @@ def count_queries(probe: dict[str, Any], *, messages: int, text_bytes: int) -> d
             ack_ms.append((time.perf_counter() - start) * 1000)
     with CaptureQueriesContext(connection) as dup_queries:
         services.message_say(room_id=room_id, agent_id=agent_id, client_id="q-0", text=text)
+    # What a socket's single `say` frame costs (the consumer records every run, also of one,
+    # through ``messages_say``).
+    single_ms: list[float] = []
+    with CaptureQueriesContext(connection) as single_queries:
+        for i in range(messages):
+            start = time.perf_counter()
+            services.messages_say(room_id=room_id, agent_id=agent_id, says=[(f"s-{i}", text)])
+            single_ms.append((time.perf_counter() - start) * 1000)
 
     def shape(captured: CaptureQueriesContext) -> list[str]:
         # Each distinct statement once, with its literal values blanked out.
@@ -111,13 +189,16 @@ def count_queries(probe: dict[str, Any], *, messages: int, text_bytes: int) -> d
         "say_ms_median": statistics.median(say_ms),
         "ack_ms_median": statistics.median(ack_ms),
         "say_statements": shape(say_queries),
+        "single_say_queries_per_message": len(single_queries) / messages,
+        "single_say_ms_median": statistics.median(single_ms),
+        "single_say_statements": shape(single_queries),
         "ack_statements": shape(ack_queries),
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("task", choices=["seed", "queries"])
+    parser.add_argument("task", choices=["seed", "seed-turn", "queries", "context"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rooms", type=int, default=10)
     parser.add_argument("--seed-file", type=Path, help="queries: the seed's output")
@@ -127,6 +208,10 @@ def main() -> int:
     _setup()
     if args.task == "seed":
         result = seed(args.rooms)
+    elif args.task == "seed-turn":
+        result = seed_turn_rooms(args.rooms)
+    elif args.task == "context":
+        result = count_context(json.loads(args.seed_file.read_text())["probe"])
     else:
         probe = json.loads(args.seed_file.read_text())["probe"]
         result = count_queries(probe, messages=args.messages, text_bytes=args.text_bytes)

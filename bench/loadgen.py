@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -223,7 +224,7 @@ class Run:
         connect_s = time.monotonic() - connect_start
         receivers = [asyncio.create_task(self._receiver(c)) for c in self.clients]
         for client, task in zip(self.clients, receivers, strict=True):
-            task.add_done_callback(lambda t, c=client: self._receiver_ended(c, t))
+            task.add_done_callback(functools.partial(self._receiver_ended, client))
         server_pid = self.config.get("server_pid")
         cpu_before = process_cpu_seconds(server_pid) if server_pid else None
         own_before = time.process_time()
@@ -331,6 +332,246 @@ class Run:
         }
 
 
+def _percentiles(values: list[float]) -> dict[str, float | None]:
+    ordered = sorted(values)
+
+    def pct(p: float) -> float | None:
+        if not ordered:
+            return None
+        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+    return {"p50": pct(50), "p95": pct(95), "p99": pct(99), "max": ordered[-1] if ordered else None}
+
+
+async def _connect(
+    url: str, headers: dict[str, str], synapsia: bool
+) -> tuple[ClientConnection, int]:
+    """A socket (past its welcome, for Synapsia) and the acked seq it was welcomed with."""
+    assert urlsplit(url).hostname == "127.0.0.1", "loopback only"
+    ws = await connect(
+        url,
+        additional_headers=headers,
+        compression=None,
+        max_size=2**20,
+        open_timeout=60,
+        ping_interval=None,
+        close_timeout=2,
+    )
+    if not synapsia:
+        return ws, 0
+    welcome = json.loads(await ws.recv())
+    if welcome.get("type") != "welcome":
+        raise RuntimeError(f"{url}: expected welcome, got {welcome}")
+    return ws, int(welcome["body"]["acked_seq"])
+
+
+class TurnRun:
+    """The turn an agent takes: ask for its context, say something, hear the peer's reply.
+
+    In each room, agent A sends a ``context_request`` and waits for the ``context`` (the
+    relay answers it itself, without a database: a request/response over the same socket),
+    then says its message; agent B, on hearing it, replies at once; A's turn ends when the
+    reply arrives, and the next turn starts. Every message is checked for loss and
+    duplication as in the say run; each delivered message is acknowledged at once (what the
+    SDK does when it is not busy).
+    """
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.synapsia = config["mode"] == "synapsia"
+        self.tag: str = config["tag"]
+        self.ask: list[str] = config.get("ask", [])
+        self.padding = "x" * max(0, config["text_bytes"] - 40)
+        self.context_ms: list[float] = []
+        self.turn_ms: list[float] = []
+        self.context_bytes: list[int] = []
+        self.sent = 0
+        self.delivered = 0
+        self.duplicates = 0
+        self.errors: list[str] = []
+
+    def _headers(self, room: dict[str, Any], side: int) -> dict[str, str]:
+        return {"Authorization": f"Bearer {room['tokens'][side]}"} if self.synapsia else {}
+
+    async def _frames(
+        self, ws: ClientConnection, want: str, seen: set[str], acked: list[int]
+    ) -> dict[str, Any]:
+        """The next frame of type ``want``; messages on the way are checked and acked."""
+        while True:
+            frame = json.loads(await ws.recv())
+            kind = frame.get("type")
+            if kind == "error":
+                self.errors.append(f"{frame['body']['code']}: {frame['body']['message']}")
+            if kind == "message" or (not self.synapsia and kind == "say"):
+                text = frame["body"]["text"]
+                # Synapsia fences the peer's text; the marker survives inside the fence.
+                marker = text[text.index(self.tag) :].split("|", 3)[:3] if self.tag in text else []
+                key = "|".join(marker)
+                if key in seen:
+                    self.duplicates += 1
+                else:
+                    seen.add(key)
+                    self.delivered += 1
+                if self.synapsia:
+                    seq = int(frame["body"]["seq"])
+                    if seq > acked[0]:
+                        acked[0] = seq
+                        ack = {"v": 1, "type": "ack", "id": f"ack-{seq}", "body": {"seq": seq}}
+                        await ws.send(json.dumps(ack))
+                if want == "message":
+                    return frame
+            elif kind == want:
+                return frame
+
+    async def _room(self, index: int, room: dict[str, Any], deadline: float) -> None:
+        a, acked_a = await _connect(room["urls"][0], self._headers(room, 0), self.synapsia)
+        b, acked_b = await _connect(room["urls"][1], self._headers(room, 1), self.synapsia)
+        seen_a: set[str] = set()
+        seen_b: set[str] = set()
+        ack_a, ack_b = [acked_a], [acked_b]
+        turn = 0
+        try:
+            while time.monotonic() < deadline and turn < self.config["turns_per_room"]:
+                started = time.monotonic()
+                request = {
+                    "v": 1,
+                    "type": "context_request",
+                    "id": f"{self.tag}-ctx-{index}-{turn}",
+                    "body": {"ask": self.ask},
+                }
+                await a.send(json.dumps(request))
+                context = await self._frames(a, "context", seen_a, ack_a)
+                got_context = time.monotonic()
+                self.context_ms.append((got_context - started) * 1000)
+                self.context_bytes.append(len(json.dumps(context)))
+                for ws, side in ((a, "a"), (b, "b")):
+                    text = f"{self.tag}|{index}{side}|{turn}|{self.padding}"
+                    frame_id = f"{self.tag}-{index}{side}-{turn}"
+                    say = {"v": 1, "type": "say", "id": frame_id, "body": {"text": text}}
+                    await ws.send(json.dumps(say))
+                    self.sent += 1
+                    # The peer hears it (B hears A's message before it replies).
+                    peer, seen, ack = (b, seen_b, ack_b) if side == "a" else (a, seen_a, ack_a)
+                    await self._frames(peer, "message", seen, ack)
+                self.turn_ms.append((time.monotonic() - started) * 1000)
+                turn += 1
+        finally:
+            await a.close()
+            await b.close()
+
+    async def execute(self) -> dict[str, Any]:
+        rooms = self.config["rooms"]
+        started = time.monotonic()
+        deadline = started + self.config["duration"]
+        done = await asyncio.gather(
+            *(self._room(i, room, deadline) for i, room in enumerate(rooms)),
+            return_exceptions=True,
+        )
+        elapsed = time.monotonic() - started
+        self.errors += [repr(d) for d in done if isinstance(d, BaseException)]
+        turns = len(self.turn_ms)
+        return {
+            "cell": "turn",
+            "mode": self.config["mode"],
+            "rooms": len(rooms),
+            "turns": turns,
+            "elapsed_s": round(elapsed, 3),
+            "turns_per_s": turns / elapsed if elapsed else 0.0,
+            "context_ms": _percentiles(self.context_ms),
+            "turn_ms": _percentiles(self.turn_ms),
+            "context_bytes_median": statistics.median(self.context_bytes)
+            if self.context_bytes
+            else None,
+            "sent": self.sent,
+            "delivered": self.delivered,
+            "lost": self.sent - self.delivered,
+            "duplicates": self.duplicates,
+            "errors": self.errors[:10],
+        }
+
+
+def process_rss_mb(pid: int) -> float | None:
+    """Resident memory of a process in MB, from ``/proc``; None if gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+class IdleRun:
+    """N connected sockets doing nothing: how long they take to connect (at most ``gate``
+    connecting at once), the server's resident memory, and the CPU it spends over a fixed
+    idle window while they stay connected."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.synapsia = config["mode"] == "synapsia"
+
+    async def execute(self) -> dict[str, Any]:
+        pid = int(self.config["server_pid"])
+        sockets = self.config["sockets"]  # [[url, token-or-null], ...]
+        gate = asyncio.Semaphore(self.config.get("gate", 20))
+        rss_before = process_rss_mb(pid)
+        opened: list[ClientConnection] = []
+
+        async def open_one(url: str, token: str | None) -> None:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            async with gate:
+                ws, _ = await _connect(url, headers, self.synapsia)
+            opened.append(ws)
+
+        cpu_start = process_cpu_seconds(pid)
+        started = time.monotonic()
+        results = await asyncio.gather(
+            *(open_one(u, t) for u, t in sockets), return_exceptions=True
+        )
+        connect_s = time.monotonic() - started
+        cpu_connect = process_cpu_seconds(pid)
+        errors = [repr(r) for r in results if isinstance(r, BaseException)]
+        print(
+            f"  [{self.config['mode']}] {len(opened)} sockets connected in {connect_s:.1f}s; "
+            f"idle for {self.config['idle_s']:g}s",
+            file=sys.stderr,
+            flush=True,
+        )
+        await asyncio.sleep(self.config.get("settle_s", 2.0))
+        cpu_before = process_cpu_seconds(pid)
+        await asyncio.sleep(self.config["idle_s"])
+        cpu_after = process_cpu_seconds(pid)
+        rss = process_rss_mb(pid)
+        # Whatever arrived while idle (nothing should): counted, then closed.
+        unexpected = 0
+        for ws in opened:
+            with contextlib.suppress(TimeoutError, ConnectionClosed):
+                while True:
+                    await asyncio.wait_for(ws.recv(), 0.001)
+                    unexpected += 1
+        await asyncio.gather(*(ws.close() for ws in opened), return_exceptions=True)
+        idle_cpu = (
+            cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+        )
+        return {
+            "cell": "idle",
+            "mode": self.config["mode"],
+            "sockets": len(sockets),
+            "connected": len(opened),
+            "connect_s": round(connect_s, 3),
+            "connect_cpu_s": cpu_connect - cpu_start
+            if cpu_connect is not None and cpu_start is not None
+            else None,
+            "idle_s": self.config["idle_s"],
+            "idle_cpu_s": idle_cpu,
+            "idle_cpu_share": idle_cpu / self.config["idle_s"] if idle_cpu is not None else None,
+            "rss_before_mb": rss_before,
+            "rss_mb": rss,
+            "frames_while_idle": unexpected,
+            "errors": errors[:10],
+        }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", type=Path, required=True)
@@ -338,8 +579,12 @@ def main() -> int:
     args = parser.parse_args()
     config = json.loads(args.config.read_text())
     # A hard stop well past the run's own bounds, in case a socket hangs.
-    hard_limit = config["duration"] + config["drain"] + 60
-    result = asyncio.run(asyncio.wait_for(Run(config).execute(), hard_limit))
+    hard_limit = config["duration"] + config["drain"] + 120
+    cell = config.get("cell", "say")
+    runner: Run | TurnRun | IdleRun = (
+        TurnRun(config) if cell == "turn" else IdleRun(config) if cell == "idle" else Run(config)
+    )
+    result = asyncio.run(asyncio.wait_for(runner.execute(), hard_limit))
     args.out.write_text(json.dumps(result, indent=2))
     return 0
 

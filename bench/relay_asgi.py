@@ -10,6 +10,9 @@ one group every sender's channel also queues its own messages, and under load th
 the in-memory layer's capacity (100) and the layer silently drops the *peer's* messages (see
 docs/benchmarks.md). A baseline that loses messages would stall its senders' windows and
 understate what the stack can relay.
+
+For the turn cell, a ``context_request`` frame is answered by the relay itself on the same
+socket (the floor of a request/response over a WebSocket on this stack).
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ django.setup()
 from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
+
+# How the load generator's turn starts (its JSON is written by ``json.dumps``): the relay answers
+# a context request itself, as a ``context`` frame carrying the request back.
+CONTEXT_REQUEST = '{"v": 1, "type": "context_request"'
+CONTEXT = '{"v": 1, "type": "context"'
 
 
 class RelayConsumer(AsyncWebsocketConsumer):
@@ -49,6 +57,10 @@ class RelayConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if text_data is not None and text_data.startswith(CONTEXT_REQUEST):
+            # The turn's request/response: answered on the same socket, no layer, no database.
+            await self.send(CONTEXT + text_data[len(CONTEXT_REQUEST) :])
+            return
         if text_data is not None:
             await self.channel_layer.group_send(
                 self.peer_group, {"type": "relay.message", "text": text_data}

@@ -39,38 +39,93 @@ def run_line(run: dict[str, Any]) -> str:
     )
 
 
+def turn_line(run: dict[str, Any]) -> str:
+    """A one-line account of one turn run."""
+    ctx, turn = run["context_ms"], run["turn_ms"]
+    return (
+        f"{run['mode']:8s} {run['turns_per_s']:7.1f} turns/s  {run['turns']} turns in "
+        f"{run['elapsed_s']:.1f}s  context p50 {_fmt(ctx['p50'])} p99 {_fmt(ctx['p99'])} ms  "
+        f"turn p50 {_fmt(turn['p50'])} p99 {_fmt(turn['p99'])} ms  lost {run['lost']} dup "
+        f"{run['duplicates']}" + (f"  errors {run['errors'][:2]}" if run["errors"] else "")
+    )
+
+
+def idle_line(run: dict[str, Any]) -> str:
+    """A one-line account of one idle run."""
+    return (
+        f"{run['mode']:8s} {run['connected']}/{run['sockets']} sockets in "
+        f"{run['connect_s']:.1f}s  RSS {_fmt(run['rss_mb'])} MB  idle CPU "
+        f"{_fmt(run['idle_cpu_s'], '.2f')} s over {run['idle_s']:g}s "
+        f"({_fmt(100 * run['idle_cpu_share'] if run['idle_cpu_share'] is not None else None)}% "
+        f"of a core)" + (f"  errors {run['errors'][:2]}" if run["errors"] else "")
+    )
+
+
 def final_table(results: dict[str, Any]) -> str:
     """The table printed at the end of ``python -m bench``."""
     lines = [
-        f"{'profile':9s} {'target':9s} {'msg/s':>7s} {'p50 ms':>7s} {'p95 ms':>7s} "
-        f"{'p99 ms':>7s} {'lost':>5s} {'dup':>4s} {'CPU ms/msg':>10s}",
+        f"{'profile':9s} {'cell':18s} {'relay':>9s} {'Synapsia':>9s} {'ratio':>6s} "
+        f"{'p50 ms':>13s} {'p99 ms':>13s} {'lost/dup':>9s}",
     ]
     for profile, data in results["profiles"].items():
-        summary = data["summary"]
-        for target in ("baseline", "synapsia"):
-            row = summary[target]
+        cells = data.get("cells", {})
+        for cell in ("say", "turn"):
+            for variant, body in cells.get(cell, {}).items():
+                if not isinstance(body, dict) or "summary" not in body:
+                    continue
+                summary = body["summary"]
+                rate = "msg_per_s" if cell == "say" else "turns_per_s"
+                base, syn = summary["baseline"], summary["synapsia"]
+                lines.append(
+                    f"{profile:9s} {cell + ' ' + variant:18s} {_fmt(base[rate], '.1f'):>9s} "
+                    f"{_fmt(syn[rate], '.1f'):>9s} {_fmt(summary['ratio_median'], '.2f'):>6s} "
+                    f"{_fmt(base['p50_ms'], '.0f') + ' / ' + _fmt(syn['p50_ms'], '.0f'):>13s} "
+                    f"{_fmt(base['p99_ms'], '.0f') + ' / ' + _fmt(syn['p99_ms'], '.0f'):>13s} "
+                    f"{syn['lost']:>4d}/{syn['duplicates']:<4d}"
+                )
+                if cell == "turn":
+                    lines.append(
+                        f"{profile:9s}   context round trip p50/p99: relay "
+                        f"{_fmt(base['context_p50_ms'])}/{_fmt(base['context_p99_ms'])} ms, "
+                        f"Synapsia {_fmt(syn['context_p50_ms'])}/{_fmt(syn['context_p99_ms'])} ms"
+                    )
+        for variant, body in cells.get("idle", {}).items():
+            if not isinstance(body, dict) or "summary" not in body:
+                continue
+            summary = body["summary"]
+            base, syn, times = summary["baseline"], summary["synapsia"], summary["multiples"]
             lines.append(
-                f"{profile:9s} {target:9s} {_fmt(row['msg_per_s'], '.0f'):>7s} "
-                f"{_fmt(row['p50_ms']):>7s} {_fmt(row['p95_ms']):>7s} {_fmt(row['p99_ms']):>7s} "
-                f"{row['lost']:>5d} {row['duplicates']:>4d} "
-                f"{_fmt(row['server_cpu_ms_per_msg'], '.2f'):>10s}"
+                f"{profile:9s} idle {variant}: connect {_fmt(base['connect_s'])} / "
+                f"{_fmt(syn['connect_s'])} s (x{_fmt(times['connect_s'], '.2f')}), RSS "
+                f"{_fmt(base['rss_mb'], '.0f')} / {_fmt(syn['rss_mb'], '.0f')} MB "
+                f"(x{_fmt(times['rss_mb'], '.2f')}), idle CPU "
+                f"{_fmt(_pct(base['idle_cpu_share']))} / {_fmt(_pct(syn['idle_cpu_share']))}% "
+                f"of a core (x{_fmt(times['idle_cpu_share'], '.2f')})"
             )
-        ratios = ", ".join(f"{r:.2f}" for r in summary["ratios"])
-        queries = data["queries"]
-        lines.append(
-            f"{profile:9s} ratio synapsia/baseline: {_fmt(summary['ratio_median'], '.2f')} "
-            f"(median of rounds: {ratios}; goal >= 0.50)"
-        )
-        lines.append(
-            f"{profile:9s} queries/message: say {queries['say_queries_per_message']:.1f}, "
-            f"ack {queries['ack_queries_per_message']:.1f} ({queries['vendor']}); in-process "
-            f"message_say {queries['say_ms_median']:.2f} ms, messages_ack "
-            f"{queries['ack_ms_median']:.2f} ms (medians)"
-        )
+        queries = data.get("queries", {})
+        if queries:
+            lines.append(
+                f"{profile:9s} statements: say alone "
+                f"{queries['single_say_queries_per_message']:.1f}"
+                f" ({queries['single_say_ms_median']:.2f} ms), message_say "
+                f"{queries['say_queries_per_message']:.1f}, ack "
+                f"{queries['ack_queries_per_message']:.1f} ({queries['vendor']})"
+                + (
+                    f"; context request {queries['context']['statements_per_request']:.0f} "
+                    f"({queries['context']['items_cleared']} items, "
+                    f"{queries['context']['ms_median']:.1f} ms)"
+                    if "context" in queries
+                    else ""
+                )
+            )
         for label, share in data.get("pyspy_top", {}).get("buckets", [])[:8]:
             lines.append(f"{profile:9s}   py-spy {share:5.1f}%  {label}")
-    lines.append("(medians over rounds; medians of per-message latency within each run)")
+    lines.append("(relay / Synapsia; medians over rounds; ratios within a round, then the median)")
     return "\n".join(lines)
+
+
+def _pct(share: float | None) -> float | None:
+    return None if share is None else 100 * share
 
 
 def pyspy_top(path: Path, limit: int = 25) -> dict[str, Any]:

@@ -72,7 +72,7 @@ def _postgres_execute(*statements: str) -> None:
 
     with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
         for statement in statements:
-            conn.execute(statement)  # type: ignore[arg-type]
+            conn.execute(statement)
 
 
 def _redis_flush() -> None:
