@@ -80,7 +80,7 @@ def _thing(resource: str, scope: str, currency: str | None) -> str:
 # listed here reads as "use the “<name>” action for me".
 TOOL_PHRASES: dict[str, str] = {
     "propose_time": "propose a time to the other side",
-    "book_table": "book a table at a venue, within my budget",
+    "book_table": "book tables at venues, within my budget",
     "spend": "pay for things, within my budget",
     "send_invitation": "send calendar invitations for the event",
     "publish_artifact": "publish documents to the room",

@@ -99,9 +99,9 @@ def test_choose_a_preset_preview_sign_and_see_what_changed(
         # An action: the own agent may book, the preview says so (the other agent: nothing).
         page.check("#share-tool-book_table")
         page.wait_for_selector(
-            "#slip-preview [data-recipient=own_agent]:has-text('May book a table at a venue')"
+            "#slip-preview [data-recipient=own_agent]:has-text('May book tables at venues')"
         )
-        assert "book a table" not in page.inner_text(PEER)
+        assert "book tables" not in page.inner_text(PEER)
 
         no_horizontal_scroll_at_phone(page)
         axe_check(page, name="slip")
@@ -114,7 +114,7 @@ def test_choose_a_preset_preview_sign_and_see_what_changed(
         in_force = page.inner_text("#slip-in-force-items")
         assert "Let the other agent see a rough band of my budget per person" in in_force
         assert "Let my agent know my exact budget range per person" in in_force
-        assert "Let my agent book a table at a venue, within my budget (up to 3 times)" in in_force
+        assert "Let my agent book tables at venues, within my budget (up to 3 times)" in in_force
         assert Slip.objects.filter(owner=opened.a.owner).count() == 1
 
         # Rotating the key on the keys page: the new key signs from now on.

@@ -73,7 +73,7 @@ def test_the_checklist_offers_only_what_the_owner_has_in_sentences(make_open_roo
     boxes = re.findall(r'<input type="checkbox" name="share"[^>]*>', html)
     assert len(boxes) == 4 + 5 and not any("checked" in b for b in boxes)  # + the actions
     # Actions that touch the owner's data or money, in words, unchecked (then each one asks).
-    assert "Let my agent book a table at a venue, within my budget." in text
+    assert "Let my agent book tables at venues, within my budget." in text
     assert "Let my agent pay for things, within my budget." in text
     assert "an action still happens only if you approve it in the room, each time" in text
     # Kinds the owner lacks are named, with the way to add them.

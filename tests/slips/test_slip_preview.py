@@ -117,7 +117,7 @@ def test_detailed_sentences_say_every_option_in_words(extra, words) -> None:
     assert words in sentence
     tool = _capability("tool:book_table", "act", "call", "own_agent", **extra)
     _no_code(capability_sentence(tool, slip_expires_at=2_000_000_000))
-    assert capability_sentence(tool).startswith("Let my agent book a table at a venue")
+    assert capability_sentence(tool).startswith("Let my agent book tables at venues")
     unknown = _capability("tool:share_itinerary", "act", "call", "own_agent", **extra)
     assert "the “share itinerary” action" in capability_sentence(unknown)
 
@@ -366,6 +366,6 @@ def test_an_action_in_the_draft_is_previewed_for_the_own_agent_only(make_open_ro
         ).json()["agents"]
         (item,) = own["items"]
         assert item["title"] == "Action: book table"
-        assert item["shown"] == ["May book a table at a venue, within my budget, up to 3 times"]
+        assert item["shown"] == ["May book tables at venues, within my budget, up to 3 times"]
         assert item["note"].startswith(note)
         assert peer["items"] == []
