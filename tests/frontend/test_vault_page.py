@@ -314,3 +314,60 @@ def test_a_refused_change_says_what_to_do_and_keeps_the_saved_item(alice, client
     assert "Enter the highest amount as a whole number, such as 30" in _text(refused)
     assert vault_of_owner(owner=alice)[0].content["maximum"] == 8000
     assert "30 to 80 EUR per person" in _text(client.get("/vault/"))
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_an_ics_imported_in_the_browser_shows_in_the_week_on_a_phone(
+    make_owner, live_daphne, browser_page, tmp_path
+) -> None:
+    from tests.frontend.browser import (
+        PHONE,
+        axe_check,
+        screenshots,
+        visible_text_has_no_codes,
+        watch,
+    )
+
+    page, base = browser_page, live_daphne
+    owner = make_owner("alice")
+    NotificationPreference.objects.update_or_create(
+        owner=owner, defaults={"time_zone": "Europe/Berlin"}
+    )
+    watcher = watch(page)
+    page.set_viewport_size(PHONE)
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "correct horse 42")
+    page.click("main button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    page.goto(f"{base}/vault/")
+    assert "No busy times yet." in page.inner_text("#week")
+
+    tomorrow = _berlin_today() + timedelta(days=1)
+    calendar = tmp_path / "calendar.ics"
+    calendar.write_bytes(_ics_for(tomorrow))
+    page.set_input_files("#vault-ics", str(calendar))
+    page.click("text=Import busy times")
+    page.wait_for_selector("text=Calendar imported: 2 busy times")
+    day = page.locator(".week-day", has_text=_day_words(tomorrow))
+    assert "Busy 18:00 to 19:30" in day.inner_text()
+    assert "Times in Europe/Berlin" in page.inner_text("#week")
+    assert page.locator(".week-day.free").count() == 5
+
+    scroll, inner = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert inner == 390 and scroll <= inner, f"{scroll} px wide in a {inner} px screen"
+    # The per-day list on a phone: the days are one under another.
+    tops = page.eval_on_selector_all(".week-day", "els => els.map(e => e.offsetTop)")
+    assert tops == sorted(tops) and len(set(tops)) == 7
+    # The delete step asks in words before anything goes.
+    screenshots(page, "vault week")
+    page.set_viewport_size(PHONE)
+    page.click(".vault-confirm summary")
+    assert "Delete all your busy times?" in page.inner_text(".vault-confirm")
+    watcher.check_csp()
+    axe_check(page, name="vault")
+    visible_text_has_no_codes(page, name="vault")
+    page.click("text=Yes, delete busy times")
+    page.wait_for_selector("text=Your busy times were deleted.")
+    assert "No busy times yet." in page.inner_text("#week")
