@@ -399,6 +399,20 @@ def peer_html_is_text_and_flare_answered(journey: Journey) -> None:
     assert Room.objects.get(id=journey.room_id).state == "open"
 
 
+def whisper_persists(journey: Journey) -> None:
+    """Alice's whisper to her agent stays in her own view after a reload; Bob never sees it."""
+    alice, bob = journey.alice, journey.bob
+    words = "Keep it under 50 a head next time."
+    alice.page.goto(journey.room_url)
+    alice.page.get_by_label("Your whisper").fill(words)
+    alice.page.get_by_role("button", name="Whisper", exact=True).click()
+    expect(alice.page.locator("#whispers")).to_contain_text(words, timeout=WAIT_MS)
+    alice.page.reload()
+    expect(alice.page.locator("#whispers")).to_contain_text(words)
+    bob.page.reload()
+    expect(bob.page.locator("main")).not_to_contain_text(words)
+
+
 def read_and_verify_ledger(journey: Journey) -> None:
     alice = journey.alice
     page = alice.page
@@ -419,6 +433,7 @@ def change_time_zone(journey: Journey) -> None:
     nav(alice, "Settings")
     check(alice, "settings")
     page.get_by_label("Time zone", exact=True).select_option("Europe/Berlin")
+    page.get_by_label(re.compile("^Gentle Tap")).check()
     page.get_by_role("button", name="Save settings").click()
     page.wait_for_load_state("domcontentloaded")
     expect(page.locator("body")).to_have_attribute("data-time-zone", "Europe/Berlin")
@@ -429,6 +444,18 @@ def change_time_zone(journey: Journey) -> None:
     stamp = page.locator("#transcript time").first.get_attribute("datetime") or ""
     assert stamp.endswith(offset), stamp
     check(alice, "room-in-berlin-time", codes=False)
+
+
+def rooms_page_after(journey: Journey) -> None:
+    """Back on her rooms page, every first-run step is done and the room says its outcome."""
+    alice = journey.alice
+    nav(alice, "Rooms")
+    steps = alice.page.locator("#onboarding [data-step]")
+    if steps.count():
+        expect(alice.page.locator('#onboarding [data-done="false"]')).to_have_count(0)
+    card = alice.page.locator(".room-card", has_text="Dinner next week")
+    expect(card).to_contain_text(re.compile("Outcome", re.I))
+    check(alice, "rooms-after")
 
 
 # --- the test ----------------------------------------------------------------------------------
@@ -492,10 +519,14 @@ def test_two_owners_journey_through_every_page(journey: Journey) -> None:
         watch_and_approve_the_booking(journey)
     with step(journey, "peer-html-and-flare"):
         peer_html_is_text_and_flare_answered(journey)
+    with step(journey, "whisper"):
+        whisper_persists(journey)
     with step(journey, "ledger"):
         read_and_verify_ledger(journey)
     with step(journey, "settings"):
         change_time_zone(journey)
+    with step(journey, "rooms-after"):
+        rooms_page_after(journey)
     for owner in (alice, bob):
         owner.watch.check_csp()  # every document either owner loaded, redirects' targets too
         owner.watch.check_no_script_errors()
