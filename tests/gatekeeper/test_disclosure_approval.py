@@ -192,6 +192,31 @@ def test_the_owner_sees_the_request_in_words_and_the_other_owner_does_not(scene:
     assert bob.get(f"/api/rooms/{scene.room.id}/grants").json() == []
 
 
+def test_the_owner_approves_in_the_page_through_the_grants_api(scene: Scene) -> None:
+    scene.bob_turn()
+    grant = scene.pending()
+    alice = Client()
+    alice.force_login(scene.alice)
+    url = f"/api/rooms/{scene.room.id}/grants/{grant.id}"
+    body = {"decision": "approve", "key_id": str(scene.key.id), "signature": "A" * 86}
+    refused = alice.post(url, body, content_type="application/json")
+    assert (refused.status_code, refused.json()["status"], refused.json()["rule"]) == (
+        200,
+        "pending",
+        "grant_bad_signature",
+    )
+    body["signature"] = scene.device.sign_grant(grant)
+    approved = alice.post(url, body, content_type="application/json").json()
+    assert (approved["action_id"], approved["status"], approved["rule"]) == (
+        None,
+        "approved",
+        "granted",
+    )
+    assert alice.post(url, body, content_type="application/json").status_code == 409
+    assert alice.get(f"/api/rooms/{scene.room.id}/grants").json() == []  # nothing waits
+    assert len(shown(scene.bob_turn())) == 1
+
+
 def test_whether_the_owner_is_asked_does_not_depend_on_their_vault(make_open_room) -> None:
     holds, lacks = Scene(make_open_room()), Scene(make_open_room(prefix="x"), holds_item=False)
     for _ in range(2):
