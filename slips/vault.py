@@ -20,7 +20,6 @@ import os
 from datetime import date, datetime, time, timedelta, tzinfo
 from typing import Annotated, Any, Literal
 from uuid import UUID
-from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -419,9 +418,7 @@ def _zone_key(zone: tzinfo) -> str:
     return getattr(zone, "key", None) or "UTC"
 
 
-def ics_busy_windows(
-    *, ics: bytes, now: datetime, zone: ZoneInfo | None = None
-) -> list[BusyWindow]:
+def ics_busy_windows(*, ics: bytes, now: datetime, zone: tzinfo | None = None) -> list[BusyWindow]:
     """Busy windows from an iCalendar file, from a day before ``now`` to ``ICS_HORIZON_DAYS``
     after it, merged where they overlap and without titles (the vault never stores them).
 
@@ -528,7 +525,7 @@ def _availability_save(
 
 @transaction.atomic
 def vault_import_ics(
-    *, owner: User, ics: bytes, now: datetime, zone: ZoneInfo | None = None
+    *, owner: User, ics: bytes, now: datetime, zone: tzinfo | None = None
 ) -> VaultItem:
     """Replace the owner's availability with the busy windows of an ``.ics`` file (read as
     ``ics_busy_windows`` does); a refused file changes nothing."""

@@ -108,6 +108,15 @@ def test_floating_times_are_the_owners_local_times() -> None:
     assert _busy(ics) == [(_utc(2030, 3, 21, 18), _utc(2030, 3, 21, 20))]
 
 
+def test_a_calendars_own_zone_header_wins_over_the_owners_for_floating_times() -> None:
+    # Google Calendar exports floating times with the calendar's zone in X-WR-TIMEZONE.
+    ics = _calendar("UID:g@test\nDTSTART:20300321T190000\nDTEND:20300321T200000").replace(
+        b"PRODID:-//synapsia tests//EN\r\n",
+        b"PRODID:-//synapsia tests//EN\r\nX-WR-TIMEZONE:America/New_York\r\n",
+    )
+    assert _busy(ics) == [(_utc(2030, 3, 21, 23), _utc(2030, 3, 22, 0))]  # 19:00 EDT
+
+
 def test_transparent_and_cancelled_events_are_free_time() -> None:
     ics = _calendar(
         "UID:t@test\nSUMMARY:Optional talk\nTRANSP:TRANSPARENT\n"
