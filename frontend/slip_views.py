@@ -91,8 +91,8 @@ def keys(request: OwnerRequest) -> HttpResponse:
 
 
 # --- the slip page ------------------------------------------------------------------------------
-# Words for each code the slip signs. The scope words are the "How much" options; the page
-# also carries them as data for scripts (``slip-words``).
+# Words for the kinds and scopes the slip signs: the scope words are the "How much" options;
+# the page also carries both as data (``slip-words``), every kind and scope there is.
 SLIP_WORDS: dict[str, dict[str, str]] = {
     "resources": dict(KIND_TITLES),
     "scopes": {
@@ -107,12 +107,6 @@ SLIP_WORDS: dict[str, dict[str, str]] = {
         "url": "The link",
         "text": "The note's text",
     },
-    "recipients": {
-        "own_agent": "your agent",
-        "peer_agent": "the other agent",
-        "both": "both agents",
-    },
-    "approvals": {"none": "Do not ask me", "per_use": "Ask me before each use"},
 }
 
 # Each checklist row is one capability record: what the owner's own agent may know (``read``)
