@@ -20,6 +20,7 @@ from django.shortcuts import redirect, render
 from django.utils import dateformat, timezone
 
 from frontend import transcript
+from frontend.connect import TOKEN_PLACEHOLDER, agent_connect_command
 from frontend.forms import BindAgentForm
 from gatekeeper.reasons import vault_kind_words
 from ledger.models import LedgerEvent
@@ -218,5 +219,12 @@ def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
             "entries": entries,
             "last_seq": entries[-1].seq if entries else 0,
             "whispers": selectors.whispers_of_owner(owner=request.user, room_id=room_id),
+            # Bound but not connected yet: the exact command, with this room's address.
+            "connect_command": (
+                agent_connect_command(request, room_id=str(room_id), token=TOKEN_PLACEHOLDER)
+                if seat.agent_id is not None and seat.room.state != "closed"
+                else None
+            ),
+            "token_placeholder": TOKEN_PLACEHOLDER,
         },
     )

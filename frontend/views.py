@@ -24,6 +24,7 @@ from django.utils.formats import date_format
 from django.views.decorators.http import require_POST
 
 from dining import CatalogueInvalid, catalogues_registered
+from frontend.connect import agent_connect_argv, agent_socket_url
 from frontend.forms import AgentForm, RoomForm
 from frontend.onboarding import onboarding_complete, onboarding_steps
 from gatekeeper.records import Grant, GrantStatus
@@ -304,25 +305,12 @@ ISSUED_TOKEN_SESSION_KEY = "frontend.issued_agent_token"  # noqa: S105 (a sessio
 # What the owner replaces in the connect command (the room's code is in the room page's
 # address, after /rooms/): the agents page is not about one room.
 ROOM_PLACEHOLDER = "ROOM-ID"
-CONNECT_MODULE = "agents.negotiator"
 
 
 class IssuedToken(TypedDict):
     agent_name: str
     token: str
     rotated: bool
-
-
-def agent_socket_url(request: HttpRequest, room_id: str) -> str:
-    """The room socket's address as seen from the owner's browser (ws, or wss behind TLS)."""
-    scheme = "wss" if request.is_secure() else "ws"
-    return f"{scheme}://{request.get_host()}/ws/rooms/{room_id}/"
-
-
-def agent_connect_argv(*, socket_url: str, token: str) -> list[str]:
-    """The command that connects the reference negotiator with this token (``agents.cli``'s
-    ``--url`` and ``--token``)."""
-    return [".venv/bin/python", "-m", CONNECT_MODULE, "--url", socket_url, "--token", token]
 
 
 def _issued_token_keep(request: HttpRequest, *, agent_name: str, token: str, rotated: bool) -> None:

@@ -33,7 +33,7 @@ ROOM_CHARTER = (
     "Berlin within the next two weeks. Agree on an evening both are free and a venue from the "
     "room's catalogue that is open for the whole dinner, safe for both owners' allergies, "
     "within both budgets and close enough for both, preferring a cuisine both like. Share "
-    "only what the slips allow. Alice's agent books the table with book_table, which waits "
+    "only what the slips allow. Alice's agent books the table, which waits "
     "for her approval. Do not pay, invite or book anything else."
 )
 HOST_AGENT_NAME = "Alice's agent"

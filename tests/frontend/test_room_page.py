@@ -4,7 +4,9 @@ whispers kept for their sender only, grants in words, and the Resume rule at a f
 
 from __future__ import annotations
 
+import html
 import re
+import shlex
 from collections.abc import Callable
 from html.parser import HTMLParser
 from typing import Any
@@ -20,6 +22,7 @@ from rooms.models import FlareChoice, FlareReason, Room, RoomState
 from slips import services as slip_services
 from slips import vault
 from tests.bookings import BUDGET, OVER
+from tests.conftest import OpenRoom
 from tests.frontend.browser import codes_in
 from tests.gatekeeper.conftest import (
     Negotiation,
@@ -43,7 +46,8 @@ HOSTILE = '<script>alert("x")</script> and <img src=x onerror="alert(1)"> for di
 
 
 class _Visible(HTMLParser):
-    """The text a person sees: no tags, attributes, scripts or styles."""
+    """The text a person reads: no tags, attributes, scripts or styles, and no literals to copy
+    (``code``/``pre``, as the browser checks: tests/frontend/browser.py)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -51,11 +55,11 @@ class _Visible(HTMLParser):
         self._skip = 0
 
     def handle_starttag(self, tag: str, attrs: Any) -> None:
-        if tag in ("script", "style"):
+        if tag in ("script", "style", "code", "pre"):
             self._skip += 1
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style"):
+        if tag in ("script", "style", "code", "pre"):
             self._skip -= 1
 
     def handle_data(self, data: str) -> None:
@@ -317,3 +321,18 @@ def test_what_fed_a_turn_names_the_item_kind_and_its_owner(
     assert visible(page_of(setup.b.owner, setup.room, query)) == "Your budget"
     none = f"?part=turn&agent={setup.a.agent.id}&turn=2"
     assert visible(page_of(setup.a.owner, setup.room, none)) == "No vault item fed that turn."
+
+
+def test_a_bound_seat_shows_the_exact_command_to_connect_its_agent_to_this_room(
+    make_open_room: Callable[..., OpenRoom],
+) -> None:
+    opened = make_open_room()
+    client = Client()
+    client.force_login(opened.a.owner)
+    page = client.get(f"/rooms/{opened.room.id}/").content.decode()
+    command = re.search(r'id="connect-command">([^<]+)</code>', page)
+    assert command, "no connect command on the room page"
+    argv = shlex.split(html.unescape(command.group(1)))
+    assert argv[argv.index("--url") + 1] == f"ws://testserver/ws/rooms/{opened.room.id}/"
+    assert argv[argv.index("--token") + 1] == "YOUR-AGENT-TOKEN"  # never the token itself
+    assert opened.a.token not in page
