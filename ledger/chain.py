@@ -10,12 +10,20 @@ independent implementations (``ledger/verify_export.py`` and the browser's ``led
 ``occurred_at`` is a fixed-format UTC string (``2026-01-02T03:04:05.123456Z``), never a float;
 ``prev_hash`` is the previous event's hash: ``GENESIS_HASH`` for event 1, and after a retention
 purge the checkpoint's hash for the first event that remains.
+
+Those bytes are computed **once**, at append, and stored (``LedgerEvent.canonical``); the
+``data`` column holds the RFC 8785 text of ``data`` too (``CanonicalJSONEncoder``). RFC 8785
+sorts keys, so the envelope is ``{"data":`` + canonical(data) + a suffix of five scalars in a
+fixed order (``envelope_bytes``): verification (``stored_chain_check``) hashes the stored bytes
+and checks them against the row's own columns by comparing bytes, never re-canonicalising.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +45,65 @@ def occurred_at_text(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+# Strings RFC 8785 writes as they are, between quotes: printable ASCII without `"` and `\\`.
+_PLAIN_STRING = re.compile(r"[ !#-\[\]-~]*")
+ENVELOPE_PREFIX = b'{"data":'
+# The chain's timestamp form is always this long (``occurred_at_text``).
+OCCURRED_AT_LENGTH = 27
+_SAFE_INTEGER = 2**53 - 1  # RFC 8785 numbers are IEEE doubles
+
+
+def json_string(text: str) -> str:
+    """RFC 8785 form of a string: as it is for plain ASCII, else through ``rfc8785``."""
+    if _PLAIN_STRING.fullmatch(text):
+        return f'"{text}"'
+    return rfc8785.dumps(text).decode()
+
+
+def envelope_suffix(*, kind: str, occurred_at: str, prev_hash: str, room_id: str, seq: int) -> str:
+    """The envelope after its ``data`` member: RFC 8785 orders the keys data < kind <
+    occurred_at < prev_hash < room_id < seq, and each of these five is a scalar."""
+    if type(seq) is not int or not 0 <= seq <= _SAFE_INTEGER:
+        raise rfc8785.IntegerDomainError(seq)
+    return (
+        f',"kind":{json_string(kind)},"occurred_at":{json_string(occurred_at)},'
+        f'"prev_hash":{json_string(prev_hash)},"room_id":{json_string(room_id)},"seq":{seq}}}'
+    )
+
+
+def envelope_bytes(
+    *, data_canonical: bytes, room_id: str, seq: int, kind: str, occurred_at: str, prev_hash: str
+) -> bytes:
+    """The RFC 8785 envelope, built from the RFC 8785 bytes of ``data`` (identical to
+    ``rfc8785.dumps`` of the whole envelope; ``tests/ledger/test_stored_bytes.py`` checks)."""
+    suffix = envelope_suffix(
+        kind=kind, occurred_at=occurred_at, prev_hash=prev_hash, room_id=room_id, seq=seq
+    )
+    return ENVELOPE_PREFIX + data_canonical + suffix.encode()
+
+
+class CanonicalData(dict[str, Any]):
+    """``data`` together with its RFC 8785 text, computed once at append: the ``data`` column
+    stores exactly that text (see ``CanonicalJSONEncoder``) instead of canonicalising again."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, data: Mapping[str, Any], text: str) -> None:
+        super().__init__(data)
+        self.text = text
+
+
+class CanonicalJSONEncoder(json.JSONEncoder):
+    """The ``data`` column's encoder: RFC 8785 text, so on SQLite the column's text is
+    byte-for-byte the ``data`` member of the stored envelope (PostgreSQL's jsonb keeps the
+    value, not the text; there verification compares values in SQL)."""
+
+    def encode(self, o: Any) -> str:
+        if isinstance(o, CanonicalData):
+            return o.text
+        return rfc8785.dumps(o).decode()
+
+
 def event_canonical_bytes(
     *,
     room_id: UUID | str,
@@ -47,15 +114,13 @@ def event_canonical_bytes(
     prev_hash: str,
 ) -> bytes:
     """RFC 8785 bytes of the hashed envelope (raises ``rfc8785.CanonicalizationError``)."""
-    return rfc8785.dumps(
-        {
-            "room_id": str(room_id),
-            "seq": seq,
-            "kind": kind,
-            "occurred_at": occurred_at,
-            "data": dict(data),
-            "prev_hash": prev_hash,
-        }
+    return envelope_bytes(
+        data_canonical=rfc8785.dumps(dict(data)),
+        room_id=str(room_id),
+        seq=seq,
+        kind=kind,
+        occurred_at=occurred_at,
+        prev_hash=prev_hash,
     )
 
 
@@ -207,3 +272,158 @@ def chain_check(
             "the checkpoint is not the one named by the chain's last retention_purge event",
         )
     return ChainVerdict(room_id, True, checked, last_seq, expected_prev)
+
+
+# A stored row as verification streams it: (seq, kind, occurred_at in the chain's form,
+# data, prev_hash, hash, stored bytes, room id as the database spells it: only for grouping).
+# ``data`` is the data column's RFC 8785 text (SQLite, or any profile when re-canonicalising),
+# or True/False: whether the database found the data column equal to the stored bytes'
+# ``data`` member (PostgreSQL compares jsonb values in SQL).
+StoredRow = tuple[int, str, str, "str | bool | None", str, str, bytes, str]
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def stored_chain_check(
+    *,
+    room_id: str,
+    rows: Iterable[StoredRow],
+    checkpoint_seq: int = 0,
+    checkpoint_hash: str = GENESIS_HASH,
+    claims: Iterable[HeadClaim] = (),
+    tip: HeadClaim | None = None,
+    recheck: Callable[[int, bytes], str | None] | None = None,
+) -> ChainVerdict:
+    """Verify a room's chain from its **stored bytes**, at hashing speed.
+
+    The same verdicts as ``chain_check`` (numbering, links, the checkpoint, every claim), but
+    each event's hash is checked as SHA-256 of the bytes stored at append, and those bytes are
+    checked against the row's own columns by comparing bytes: ``{"data":`` + the data column's
+    canonical text + the suffix built from kind, occurred_at, prev_hash, room_id and seq (or, on
+    PostgreSQL, prefix and suffix by bytes and ``data`` by value in SQL). A row whose columns
+    do not match that way goes to ``recheck(seq, stored)``, the exact test (RFC 8785 of the
+    columns as the application reads them); it returns the problem in words, or None when
+    the row is in fact consistent. Rows beyond ``tip`` end the walk: they were appended after
+    the head was read (the caller checks the head as it stands now).
+    """
+    expected_seq, expected_prev = checkpoint_seq + 1, checkpoint_hash
+    checked = 0
+    by_seq: dict[int, list[HeadClaim]] = {}
+    for claim in claims:
+        by_seq.setdefault(claim.seq, []).append(claim)
+    last_purge: tuple[Any, Any] | None = None
+    tip_seq = tip.seq if tip is not None else None
+
+    def bad(seq: int, problem: str) -> ChainVerdict:
+        return ChainVerdict(room_id, False, checked, expected_seq - 1, expected_prev, seq, problem)
+
+    if tip is not None:
+        by_seq.setdefault(tip.seq, []).append(tip)
+    for claim in by_seq.get(checkpoint_seq, []):
+        if claim.hash != checkpoint_hash:
+            return bad(checkpoint_seq + 1, f"{claim.source} does not match the checkpoint")
+    if not _HEX64.fullmatch(checkpoint_hash):
+        return bad(checkpoint_seq + 1, "the checkpoint hash is not a SHA-256 hex digest")
+    rid = json_string(room_id)[1:-1]
+    sha256 = hashlib.sha256
+    prefix = ENVELOPE_PREFIX
+    kinds: dict[str, str] = {}
+    for seq, kind, occurred_at, data, prev_hash, digest, stored, _room in rows:
+        if tip_seq is not None and seq > tip_seq:
+            break
+        if seq != expected_seq:
+            if seq > expected_seq:
+                return bad(expected_seq, f"event {expected_seq} is missing")
+            return bad(expected_seq, f"event {seq} appears again where {expected_seq} was expected")
+        if prev_hash != expected_prev:
+            return bad(seq, "prev_hash does not match the event before it")
+        if sha256(stored).hexdigest() != digest:
+            return bad(seq, "the stored hash is not the SHA-256 of the event's stored bytes")
+        kind_json = kinds.get(kind)
+        if kind_json is None:
+            kind_json = kinds[kind] = json_string(kind)
+        # prev_hash equals the previous (verified hex) hash and room_id is ours: both plain.
+        suffix = (
+            f',"kind":{kind_json},"occurred_at":"{occurred_at}","prev_hash":"{prev_hash}",'
+            f'"room_id":"{rid}","seq":{seq}}}'
+        )
+        if len(occurred_at) != OCCURRED_AT_LENGTH:
+            matches = False
+        elif data.__class__ is str:
+            matches = stored == f'{{"data":{data}{suffix}'.encode()
+        else:
+            matches = (
+                data is True and stored.startswith(prefix) and stored.endswith(suffix.encode())
+            )
+        if not matches:
+            problem = recheck(seq, stored) if recheck is not None else "columns differ"
+            if problem is not None:
+                return bad(seq, problem)
+        for claim in by_seq.get(seq, ()):
+            if claim.hash != digest:
+                return bad(seq, f"{claim.source} names a different hash at this number")
+        if kind == "retention_purge":
+            purge = json.loads(stored)["data"]
+            last_purge = (purge.get("through_seq"), purge.get("through_hash"))
+        expected_seq, expected_prev = seq + 1, digest
+        checked += 1
+    last_seq = expected_seq - 1
+    beyond = sorted(seq for seq in by_seq if seq > last_seq)
+    if beyond:
+        claim = by_seq[beyond[0]][0]
+        return bad(last_seq + 1, f"{claim.source} is at {claim.seq}: the chain is truncated")
+    if checkpoint_seq > 0 and last_purge != (checkpoint_seq, checkpoint_hash):
+        return bad(
+            checkpoint_seq + 1,
+            "the checkpoint is not the one named by the chain's last retention_purge event",
+        )
+    return ChainVerdict(room_id, True, checked, last_seq, expected_prev)
+
+
+def stored_bytes_problem(
+    *, room_id: str, stored: bytes, seq: int, kind: str, occurred_at: str, data: Any, prev_hash: str
+) -> str | None:
+    """The exact test of one row: are the stored bytes RFC 8785 of its columns (as the
+    application reads them)? None when they are; else which column differs, in words."""
+    try:
+        if not isinstance(data, Mapping):
+            return "the event's data column is not an object"
+        expected = event_canonical_bytes(
+            room_id=room_id, seq=seq, kind=kind, occurred_at=occurred_at, data=data,
+            prev_hash=prev_hash,
+        )  # fmt: skip
+    except (rfc8785.CanonicalizationError, TypeError, ValueError):
+        return "the event's columns cannot be canonicalised"
+    if expected == stored:
+        return None
+    try:
+        hashed = json.loads(stored)
+    except (ValueError, UnicodeDecodeError):
+        return "the event's stored bytes are not JSON"
+    if not isinstance(hashed, dict):
+        return "the event's stored bytes are not a JSON object"
+    columns = {
+        "room_id": room_id, "seq": seq, "kind": kind, "occurred_at": occurred_at,
+        "data": data, "prev_hash": prev_hash,
+    }  # fmt: skip
+    changed = [
+        name
+        for name in ("data", "kind", "occurred_at", "room_id", "seq", "prev_hash")
+        if not _same_json(hashed.get(name), columns[name])
+    ]
+    if "room_id" in changed:
+        return "the event's stored bytes belong to another room"
+    if changed:
+        words = {"data": "data", "kind": "kind", "occurred_at": "time", "seq": "number",
+                 "prev_hash": "link"}  # fmt: skip
+        return (
+            f"the event's {', '.join(words[n] for n in changed)} column differs from what was "
+            "hashed (the stored bytes say otherwise)"
+        )
+    return "the event's stored bytes are not the canonical form of its columns"
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    try:
+        return rfc8785.dumps(a) == rfc8785.dumps(b)
+    except (rfc8785.CanonicalizationError, TypeError, ValueError):
+        return False

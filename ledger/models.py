@@ -3,13 +3,17 @@
 Rooms are referenced by UUID value only (no foreign key): the ledger is the floor of the
 house and outlives the rooms' content. Only ``ledger.services.ledger_append`` inserts events,
 only ``ledger.retention`` deletes them; nothing updates them.
+
+An event's ``canonical`` bytes are what its ``hash`` is the SHA-256 of, stored at append so
+verification hashes them instead of re-canonicalising; the columns beside them stay for
+queries and are checked against those bytes (``ledger.chain.stored_chain_check``).
 """
 
 from __future__ import annotations
 
 from django.db import models
 
-from ledger.chain import GENESIS_HASH
+from ledger.chain import GENESIS_HASH, CanonicalJSONEncoder
 
 
 class LedgerEvent(models.Model):
@@ -18,10 +22,13 @@ class LedgerEvent(models.Model):
     seq = models.PositiveBigIntegerField()
     kind = models.CharField(max_length=40)
     occurred_at = models.DateTimeField()
-    # Metadata only (the typed record minus ``kind``); see ledger.events.
-    data = models.JSONField()
+    # Metadata only (the typed record minus ``kind``); see ledger.events. Written as RFC 8785
+    # text, the same bytes as the envelope's ``data`` member.
+    data = models.JSONField(encoder=CanonicalJSONEncoder)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
+    # The RFC 8785 envelope exactly as hashed (ledger.chain): hash = SHA-256(canonical).
+    canonical = models.BinaryField(default=b"")
 
     class Meta:
         constraints = [

@@ -22,7 +22,13 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 from pydantic import BaseModel
 
-from ledger.chain import GENESIS_HASH, MAX_CANONICAL_BYTES, event_canonical_bytes, occurred_at_text
+from ledger.chain import (
+    GENESIS_HASH,
+    MAX_CANONICAL_BYTES,
+    CanonicalData,
+    envelope_bytes,
+    occurred_at_text,
+)
 from ledger.events import LedgerEventRecord
 from ledger.models import LedgerEvent, LedgerHead
 
@@ -69,12 +75,14 @@ def ledger_append(*, room_id: UUID, event: LedgerEventRecord) -> AppendedEvent:
         head = ledger_head_locked(room_id)
         seq = head.seq + 1
         occurred_at = timezone.now()
-        canonical = event_canonical_bytes(
-            room_id=room_id,
+        # Canonicalised once, here: the bytes are stored and hashed, never recomputed.
+        data_canonical = rfc8785.dumps(data)
+        canonical = envelope_bytes(
+            data_canonical=data_canonical,
+            room_id=str(room_id),
             seq=seq,
             kind=kind,
             occurred_at=occurred_at_text(occurred_at),
-            data=data,
             prev_hash=head.hash,
         )
         if len(canonical) > MAX_CANONICAL_BYTES:
@@ -85,9 +93,10 @@ def ledger_append(*, room_id: UUID, event: LedgerEventRecord) -> AppendedEvent:
             seq=seq,
             kind=kind,
             occurred_at=occurred_at,
-            data=data,
+            data=CanonicalData(data, data_canonical.decode()),
             prev_hash=head.hash,
             hash=digest,
+            canonical=canonical,
         )
         LedgerHead.objects.filter(room_id=room_id).update(seq=seq, hash=digest)
     except (LedgerAppendError, DatabaseError, rfc8785.CanonicalizationError, ValueError) as exc:

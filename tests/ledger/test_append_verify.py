@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from ledger import verification
-from ledger.chain import GENESIS_HASH, event_hash, occurred_at_text
+from ledger.chain import GENESIS_HASH, event_canonical_bytes, occurred_at_text
 from ledger.events import Disclosure, Join
 from ledger.models import LedgerEvent, LedgerHead
 from ledger.services import LedgerAppendError, ledger_append
@@ -148,12 +148,13 @@ def test_a_forged_event_is_found(make_chain) -> None:
     tip = LedgerEvent.objects.get(room_id=room_id, seq=5)
     when = occurred_at_text(tip.occurred_at)
     data = {"participant_id": "mallory", "participant_kind": "agent"}
-    forged = event_hash(
+    envelope = event_canonical_bytes(
         room_id=room_id, seq=6, kind="join", occurred_at=when, data=data, prev_hash=tip.hash
     )
+    forged = hashlib.sha256(envelope).hexdigest()
     LedgerEvent.objects.create(
         room_id=room_id, seq=6, kind="join", occurred_at=tip.occurred_at, data=data,
-        prev_hash=tip.hash, hash=forged,
+        prev_hash=tip.hash, hash=forged, canonical=envelope,
     )  # fmt: skip
     assert _tampered(room_id) == (False, 6)
     # Forged in the middle (later events renumbered to make room): the chain breaks after it.
@@ -163,12 +164,13 @@ def test_a_forged_event_is_found(make_chain) -> None:
         rows.filter(seq=seq).update(seq=seq + 1)
     two = rows.get(seq=2)
     when = occurred_at_text(two.occurred_at)
-    forged = event_hash(
+    envelope = event_canonical_bytes(
         room_id=other, seq=3, kind="join", occurred_at=when, data=data, prev_hash=two.hash
     )
+    forged = hashlib.sha256(envelope).hexdigest()
     LedgerEvent.objects.create(
         room_id=other, seq=3, kind="join", occurred_at=two.occurred_at, data=data,
-        prev_hash=two.hash, hash=forged,
+        prev_hash=two.hash, hash=forged, canonical=envelope,
     )  # fmt: skip
     assert _tampered(other) == (False, 4)
 
