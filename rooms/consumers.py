@@ -16,6 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
+from uuid import UUID
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
@@ -204,17 +205,29 @@ class RoomConsumer(AsyncWebsocketConsumer):
     # --- connection lifecycle -------------------------------------------------------------
 
     async def connect(self) -> None:
-        verdict = await in_db_thread(handshake.admit)(
-            room_id=self.scope["url_route"]["kwargs"]["room_id"],
+        room_id = self.scope["url_route"]["kwargs"]["room_id"]
+        try:
+            room_group = realtime.room_group(UUID(room_id))
+        except ValueError:
+            room_group = None  # refused by the handshake below
+        # Subscribe before reading the backlog, so nothing falls between the two; the
+        # handshake and the opening reads then share one database hop.
+        if room_group is not None:
+            await self.channel_layer.group_add(room_group, self.channel_name)
+        opened = await in_db_thread(self._admit_and_open)(
+            room_id=room_id,
             headers=self.scope.get("headers", []),
             user=self.scope.get("user") or AnonymousUser(),
         )
-        if isinstance(verdict, Refusal):
+        if isinstance(opened, Refusal):
+            if room_group is not None:
+                await self.channel_layer.group_discard(room_group, self.channel_name)
             # Accept then close, so the client sees a close code it can act on; nothing else
             # is sent first.
             await self.accept()
-            await self.close(code=int(verdict.code))
+            await self.close(code=int(opened.code))
             return
+        verdict, welcome, backlog, position, seal = opened
         self.participant = verdict
         self._repetition = flares.RepetitionWatch()
         self._inbox: collections.deque[str | None] = collections.deque()
@@ -226,10 +239,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 group, {"type": "agent.replaced", "channel": self.channel_name}
             )
             await self.channel_layer.group_add(group, self.channel_name)
-        # Subscribe before reading the backlog, so nothing falls between the two.
-        await self.channel_layer.group_add(realtime.room_group(verdict.room_id), self.channel_name)
         await self.accept()
-        welcome, backlog, position, seal = await in_db_thread(self._opening)(verdict)
         await self.send(welcome)
         for frame in backlog:
             await self.send(frame)
@@ -238,6 +248,15 @@ class RoomConsumer(AsyncWebsocketConsumer):
         realtime.record_sweep().watch(verdict.room_id, self)
         self._watched = True
         await self._seal_state(seal)
+
+    def _admit_and_open(
+        self, *, room_id: str, headers: list[tuple[bytes, bytes]], user: Any
+    ) -> Refusal | tuple[Participant, str, list[str], int, sealed.SealState]:
+        """The handshake's verdict and, if admitted, what the socket is sent first (one hop)."""
+        verdict = handshake.admit(room_id=room_id, headers=headers, user=user)
+        if isinstance(verdict, Refusal):
+            return verdict
+        return (verdict, *self._opening(verdict))
 
     def _opening(self, participant: Participant) -> tuple[str, list[str], int, sealed.SealState]:
         room = Room.objects.get(id=participant.room_id)

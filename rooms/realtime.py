@@ -111,11 +111,40 @@ class Listener(Protocol):
         """Read the record past ``position`` (the bell for something was lost)."""
 
 
+# Rooms per sweep statement (well under SQLite's and PostgreSQL's parameter limits): one
+# statement for up to this many rooms with a socket in this process.
+SWEEP_ROOMS_PER_STATEMENT = 5000
+
+
 def rooms_latest_seq(room_ids: list[UUID]) -> dict[UUID, int]:
-    """The last sequence number of each room, in one statement for all of them."""
+    """The last sequence number of each room: one statement per ``SWEEP_ROOMS_PER_STATEMENT``
+    rooms (raw SQL: the ORM compiling an IN list of a thousand ids would cost more than the
+    query)."""
+    from django.db import connection
+
     from rooms.models import Room  # realtime is imported by models' neighbours; keep it lazy
 
-    return dict(Room.objects.filter(id__in=room_ids).values_list("id", "last_seq"))
+    pk = Room._meta.pk
+    assert pk is not None
+    table = connection.ops.quote_name(Room._meta.db_table)
+    column = connection.ops.quote_name(pk.column or "id")
+    latest: dict[UUID, int] = {}
+    for start in range(0, len(room_ids), SWEEP_ROOMS_PER_STATEMENT):
+        chunk = room_ids[start : start + SWEEP_ROOMS_PER_STATEMENT]
+        by_value = {pk.get_db_prep_value(room_id, connection): room_id for room_id in chunk}
+        marks = ", ".join(["%s"] * len(chunk))
+        with connection.cursor() as cursor:
+            # Only our own table and column names are interpolated; the ids are parameters.
+            cursor.execute(
+                f"SELECT {column}, last_seq FROM {table} WHERE {column} IN ({marks})",  # noqa: S608
+                list(by_value),
+            )
+            for value, seq in cursor.fetchall():
+                room_id = by_value.get(value)
+                if room_id is None:  # a driver that hands back a UUID for a hex parameter
+                    room_id = value if isinstance(value, UUID) else UUID(str(value))
+                latest[room_id] = int(seq)
+    return latest
 
 
 class RecordSweep:

@@ -8,6 +8,7 @@ documented close code instead of a bare HTTP 403.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -20,9 +21,18 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from rooms.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
-    }
-)
+_rooms = URLRouter(websocket_urlpatterns)
+_browser_rooms = AuthMiddlewareStack(_rooms)
+
+
+async def websocket(scope: dict[str, Any], receive: Any, send: Any) -> Any:
+    """Agents (a bearer token) go straight to the room router; browsers through the session
+    and auth middleware. The handshake decides a bearer socket by its token alone, so the
+    session lookup (a database hop per connect) would only be discarded."""
+    for key, _ in scope.get("headers", ()):
+        if key.lower() == b"authorization":
+            return await _rooms(scope, receive, send)
+    return await _browser_rooms(scope, receive, send)
+
+
+application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket})
