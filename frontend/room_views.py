@@ -27,6 +27,7 @@ from ledger.models import LedgerEvent
 from rooms import context, outcomes, selectors, services
 from rooms.errors import RoomError
 from rooms.models import Room, RoomMember, RoomState
+from slips import selectors as slip_selectors
 from slips.models import Tier
 from slips.verification import room_tier
 from synapsia.owners import OwnerRequest
@@ -44,6 +45,8 @@ class RoomStatus:
     since: str  # "Open since 13:02"
     retention: tuple[str, ...]
     tier: str  # "Room Only"
+    tier_words: str  # who chose it and what it does (slips.selectors.room_tier_words)
+    conflicts: tuple[str, ...]  # where the owners' rules differ and which applies
     can_open: bool
     can_resume: bool
     can_pause: bool
@@ -107,6 +110,8 @@ def room_status(*, owner: User, seat: RoomMember) -> RoomStatus:
         since=since,
         retention=_retention(room),
         tier=Tier(room_tier(room_id=room.id)).label,
+        tier_words=slip_selectors.room_tier_words(room.id, reader_id=owner.pk),
+        conflicts=tuple(slip_selectors.conflicts_in_words(room_id=room.id, reader_id=owner.pk)),
         can_open=state == RoomState.DRAFT,
         can_resume=state == RoomState.PAUSED and not waiting,
         can_pause=state == RoomState.OPEN,

@@ -181,7 +181,11 @@ def test_the_state_its_clocks_and_the_tier_are_in_words(
     assert "Transcript kept 30 days after the room closes (the default)" in text
     assert "Ledger events kept 90 days each, the latest until" in text
     slip_services.tier_choose(owner=setup.b.owner, room_id=setup.room.id, tier="room_only")
-    assert "Privacy tier in force: Room Only" in visible(page_of(setup.a.owner, setup.room))
+    under_room_only = visible(page_of(setup.a.owner, setup.room))
+    assert "Privacy tier in force: Room Only" in under_room_only
+    # Who chose it and what it does, as the slip page says it (slips.selectors).
+    assert "chosen by bob" in under_room_only
+    assert "rough band" in under_room_only
     services.room_transition(owner=setup.a.owner, room_id=setup.room.id, to=RoomState.CLOSED)
     closed = visible(page_of(setup.a.owner, setup.room))
     assert "Closed" in closed and "Transcript kept until" in closed
