@@ -268,8 +268,8 @@ def page_checks(
     """All of the above on the page as it is now: CSP, axe, phone width, screenshots, codes."""
     watcher.check_csp()
     screenshots(page, name)
-    page.set_viewport_size(PHONE)
-    no_horizontal_scroll(page, name=name)
+    no_horizontal_scroll(page, name=name)  # leaves the phone's viewport
+    axe_check(page, name=f"{name} (phone)")  # a phone's layout can hide or crowd things
     page.set_viewport_size(DESKTOP)
     axe_check(page, name=name)
     if codes:

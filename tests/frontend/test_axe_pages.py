@@ -158,6 +158,11 @@ def page_url(page: OwnerPage, site: Site) -> str:
     pytest.skip(missing)
 
 
+def axe_on_phone(page: Any, name: str) -> None:
+    page.set_viewport_size(browser.PHONE)
+    browser.axe_check(page, name=f"{name} (phone)")
+
+
 def _check_all(page: Any, watcher: browser.PageWatch, name: str) -> list[str]:
     """Run every check, so one failure does not hide the others."""
     problems: list[str] = []
@@ -166,6 +171,7 @@ def _check_all(page: Any, watcher: browser.PageWatch, name: str) -> list[str]:
         ("screenshots", lambda: browser.screenshots(page, name)),
         ("phone width", lambda: browser.no_horizontal_scroll(page, name=name)),
         ("axe", lambda: browser.axe_check(page, name=name)),
+        ("axe on a phone", lambda: axe_on_phone(page, name)),
         ("codes", lambda: browser.visible_text_has_no_codes(page, name=name)),
         ("scripts", watcher.check_no_script_errors),
     ]

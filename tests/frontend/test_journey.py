@@ -258,6 +258,7 @@ def choose_tier_and_sign(
     check(owner, f"slip-{tier.lower().replace(' ', '-')}")
     page.get_by_role("button", name=re.compile("^Sign slip")).click()
     expect(page.locator("#slip-in-force")).not_to_contain_text("not signed", timeout=WAIT_MS)
+    expect(page.locator("#slip-in-force-items li").first).to_be_visible()  # the preset's items
     check(owner, "slip-in-force")
 
 
@@ -267,8 +268,10 @@ def open_the_room(journey: Journey) -> None:
     page.get_by_role("button", name="Open room").click()
     page.wait_for_load_state("domcontentloaded")
     expect(page.locator("#room-state")).to_contain_text(re.compile("open", re.I))
-    # The room runs under the narrower of the two tiers, and says so.
+    # The room runs under the narrower of the two tiers, and says so to both owners.
     expect(page.locator("#room-tier")).to_contain_text("Room Only")
+    journey.bob.page.goto(journey.room_url)
+    expect(journey.bob.page.locator("#room-tier")).to_contain_text("Room Only")
 
 
 def negotiate_in_background(journey: Journey) -> tuple[threading.Thread, list[Any]]:
@@ -401,6 +404,8 @@ def whisper_persists(journey: Journey) -> None:
 
 
 def read_and_verify_ledger(journey: Journey) -> None:
+    """Alice's browser recomputes the chain itself (intact), checks the server's signed heads,
+    and on a later visit finds the record only grew since it last saw it."""
     alice = journey.alice
     page = alice.page
     page.goto(journey.room_url)
@@ -408,9 +413,15 @@ def read_and_verify_ledger(journey: Journey) -> None:
     follow(journey, page, re.compile("ledger", re.I), path, "the room page links its ledger")
     verdict = page.locator("#ledger-verdict")
     expect(verdict).not_to_have_attribute("data-state", "pending", timeout=WAIT_MS)
-    assert verdict.get_attribute("data-state") in ("verified", "ok", "intact"), verdict.inner_text()
+    assert verdict.get_attribute("data-state") == "verified", verdict.inner_text()
+    expect(page.locator("#ledger-signatures")).to_have_attribute("data-state", "verified")
+    expect(page.locator("#ledger-history")).to_have_attribute("data-state", "first-visit")
     expect(page.locator("main")).to_contain_text(re.compile("flare", re.I))
     check(alice, "ledger")
+    page.reload()
+    expect(page.locator("#ledger-history")).to_have_attribute(
+        "data-state", "extends", timeout=WAIT_MS
+    )
     assert ledger_verify_room(room_id=UUID(journey.room_id)).ok
 
 
