@@ -67,10 +67,18 @@ class CloseCode(enum.IntEnum):
     NO_CLEARANCE = 4412  # the owner's slip stopped clearing this agent (its key was revoked)
 
 
+def _exact_version(value: Any) -> Any:
+    # Python (and pydantic's lax Literal) takes true and 1.0 for 1; the envelope's version is
+    # the JSON integer 1 and nothing that merely compares equal to it (docs/protocol.md).
+    if type(value) is not int:
+        raise ValueError("v must be the integer 1")
+    return value
+
+
 class _Frame(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1] = 1
+    v: Annotated[Literal[1], BeforeValidator(_exact_version)] = 1
     id: FrameId
 
 
@@ -465,11 +473,13 @@ def parse_client_frame(raw: str | None, *, max_bytes: int) -> AnyClientFrame:
         ref = None
     if set(data) != {"v", "type", "id", "body"}:
         raise FrameError(ErrorCode.MALFORMED, "Frame needs exactly: v, type, id, body.", ref)
-    if data["v"] != PROTOCOL_VERSION:
+    # type() and not ==: true == 1 == 1.0 in Python, and neither is the version.
+    if type(data["v"]) is not int or data["v"] != PROTOCOL_VERSION:
         raise FrameError(
             ErrorCode.UNSUPPORTED_VERSION, f"This server speaks v{PROTOCOL_VERSION}.", ref
         )
-    if data["type"] not in CLIENT_FRAME_TYPES:
+    # A list or object as the type is unhashable: refuse it before the set lookup raises.
+    if not isinstance(data["type"], str) or data["type"] not in CLIENT_FRAME_TYPES:
         raise FrameError(ErrorCode.UNKNOWN_TYPE, f"Unknown frame type {data['type']!r}.", ref)
     try:
         return _client_frame.validate_python(data)
