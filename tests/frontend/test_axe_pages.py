@@ -205,7 +205,10 @@ def test_owner_page_is_accessible_strict_and_fits_a_phone(
 ) -> None:
     path = page_url(owner_page, site)
     context = site.owner if owner_page.signed_in else site.anonymous
-    _visit(site, context, path, owner_page.name, owner_page.status)
+    status = owner_page.status
+    if owner_page.name == "password reset" and not settings.PASSWORD_RESET_BY_EMAIL:
+        status = 503  # production without an email server: the page says so, with no form
+    _visit(site, context, path, owner_page.name, status)
 
 
 def test_not_found_page_is_the_products_own(site: Site) -> None:
