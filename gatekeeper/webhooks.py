@@ -13,6 +13,12 @@ Where we connect: only ``https`` URLs, except hosts listed in
 production). For other hosts every resolved address must be a public (global) address, and we
 connect to the address we checked (no second lookup for an attacker's DNS to change), with
 TLS verified against the host name. Redirects are never followed.
+
+When an endpoint is configured, its host is normalised the way a resolver reads it (``127.1``,
+``2130706433`` and ``0x7f.1`` are 127.0.0.1, ``localhost.`` is ``localhost``, an IPv6 form of
+an IPv4 address is judged as that address) and a literal address is refused then, with the
+reason in words, by the same rule (``webhook_address_refusal``) every delivery applies again
+to each address a name resolves to.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ import hmac
 import http.client
 import ipaddress
 import os
+import re
 import secrets
 import socket
 import ssl
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 import rfc8785
@@ -122,11 +129,103 @@ def webhook_signature_verify(*, secret: bytes, body: bytes, header: str) -> bool
 
 
 def _insecure_hosts() -> frozenset[str]:
-    return frozenset(h.lower() for h in settings.SYNAPSIA.get("WEBHOOK_INSECURE_HOSTS", ()))
+    return frozenset(
+        h.lower().removesuffix(".") for h in settings.SYNAPSIA.get("WEBHOOK_INSECURE_HOSTS", ())
+    )
+
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+# One DNS label as a host name may spell it: letters, digits, inner hyphens (RFC 1123).
+_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+# A last label that URL parsers and resolvers read as a number: all digits, or 0x hex.
+_NUMERIC_LABEL = re.compile(r"^(?:[0-9]+|0x[0-9a-f]*)$")
+_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries and may reach (mapped, compatible, 6to4, NAT64,
+    Teredo's server), so ``[::ffff:127.0.0.1]`` is judged as ``127.0.0.1``."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[0]
+    packed = int(address)
+    if packed >> 32 == 0 and packed > 1:  # ::a.b.c.d, the deprecated "compatible" form
+        return ipaddress.IPv4Address(packed & 0xFFFFFFFF)
+    if any(address in network for network in _NAT64):
+        return ipaddress.IPv4Address(packed & 0xFFFFFFFF)
+    return None
+
+
+def webhook_address_refusal(address: IPAddress) -> str | None:
+    """Why we will not post to ``address``, in words; None if it is a public address. Used
+    when an endpoint is configured and again on every address a delivery resolves."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.scope_id:
+            return "an address scoped to one of the server's own network interfaces"
+        inner = _embedded_ipv4(address)
+        if inner is not None:
+            reason = webhook_address_refusal(inner)
+            if reason is not None:
+                return f"an IPv6 form of {inner}, which is {reason}"
+    if address.is_unspecified:
+        return "the unspecified address, which reaches the server itself"
+    if address.is_loopback:
+        return "this server itself (loopback)"
+    if address.is_link_local:
+        return "a link-local address (where cloud metadata services answer)"
+    if address == ipaddress.IPv4Address("255.255.255.255"):
+        return "the broadcast address"
+    if address.is_multicast:
+        return "a multicast address"
+    if address.is_private:
+        return "a private network address"
+    if not address.is_global:
+        return "not a public internet address (reserved or shared)"
+    return None
+
+
+def _host_normalise(host: str) -> tuple[str, IPAddress | None]:
+    """The host in one canonical spelling and, if it is a literal address, that address.
+
+    Resolvers read ``127.1``, ``2130706433``, ``0x7f.1`` and ``0177.0.0.1`` as 127.0.0.1
+    (``inet_aton``); we read them the same way, so they are judged by what they reach, and
+    we store the dotted-decimal form. ``ipaddress`` alone refuses those spellings as "not an
+    address" and let them through as names. A name loses one trailing dot (``localhost.``
+    is ``localhost``). ``WebhookConfigInvalid`` for anything that is neither a literal
+    address nor a host name of letters, digits and hyphens.
+    """
+    if host.startswith("["):
+        try:
+            v6 = ipaddress.IPv6Address(host[1:-1].replace("%25", "%"))
+        except ValueError:
+            raise WebhookConfigInvalid("The address in brackets is not an IPv6 address.") from None
+        return f"[{v6.compressed}]", v6
+    name = host.lower().removesuffix(".")
+    try:
+        v4 = ipaddress.IPv4Address(socket.inet_aton(name))
+    except OSError:
+        v4 = None
+    if v4 is not None:
+        return str(v4), v4
+    labels = name.split(".")
+    if not name or len(name) > 253 or not all(_LABEL.match(label) for label in labels):
+        raise WebhookConfigInvalid(
+            "The host must be a name of letters, digits, dots and hyphens, or an IP address."
+        )
+    if _NUMERIC_LABEL.match(labels[-1]):
+        raise WebhookConfigInvalid(
+            f"{host} is neither a host name nor an IP address (write addresses as four "
+            "numbers 0-255, such as 93.184.216.34)."
+        )
+    return name, None
 
 
 def webhook_url_check(*, url: str) -> str:
-    """The URL, if we may post to it; ``WebhookConfigInvalid`` saying why not."""
+    """The URL in its canonical form, if we may post to it; ``WebhookConfigInvalid`` saying
+    why not. Names are resolved (and their addresses checked the same way) at delivery."""
     if not isinstance(url, str) or not url or len(url) > MAX_URL_CHARS:
         raise WebhookConfigInvalid(f"A webhook URL is 1-{MAX_URL_CHARS} characters.")
     if not url.isascii() or any(ch.isspace() or ord(ch) < 32 for ch in url):
@@ -136,28 +235,36 @@ def webhook_url_check(*, url: str) -> str:
         port = parts.port
     except ValueError:
         raise WebhookConfigInvalid("This is not a valid URL.") from None
-    host = (parts.hostname or "").lower()
-    if not host:
+    raw_host = parts.netloc.rpartition("@")[2]
+    if raw_host.startswith("["):
+        raw_host = raw_host[: raw_host.find("]") + 1]
+    else:
+        raw_host = raw_host.partition(":")[0]
+    if not raw_host:
         raise WebhookConfigInvalid("A webhook URL needs a host.")
     if parts.username is not None or parts.password is not None:
         raise WebhookConfigInvalid("Credentials in the URL are not allowed; we sign instead.")
     if parts.fragment:
         raise WebhookConfigInvalid("A webhook URL cannot have a #fragment.")
-    insecure_ok = host in _insecure_hosts()
-    if parts.scheme != "https" and not (parts.scheme == "http" and insecure_ok):
+    if parts.scheme not in ("https", "http"):
         raise WebhookConfigInvalid("Webhook URLs must use https.")
     if port == 0:
         raise WebhookConfigInvalid("Port 0 is not a port.")
+    host, address = _host_normalise(raw_host)
+    insecure_ok = host.strip("[]") in _insecure_hosts()
+    if parts.scheme != "https" and not insecure_ok:
+        raise WebhookConfigInvalid("Webhook URLs must use https.")
     if not insecure_ok:
-        try:
-            literal = ipaddress.ip_address(host.strip("[]"))
-        except ValueError:
-            literal = None
-        if literal is not None and not literal.is_global:
-            raise WebhookConfigInvalid("Webhooks cannot point at private or local addresses.")
+        shown = raw_host if raw_host.lower() == host else f"{raw_host} (that is {host})"
+        reason = webhook_address_refusal(address) if address is not None else None
+        if reason is not None:
+            raise WebhookConfigInvalid(f"Webhooks cannot point at {shown}: it is {reason}.")
         if host == "localhost" or host.endswith(".localhost"):
-            raise WebhookConfigInvalid("Webhooks cannot point at this machine.")
-    return url
+            raise WebhookConfigInvalid(
+                f"Webhooks cannot point at {shown}: it is this server itself."
+            )
+    netloc = host if parts.port is None else f"{host}:{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
 def webhook_endpoint_create(*, owner: User, url: str) -> IssuedWebhookEndpoint:
@@ -209,18 +316,22 @@ def _address_for(host: str, port: int) -> str:
     addresses = [str(info[4][0]) for info in infos]
     if not addresses:
         raise WebhookTransient("webhook_dns", "The webhook host has no address.")
-    if host.lower() not in _insecure_hosts() and not all(
-        ipaddress.ip_address(a.split("%")[0]).is_global for a in addresses
-    ):
-        raise _WebhookRefused(
-            "webhook_address_forbidden", "The webhook host resolves to a non-public address."
-        )
+    if host.lower().removesuffix(".") not in _insecure_hosts():
+        for address in addresses:
+            reason = webhook_address_refusal(ipaddress.ip_address(address))
+            if reason is not None:
+                raise _WebhookRefused(
+                    "webhook_address_forbidden",
+                    f"The webhook host resolves to {address}, which is {reason}.",
+                )
     return addresses[0]
 
 
 def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
     """POST once; the response status. Network trouble raises ``WebhookTransient``."""
-    webhook_url_check(url=url)  # settings may have changed since it was configured
+    # Settings may have changed since it was configured, and a row stored before addresses
+    # were normalised is read the way a resolver reads it.
+    url = webhook_url_check(url=url)
     parts = urlsplit(url)
     host = parts.hostname or ""
     secure = parts.scheme == "https"
