@@ -389,6 +389,34 @@ def peer_html_is_text_and_flare_answered(journey: Journey) -> None:
     assert Room.objects.get(id=journey.room_id).state == "open"
 
 
+def step_in_personally(journey: Journey) -> None:
+    """At a second flare Bob steps in and speaks himself: Alice reads it as Bob's, in person,
+    never as his agent's."""
+    alice, bob = journey.alice, journey.bob
+    words = "Bob here, in person: see you there."
+
+    async def flare_again(agent: RoomClient) -> None:
+        await agent.flare("loop")
+        for _ in range(100):
+            if await asyncio.to_thread(Flare.objects.filter(room_id=journey.room_id).count) > 1:
+                return
+            await asyncio.sleep(0.1)
+
+    run_agent(journey, bob.token, flare_again)
+    bob.page.reload()
+    step_in = bob.page.get_by_role("button", name=re.compile("^Step in"))
+    expect(step_in).to_have_count(1, timeout=WAIT_MS)  # only the new flare asks
+    step_in.click()
+    form = bob.page.locator("#in-person")
+    expect(form).to_be_visible(timeout=WAIT_MS)
+    form.get_by_label(re.compile("Speak in person")).fill(words)
+    form.get_by_role("button", name="Say it").click()
+    expect(bob.page.locator("#flare-status")).to_contain_text("Said", timeout=WAIT_MS)
+    said = alice.page.locator("#transcript li", has_text=words)
+    expect(said).to_be_visible(timeout=WAIT_MS)
+    expect(said.locator(".who")).to_have_text(re.compile(r"^bob, in person$", re.I))
+
+
 def whisper_persists(journey: Journey) -> None:
     """Alice's whisper to her agent stays in her own view after a reload; Bob never sees it."""
     alice, bob = journey.alice, journey.bob
@@ -517,6 +545,8 @@ def test_two_owners_journey_through_every_page(journey: Journey) -> None:
         watch_and_approve_the_booking(journey)
     with step(journey, "peer-html-and-flare"):
         peer_html_is_text_and_flare_answered(journey)
+    with step(journey, "step-in"):
+        step_in_personally(journey)
     with step(journey, "whisper"):
         whisper_persists(journey)
     with step(journey, "ledger"):
