@@ -243,29 +243,37 @@ def visible_text(page: Any) -> str:
     return text
 
 
-def codes_in(text: str, *, allow: tuple[str, ...] = ()) -> list[str]:
-    """Each code-like thing in ``text``, as "what: the match"."""
+def codes_in(text: str, *, quoted: tuple[str, ...] = ()) -> list[str]:
+    """Each code-like thing in ``text``, as "what: the match". ``quoted`` are exact passages
+    shown on purpose as someone wrote them (a peer's message), left out of the search."""
+    for passage in quoted:
+        text = text.replace(passage, " ")
     found = []
     for what, pattern in CODE_PATTERNS.items():
         for match in pattern.finditer(text):
-            if match.group(0) not in allow:
-                found.append(f"{what}: {match.group(0)!r}")
+            found.append(f"{what}: {match.group(0)!r}")
     return found
 
 
-def visible_text_has_no_codes(page: Any, *, name: str = "", allow: tuple[str, ...] = ()) -> None:
+def visible_text_has_no_codes(page: Any, *, name: str = "", quoted: tuple[str, ...] = ()) -> None:
     """A person reading the page sees no UUID, epoch, rule id, raw JSON or protocol line
-    (literals in ``code``/``pre``/``.mono`` excepted; ``allow`` names exact words to accept)."""
-    found = codes_in(visible_text(page), allow=allow)
+    (literals in ``code``/``pre``/``.mono`` excepted, and the ``quoted`` passages)."""
+    found = codes_in(visible_text(page), quoted=quoted)
     assert not found, f"the {name or page.url} page shows codes to a person:\n" + "\n".join(
         dict.fromkeys(found)
     )
 
 
 def page_checks(
-    page: Any, watcher: PageWatch, *, name: str, codes: bool = True, allow: tuple[str, ...] = ()
+    page: Any,
+    watcher: PageWatch,
+    *,
+    name: str,
+    codes: bool = True,
+    quoted: tuple[str, ...] = (),
 ) -> None:
-    """All of the above on the page as it is now: CSP, axe, phone width, screenshots, codes."""
+    """All of the above on the page as it is now: CSP, axe, phone width, screenshots, and
+    (unless ``codes`` is False) no codes in the text outside the ``quoted`` passages."""
     watcher.check_csp()
     screenshots(page, name)
     no_horizontal_scroll(page, name=name)  # leaves the phone's viewport
@@ -273,4 +281,4 @@ def page_checks(
     page.set_viewport_size(DESKTOP)
     axe_check(page, name=name)
     if codes:
-        visible_text_has_no_codes(page, name=name, allow=allow)
+        visible_text_has_no_codes(page, name=name, quoted=quoted)

@@ -81,12 +81,12 @@ class Journey:
         return self.base.replace("http://", "ws://") + f"/ws/rooms/{self.room_id}/"
 
 
-def check(owner: Owner, name: str, *, codes: bool = True) -> None:
+def check(owner: Owner, name: str, *, quoted: tuple[str, ...] = ()) -> None:
     """Everything a page must be, on ``owner``'s page as it is now."""
     label = f"journey-{owner.username}-{name}"
     started = time.monotonic()
     owner.page.wait_for_load_state("networkidle")
-    browser.page_checks(owner.page, owner.watch, name=label, codes=codes)
+    browser.page_checks(owner.page, owner.watch, name=label, quoted=quoted)
     owner.checked.append(f"{name} {time.monotonic() - started:.1f}s")
     print(f"checked {label} in {time.monotonic() - started:.1f} s")
 
@@ -378,7 +378,7 @@ def peer_html_is_text_and_flare_answered(journey: Journey) -> None:
     expect(flare).to_be_visible(timeout=WAIT_MS)
     for choice in ("Reset and resume", "Mute", "Block", "Step in"):
         expect(flare.get_by_role("button", name=re.compile(f"^{choice}"))).to_be_visible()
-    check(bob, "room-flare", codes=False)  # the peer's message above holds "src=..." as text
+    check(bob, "room-flare", quoted=(PEER_HTML,))  # shown as the agent wrote it
     alice.page.reload()
     expect(alice.page.locator("#room-state")).to_contain_text(re.compile("paused", re.I))
     expect(alice.page.get_by_role("button", name="Resume")).to_have_count(0)
@@ -469,7 +469,7 @@ def change_time_zone(journey: Journey) -> None:
     offset = f"{offset[:3]}:{offset[3:]}"
     stamp = page.locator("#transcript time").first.get_attribute("datetime") or ""
     assert stamp.endswith(offset), stamp
-    check(alice, "room-in-berlin-time", codes=False)
+    check(alice, "room-in-berlin-time", quoted=(PEER_HTML,))
 
 
 def rooms_page_after(journey: Journey) -> None:
