@@ -101,13 +101,18 @@
     return item;
   }
 
+  const POLL_MS = 10000;
   let reading = false;
   let again = false;
+  let shown = null; // the requests on the page: unchanged ones are left alone (focus stays)
   async function refresh() {
     if (reading) { again = true; return; }
     reading = true;
     try {
       const grants = await window.SynapsiaKeys.api("GET", `/api/rooms/${roomId}/grants`);
+      const now = grants.map((g) => `${g.grant_id}:${g.status}`).join(",");
+      if (now === shown) return;
+      shown = now;
       list.replaceChildren(...grants.map(render));
       list.dataset.count = String(grants.length);
       if (!grants.length) list.append(text("li", "Nothing is waiting for you.", "muted empty"));
@@ -123,5 +128,8 @@
   // approval) rings no socket frame of its own.
   document.addEventListener("visibilitychange", () => { if (!document.hidden) quietly(); });
   document.addEventListener("synapsia:room-message", quietly);
+  // ...and, while the page is in view, every few seconds: no socket frame announces a
+  // disclosure approval to its owner (a room-wide one would reach the agents).
+  setInterval(() => { if (!document.hidden) quietly(); }, POLL_MS);
   quietly();
 })();
