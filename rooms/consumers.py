@@ -13,6 +13,7 @@ import asyncio
 import collections
 import copy
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -163,6 +164,80 @@ def offers_revealed_frame(room_id: Any, reveal: sealed.Reveal) -> str:
             complete=reveal.complete,
         ),
     ).model_dump_json()
+
+
+SayRun = tuple[Any, Any, list[tuple[str, str]]]  # (room_id, agent_id, [(client_id, text)])
+
+
+class SayDesk:
+    """Where a process's sockets hand in their `say` runs: group commit across sockets.
+
+    A run handed in while no recording is under way is recorded at once, alone: a single
+    frame pays one hop and one transaction, as before. Runs handed in while a recording is
+    under way wait for it and are then recorded together (``services.messages_say_runs``):
+    one hop, one transaction and one commit for many sockets' messages, each message still
+    checked by its own statement. SQLite has one writer, so one recording at a time there;
+    PostgreSQL takes a few at once (their rooms locked in one order).
+    """
+
+    def __init__(self) -> None:
+        self._waiting: list[tuple[SayRun, asyncio.Future[list[services.SaidMessage]]]] = []
+        self._recording = 0
+
+    @staticmethod
+    def _concurrency() -> int:
+        return 1 if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else 4
+
+    async def record(self, run: SayRun) -> list[services.SaidMessage]:
+        future: asyncio.Future[list[services.SaidMessage]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._waiting.append((run, future))
+        if self._recording < self._concurrency():
+            self._recording += 1
+            asyncio.get_running_loop().create_task(self._record_waiting())
+        return await future
+
+    async def _record_waiting(self) -> None:
+        try:
+            while self._waiting:
+                batch: list[tuple[SayRun, asyncio.Future[list[services.SaidMessage]]]] = []
+                size = 0
+                while self._waiting and (
+                    not batch
+                    or size + len(self._waiting[0][0][2]) <= services.SAY_RUNS_MAX_MESSAGES
+                ):
+                    item = self._waiting.pop(0)
+                    batch.append(item)
+                    size += len(item[0][2])
+                try:
+                    results = await in_db_thread(services.messages_say_runs)(
+                        runs=[run for run, _ in batch]
+                    )
+                except Exception as failed:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(failed)
+                    continue
+                for (_, future), said in zip(batch, results, strict=True):
+                    # A socket that went away meanwhile: its messages are recorded; its
+                    # client resends the frame ids and learns so (``duplicate``).
+                    if not future.done():
+                        future.set_result(said)
+        finally:
+            self._recording -= 1
+
+
+_desks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SayDesk] = weakref.WeakKeyDictionary()
+
+
+def say_desk() -> SayDesk:
+    """This event loop's desk (one per Daphne process; one per test)."""
+    loop = asyncio.get_running_loop()
+    desk = _desks.get(loop)
+    if desk is None:
+        desk = _desks[loop] = SayDesk()
+    return desk
 
 
 class RoomConsumer(AsyncWebsocketConsumer):
@@ -420,10 +495,8 @@ class RoomConsumer(AsyncWebsocketConsumer):
         a flagged text, a resent id) goes through ``_say`` one by one, as if it came alone."""
         participant = self.participant
         assert participant is not None and participant.agent_id is not None
-        said = await in_db_thread(services.messages_say)(
-            room_id=participant.room_id,
-            agent_id=participant.agent_id,
-            says=[(f.id, f.body.text) for f in frames],
+        said = await say_desk().record(
+            (participant.room_id, participant.agent_id, [(f.id, f.body.text) for f in frames])
         )
         for frame, message in zip(frames, said, strict=False):
             await self.send(

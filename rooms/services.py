@@ -404,22 +404,25 @@ def _insert_messages_sql(vendor: str, rows: int) -> str:
     return f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row] * rows)  # noqa: S608
 
 
-def _insert_messages(
-    room_id: UUID, agent_id: UUID, created_at: datetime, rows: list[tuple[int, str, str]]
-) -> None:
-    """Insert an unflagged agent's ``(seq, client_id, text)`` rows in one statement.
+def _insert_messages(created_at: datetime, rows: list[tuple[UUID, UUID, int, str, str]]) -> None:
+    """Insert unflagged agents' ``(room_id, agent_id, seq, client_id, text)`` rows in one
+    statement (any rooms).
 
     What ``bulk_create`` would send, without compiling the same query for every run (that
     compilation cost more than the insert on the say path); the constants are prepared once.
     """
     field = Message._meta.get_field
-    room = field("room").get_db_prep_save(room_id, connection)  # type: ignore[union-attr]
-    sender = field("sender").get_db_prep_save(agent_id, connection)  # type: ignore[union-attr]
+    room_field, sender_field = field("room"), field("sender")
     flags = field("flags").get_db_prep_save([], connection)  # type: ignore[union-attr]
     at = field("created_at").get_db_prep_save(created_at, connection)  # type: ignore[union-attr]
+    prepared: dict[UUID, Any] = {}
     params: list[Any] = []
-    for seq, client_id, text in rows:
-        params += [room, seq, sender, client_id, text, flags, "agent", at]
+    for room_id, agent_id, seq, client_id, text in rows:
+        if room_id not in prepared:
+            prepared[room_id] = room_field.get_db_prep_save(room_id, connection)  # type: ignore[union-attr]
+        if agent_id not in prepared:
+            prepared[agent_id] = sender_field.get_db_prep_save(agent_id, connection)  # type: ignore[union-attr]
+        params += [prepared[room_id], seq, prepared[agent_id], client_id, text, flags, "agent", at]
     with connection.cursor() as cursor:
         cursor.execute(_insert_messages_sql(connection.vendor, len(rows)), params)
 
@@ -526,31 +529,63 @@ def messages_say(
     fast path leaves out: a refusal, a flagged text (its ledger events may fail and refuse
     it alone), a resent frame id (the unique constraint rolls the whole run back).
     """
-    run: list[tuple[str, str, FencedText]] = []
-    for client_id, text in says:
-        fenced = fence(text, source="peer")  # pure CPU, before the room row is locked
-        if fenced.suspicions:
-            break
-        run.append((client_id, text, fenced))
-    if not run:
-        return []
+    return messages_say_runs(runs=[(room_id, agent_id, says)])[0]
+
+
+# A bound on the messages one ``messages_say_runs`` records (and so on its INSERT's size).
+SAY_RUNS_MAX_MESSAGES = 512
+
+
+def messages_say_runs(
+    *, runs: list[tuple[UUID, UUID, list[tuple[str, str]]]]
+) -> list[list[SaidMessage]]:
+    """``messages_say`` for several sockets' runs at once (any rooms): one transaction, one
+    commit, one INSERT for them all, and still one ``UPDATE … RETURNING`` per message that
+    re-checks its room's state, its seat's membership and standing and its agent's
+    revocation at that moment. Returns, per run, the recorded prefix (as ``messages_say``).
+
+    Rooms are locked in the order of their ids, so two processes recording overlapping rooms
+    at once wait for each other instead of deadlocking (PostgreSQL). A resent frame id in
+    any run rolls the whole transaction back; each run is then recorded alone, so only the
+    run with the resent id falls back to the one-by-one path.
+    """
+    prepared: list[list[tuple[str, str, FencedText]]] = []
+    for _, _, says in runs:
+        run: list[tuple[str, str, FencedText]] = []
+        for client_id, text in says:
+            fenced = fence(text, source="peer")  # pure CPU, before any room row is locked
+            if fenced.suspicions:
+                break
+            run.append((client_id, text, fenced))
+        prepared.append(run)
+    if not any(prepared):
+        return [[] for _ in runs]
     now = timezone.now()
-    taken: list[tuple[int, str, str]] = []
+    taken: list[list[tuple[int, str, str]]] = [[] for _ in runs]
     try:
         with transaction.atomic():
-            for client_id, text, _ in run:
-                seq = _next_seq(room_id, agent_id, SeatStanding.ACTIVE)
-                if seq is None:
-                    break  # refused now: this one and the rest go the one-by-one way
-                taken.append((seq, client_id, text))
+            rows: list[tuple[UUID, UUID, int, str, str]] = []
+            for index in sorted(range(len(runs)), key=lambda i: runs[i][0].bytes):
+                room_id, agent_id, _ = runs[index]
+                for client_id, text, _ in prepared[index]:
+                    seq = _next_seq(room_id, agent_id, SeatStanding.ACTIVE)
+                    if seq is None:
+                        break  # refused now: this one and the rest go the one-by-one way
+                    taken[index].append((seq, client_id, text))
+                    rows.append((room_id, agent_id, seq, client_id, text))
             # Stored before anyone hears of them: the caller announces after this commits.
-            if taken:
-                _insert_messages(room_id, agent_id, now, taken)
+            if rows:
+                _insert_messages(now, rows)
     except IntegrityError:
-        return []  # a resent frame id; nothing of the run was stored
+        if len(runs) == 1:
+            return [[]]  # a resent frame id; nothing of the run was stored
+        return [messages_say(room_id=r, agent_id=a, says=says) for r, a, says in runs]
     return [
-        SaidMessage(seq, agent_id, text, now, duplicate=False, fenced=fenced)
-        for (seq, _, text), (_, _, fenced) in zip(taken, run, strict=False)
+        [
+            SaidMessage(seq, agent_id, text, now, duplicate=False, fenced=fenced)
+            for (seq, _, text), (_, _, fenced) in zip(done, run, strict=False)
+        ]
+        for done, run, (_, agent_id, _) in zip(taken, prepared, runs, strict=True)
     ]
 
 

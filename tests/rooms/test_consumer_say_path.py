@@ -1,0 +1,82 @@
+"""The say path's database work: statements per message, and several sockets' runs recorded
+in one transaction (``services.messages_say_runs``, used by the consumers' say desk), each
+message still checked on its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from rooms import services
+from rooms.models import Message, RoomState
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _kinds(captured: CaptureQueriesContext) -> list[str]:
+    return [q["sql"].split()[0].upper() for q in captured.captured_queries]
+
+
+def test_a_single_say_is_one_checked_update_and_one_insert(make_open_room: Any) -> None:
+    setup = make_open_room()
+    services.messages_say(room_id=setup.room.id, agent_id=setup.a.agent.id, says=[("w", "warm")])
+    with CaptureQueriesContext(connection) as captured:
+        said = services.messages_say(
+            room_id=setup.room.id, agent_id=setup.a.agent.id, says=[("a-1", "hello")]
+        )
+    assert [m.seq for m in said] == [2]
+    kinds = [k for k in _kinds(captured) if k not in ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE")]
+    # The UPDATE … RETURNING re-checks room state, seat, standing and revocation and takes
+    # the number; the INSERT stores the message. Nothing else: no SELECT, no ORM query.
+    assert kinds == ["UPDATE", "INSERT"], captured.captured_queries
+    assert len(captured) <= 4
+
+
+def test_runs_of_several_sockets_share_one_transaction_each_message_checked(
+    make_open_room: Any,
+) -> None:
+    one, two = make_open_room(prefix="one-"), make_open_room(prefix="two-")
+    runs = [
+        (one.room.id, one.a.agent.id, [("a-1", "one a 1"), ("a-2", "one a 2")]),
+        (two.room.id, two.b.agent.id, [("b-1", "two b 1")]),
+        (one.room.id, one.b.agent.id, [("b-1", "one b 1")]),
+    ]
+    with CaptureQueriesContext(connection) as captured:
+        said = services.messages_say_runs(runs=runs)
+    assert [[m.seq for m in run] for run in said] == [[1, 2], [1], [3]]
+    kinds = _kinds(captured)
+    assert kinds.count("UPDATE") == 4  # one check per message
+    assert kinds.count("INSERT") == 1  # one insert for all of them
+    assert kinds.count("COMMIT") <= 1
+    stored = list(Message.objects.order_by("room_id", "seq").values_list("room_id", "seq", "text"))
+    assert sorted(stored) == sorted(
+        [
+            (one.room.id, 1, "one a 1"),
+            (one.room.id, 2, "one a 2"),
+            (one.room.id, 3, "one b 1"),
+            (two.room.id, 1, "two b 1"),
+        ]
+    )
+
+
+def test_a_refused_or_resent_run_leaves_the_others_recorded(make_open_room: Any) -> None:
+    one, two, three = (make_open_room(prefix=f"{n}-") for n in ("one", "two", "three"))
+    services.messages_say(room_id=one.room.id, agent_id=one.a.agent.id, says=[("a-1", "first")])
+    services.room_transition(owner=three.a.owner, room_id=three.room.id, to=RoomState.PAUSED)
+    said = services.messages_say_runs(
+        runs=[
+            (one.room.id, one.a.agent.id, [("a-1", "resent")]),  # a resent frame id
+            (two.room.id, two.a.agent.id, [("a-1", "fresh")]),
+            (three.room.id, three.a.agent.id, [("a-1", "while paused")]),  # refused now
+        ]
+    )
+    assert [[m.seq for m in run] for run in said] == [[], [1], []]
+    texts = dict(Message.objects.values_list("room_id", "text"))
+    assert texts == {one.room.id: "first", two.room.id: "fresh"}
+    # No number was taken for the resent or the refused message: the record stays gapless.
+    one.room.refresh_from_db()
+    three.room.refresh_from_db()
+    assert (one.room.last_seq, three.room.last_seq) == (1, 0)
