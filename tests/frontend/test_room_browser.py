@@ -134,3 +134,25 @@ def test_two_owners_follow_the_room_live_in_words(
         loop.close()
         pool.shutdown()
         bob.context.close()
+
+
+def test_a_disclosure_request_reaches_its_owners_open_page_without_a_reload(
+    make_open_room: Callable[..., Any], live_daphne: str, browser_page: Any
+) -> None:
+    """A per-use item asks its owner when the other agent's turn first needs it; that request
+    pauses nothing and rings no socket frame, yet the owner's open page shows it by itself."""
+    from tests.gatekeeper.test_disclosure_approval import Scene
+
+    scene = Scene(make_open_room())
+    alice, base = browser_page, live_daphne
+    log_in(alice, base, scene.alice.get_username())
+    alice.goto(f"{base}/rooms/{scene.room.id}/")
+    alice.wait_for_selector("#grant-requests:has-text('Nothing is waiting for you')")
+    alice.evaluate("window.sameDocument = true")  # gone if anything reloaded the page
+    with ThreadPoolExecutor(1) as pool:  # the ORM call stays off Playwright's thread
+        turn = pool.submit(scene.bob_turn).result(timeout=30)
+    assert all(item.resource != "allergies" for item in turn.peer_items)  # withheld for now
+    request = alice.wait_for_selector("#grant-requests li.disclosure", timeout=20000)
+    words = request.inner_text()
+    assert "allergies" in words and "once" in words
+    assert alice.evaluate("window.sameDocument === true")  # no reload brought it
