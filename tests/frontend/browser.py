@@ -138,6 +138,38 @@ def screenshots_on_failure(name: str, *pages: Any) -> Iterator[None]:
         raise
 
 
+def keyboard_focus_is_visible(page: Any, *, name: str = "", tabs: int = 8) -> None:
+    """Pressing Tab moves focus through the page's controls, and each focused one shows a
+    visible outline (or ring), as a keyboard user needs to see where they are."""
+    page.evaluate("() => { document.activeElement && document.activeElement.blur(); }")
+    page.locator("body").focus()
+    unseen: list[str] = []
+    reached = 0
+    for _ in range(tabs):
+        page.keyboard.press("Tab")
+        focused = page.evaluate(
+            """() => {
+                const e = document.activeElement;
+                if (!e || e === document.body) return null;
+                const s = getComputedStyle(e);
+                const ring = (s.outlineStyle !== "none" && parseFloat(s.outlineWidth) >= 2)
+                    || (s.boxShadow && s.boxShadow !== "none");
+                const label = (e.getAttribute("aria-label") || e.textContent || e.id || "")
+                    .trim().slice(0, 40);
+                return {ring, what: e.tagName.toLowerCase() + (label ? ` "${label}"` : "")};
+            }"""
+        )
+        if focused is None:
+            continue
+        reached += 1
+        if not focused["ring"]:
+            unseen.append(focused["what"])
+    assert reached, f"Tab reaches nothing on the {name or page.url} page"
+    assert not unseen, f"on the {name or page.url} page focus is invisible on: " + ", ".join(
+        dict.fromkeys(unseen)
+    )
+
+
 # --- the Content-Security-Policy, as the browser received and applied it ---------------------
 
 

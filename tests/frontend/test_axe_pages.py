@@ -173,6 +173,7 @@ def _check_all(page: Any, watcher: browser.PageWatch, name: str) -> list[str]:
         ("axe", lambda: browser.axe_check(page, name=name)),
         ("axe on a phone", lambda: axe_on_phone(page, name)),
         ("codes", lambda: browser.visible_text_has_no_codes(page, name=name)),
+        ("keyboard focus", lambda: browser.keyboard_focus_is_visible(page, name=name)),
         ("scripts", watcher.check_no_script_errors),
     ]
     for what, check in checks:
