@@ -212,11 +212,14 @@ def test_owner_page_is_accessible_strict_and_fits_a_phone(
     _visit(site, context, path, owner_page.name, status)
 
 
-def test_not_found_page_is_the_products_own(site: Site) -> None:
+@pytest.mark.parametrize("signed_in", [True, False], ids=["signed-in", "signed-out"])
+def test_not_found_page_is_the_products_own(site: Site, signed_in: bool) -> None:
     """An unknown address answers 404 with the product's page (never Django's debug page,
-    which lists every route), held to the same standards."""
-    _visit(site, site.owner, "/no-such-page/", "404", 404)
-    page = site.owner.new_page()
+    which lists every route), held to the same standards, signed in or not."""
+    context = site.owner if signed_in else site.anonymous
+    name = "404" if signed_in else "404-signed-out"
+    _visit(site, context, "/no-such-page/", name, 404)
+    page = context.new_page()
     try:
         page.goto(site.base + "/no-such-page/")
         text = page.inner_text("body")
