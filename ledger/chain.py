@@ -274,12 +274,13 @@ def chain_check(
     return ChainVerdict(room_id, True, checked, last_seq, expected_prev)
 
 
-# A stored row as verification streams it: (seq, kind, occurred_at in the chain's form,
-# data, prev_hash, hash, stored bytes, room id as the database spells it: only for grouping).
-# ``data`` is the data column's RFC 8785 text (SQLite, or any profile when re-canonicalising),
-# or True/False: whether the database found the data column equal to the stored bytes'
-# ``data`` member (PostgreSQL compares jsonb values in SQL).
-StoredRow = tuple[int, str, str, "str | bool | None", str, str, bytes, str]
+# A stored row as verification streams it: (seq, kind, occurred_at as stored in UTC,
+# "YYYY-MM-DD HH:MM:SS.ffffff", data_length, prev_hash, hash, stored bytes, room id as the
+# database spells it: only for grouping). ``data_length`` is what the database found about
+# the data column: the length of the stored bytes' data member, which the column matches
+# (SQLite: byte for byte, the column being RFC 8785 text; PostgreSQL, where jsonb keeps
+# values, not text: as a jsonb value), or -1 when it does not.
+StoredRow = tuple[int, str, str, int, str, str, bytes, str]
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -297,24 +298,26 @@ def stored_chain_check(
 
     The same verdicts as ``chain_check`` (numbering, links, the checkpoint, every claim), but
     each event's hash is checked as SHA-256 of the bytes stored at append, and those bytes are
-    checked against the row's own columns by comparing bytes: ``{"data":`` + the data column's
-    canonical text + the suffix built from kind, occurred_at, prev_hash, room_id and seq (or, on
-    PostgreSQL, prefix and suffix by bytes and ``data`` by value in SQL). A row whose columns
-    do not match that way goes to ``recheck(seq, stored)``, the exact test (RFC 8785 of the
-    columns as the application reads them); it returns the problem in words, or None when
-    the row is in fact consistent. Rows beyond ``tip`` end the walk: they were appended after
-    the head was read (the caller checks the head as it stands now).
+    checked against the row's own columns by comparing bytes: they must be ``{"data":`` + the
+    data column (``data_length``) + the suffix built here from kind, occurred_at, prev_hash,
+    room_id and seq. A row that does not match that way goes to ``recheck(seq, stored)``, the
+    exact test (RFC 8785 of the columns as the application reads them), which returns the
+    problem in words, or None when the row is in fact consistent. Rows beyond ``tip`` end the
+    walk: they were appended after the head was read (the caller checks the head as it
+    stands now).
     """
     expected_seq, expected_prev = checkpoint_seq + 1, checkpoint_hash
-    checked = 0
     by_seq: dict[int, list[HeadClaim]] = {}
     for claim in claims:
         by_seq.setdefault(claim.seq, []).append(claim)
     last_purge: tuple[Any, Any] | None = None
-    tip_seq = tip.seq if tip is not None else None
+    tip_seq = tip.seq if tip is not None else _SAFE_INTEGER
 
     def bad(seq: int, problem: str) -> ChainVerdict:
-        return ChainVerdict(room_id, False, checked, expected_seq - 1, expected_prev, seq, problem)
+        last = expected_seq - 1
+        return ChainVerdict(
+            room_id, False, last - checkpoint_seq, last, expected_prev, seq, problem
+        )
 
     if tip is not None:
         by_seq.setdefault(tip.seq, []).append(tip)
@@ -323,12 +326,14 @@ def stored_chain_check(
             return bad(checkpoint_seq + 1, f"{claim.source} does not match the checkpoint")
     if not _HEX64.fullmatch(checkpoint_hash):
         return bad(checkpoint_seq + 1, "the checkpoint hash is not a SHA-256 hex digest")
-    rid = json_string(room_id)[1:-1]
+    # prev_hash equals the previous (verified hex) hash and room_id is ours: both plain.
+    room_part = f'","room_id":"{json_string(room_id)[1:-1]}","seq":'
     sha256 = hashlib.sha256
-    prefix = ENVELOPE_PREFIX
-    kinds: dict[str, str] = {}
-    for seq, kind, occurred_at, data, prev_hash, digest, stored, _room in rows:
-        if tip_seq is not None and seq > tip_seq:
+    prefix, plen = ENVELOPE_PREFIX, len(ENVELOPE_PREFIX)
+    kind_parts: dict[str, str] = {}
+    # The hot loop: per row one SHA-256, one short f-string and a few comparisons.
+    for seq, kind, occurred_at, data_length, prev_hash, digest, stored, _room in rows:
+        if seq > tip_seq:
             break
         if seq != expected_seq:
             if seq > expected_seq:
@@ -338,34 +343,35 @@ def stored_chain_check(
             return bad(seq, "prev_hash does not match the event before it")
         if sha256(stored).hexdigest() != digest:
             return bad(seq, "the stored hash is not the SHA-256 of the event's stored bytes")
-        kind_json = kinds.get(kind)
-        if kind_json is None:
-            kind_json = kinds[kind] = json_string(kind)
-        # prev_hash equals the previous (verified hex) hash and room_id is ours: both plain.
+        kind_part = kind_parts.get(kind)
+        if kind_part is None:
+            kind_part = kind_parts[kind] = f',"kind":{json_string(kind)},"occurred_at":"'
+        # occurred_at comes as stored, "YYYY-MM-DD HH:MM:SS.ffffff": the chain's form has a T
+        # for the space (both read the same to Django; anything else there is not accepted).
         suffix = (
-            f',"kind":{kind_json},"occurred_at":"{occurred_at}","prev_hash":"{prev_hash}",'
-            f'"room_id":"{rid}","seq":{seq}}}'
-        )
-        if len(occurred_at) != OCCURRED_AT_LENGTH:
-            matches = False
-        elif data.__class__ is str:
-            matches = stored == f'{{"data":{data}{suffix}'.encode()
-        else:
-            matches = (
-                data is True and stored.startswith(prefix) and stored.endswith(suffix.encode())
-            )
-        if not matches:
+            f'{kind_part}{occurred_at[:10]}T{occurred_at[11:]}Z","prev_hash":"{prev_hash}'
+            f"{room_part}{seq}}}"
+        ).encode()
+        # The data member at its place (the database compared it), the suffix at the end and
+        # the exact total length: every piece is pinned, none can shift into another.
+        if (
+            data_length < 0
+            or occurred_at[10:11] != " "
+            or len(stored) != plen + data_length + len(suffix)
+            or not stored.endswith(suffix)
+            or not stored.startswith(prefix)
+        ):
             problem = recheck(seq, stored) if recheck is not None else "columns differ"
             if problem is not None:
                 return bad(seq, problem)
-        for claim in by_seq.get(seq, ()):
-            if claim.hash != digest:
-                return bad(seq, f"{claim.source} names a different hash at this number")
+        if seq in by_seq:
+            for claim in by_seq[seq]:
+                if claim.hash != digest:
+                    return bad(seq, f"{claim.source} names a different hash at this number")
         if kind == "retention_purge":
             purge = json.loads(stored)["data"]
             last_purge = (purge.get("through_seq"), purge.get("through_hash"))
         expected_seq, expected_prev = seq + 1, digest
-        checked += 1
     last_seq = expected_seq - 1
     beyond = sorted(seq for seq in by_seq if seq > last_seq)
     if beyond:
@@ -376,7 +382,7 @@ def stored_chain_check(
             checkpoint_seq + 1,
             "the checkpoint is not the one named by the chain's last retention_purge event",
         )
-    return ChainVerdict(room_id, True, checked, last_seq, expected_prev)
+    return ChainVerdict(room_id, True, last_seq - checkpoint_seq, last_seq, expected_prev)
 
 
 def stored_bytes_problem(

@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import itertools
-from collections.abc import Callable, Generator, Iterable
+import queue
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import replace
+from datetime import UTC
 from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
 import rfc8785
 from django.db import DatabaseError, connection, transaction
-from django.db.models import CharField, F, Func, OuterRef, Subquery, TextField
+from django.db.models import CharField, F, Func, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Cast
 from django.db.models.sql.compiler import SQLCompiler
 from nacl.exceptions import BadSignatureError
@@ -45,78 +49,135 @@ from ledger.models import LedgerEvent, LedgerHead, SignedHead
 from ledger.signing import ledger_trusted_public_keys
 
 CHUNK_SIZE = 10_000
+_PREFETCH_VENDORS = {"postgresql"}
 
 
-class _ChainTime(Func):
-    """``occurred_at`` in the chain's form, computed by the database (no datetime objects).
-    Any stored form other than Django's usual one is passed through as it is: it then fails
-    the byte comparison and the row gets the exact test."""
+class _StoredTime(Func):
+    """``occurred_at`` as text, ``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC, without datetime
+    objects: SQLite's column as Django stores it, PostgreSQL's rendered so. The chain's form
+    is that with ``T`` for the space and a ``Z`` (``ledger.chain.stored_chain_check``); any
+    other stored form differs from the stored bytes, and that row gets the exact test."""
 
     output_field = CharField()
 
     def as_sqlite(self, compiler: SQLCompiler, connection: Any, **extra: Any) -> Any:
-        # Django stores "YYYY-MM-DD HH:MM:SS[.ffffff]" in UTC.
-        return self.as_sql(
-            compiler,
-            connection,
-            template=(
-                "(CASE WHEN substr(%(expressions)s, 11, 1) = ' ' THEN CASE length(%(expressions)s)"
-                " WHEN 26 THEN substr(%(expressions)s, 1, 10) || 'T' || substr(%(expressions)s, 12)"
-                " || 'Z' WHEN 19 THEN substr(%(expressions)s, 1, 10) || 'T' ||"
-                " substr(%(expressions)s, 12) || '.000000Z' ELSE %(expressions)s END"
-                " ELSE %(expressions)s END)"
-            ),
-            **extra,
-        )
+        # As an expression, so sqlite3 does not turn the declared datetime into an object.
+        return self.as_sql(compiler, connection, template="CAST(%(expressions)s AS TEXT)", **extra)
 
-    def as_postgresql(self, compiler: SQLCompiler, conn: Any, **extra: Any) -> Any:
-        return self.as_sql(
-            compiler,
-            conn,
-            template=(
-                "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
-            ),
-            **extra,
-        )
+    def as_postgresql(self, compiler: SQLCompiler, connection: Any, **extra: Any) -> Any:
+        template = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')"
+        return self.as_sql(compiler, connection, template=template, **extra)
 
 
-class _DataAsHashed(Func):
-    """SQLite: the data column's text (RFC 8785, compared by bytes in Python). PostgreSQL:
-    whether the data column equals, as jsonb, the ``data`` member of the stored bytes."""
+class _DataLength(Func):
+    """What the database finds about the data column against the stored bytes (see
+    ``ledger.chain.StoredRow``): the length of the data member right after ``{"data":``, or
+    -1. SQLite: the column's RFC 8785 text must be those bytes. PostgreSQL (jsonb keeps the
+    value, not the text): those bytes, parsed, must equal the column as jsonb."""
 
-    output_field = TextField()
+    output_field = IntegerField()
 
-    def as_sql(self, compiler: SQLCompiler, conn: Any, **extra: Any) -> Any:  # type: ignore[override]
+    def as_sql(self, compiler: SQLCompiler, connection: Any, **extra: Any) -> Any:  # type: ignore[override]
         data_sql, data_params = compiler.compile(self.source_expressions[0])
-        canonical_sql, canonical_params = compiler.compile(self.source_expressions[1])
-        if conn.vendor == "postgresql":
-            sql = f"((convert_from({canonical_sql}, 'UTF8')::jsonb -> 'data') = {data_sql})"
-            return sql, (*canonical_params, *data_params)
-        return f"CAST({data_sql} AS TEXT)", tuple(data_params)
+        stored_sql, stored_params = compiler.compile(self.source_expressions[1])
+        kind_sql, kind_params = compiler.compile(self.source_expressions[2])
+        seq_sql, seq_params = compiler.compile(self.source_expressions[3])
+        if connection.vendor == "postgresql":
+            # Only the data member is parsed: its length follows from the other columns (the
+            # suffix is 198 bytes plus kind and seq); a wrong length fails the comparison or
+            # the cast, and a failed cast sends the room to the exact test.
+            length = (
+                f"(octet_length({stored_sql}) - 198 - octet_length({kind_sql})"
+                f" - length({seq_sql}::text))"
+            )
+            sql = (
+                f"(CASE WHEN convert_from(substring({stored_sql} from 9 for {length}), 'UTF8')"
+                f"::jsonb = {data_sql} THEN {length} ELSE -1 END)"
+            )
+            length_params = (*stored_params, *kind_params, *seq_params)
+            return sql, (*stored_params, *length_params, *data_params, *length_params)
+        text = f"CAST({data_sql} AS BLOB)"
+        sql = (
+            f"(CASE WHEN substr({stored_sql}, 9, length({text})) = {text}"
+            f" THEN length({text}) ELSE -1 END)"
+        )
+        return sql, (*stored_params, *data_params, *data_params, *data_params)
 
 
 def _event_rows(**filters: Any) -> Any:
-    """The streamed form of events: 8-tuples, ``StoredRow`` plus the room id as text."""
+    """The streamed form of events: ``StoredRow`` tuples (values_list: no model instances)."""
     return (
         LedgerEvent.objects.filter(**filters)
         .annotate(
-            _at=_ChainTime("occurred_at"),
-            _data=_DataAsHashed(F("data"), F("canonical")),
+            _at=_StoredTime("occurred_at"),
+            _data=_DataLength(F("data"), F("canonical"), F("kind"), F("seq")),
             _room=Cast("room_id", CharField()),
         )
         .values_list("seq", "kind", "_at", "_data", "prev_hash", "hash", "canonical", "_room")
     )
 
 
-def _bytes(value: Any) -> bytes:
-    return value if value.__class__ is bytes else bytes(value)
+@contextlib.contextmanager
+def _streamed(queryset: Any) -> Iterator[Iterator[StoredRow]]:
+    """The query's rows in batches of ``CHUNK_SIZE`` straight off a DB-API cursor (a
+    server-side one on PostgreSQL): Django builds the SQL, but no per-row Python runs here.
+    On PostgreSQL the next batch is fetched by a helper thread while this one is checked, so
+    the database's work (it compares the data column in SQL) overlaps the hashing. The
+    cursor is closed on leaving, also when a check stops early."""
+    sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
+    cursor = connection.chunked_cursor()
+    prefetch: _Prefetch | None = None
+    try:
+        cursor.execute(sql, params)
+        fetch: Callable[[], list[Any]] = functools.partial(cursor.fetchmany, CHUNK_SIZE)
+        if connection.vendor in _PREFETCH_VENDORS:
+            prefetch = _Prefetch(fetch)
+            fetch = prefetch.next_batch
+        yield itertools.chain.from_iterable(iter(fetch, []))
+    finally:
+        if prefetch is not None:
+            prefetch.stop()
+        cursor.close()
 
 
-def _rows(queryset: Any) -> Generator[StoredRow, None, None]:
-    for row in queryset.iterator(chunk_size=CHUNK_SIZE):
-        if row[6].__class__ is not bytes:  # a driver handing out memoryview
-            row = (*row[:6], _bytes(row[6]), row[7])
-        yield row
+class _Prefetch:
+    """Fetch batches one ahead in a thread (the DB-API driver waits on the socket without
+    the GIL). Only this thread touches the cursor until ``stop`` returns."""
+
+    def __init__(self, fetch: Callable[[], list[Any]]) -> None:
+        self._fetch = fetch
+        self._batches: queue.Queue[list[Any] | BaseException] = queue.Queue(maxsize=1)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ledger-verify-fetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                batch = self._fetch()
+                self._put(batch)
+                if not batch:
+                    return
+        except BaseException as exc:  # handed to the reader, raised there
+            self._put(exc)
+
+    def _put(self, item: list[Any] | BaseException) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._batches.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def next_batch(self) -> list[Any]:
+        item = self._batches.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
 
 
 def _reading() -> Any:
@@ -134,15 +195,19 @@ def _exact_rows(**filters: Any) -> Generator[StoredRow, None, None]:
         .values_list("seq", "kind", "occurred_at", "data", "prev_hash", "hash", "canonical")
     )
     for seq, kind, at, data, prev_hash, digest, stored in rows.iterator(chunk_size=CHUNK_SIZE):
+        stored = bytes(stored)
         try:
-            text: str | None = rfc8785.dumps(data).decode() if isinstance(data, dict) else None
+            text = rfc8785.dumps(data) if isinstance(data, dict) else b"\x00"
         except (rfc8785.CanonicalizationError, TypeError, ValueError):
-            text = None
-        yield (seq, kind, occurred_at_text(at), text, prev_hash, digest, _bytes(stored), "")
+            text = b"\x00"
+        found = len(text) if stored[8 : 8 + len(text)] == text else -1
+        stored_at = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        yield (seq, kind, stored_at, found, prev_hash, digest, stored, "")
 
 
-def _stored_events(room_id: UUID, *, through_seq: int) -> Generator[StoredRow, None, None]:
-    return _rows(_event_rows(room_id=room_id, seq__lte=through_seq).order_by("seq"))
+def _stored_events(room_id: UUID, *, through_seq: int) -> Any:
+    """A context manager: the room's rows up to ``through_seq``, in order."""
+    return _streamed(_event_rows(room_id=room_id, seq__lte=through_seq).order_by("seq"))
 
 
 def _recheck(room_id: UUID) -> Callable[[int, bytes], str | None]:
@@ -227,7 +292,7 @@ def _checked_room(
             # Closed inside the transaction: a check that stops early leaves no open cursor.
             with (
                 _reading(),
-                contextlib.closing(_stored_events(room_id, through_seq=head.seq)) as rows,
+                _stored_events(room_id, through_seq=head.seq) as rows,
             ):
                 return _check(room_id, head, claims, rows)
         except DatabaseError:
@@ -314,7 +379,7 @@ def ledger_verify_all(
     try:
         with (
             _reading(),
-            contextlib.closing(_rows(_event_rows().order_by("room_id", "seq"))) as stream,
+            _streamed(_event_rows().order_by("room_id", "seq")) as stream,
         ):
             for room_text, rows in itertools.groupby(stream, key=itemgetter(7)):
                 room_id = UUID(room_text)
