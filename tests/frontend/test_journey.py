@@ -98,8 +98,10 @@ def check(owner: Owner, name: str, *, quoted: tuple[str, ...] = ()) -> None:
 @contextlib.contextmanager
 def step(journey: Journey, name: str) -> Iterator[None]:
     """One named step of the journey: on failure both owners' pages are saved."""
+    started = time.monotonic()
     with browser.screenshots_on_failure(f"journey-{name}", *journey.pages):
         yield
+    print(f"step {name}: {time.monotonic() - started:.1f} s")
 
 
 def nav(owner: Owner, place: str) -> None:
