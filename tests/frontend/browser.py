@@ -182,14 +182,16 @@ class Document:
 
 @dataclass
 class PageWatch:
-    """Everything a page loaded as an HTML document, and every CSP refusal the browser logged."""
+    """Every HTML response a page received (documents and fetched parts), and every CSP
+    refusal the browser logged."""
 
     documents: list[Document] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def _on_response(self, response: Any) -> None:
-        if response.request.resource_type != "document":
+        # Pages, and the HTML parts a page fetches to redraw itself (``?part=status``).
+        if response.request.resource_type not in ("document", "fetch", "xhr"):
             return
         if 300 <= response.status < 400:
             return  # a redirect has no page to protect; its target is checked
@@ -209,7 +211,7 @@ class PageWatch:
         self.errors.append(str(error))
 
     def check_csp(self) -> None:
-        """Every HTML document so far carried a strict CSP, and the browser refused nothing."""
+        """Every HTML response so far carried a strict CSP, and the browser refused nothing."""
         assert self.documents, "no HTML document was loaded"
         for doc in self.documents:
             assert doc.csp, f"{doc.url} ({doc.status}) has no Content-Security-Policy header"
