@@ -537,10 +537,31 @@ def _room_paused(w: _Words) -> str:
     return f"{w.by()} paused the room. {rule_sentence(rule, owner='the owner')}"
 
 
+_DELETED_CONTENT = (
+    ("messages_deleted", "message"),
+    ("whispers_deleted", "whisper"),
+    ("snapshots_deleted", "fork snapshot"),
+    ("artifacts_deleted", "document"),
+    ("notes_deleted", "exit note"),
+)
+
+
 def _room_content_deleted(w: _Words) -> str:
-    messages = _plural(w.count("messages_deleted"), "message")
-    artifacts = _plural(w.count("artifacts_deleted"), "document")
-    return f"{w.by()} deleted the room's content: {messages} and {artifacts}."
+    counted = [_plural(w.count(f), one) for f, one in _DELETED_CONTENT if w.count(f)]
+    what = (
+        ", ".join(counted[:-1]) + " and " + counted[-1] if len(counted) > 1 else "".join(counted)
+    ) or "nothing was left to delete"
+    reason = w.data.get("reason")
+    if reason == "retention":
+        return (
+            f"Room content past its {w.count('window_days')}-day retention window was "
+            f"deleted: {what}."
+        )
+    if reason == "account_deleted":
+        return f"{w.by()} deleted their account, and with it this room for both sides: {what}."
+    if reason == "reapplied":
+        return f"A deletion of this room was applied again after a restore from backup: {what}."
+    return f"{w.by()} deleted the room for both sides: {what}."
 
 
 def _retention_purge(w: _Words) -> str:

@@ -272,11 +272,25 @@ class RoomClosed(_Event):
     by: Identifier
 
 
+# Why a room's content was deleted: an owner deleted the room (for both sides), an owner
+# deleted their account, its retention window ended, or a deletion was re-applied after a
+# restore from backup (rooms.deletion, rooms.retention).
+ContentDeletionReason = Literal["owner_request", "account_deleted", "retention", "reapplied"]
+
+
 class RoomContentDeleted(_Event):
+    """Counts of the room content deleted (never the content): ``by`` is the owner, or
+    ``retention`` for a purge (``window_days`` then says which window ended)."""
+
     kind: Literal["room_content_deleted"] = "room_content_deleted"
     by: Identifier
     messages_deleted: Count
     artifacts_deleted: Count
+    whispers_deleted: Count = 0
+    snapshots_deleted: Count = 0
+    notes_deleted: Count = 0
+    reason: ContentDeletionReason = "owner_request"
+    window_days: Count | None = None
 
 
 class RetentionPurge(_Event):

@@ -297,3 +297,58 @@ class SealedOffer(models.Model):
 
     def __str__(self) -> str:
         return f"sealed offer in room {self.room_id}"
+
+
+class DeletionReason(models.TextChoices):
+    OWNER_REQUEST = "owner_request", "An owner deleted the room"
+    ACCOUNT_DELETED = "account_deleted", "An owner deleted their account"
+
+
+class RoomDeletion(models.Model):
+    """That a room was deleted for both sides: its id, when and by whom, never its content.
+
+    It outlives the content on purpose (``rooms.deletion.deletions_reapply`` deletes again
+    whatever a restored backup brings back). No foreign keys: the room is gone, and the owner
+    who deleted it may have deleted their account since. ``rooms.deletion`` also writes each
+    record to a journal outside the database, which a restored backup cannot roll back.
+    """
+
+    room_id = models.UUIDField(unique=True)
+    deleted_at = models.DateTimeField()
+    deleted_by_id = models.BigIntegerField()  # the owner's user id (the user may be gone)
+    reason = models.CharField(max_length=16, choices=DeletionReason.choices)
+
+    def __str__(self) -> str:
+        return f"deletion of room {self.room_id}"
+
+
+class AccountDeletion(models.Model):
+    """That an owner deleted their account: the user id and when (no name, no content). Like
+    ``RoomDeletion``, journalled outside the database and re-applied after a restore."""
+
+    user_id = models.BigIntegerField(unique=True)
+    deleted_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"deletion of account {self.user_id}"
+
+
+class RoomDeletionNotice(models.Model):
+    """Tells an owner that the other owner deleted a room they shared: "alice deleted the room
+    'Dinner'". It keeps the room's name and the deleter's name only, until the recipient
+    dismisses it or ``DELETION_NOTICE_RETENTION_DAYS`` pass (rooms.retention)."""
+
+    recipient = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    room_id = models.UUIDField()
+    room_purpose = models.CharField(max_length=200)
+    deleted_by_name = models.CharField(max_length=150)
+    account_deleted = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"deletion notice for {self.recipient_id}"

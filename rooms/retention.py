@@ -1,0 +1,285 @@
+"""The retention schedule: one row per data class, how long it is kept, and what purges it.
+
+This is the single home of the schedule (boundary spec, "Data"): every room page and the
+owner's settings page show it from here, and ``purge_expired`` (the command and the Celery
+beat task ``rooms.purge_expired``) runs every registered purge from here. Each row's days come
+from one ``SYNAPSIA`` setting (env ``SYNAPSIA_<...>_RETENTION_DAYS``), so what is shown is what
+is applied.
+
+Other apps own their data classes and register the purge for their row, from their
+``AppConfig.ready``::
+
+    from rooms.retention import retention_purge_register
+    retention_purge_register("exit_notes", exit_notes_purge_expired)
+
+A purge takes ``now`` (tests pass a controllable clock), deletes what is past its window and
+returns a ``Purged`` with counts. Every purge that deletes room content records it in that
+room's ledger as a ``room_content_deleted`` event with counts and ``reason="retention"``,
+never content (the ledger's own purge records ``retention_purge``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from gatekeeper.models import SandboxEffect
+from gatekeeper.records import ActionRecord, Grant
+from ledger.retention import ledger_purge_expired
+from ledger.services import ledger_append
+from rooms.deletion import transcript_delete
+from rooms.models import Message, Room, RoomDeletionNotice, RoomState, SealedOffer, Whisper
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Purged:
+    """What one row's purge deleted: counts only, and the line the command prints."""
+
+    key: str
+    rows: int
+    rooms: int
+    summary: str
+
+
+# A row's purge: ``now`` in, counts out. It must be idempotent (a second run finds nothing).
+PurgeFunction = Callable[[datetime], Purged]
+
+
+@dataclass(frozen=True)
+class RetentionRow:
+    key: str  # "transcript"
+    label: str  # what the owner reads: "Room transcript (messages, whispers, fork snapshots)"
+    setting: str  # the SYNAPSIA key holding the days
+    starts: str  # when the clock starts, in words: "after the room closes"
+    note: str  # one sentence more, shown on the settings page
+    # None: nothing of this class is stored by this server yet (or, telemetry, it is kept by
+    # the log system outside the database); the row is still shown.
+    purge: PurgeFunction | None = None
+
+    @property
+    def days(self) -> int:
+        return int(settings.SYNAPSIA[self.setting])
+
+    def cutoff(self, now: datetime) -> datetime:
+        return now - timedelta(days=self.days)
+
+    def words(self) -> str:
+        """ "Room transcript (messages, whispers, fork snapshots): kept 30 days after the room
+        closes" """
+        return f"{self.label}: kept {self.days} days {self.starts}".rstrip()
+
+
+# --- the rooms app's own purges -------------------------------------------------------------
+
+
+def _transcript_left(room_id_ref: OuterRef) -> Q:
+    """Rooms that still hold any transcript row (messages, whispers, sealed offers, fork
+    snapshots: action records with their arguments, grants, sandbox effects)."""
+    return (
+        Q(Exists(Message.objects.filter(room_id=room_id_ref)))
+        | Q(Exists(Whisper.objects.filter(room_id=room_id_ref)))
+        | Q(Exists(SealedOffer.objects.filter(room_id=room_id_ref)))
+        | Q(Exists(ActionRecord.objects.filter(room_id=room_id_ref)))
+        | Q(Exists(Grant.objects.filter(room_id=room_id_ref)))
+        | Q(Exists(SandboxEffect.objects.filter(room_id=room_id_ref)))
+    )
+
+
+def transcript_purge_expired(now: datetime) -> Purged:
+    """Delete the transcript of every room closed more than the window ago (one transaction
+    per room, each recorded in its ledger). Open, paused and draft rooms never purge: their
+    clock has not started. The room itself, its seats, outcome and ledger stay."""
+    row = retention_row("transcript")
+    cutoff = row.cutoff(now)
+    room_ids = list(
+        Room.objects.filter(state=RoomState.CLOSED, state_changed_at__lt=cutoff)
+        .filter(_transcript_left(OuterRef("id")))
+        .values_list("id", flat=True)
+    )
+    rows = 0
+    purged_rooms = 0
+    for room_id in room_ids:
+        deleted = _room_transcript_purge(room_id=room_id, cutoff=cutoff, days=row.days)
+        if deleted:
+            rows += deleted
+            purged_rooms += 1
+    return Purged(
+        key=row.key,
+        rows=rows,
+        rooms=purged_rooms,
+        summary=(
+            f"transcript: deleted {rows} record(s) from {purged_rooms} room(s) closed more "
+            f"than {row.days} days ago"
+        ),
+    )
+
+
+def _room_transcript_purge(*, room_id: UUID, cutoff: datetime, days: int) -> int:
+    with transaction.atomic():
+        # Re-read under the lock: a room re-checked here cannot have been reopened meanwhile
+        # (closing is final, but the check costs nothing and keeps the rule local).
+        room = Room.objects.select_for_update().filter(id=room_id).first()
+        if room is None or room.state != RoomState.CLOSED or room.state_changed_at >= cutoff:
+            return 0
+        counts = transcript_delete(room_id)
+        if counts.total == 0:
+            return 0
+        ledger_append(
+            room_id=room_id,
+            event=counts.ledger_event(by="retention", reason="retention", window_days=days),
+        )
+        return counts.total
+
+
+def deletion_notices_purge_expired(now: datetime) -> Purged:
+    """Notices that a partner deleted a room, past their window. A notice belongs to a room
+    that no longer exists, so no room's ledger records this purge; the command prints it."""
+    row = retention_row("deletion_notices")
+    deleted, _ = RoomDeletionNotice.objects.filter(created_at__lt=row.cutoff(now)).delete()
+    return Purged(
+        key=row.key,
+        rows=deleted,
+        rooms=0,
+        summary=f"deletion notices: deleted {deleted} older than {row.days} days",
+    )
+
+
+def ledger_rows_purge_expired(now: datetime) -> Purged:
+    report = ledger_purge_expired(now=now)
+    return Purged(
+        key="ledger",
+        rows=report.events_purged,
+        rooms=len(report.rooms),
+        summary=(
+            f"ledger: purged {report.events_purged} event(s) older than "
+            f"{settings.SYNAPSIA['LEDGER_RETENTION_DAYS']} days from {len(report.rooms)} room(s)"
+        ),
+    )
+
+
+# --- the schedule ---------------------------------------------------------------------------
+
+# Display order is the spec's table order. Rows without a purge are other apps' to register.
+_SCHEDULE: dict[str, RetentionRow] = {
+    row.key: row
+    for row in (
+        RetentionRow(
+            key="transcript",
+            label="Room transcript (messages, whispers, fork snapshots)",
+            setting="TRANSCRIPT_RETENTION_DAYS",
+            starts="after the room closes",
+            note="Either owner can delete the whole room for both sides at any time.",
+            purge=transcript_purge_expired,
+        ),
+        RetentionRow(
+            key="artifacts",
+            label="Shared artifacts",
+            setting="ARTIFACT_RETENTION_DAYS",
+            starts="",
+            note="Itineraries, drafts and code the agents publish in the room.",
+        ),
+        RetentionRow(
+            key="ledger",
+            label="Permission and ledger events",
+            setting="LEDGER_RETENTION_DAYS",
+            starts="each",
+            note=(
+                "The accountability record outlives the conversation on purpose; it holds "
+                "no content and still verifies after a purge."
+            ),
+            purge=ledger_rows_purge_expired,
+        ),
+        RetentionRow(
+            key="exit_notes",
+            label="Exit notes",
+            setting="EXIT_NOTE_RETENTION_DAYS",
+            starts="",
+            note="The operator sees them only in aggregate; each agent's owner sees its note.",
+        ),
+        RetentionRow(
+            key="telemetry",
+            label="Telemetry (logs)",
+            setting="TELEMETRY_RETENTION_DAYS",
+            starts="",
+            note="Operational only: private room content is never written to logs.",
+        ),
+        RetentionRow(
+            key="abuse_evidence",
+            label="Abuse evidence",
+            setting="ABUSE_EVIDENCE_RETENTION_DAYS",
+            starts="after the report is resolved",
+            note="Held only where a room was reported, for the safety of other rooms.",
+        ),
+        RetentionRow(
+            key="deletion_notices",
+            label="Notice that the other owner deleted a room",
+            setting="DELETION_NOTICE_RETENTION_DAYS",
+            starts="",
+            note="Keeps the room's name only, until you dismiss it.",
+            purge=deletion_notices_purge_expired,
+        ),
+    )
+}
+
+
+class UnknownRetentionRow(KeyError):
+    """A key that is not in the schedule (register the row first)."""
+
+
+def retention_schedule() -> tuple[RetentionRow, ...]:
+    return tuple(_SCHEDULE.values())
+
+
+def retention_row(key: str) -> RetentionRow:
+    try:
+        return _SCHEDULE[key]
+    except KeyError:
+        raise UnknownRetentionRow(key) from None
+
+
+def retention_register(row: RetentionRow) -> None:
+    """Add a data class to the schedule (or replace the row with the same key)."""
+    _SCHEDULE[row.key] = row
+
+
+def retention_purge_register(key: str, purge: PurgeFunction) -> None:
+    """Attach the purge of an existing row (exit notes, artifacts, abuse evidence)."""
+    _SCHEDULE[key] = replace(retention_row(key), purge=purge)
+
+
+class RetentionPurgeFailed(Exception):
+    """One or more rows' purges raised; the others ran (each row is its own transactions)."""
+
+    def __init__(self, keys: list[str], done: list[Purged]) -> None:
+        super().__init__(f"retention purge failed for: {', '.join(keys)}")
+        self.keys = keys
+        self.done = done
+
+
+def retention_purge_all(*, now: datetime | None = None) -> list[Purged]:
+    """Run every registered purge once, in schedule order. A row that fails is logged and the
+    rest still run; then ``RetentionPurgeFailed`` names the failed rows."""
+    moment = now or timezone.now()
+    done: list[Purged] = []
+    failed: list[str] = []
+    for row in retention_schedule():
+        if row.purge is None:
+            continue
+        try:
+            done.append(row.purge(moment))
+        except Exception:
+            logger.exception("retention purge of %s failed", row.key)
+            failed.append(row.key)
+    if failed:
+        raise RetentionPurgeFailed(failed, done)
+    return done

@@ -1,0 +1,13 @@
+"""Celery tasks of the rooms app. They only call services (beat: CELERY_BEAT_SCHEDULE)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from rooms.retention import retention_purge_all
+
+
+@shared_task(name="rooms.purge_expired")
+def purge_expired() -> dict[str, int]:
+    """Every retention row's purge (rooms.retention); returns rows deleted per data class."""
+    return {purged.key: purged.rows for purged in retention_purge_all()}

@@ -1,0 +1,259 @@
+"""Retention per data class, with a controllable clock: each row purges exactly what is past
+its window and nothing more, records it in the room's ledger with counts (never content),
+and the schedule shown is the schedule applied. Runs on both profiles (``make test``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from gatekeeper.models import SandboxEffect
+from gatekeeper.records import ActionRecord, ActionStatus
+from ledger.models import LedgerEvent
+from ledger.verification import ledger_verify_room
+from rooms import services
+from rooms.models import (
+    Message,
+    Room,
+    RoomDeletionNotice,
+    RoomState,
+    SealedOffer,
+    Whisper,
+)
+from rooms.retention import (
+    Purged,
+    RetentionPurgeFailed,
+    retention_purge_all,
+    retention_purge_register,
+    retention_row,
+    retention_schedule,
+)
+from rooms.tasks import purge_expired
+from tests.conftest import OpenRoom
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CANARY = "canary-7f3a: my budget is 4000 EUR"
+
+
+def _fill(opened: OpenRoom) -> None:
+    """One of each transcript row: a message, a whisper, a sealed offer, a fork snapshot."""
+    room = opened.room
+    services.message_say(room_id=room.id, agent_id=opened.a.agent.id, client_id="m1", text=CANARY)
+    services.whisper_send(owner=opened.a.owner, room_id=room.id, text=CANARY)
+    SealedOffer.objects.create(
+        room=room,
+        agent=opened.b.agent,
+        client_id="s1",
+        offer={"note": CANARY},
+        salt="0" * 64,
+        commitment="1" * 64,
+    )
+    ActionRecord.objects.create(
+        room_id=room.id,
+        agent_id=opened.a.agent.id,
+        owner=opened.a.owner,
+        tool="book_table",
+        arguments={"note": CANARY},
+        arguments_hash="2" * 64,
+        idempotency_key="k1",
+        status=ActionStatus.EXECUTED,
+        rule="slip.cleared",
+    )
+    SandboxEffect.objects.create(
+        idempotency_key=f"{room.id}:k1",
+        tool="book_table",
+        schema_version="1",
+        arguments_sha256="2" * 64,
+        arguments={"note": CANARY},
+        output={},
+        room_id=room.id,
+    )
+
+
+def _close(opened: OpenRoom, *, days_ago: float, now: datetime) -> None:
+    services.room_transition(owner=opened.a.owner, room_id=opened.room.id, to=RoomState.CLOSED)
+    Room.objects.filter(id=opened.room.id).update(state_changed_at=now - timedelta(days=days_ago))
+
+
+def _transcript_rows(room_id: UUID) -> dict[str, int]:
+    return {
+        "messages": Message.objects.filter(room_id=room_id).count(),
+        "whispers": Whisper.objects.filter(room_id=room_id).count(),
+        "sealed": SealedOffer.objects.filter(room_id=room_id).count(),
+        "actions": ActionRecord.objects.filter(room_id=room_id).count(),
+        "sandbox": SandboxEffect.objects.filter(room_id=room_id).count(),
+    }
+
+
+FULL = {"messages": 1, "whispers": 1, "sealed": 1, "actions": 1, "sandbox": 1}
+EMPTY = dict.fromkeys(FULL, 0)
+
+
+def _content_events(room_id: UUID) -> list[dict[str, Any]]:
+    return list(
+        LedgerEvent.objects.filter(room_id=room_id, kind="room_content_deleted")
+        .order_by("seq")
+        .values_list("data", flat=True)
+    )
+
+
+def test_a_room_closed_31_days_ago_loses_its_transcript_29_days_keeps_it(
+    make_open_room: Callable[..., OpenRoom],
+) -> None:
+    now = timezone.now()
+    old, recent, still_open = (make_open_room(prefix=p) for p in ("old-", "recent-", "open-"))
+    for opened in (old, recent, still_open):
+        _fill(opened)
+    _close(old, days_ago=31, now=now)
+    _close(recent, days_ago=29, now=now)
+    # An open room whose last change is long past: its clock has not started.
+    Room.objects.filter(id=still_open.room.id).update(state_changed_at=now - timedelta(days=400))
+
+    done = {p.key: p for p in retention_purge_all(now=now)}
+
+    assert _transcript_rows(old.room.id) == EMPTY
+    assert _transcript_rows(recent.room.id) == FULL
+    assert _transcript_rows(still_open.room.id) == FULL
+    assert done["transcript"].rows == 5 and done["transcript"].rooms == 1
+    # The room itself, its seats and its outcome stay: only the transcript row's data goes.
+    assert Room.objects.filter(id=old.room.id).exists()
+    assert old.room.members.count() == 2
+    # Recorded in that room's ledger with counts, never content; the chain still verifies.
+    (event,) = _content_events(old.room.id)
+    assert event["reason"] == "retention" and event["window_days"] == 30
+    assert (event["messages_deleted"], event["whispers_deleted"], event["snapshots_deleted"]) == (
+        1,
+        1,
+        3,
+    )
+    assert CANARY not in json.dumps(event)
+    assert ledger_verify_room(room_id=old.room.id).ok
+    assert _content_events(recent.room.id) == [] and _content_events(still_open.room.id) == []
+
+    # Idempotent: a second run the same day deletes and records nothing.
+    again = {p.key: p for p in retention_purge_all(now=now)}
+    assert again["transcript"].rows == 0 and len(_content_events(old.room.id)) == 1
+
+    # Two days later the 29-day room passes 30 days and goes too.
+    retention_purge_all(now=now + timedelta(days=2))
+    assert _transcript_rows(recent.room.id) == EMPTY
+    assert _transcript_rows(still_open.room.id) == FULL
+
+
+def test_the_window_is_a_setting_and_the_shown_words_follow_it(
+    make_open_room: Callable[..., OpenRoom], settings: Any
+) -> None:
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "TRANSCRIPT_RETENTION_DAYS": 7}
+    now = timezone.now()
+    opened = make_open_room()
+    _fill(opened)
+    _close(opened, days_ago=8, now=now)
+    assert retention_row("transcript").words() == (
+        "Room transcript (messages, whispers, fork snapshots): kept 7 days after the room closes"
+    )
+    retention_purge_all(now=now)
+    assert _transcript_rows(opened.room.id) == EMPTY
+    assert _content_events(opened.room.id)[0]["window_days"] == 7
+
+
+def test_the_schedule_has_every_data_class_of_the_spec_with_its_default() -> None:
+    days = {row.key: row.days for row in retention_schedule()}
+    assert days == {
+        "transcript": 30,
+        "artifacts": 90,
+        "ledger": 90,
+        "exit_notes": 30,
+        "telemetry": 30,
+        "abuse_evidence": 180,
+        "deletion_notices": 30,
+    }
+
+
+def test_another_app_registers_its_purge_and_a_failing_row_does_not_stop_the_rest(
+    make_open_room: Callable[..., OpenRoom], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rooms.retention as retention
+
+    # Restored after the test: the registry is module state.
+    monkeypatch.setattr(retention, "_SCHEDULE", dict(retention._SCHEDULE))
+    calls: list[datetime] = []
+
+    def exit_notes_purge(now: datetime) -> Purged:
+        calls.append(now)
+        return Purged(key="exit_notes", rows=3, rooms=1, summary="exit notes: deleted 3")
+
+    def abuse_purge(now: datetime) -> Purged:
+        raise RuntimeError("storage down")
+
+    retention_purge_register("exit_notes", exit_notes_purge)
+    retention_purge_register("abuse_evidence", abuse_purge)
+    now = timezone.now()
+    opened = make_open_room()
+    _fill(opened)
+    _close(opened, days_ago=40, now=now)
+    with pytest.raises(RetentionPurgeFailed) as failed:
+        retention_purge_all(now=now)
+    assert failed.value.keys == ["abuse_evidence"]
+    assert calls == [now]
+    assert {p.key for p in failed.value.done} == {
+        "transcript",
+        "ledger",
+        "exit_notes",
+        "deletion_notices",
+    }
+    assert _transcript_rows(opened.room.id) == EMPTY
+
+
+def test_ledger_row_purges_events_past_90_days_and_still_verifies(
+    make_open_room: Callable[..., OpenRoom],
+) -> None:
+    opened = make_open_room()
+    before = LedgerEvent.objects.filter(room_id=opened.room.id).count()
+    assert before > 0
+    done = {p.key: p for p in retention_purge_all(now=timezone.now() + timedelta(days=89))}
+    assert done["ledger"].rows == 0
+    done = {p.key: p for p in retention_purge_all(now=timezone.now() + timedelta(days=91))}
+    assert done["ledger"].rows == before
+    kinds = list(LedgerEvent.objects.filter(room_id=opened.room.id).values_list("kind", flat=True))
+    assert kinds == ["retention_purge"]
+    assert ledger_verify_room(room_id=opened.room.id).ok
+
+
+def test_deletion_notices_expire_after_their_window(django_user_model: Any) -> None:
+    carol = django_user_model.objects.create_user(username="carol", password="x" * 12)
+    now = timezone.now()
+    for days_ago in (31, 29):
+        RoomDeletionNotice.objects.create(
+            recipient=carol,
+            room_id="00000000-0000-0000-0000-000000000001",
+            room_purpose="Dinner",
+            deleted_by_name="alice",
+            created_at=now - timedelta(days=days_ago),
+        )
+    retention_purge_all(now=now)
+    left = list(RoomDeletionNotice.objects.values_list("created_at", flat=True))
+    assert left == [now - timedelta(days=29)]
+
+
+def test_the_command_and_the_beat_task_run_every_registered_purge(
+    make_open_room: Callable[..., OpenRoom], capsys: pytest.CaptureFixture[str], settings: Any
+) -> None:
+    assert settings.CELERY_BEAT_SCHEDULE["retention-purge-expired"]["task"] == "rooms.purge_expired"
+    opened = make_open_room()
+    _fill(opened)
+    _close(opened, days_ago=31, now=timezone.now())
+    assert purge_expired.apply().get()["transcript"] == 5  # as a worker would run it
+    assert _transcript_rows(opened.room.id) == EMPTY
+    call_command("purge_expired")  # nothing left: every row says so in counts
+    out = capsys.readouterr().out
+    assert "transcript: deleted 0 record(s) from 0 room(s) closed more than 30 days ago" in out
+    assert "ledger: purged 0 event(s) older than 90 days" in out
+    assert "deletion notices: deleted 0 older than 30 days" in out
