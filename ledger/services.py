@@ -13,6 +13,7 @@ that as a deny, and the exception unwinding their atomic block rolls back the ef
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -128,3 +129,67 @@ def ledger_head_locked(room_id: UUID) -> LedgerHead:
         )
         head = LedgerHead.objects.select_for_update().get(room_id=room_id)
     return head
+
+
+def ledger_append_many(
+    *, room_id: UUID, events: Sequence[LedgerEventRecord]
+) -> list[AppendedEvent]:
+    """Append ``events`` to ``room_id``'s chain in order, as ``ledger_append`` would one by
+    one (same bytes, same hashes, same rules), but in three statements whatever their number:
+    lock the head, insert them all, move the head. Inside ``transaction.atomic()`` only; any
+    failure raises ``LedgerAppendError``, records none of them and marks the caller's block
+    for rollback. Context assembly records a turn's disclosures with it."""
+    if not events:
+        return []
+    if not transaction.get_connection().in_atomic_block:
+        raise LedgerAppendError(
+            "ledger_append_many must run inside the caller's transaction.atomic() block, so "
+            "the events and the effects they record commit together."
+        )
+    rows: list[LedgerEvent] = []
+    appended: list[AppendedEvent] = []
+    try:
+        head = ledger_head_locked(room_id)
+        seq, prev_hash = head.seq, head.hash
+        occurred_at = timezone.now()
+        stamp = occurred_at_text(occurred_at)
+        for event in events:
+            if not isinstance(event, BaseModel) or "kind" not in type(event).model_fields:
+                raise LedgerAppendError(f"not a ledger event record: {type(event).__name__}")
+            kind: str = event.kind
+            data = event.model_dump(mode="json", exclude={"kind"})
+            seq += 1
+            data_canonical = rfc8785.dumps(data)
+            canonical = envelope_bytes(
+                data_canonical=data_canonical,
+                room_id=str(room_id),
+                seq=seq,
+                kind=kind,
+                occurred_at=stamp,
+                prev_hash=prev_hash,
+            )
+            if len(canonical) > MAX_CANONICAL_BYTES:
+                raise LedgerAppendError(f"{kind} event is {len(canonical)} bytes; metadata only")
+            digest = hashlib.sha256(canonical).hexdigest()
+            rows.append(
+                LedgerEvent(
+                    room_id=room_id,
+                    seq=seq,
+                    kind=kind,
+                    occurred_at=occurred_at,
+                    data=CanonicalData(data, data_canonical.decode()),
+                    prev_hash=prev_hash,
+                    hash=digest,
+                    canonical=canonical,
+                )
+            )
+            appended.append(AppendedEvent(room_id, seq, kind, occurred_at, prev_hash, digest))
+            prev_hash = digest
+        LedgerEvent.objects.bulk_create(rows)
+        LedgerHead.objects.filter(room_id=room_id).update(seq=seq, hash=prev_hash)
+    except (LedgerAppendError, DatabaseError, rfc8785.CanonicalizationError, ValueError) as exc:
+        transaction.set_rollback(True)
+        if isinstance(exc, LedgerAppendError):
+            raise
+        raise LedgerAppendError(f"ledger append failed: {exc}") from exc
+    return appended
