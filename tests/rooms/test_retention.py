@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from django.apps import apps
 from django.core.management import call_command
 from django.utils import timezone
 
@@ -41,6 +42,17 @@ from tests.conftest import OpenRoom
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CANARY = "canary-7f3a: my budget is 4000 EUR"
+
+
+def canaries_in_database(canary: str = CANARY) -> list[str]:
+    """Every model whose rows hold the canary anywhere (text, JSON, bytes)."""
+    found = []
+    for model in apps.get_models():
+        for row in model._default_manager.values():
+            if canary in repr(row) or canary.encode() in repr(row).encode():
+                found.append(model._meta.label)
+                break
+    return found
 
 
 def _fill(opened: OpenRoom) -> None:

@@ -1,0 +1,202 @@
+"""Deleting a room for both sides and deleting an account: the content is gone at once (no
+table holds a canary from it), the ledger keeps its non-content events and still verifies,
+the other owner is told, connected agents are disconnected and cannot rejoin."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import User
+
+from gatekeeper.reasons import event_sentence
+from ledger.models import LedgerEvent
+from ledger.verification import ledger_verify_room
+from rooms import selectors, services
+from rooms.deletion import account_delete, room_delete
+from rooms.errors import NotFound
+from rooms.models import (
+    AccountDeletion,
+    DeletionReason,
+    Message,
+    Room,
+    RoomDeletion,
+    RoomDeletionNotice,
+    RoomOutcome,
+    Whisper,
+)
+from rooms.protocol import CloseCode
+from synapsia.asgi import application
+from tests.conftest import OpenRoom
+from tests.rooms.test_retention import CANARY, _fill, canaries_in_database
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _journal(tmp_path: Path, settings: Any) -> Path:
+    path = tmp_path / "deletions.jsonl"
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "DELETION_JOURNAL_PATH": str(path)}
+    return path
+
+
+def _with_outcome(opened: OpenRoom) -> None:
+    RoomOutcome.objects.create(
+        room=opened.room,
+        action_id="00000000-0000-0000-0000-0000000000aa",
+        kind="agreed",
+        owner=opened.a.owner,
+        venue_name=CANARY,
+    )
+
+
+def test_either_owner_deletes_the_room_for_both_sides(
+    make_open_room: Callable[..., OpenRoom], _journal: Path
+) -> None:
+    opened, untouched = make_open_room(), make_open_room(prefix="other-")
+    _fill(opened)
+    _fill(untouched)
+    _with_outcome(opened)
+    room_id = opened.room.id
+    assert canaries_in_database()  # the test can fail: the canary is there before
+
+    deleted = room_delete(owner=opened.b.owner, room_id=room_id)
+
+    # Nothing of the content is left anywhere, for either owner; the other room is untouched.
+    assert deleted.counts.messages == 1 and deleted.counts.whispers == 1
+    assert deleted.counts.snapshots == 3
+    assert not Room.objects.filter(id=room_id).exists()
+    for owner in (opened.a.owner, opened.b.owner):
+        with pytest.raises(NotFound):
+            selectors.room_seat(owner=owner, room_id=room_id)
+    found = canaries_in_database()
+    assert found and not Message.objects.filter(room_id=room_id).exists()
+    assert Message.objects.filter(room_id=untouched.room.id).count() == 1
+    assert Whisper.objects.filter(room_id=untouched.room.id).count() == 1
+    # The canary left is the other room's only.
+    room_delete(owner=untouched.a.owner, room_id=untouched.room.id)
+    assert canaries_in_database() == []
+
+    # The record outlives the content: id, when, by whom; in the table and the journal.
+    record = RoomDeletion.objects.get(room_id=room_id)
+    assert (record.deleted_by_id, record.reason) == (opened.b.owner.pk, "owner_request")
+    lines = [json.loads(line) for line in _journal.read_text().splitlines()]
+    assert lines[0]["room_id"] == str(room_id) and lines[0]["kind"] == "room"
+    assert CANARY not in _journal.read_text() and "Dinner" not in _journal.read_text()
+
+    # The ledger keeps its events, records who and counts (no content) and still verifies.
+    kinds = list(LedgerEvent.objects.filter(room_id=room_id).values_list("kind", flat=True))
+    assert kinds[0] == "join" and kinds[-1] == "room_content_deleted"
+    data = LedgerEvent.objects.filter(room_id=room_id).order_by("-seq").first().data
+    assert data["by"] == str(opened.b.owner.pk) and data["messages_deleted"] == 1
+    assert CANARY not in json.dumps(data)
+    assert ledger_verify_room(room_id=room_id).ok
+    names = {str(opened.b.owner.pk): "Bob"}
+    assert event_sentence("room_content_deleted", data, names) == (
+        "Bob deleted the room for both sides: 1 message, 1 whisper and 3 fork snapshots."
+    )
+
+    # The other owner is told, by name; the deleting owner gets no notice.
+    (notice,) = RoomDeletionNotice.objects.filter(room_id=room_id)
+    assert notice.recipient == opened.a.owner
+    assert (notice.deleted_by_name, notice.room_purpose) == ("bob", "Dinner for two")
+
+
+def test_an_owner_without_a_seat_cannot_delete_and_nothing_changes(
+    make_open_room: Callable[..., OpenRoom], make_owner: Callable[[str], Any]
+) -> None:
+    opened = make_open_room()
+    _fill(opened)
+    mallory = make_owner("mallory")
+    events = LedgerEvent.objects.filter(room_id=opened.room.id).count()
+    with pytest.raises(NotFound):
+        room_delete(owner=mallory, room_id=opened.room.id)
+    assert Message.objects.filter(room_id=opened.room.id).count() == 1
+    assert LedgerEvent.objects.filter(room_id=opened.room.id).count() == events
+    assert not RoomDeletion.objects.exists()
+
+
+async def test_connected_agents_are_disconnected_and_cannot_rejoin(
+    make_open_room: Callable[..., OpenRoom],
+) -> None:
+    opened = await database_sync_to_async(make_open_room)()
+    sockets = []
+    for token in (opened.a.token, opened.b.token):
+        communicator = WebsocketCommunicator(
+            application,
+            f"/ws/rooms/{opened.room.id}/",
+            headers=[(b"authorization", f"Bearer {token}".encode())],
+        )
+        assert (await communicator.connect())[0]
+        assert (await communicator.receive_json_from(timeout=5))["type"] == "welcome"
+        sockets.append(communicator)
+
+    await database_sync_to_async(room_delete)(owner=opened.a.owner, room_id=opened.room.id)
+
+    for communicator in sockets:
+        frame = await communicator.receive_json_from(timeout=5)
+        assert (frame["type"], frame["body"]["state"]) == ("room_state", "closed")
+        closed = await communicator.receive_output(timeout=5)
+        assert closed == {"type": "websocket.close", "code": CloseCode.ROOM_NOT_JOINABLE}
+    again = WebsocketCommunicator(
+        application,
+        f"/ws/rooms/{opened.room.id}/",
+        headers=[(b"authorization", f"Bearer {opened.b.token}".encode())],
+    )
+    connected, _ = await again.connect()
+    if connected:  # accepted, then refused in a close frame: either way it never joins
+        out = await again.receive_output(timeout=5)
+        assert out["type"] == "websocket.close"
+    await again.disconnect()
+
+
+def test_deleting_an_account_deletes_its_rooms_for_both_sides(
+    make_open_room: Callable[..., OpenRoom],
+) -> None:
+    opened, second = make_open_room(), make_open_room(prefix="two-")
+    _fill(opened)
+    alice, bob = opened.a.owner, opened.b.owner
+    # Alice is in a second room, with another partner.
+    services.room_create(owner=alice, purpose="Alice alone", charter="")
+    room_id = opened.room.id
+    alice_id = alice.pk
+
+    done = account_delete(owner=alice)
+
+    assert not User.objects.filter(pk=alice_id).exists()
+    assert len(done.rooms) == 2
+    assert not Room.objects.filter(id=room_id).exists()
+    assert Room.objects.filter(id=second.room.id).exists()  # not hers: untouched
+    assert canaries_in_database() == []
+    (notice,) = RoomDeletionNotice.objects.filter(recipient=bob)
+    assert notice.account_deleted and notice.deleted_by_name == "alice"
+    data = LedgerEvent.objects.filter(room_id=room_id).order_by("-seq").first().data
+    assert (data["reason"], data["by"]) == ("account_deleted", str(alice_id))
+    assert event_sentence("room_content_deleted", data, {str(alice_id): "Alice"}).startswith(
+        "Alice deleted their account, and with it this room for both sides"
+    )
+    assert ledger_verify_room(room_id=room_id).ok
+    assert AccountDeletion.objects.filter(user_id=alice_id).exists()
+    assert set(RoomDeletion.objects.values_list("reason", flat=True)) == {
+        DeletionReason.ACCOUNT_DELETED
+    }
+    # Bob's account and agent are untouched.
+    assert User.objects.filter(pk=bob.pk).exists()
+
+
+def test_retention_and_reapplied_deletions_read_as_sentences() -> None:
+    retention = {"by": "retention", "messages_deleted": 3, "artifacts_deleted": 0}
+    assert event_sentence(
+        "room_content_deleted", {**retention, "reason": "retention", "window_days": 30}, {}
+    ) == ("Room content past its 30-day retention window was deleted: 3 messages.")
+    assert event_sentence(
+        "room_content_deleted", {**retention, "reason": "reapplied", "messages_deleted": 0}, {}
+    ) == (
+        "A deletion of this room was applied again after a restore from backup: nothing was "
+        "left to delete."
+    )

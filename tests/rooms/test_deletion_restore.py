@@ -1,0 +1,135 @@
+"""A deletion reaches backups: restore a real backup taken before a room (and an account)
+were deleted, run ``reapply_deletions``, and no deleted content comes back. SQLite: the
+sqlite3 backup API (a consistent copy, WAL included) and a restore into the live file;
+PostgreSQL: ``pg_dump -Fc`` and ``pg_restore --clean``. The deletion journal lives outside
+the database, so the restore cannot take it back."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.db import connection, connections
+
+from ledger.models import LedgerEvent
+from ledger.verification import ledger_verify_room
+from rooms.deletion import account_delete, room_delete
+from rooms.models import Room, RoomDeletion
+from tests.conftest import OpenRoom
+from tests.rooms.test_retention import CANARY, _fill, canaries_in_database
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _backup(path: Path) -> None:
+    settings_dict = connection.settings_dict
+    if connection.vendor == "sqlite":
+        source = sqlite3.connect(settings_dict["NAME"])
+        target = sqlite3.connect(path)
+        source.backup(target)
+        target.close()
+        source.close()
+        return
+    subprocess.run(
+        ["pg_dump", "-Fc", "-f", str(path), *_pg_args(settings_dict)], check=True, env=_pg_env()
+    )
+
+
+def _restore(path: Path) -> None:
+    connections.close_all()
+    settings_dict = connection.settings_dict
+    if connection.vendor == "sqlite":
+        source = sqlite3.connect(path)
+        target = sqlite3.connect(settings_dict["NAME"])
+        source.backup(target)  # every page of the live file replaced by the backup's
+        target.close()
+        source.close()
+        return
+    subprocess.run(
+        ["pg_restore", "--clean", "--if-exists", "--single-transaction", "--no-owner",
+         *_pg_args(settings_dict), str(path)],
+        check=True,
+        env=_pg_env(),
+    )  # fmt: skip
+
+
+def _pg_args(settings_dict: dict[str, Any]) -> list[str]:
+    return [
+        "-h", str(settings_dict.get("HOST") or "127.0.0.1"),
+        "-p", str(settings_dict.get("PORT") or 5432),
+        "-U", str(settings_dict.get("USER") or "postgres"),
+        "-d", str(settings_dict["NAME"]),
+    ]  # fmt: skip
+
+
+def _pg_env() -> dict[str, str]:
+    password = connection.settings_dict.get("PASSWORD") or ""
+    return {**os.environ, "PGPASSWORD": str(password)}
+
+
+def test_a_restored_backup_gives_back_no_deleted_content(
+    make_open_room: Callable[..., OpenRoom], tmp_path: Path, settings: Any
+) -> None:
+    if connection.vendor == "postgresql" and not shutil.which("pg_restore"):
+        pytest.skip("pg_dump/pg_restore are not installed")
+    journal = tmp_path / "deletions.jsonl"
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "DELETION_JOURNAL_PATH": str(journal)}
+    deleted_room, account_room, kept = (make_open_room(prefix=p) for p in ("d-", "acc-", "k-"))
+    for opened in (deleted_room, account_room):
+        _fill(opened)
+    kept_message = "kept-canary-b41"
+    from rooms import services
+
+    services.message_say(
+        room_id=kept.room.id, agent_id=kept.a.agent.id, client_id="k1", text=kept_message
+    )
+    backup = tmp_path / "backup.db"
+    _backup(backup)  # the backup: taken before either deletion
+
+    room_delete(owner=deleted_room.a.owner, room_id=deleted_room.room.id)
+    gone_user = account_room.b.owner.pk
+    account_delete(owner=account_room.b.owner)
+    assert canaries_in_database() == []
+    if connection.vendor == "sqlite":
+        # secure_delete and the WAL checkpoint: not even the file's free pages hold it.
+        name = Path(connection.settings_dict["NAME"])
+        connections.close_all()
+        for part in (name, Path(f"{name}-wal")):
+            if part.exists():
+                assert CANARY.encode() not in part.read_bytes(), part
+
+    _restore(backup)
+    # The restore really brought the deleted content (and the deleted account) back ...
+    assert canaries_in_database() != []
+    assert User.objects.filter(pk=gone_user).exists()
+    assert not RoomDeletion.objects.exists()  # ... and the database forgot the deletions.
+
+    call_command("reapply_deletions")
+
+    assert canaries_in_database() == []
+    assert not Room.objects.filter(id__in=[deleted_room.room.id, account_room.room.id]).exists()
+    assert not User.objects.filter(pk=gone_user).exists()
+    assert set(RoomDeletion.objects.values_list("room_id", flat=True)) == {
+        deleted_room.room.id,
+        account_room.room.id,
+    }
+    # What was not deleted is back and stays.
+    assert canaries_in_database(kept_message) == ["rooms.Message"]
+    for room_id in (deleted_room.room.id, account_room.room.id):
+        last = LedgerEvent.objects.filter(room_id=room_id).order_by("-seq").first()
+        assert (last.kind, last.data["reason"]) == ("room_content_deleted", "reapplied")
+        assert ledger_verify_room(room_id=room_id).ok
+    # Run again: nothing left to delete, nothing more recorded.
+    events = LedgerEvent.objects.count()
+    call_command("reapply_deletions")
+    assert LedgerEvent.objects.count() == events
+    assert json.loads(journal.read_text().splitlines()[0])["kind"] == "room"
