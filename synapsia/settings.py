@@ -309,65 +309,6 @@ SYNAPSIA = {
         default=[] if PROFILE == "production" else ["127.0.0.1", "localhost"],
     ),
     "WEBHOOK_TIMEOUT_SECONDS": env.float("SYNAPSIA_WEBHOOK_TIMEOUT_SECONDS", default=5.0),
-    # Retention per data class (docs/data-lifecycle.md; rooms/retention.py shows them all):
-    # transcript (messages, whispers, fork snapshots) after the room closes; shared artifacts;
-    # exit notes; telemetry (logs: kept by the log system, never room content); abuse evidence
-    # after its report is resolved; the notice telling an owner their partner deleted a room.
-    "TRANSCRIPT_RETENTION_DAYS": env.int("SYNAPSIA_TRANSCRIPT_RETENTION_DAYS", default=30),
-    "ARTIFACT_RETENTION_DAYS": env.int("SYNAPSIA_ARTIFACT_RETENTION_DAYS", default=90),
-    "EXIT_NOTE_RETENTION_DAYS": env.int("SYNAPSIA_EXIT_NOTE_RETENTION_DAYS", default=30),
-    "TELEMETRY_RETENTION_DAYS": env.int("SYNAPSIA_TELEMETRY_RETENTION_DAYS", default=30),
-    "ABUSE_EVIDENCE_RETENTION_DAYS": env.int("SYNAPSIA_ABUSE_EVIDENCE_RETENTION_DAYS", default=180),
-    "DELETION_NOTICE_RETENTION_DAYS": env.int(
-        "SYNAPSIA_DELETION_NOTICE_RETENTION_DAYS", default=30
-    ),
-    # Append-only journal of deletions (room ids, account ids, when; no content), kept OUTSIDE
-    # the database so a restored backup cannot take it back: reapply_deletions reads it.
-    "DELETION_JOURNAL_PATH": env.str(
-        "SYNAPSIA_DELETION_JOURNAL_PATH", default=str(BASE_DIR / "var" / "deletions.jsonl")
-    ),
-    # base64 of a 32-byte Ed25519 seed; required to sign ledger heads in production.
-    "LEDGER_SIGNING_KEY": env.str("SYNAPSIA_LEDGER_SIGNING_KEY", default=""),
-    # Embedded profile only: where the generated head-signing key is kept (0600).
-    "LEDGER_SIGNING_KEY_PATH": env.str(
-        "SYNAPSIA_LEDGER_SIGNING_KEY_PATH", default=str(BASE_DIR / "var" / "ledger-signing.key")
-    ),
-    # Public keys (base64) of retired signing keys whose signed heads still verify.
-    "LEDGER_RETIRED_PUBLIC_KEYS": env.list("SYNAPSIA_LEDGER_RETIRED_PUBLIC_KEYS", default=[]),
-    # Tool policy (docs/tools.md): optional JSON file of per-agent allow/deny lists (re-read on
-    # every decision), and what applies when no entry does: deny_all or allow_all.
-    "TOOL_POLICY_FILE": env.str("SYNAPSIA_TOOL_POLICY_FILE", default=""),
-    "TOOL_POLICY_DEFAULT": env.str(
-        "SYNAPSIA_TOOL_POLICY_DEFAULT",
-        default="deny_all" if PROFILE == "production" else "allow_all",
-    ),
-    # Owners' outgoing webhooks: https only, except these hosts (plain http, local addresses).
-    "WEBHOOK_INSECURE_HOSTS": env.list(
-        "SYNAPSIA_WEBHOOK_INSECURE_HOSTS",
-        default=[] if PROFILE == "production" else ["127.0.0.1", "localhost"],
-    ),
-    "WEBHOOK_TIMEOUT_SECONDS": env.float("SYNAPSIA_WEBHOOK_TIMEOUT_SECONDS", default=5.0),
-    # base64 of a 32-byte Ed25519 seed; required to sign ledger heads in production.
-    "LEDGER_SIGNING_KEY": env.str("SYNAPSIA_LEDGER_SIGNING_KEY", default=""),
-    # Embedded profile only: where the generated head-signing key is kept (0600).
-    "LEDGER_SIGNING_KEY_PATH": env.str(
-        "SYNAPSIA_LEDGER_SIGNING_KEY_PATH", default=str(BASE_DIR / "var" / "ledger-signing.key")
-    ),
-    # Public keys (base64) of retired signing keys whose signed heads still verify.
-    "LEDGER_RETIRED_PUBLIC_KEYS": env.list("SYNAPSIA_LEDGER_RETIRED_PUBLIC_KEYS", default=[]),
-    # Tool policy (docs/tools.md): optional JSON file of per-agent allow/deny lists (re-read on
-    # every decision), and what applies when no entry does: deny_all or allow_all.
-    "TOOL_POLICY_FILE": env.str("SYNAPSIA_TOOL_POLICY_FILE", default=""),
-    "TOOL_POLICY_DEFAULT": env.str(
-        "SYNAPSIA_TOOL_POLICY_DEFAULT",
-        default="deny_all" if PROFILE == "production" else "allow_all",
-    ),
-    # Owners' outgoing webhooks: https only, except these hosts (plain http, local addresses).
-    "WEBHOOK_INSECURE_HOSTS": env.list(
-        "SYNAPSIA_WEBHOOK_INSECURE_HOSTS",
-        default=[] if PROFILE == "production" else ["127.0.0.1", "localhost"],
-    ),
-    "WEBHOOK_TIMEOUT_SECONDS": env.float("SYNAPSIA_WEBHOOK_TIMEOUT_SECONDS", default=5.0),
     # Venue catalogues this deployment offers (docs/dining.md): paths of catalogue files; a
     # room names one by id in its terms. The first is the default for new dinner rooms.
     "VENUE_CATALOGUES": env.list(
