@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
+from bench.ledger import cell_ledger
 from bench.stack import ROOT, Server, Stack, provisioned, running_daphne
 
-CELLS = ("say", "turn", "idle")
+CELLS = ("say", "turn", "idle", "ledger")
 
 
 def _ints(text: str) -> list[int]:
@@ -58,6 +59,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--turn-rooms", default=None, help="turn cell: room counts (1,50)")
     parser.add_argument("--idle-sockets", default="1000,2000", help="idle cell: socket counts")
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="idle cell: window")
+    parser.add_argument(
+        "--ledger-events", type=int, default=1_000_000, help="ledger cell: events (own database)"
+    )
     parser.add_argument(
         "--messages", type=int, default=20000, help="say cell: messages per run, all sockets"
     )
@@ -283,6 +287,7 @@ CELL_FUNCTIONS: dict[str, Callable[[ProfileRun], dict[str, Any]]] = {
     "say": cell_say,
     "turn": cell_turn,
     "idle": cell_idle,
+    "ledger": cell_ledger,  # verify_ledger against read + SHA-256 (bench/ledger.py)
 }
 
 

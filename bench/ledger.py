@@ -320,31 +320,46 @@ def run_profile(profile: str, args: argparse.Namespace) -> dict[str, Any]:
         return dict(json.loads(result_path.read_text()))
 
 
+def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One profile's cell, recorded in ``args.out`` (merged with the other profile's)."""
+    load_start = os.getloadavg()
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    result = run_profile(profile, args)
+    result |= {"started": started, "load_avg_at_start": load_start,
+               "load_avg_at_end": os.getloadavg(), "cpus": os.cpu_count()}  # fmt: skip
+    previous = json.loads(args.out.read_text()) if args.out.exists() else {}
+    previous[profile] = result
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(previous, indent=2))
+    print(
+        f"==> ledger, {profile}: {result['events']:,} events: verify_ledger "
+        f"{result['verify_s_median']:.2f}s against read + SHA-256 of the stored bytes "
+        f"{result['floor_bytes_s_median']:.2f}s: **{result['ratio_bytes_median']:.2f}x** "
+        f"wall, {result['cpu_ratio_bytes_median']:.2f}x cpu (goal <= 2x); whole rows "
+        f"{result['floor_rows_s_median']:.2f}s ({result['ratio_rows_median']:.2f}x)",
+        flush=True,
+    )
+    return result
+
+
+def cell_ledger(run: Any) -> dict[str, Any]:
+    """``python -m bench``'s ledger cell (a ``bench.cli.ProfileRun``): its own throwaway
+    database, ``--ledger-events`` events in rooms of 1,000, three alternations."""
+    events = int(run.args.ledger_events)
+    args = argparse.Namespace(
+        events=events, rooms=max(1, events // 1000), rounds=3, recanonicalise=False, out=OUT
+    )
+    return measure(run.profile, args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker:
         result = worker(args)
         args.result.write_text(json.dumps(result, indent=2))
         return 0
-    profiles = ["embedded", "services"] if args.profile == "both" else [args.profile]
-    previous = json.loads(args.out.read_text()) if args.out.exists() else {}
-    for profile in profiles:
-        load_start = os.getloadavg()
-        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        result = run_profile(profile, args)
-        result |= {"started": started, "load_avg_at_start": load_start,
-                   "load_avg_at_end": os.getloadavg(), "cpus": os.cpu_count()}  # fmt: skip
-        previous[profile] = result
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(previous, indent=2))
-        print(
-            f"==> ledger, {profile}: {result['events']:,} events: verify_ledger "
-            f"{result['verify_s_median']:.2f}s against read + SHA-256 of the stored bytes "
-            f"{result['floor_bytes_s_median']:.2f}s: **{result['ratio_bytes_median']:.2f}x** "
-            f"wall, {result['cpu_ratio_bytes_median']:.2f}x cpu (goal <= 2x); whole rows "
-            f"{result['floor_rows_s_median']:.2f}s ({result['ratio_rows_median']:.2f}x)",
-            flush=True,
-        )
+    for profile in ["embedded", "services"] if args.profile == "both" else [args.profile]:
+        measure(profile, args)
     print(f"results: {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
     return 0
 
