@@ -378,17 +378,37 @@ def _in_process(
     return queries
 
 
-def bench_profile(profile: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """Everything for one profile: seed, statements, then each cell's alternating runs."""
+def _cell(run: ProfileRun, cell: str, save: Callable[[], None]) -> dict[str, Any]:
+    """One cell's results; a cell that fails is recorded as failed and the run goes on."""
+    started = time.monotonic()
+    function = CELL_FUNCTIONS.get(cell) or EXTRA_CELLS[cell]
+    try:
+        result = dict(function(run))
+    except Exception as failed:  # a server that would not start, a load run that crashed
+        print(f"==> {run.profile}: cell {cell} failed: {failed!r}", flush=True)
+        result = {"error": repr(failed)[:2000]}
+    result["wall_s"] = round(time.monotonic() - started, 1)
+    save()
+    return result
+
+
+def bench_profile(
+    profile: str,
+    args: argparse.Namespace,
+    workdir: Path,
+    summary: dict[str, Any],
+    save: Callable[[], None],
+) -> dict[str, Any]:
+    """Everything for one profile, filled into ``summary``: seed, statements, then each
+    cell's alternating runs (saved after each cell: a run cut short keeps what it measured)."""
     print(f"==> {profile}: creating and migrating a throwaway database", flush=True)
     with provisioned(
         profile, workdir, debug=args.debug, keep=args.keep, settings=args.settings
     ) as stack:
         plain, turn = _seed(profile, stack, args, workdir)
-        summary: dict[str, Any] = {
-            "queries": _in_process(profile, stack, args, workdir, plain, turn),
-            "cells": {},
-        }
+        summary["queries"] = _in_process(profile, stack, args, workdir, plain, turn)
+        summary["cells"] = {}
+        save()
         profile_path = workdir / "synapsia.pyspy.txt" if args.pyspy else None
         with (
             running_daphne(stack, "bench.relay_asgi:application", workdir / "relay.log") as relay,
@@ -401,15 +421,10 @@ def bench_profile(profile: str, args: argparse.Namespace, workdir: Path) -> dict
         ):
             run = ProfileRun(profile, stack, args, plain, turn, relay, app)
             for cell in args.cells:
-                if cell == "idle":
-                    continue  # fresh servers of its own, after these are stopped
-                started = time.monotonic()
-                summary["cells"][cell] = {**CELL_FUNCTIONS.get(cell, EXTRA_CELLS.get(cell))(run)}  # type: ignore[misc]
-                summary["cells"][cell]["wall_s"] = round(time.monotonic() - started, 1)
+                if cell != "idle":  # idle starts fresh servers of its own, after these stop
+                    summary["cells"][cell] = _cell(run, cell, save)
         if "idle" in args.cells:
-            started = time.monotonic()
-            summary["cells"]["idle"] = cell_idle(run)
-            summary["cells"]["idle"]["wall_s"] = round(time.monotonic() - started, 1)
+            summary["cells"]["idle"] = _cell(run, "idle", save)
     if profile_path is not None and profile_path.exists():
         summary["pyspy_profile"] = str(profile_path)
         summary["pyspy_top"] = report.pyspy_top(profile_path)
@@ -503,18 +518,29 @@ def main(argv: list[str] | None = None) -> int:
         "profiles": {},
     }
     started = time.monotonic()
+    out = args.out_dir / f"{stamp}.json"
+
+    def save() -> None:
+        results["partial"] = True
+        out.write_text(json.dumps(results, indent=2, default=str))
+
     try:
         for profile in profiles:
-            results["profiles"][profile] = bench_profile(
-                profile, args, args.out_dir / stamp / profile
-            )
+            summary: dict[str, Any] = {}
+            results["profiles"][profile] = summary
+            try:
+                bench_profile(profile, args, args.out_dir / stamp / profile, summary, save)
+            except Exception as failed:  # seeding or a server start failed: next profile
+                print(f"==> {profile}: failed: {failed!r}", flush=True)
+                summary["error"] = repr(failed)[:2000]
             results["machine"][f"load_avg_after_{profile}"] = os.getloadavg()
+            save()
     except KeyboardInterrupt:
         print("interrupted: servers stopped, throwaway databases removed", file=sys.stderr)
         return 130
     results["wall_s"] = round(time.monotonic() - started, 1)
     results["machine"]["load_avg_at_end"] = os.getloadavg()
-    out = args.out_dir / f"{stamp}.json"
+    results["partial"] = False
     out.write_text(json.dumps(results, indent=2, default=str))
     print()
     print(report.final_table(results))
