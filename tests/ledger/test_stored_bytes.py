@@ -7,18 +7,21 @@ import hashlib
 import importlib
 import json
 import uuid
+from datetime import UTC, datetime
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import rfc8785
 from django.apps import apps
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
+from pydantic import BaseModel
 
-from ledger import verification
+from ledger import services, verification
 from ledger.chain import ENVELOPE_PREFIX, event_canonical_bytes, occurred_at_text
 from ledger.models import LedgerEvent, LedgerHead
+from ledger.services import ledger_append
 from ledger.signing import ledger_sign_head
 from ledger.verification import ledger_verify_all, ledger_verify_room
 from tests.ledger.conftest import sample_events
@@ -271,3 +274,41 @@ def test_what_the_ledger_api_serves_hashes_to_the_stored_hash(make_chain) -> Non
         envelope = {k: served[k] for k in ("seq", "kind", "occurred_at", "data", "prev_hash")}
         recomputed = hashlib.sha256(rfc8785.dumps(envelope | {"room_id": str(room_id)}))
         assert recomputed.hexdigest() == served["hash"]
+
+
+class _Note(BaseModel):
+    """A record with free text, to put awkward bytes through the real append."""
+
+    kind: Literal["note"] = "note"
+    text: str
+    count: int = 0
+
+
+def test_non_ascii_and_escaped_data_verify_without_re_canonicalising(monkeypatch) -> None:
+    room_id = uuid.uuid4()
+    for text in (
+        "Zoë\u2019s café ☕",
+        'quote " backslash \\ newline \n tab \t',
+        "\U0001f600 \u2028",
+    ):
+        with transaction.atomic():
+            ledger_append(room_id=room_id, event=_Note(text=text, count=len(text)))  # type: ignore[arg-type]
+    _no_recanonicalising(monkeypatch)
+    assert ledger_verify_room(room_id=room_id).ok
+    assert ledger_verify_all() == []
+
+
+def test_a_time_stored_without_a_fraction_still_verifies(monkeypatch) -> None:
+    # Django stores a whole second without ".000000": not the fast comparison's form, so the
+    # row takes the exact test, which accepts it.
+    room_id = uuid.uuid4()
+    whole = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+    monkeypatch.setattr(services.timezone, "now", lambda: whole)
+    for event in sample_events(3):
+        with transaction.atomic():
+            ledger_append(room_id=room_id, event=event)
+    monkeypatch.undo()
+    assert ledger_verify_room(room_id=room_id).ok
+    LedgerEvent.objects.filter(room_id=room_id, seq=2).update(occurred_at=whole.replace(second=8))
+    ok, seq, problem = _verdict(room_id)
+    assert (ok, seq) == (False, 2) and "time column differs" in problem
