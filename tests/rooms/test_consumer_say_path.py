@@ -4,13 +4,18 @@ message still checked on its own."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from rooms import services
+from rooms.consumers import SayDesk
 from rooms.models import Message, RoomState
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -80,3 +85,30 @@ def test_a_refused_or_resent_run_leaves_the_others_recorded(make_open_room: Any)
     one.room.refresh_from_db()
     three.room.refresh_from_db()
     assert (one.room.last_seq, three.room.last_seq) == (1, 0)
+
+
+async def test_the_say_desk_records_a_lone_run_at_once_and_runs_that_queue_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first run goes alone (one hop, no waiting for company); runs handed in while it
+    is being recorded wait for it and then share one call (one transaction)."""
+    calls: list[list[str]] = []
+    recording = threading.Event()
+
+    def slow_runs(*, runs: list[Any]) -> list[list[Any]]:
+        calls.append([says[0][0] for _, _, says in runs])
+        recording.set()
+        time.sleep(0.3)
+        return [[f"said {says[0][0]}"] for _, _, says in runs]
+
+    monkeypatch.setattr(services, "messages_say_runs", slow_runs)
+    desk = SayDesk()
+    first = asyncio.create_task(desk.record((uuid4(), uuid4(), [("first", "x")])))
+    await asyncio.get_running_loop().run_in_executor(None, recording.wait, 5)
+    later = [
+        asyncio.create_task(desk.record((uuid4(), uuid4(), [(name, "x")])))
+        for name in ("second", "third")
+    ]
+    assert await first == ["said first"]
+    assert [await task for task in later] == [["said second"], ["said third"]]
+    assert calls == [["first"], ["second", "third"]]
