@@ -27,7 +27,13 @@ def ledger_events(
     *, room_id: UUID, after_seq: int = 0, limit: int | None = None
 ) -> list[dict[str, Any]]:
     """The room's events with ``seq > after_seq`` in order (all of them when ``limit`` is None)."""
-    rows = LedgerEvent.objects.filter(room_id=room_id, seq__gt=after_seq).order_by("seq")
+    # Served from the columns, which the browser and the export re-hash themselves; the stored
+    # bytes are for the server's own verification, not sent.
+    rows = (
+        LedgerEvent.objects.filter(room_id=room_id, seq__gt=after_seq)
+        .defer("canonical")
+        .order_by("seq")
+    )
     if limit is not None:
         rows = rows[:limit]
     return [ledger_event_out(e) for e in rows.iterator(chunk_size=PAGE_LIMIT)]
