@@ -58,6 +58,17 @@ class StripCategory(enum.StrEnum):
     NONCHARACTER = "noncharacter"
     CHAT_TEMPLATE_TOKEN = "chat_template_token"  # noqa: S105 (a name, not a secret)
     FENCE_MARKER = "fence_marker"
+    # A line-start role marker ("User:", "### System:", "**Developer:**"), a bracketed role
+    # ("[system]") or an instruction pseudo-tag ("<instructions>", "<IMPORTANT>").
+    ROLE_MARKER = "role_marker"
+    # The same, naming an authority ("System:", "[admin]", "<IMPORTANT>"): also a fake notice.
+    AUTHORITY_MARKER = "authority_marker"
+    # A whole ANSI / ISO 6429 escape sequence (CSI "ESC [ … m", OSC "ESC ] … BEL"): the ESC
+    # alone is a control character, but the visible rest ("[31m") would survive it.
+    ESCAPE_SEQUENCE = "escape_sequence"
+    # An HTML entity or percent-encoding of token punctuation ("&lt;", "%3C"), decoded so that
+    # an encoded boundary or token cannot survive verbatim (the decoded form is then matched).
+    ENCODED_PUNCTUATION = "encoded_punctuation"
     # Last resort when nesting defeats the fixpoint loop (see ``rooms.untrusted``).
     TOKEN_PUNCTUATION = "token_punctuation"  # noqa: S105 (a name, not a secret)
 
@@ -512,25 +523,176 @@ GENERIC_TOKEN_PATTERNS: tuple[TokenPattern, ...] = (
     ),
 )
 
-# Anthropic's legacy completion format delimits turns with "\n\nHuman:" and "\n\nAssistant:".
-# They are removed at the start of any line (a fence or a context join can supply the blank
-# line), together with any immediate repeats. Source: Anthropic Text Completions API docs
-# ("HUMAN_PROMPT" / "AI_PROMPT" in anthropic-sdk-python).
+# Role names that start a turn in some chat template or agent framework when they open a line
+# followed by a colon: Anthropic's legacy "\n\nHuman:" / "\n\nAssistant:" (anthropic-sdk-python
+# HUMAN_PROMPT / AI_PROMPT), "User:" / "System:" / "Assistant:" of plain-text templates
+# (Vicuna, FastChat conv templates, OpenAI completion-era prompts), "Developer:" / "Tool:" of
+# the OpenAI model spec roles, Llama 3.1 "ipython", Gemma "model", and the authority names
+# injections impersonate ("Admin:", "Operator:", "Synapsia:"). Sources: FastChat
+# conversation.py, openai/model_spec, meta-llama/llama-models prompt_format.md, Gemma docs.
+ROLE_WORDS: tuple[str, ...] = (
+    "system",
+    "user",
+    "human",
+    "assistant",
+    "developer",
+    "tool",
+    "tools",
+    "function",
+    "ipython",
+    "model",
+    "ai",
+    "bot",
+    "chatbot",
+    "gpt",
+    "chatgpt",
+    "llm",
+    "admin",
+    "administrator",
+    "operator",
+    "moderator",
+    "synapsia",
+    "root",
+    "sudo",
+)
+# Role names that claim authority: removing one also counts as a fake notice.
+AUTHORITY_ROLE_WORDS: frozenset[str] = frozenset(
+    {
+        "system",
+        "developer",
+        "admin",
+        "administrator",
+        "operator",
+        "moderator",
+        "synapsia",
+        "root",
+        "sudo",
+        "instruction",
+        "instructions",
+        "important",
+        "override",
+        "urgent",
+        "critical",
+        "priority",
+        "directive",
+        "command",
+        "policy",
+        "sys",
+    }
+)
+# Kept for the catalogue's readers: the two markers the fence removed before role markers
+# generalised (they are ROLE_WORDS now).
 LINE_MARKER_WORDS: tuple[str, ...] = ("human", "assistant")
+# Headers of Alpaca-style templates ("### Instruction:", "### Response:") and markdown headers
+# naming a role ("## System"). Source: tatsu-lab/stanford_alpaca PROMPT_DICT; Vicuna v0.
+HEADER_ROLE_WORDS: tuple[str, ...] = (
+    *ROLE_WORDS,
+    "instruction",
+    "instructions",
+    "input",
+    "response",
+    "context",
+    "prompt",
+    "system prompt",
+)
+# What may stand before a role marker on its line and still leave it starting the turn:
+# whitespace and markdown (blockquote, emphasis, list bullets, numbered lists, table bars).
+_LEAD = r"[ \t]*(?:(?:[>*_~`|\-+•·]|\d{1,3}[.)])[ \t]*)*"
+_EMPHASIS = r"[*_`~]*"
+_ROLES = "|".join(sorted((re.escape(w) for w in ROLE_WORDS), key=len, reverse=True))
+_HEADERS = "|".join(
+    sorted((w.replace(" ", r"[ \t]+") for w in HEADER_ROLE_WORDS), key=len, reverse=True)
+)
+_ROLE_QUALIFIER = (
+    r"(?:[ \t]+(?:message|prompt|notice|note|turn|instructions?|override|update|alert|says"
+    r"|response|reply|request|command|mode))?"
+)
+_ONE_LINE_ROLE = (
+    rf"{_LEAD}{_EMPHASIS}[ \t]*(?:{_ROLES}){_ROLE_QUALIFIER}[ \t]*{_EMPHASIS}[ \t]*"
+    rf"(?:\([^()\n]{{0,32}}\)[ \t]*)?{_EMPHASIS}[ \t]*:{_EMPHASIS}"
+)
+_HEADER_ROLE = (
+    rf"{_LEAD}#{{1,6}}[ \t]*{_EMPHASIS}[ \t]*(?:{_HEADERS}){_ROLE_QUALIFIER}[ \t]*{_EMPHASIS}"
+    rf"[ \t]*(?::{_EMPHASIS}|(?=[ \t]*$))"
+)
+# One regex for every line-start role marker, repeats included ("User: System: …").
+LINE_ROLE_PATTERN = rf"^(?:{_HEADER_ROLE}|{_ONE_LINE_ROLE})+"
+
+# Bracketed roles anywhere ("[system]", "[SYSTEM NOTICE]", "[/user]"): several agent
+# benchmarks and document-injection kits use them as turn delimiters (garak latentinjection
+# "[system]" separators); nothing in dinner chat needs them.
+BRACKET_ROLE_PATTERN = (
+    rf"\[\s*/?\s*(?:{_ROLES}|instructions?|important)(?:[\s_\-]+(?:[a-z]+)){{0,3}}\s*\]"
+)
+# Instruction pseudo-tags of indirect-injection benchmarks and jailbreak kits: "<instructions>",
+# "<IMPORTANT>", "<system_prompt>", "<admin>", with optional attributes, opening or closing.
+PSEUDO_TAG_WORDS: tuple[str, ...] = (
+    "instructions?",
+    "important",
+    "system[\\s_\\-]*(?:prompt|message|instructions?|note|notice|override|update|config)",
+    "sys",
+    "admin(?:istrator)?",
+    "developer",
+    "dev[\\s_\\-]*mode",
+    "override",
+    "prompt",
+    "sudo",
+    "root",
+    "secret",
+    "hidden",
+    "priority",
+    "urgent",
+    "critical",
+    "command",
+    "directive",
+    "policy",
+    "rules",
+    "operator",
+    "tool",
+    "function",
+    "human",
+    "ai",
+    "model",
+    "developer[\\s_\\-]*message",
+)
+PSEUDO_TAG_PATTERN = rf"<\s*/?\s*(?:{'|'.join(PSEUDO_TAG_WORDS)})(?:\s+[^<>\n]{{0,64}})?\s*/?\s*>"
+# Tokens that open a role header consume the role name after them ("<|im_start|>system",
+# "<|start_header_id|>user<|end_header_id|>", "<start_of_turn>model"), so no bare role word
+# is left behind to start the turn.
+_SEP = r"[\s_\-▁]*"
+_HEADER_ROLE_NAMES = r"(?:system|user|assistant|developer|tool|ipython|model|function|human)"
+ROLE_HEADER_PATTERNS: tuple[TokenPattern, ...] = (
+    TokenPattern(
+        "pipe_role_header",
+        rf"<\s*\|\s*(?:im{_SEP}start|start{_SEP}header{_SEP}id|header{_SEP}start|start)\s*\|\s*>"
+        rf"(?:[ \t]*{_HEADER_ROLE_NAMES}(?![a-z]))?"
+        rf"(?:[ \t]*<\s*\|\s*(?:end{_SEP}header{_SEP}id|header{_SEP}end)\s*\|\s*>)?",
+        "ChatML <|im_start|>ROLE; Llama 3 header ids; Llama 4 header_start; harmony <|start|>",
+    ),
+    TokenPattern(
+        "gemma_role_header",
+        rf"<\s*start{_SEP}of{_SEP}turn\s*>(?:[ \t]*{_HEADER_ROLE_NAMES}(?![a-z]))?",
+        "ai.google.dev/gemma/docs/formatting",
+    ),
+)
 
 
 # Anything that looks like the start of our own fence (or of a sibling trusted block the room
 # might add) is deleted, so peer text can neither close its fence nor open a fake one. The
-# boundary also carries an unguessable nonce; this is the second lock.
+# boundary also carries an unguessable nonce; this is the second lock. A forged boundary goes
+# whole: its attributes and closing ">>" too (up to 256 characters on its line), so no tail
+# such as ' source="peer" nonce="…">>' is left for the reader to take for a boundary.
+_FORGED_TAIL = r"(?:[^\n<>]{0,256}(?:>{1,2}|(?=[\n<]|\Z)))?"
 FENCE_MARKER_PATTERNS: tuple[TokenPattern, ...] = (
     TokenPattern(
         "untrusted_marker",
-        r"<<*\s*/*\s*(?:un[\s_\-]*)?trusted",
+        rf"<<*\s*/*\s*(?:un[\s_\-]*)?trusted{_FORGED_TAIL}",
         "rooms.untrusted fence format (<<untrusted …>> / <</untrusted …>>)",
     ),
     TokenPattern(
         "room_block_marker",
-        r"<<\s*/*\s*(?:system|charter|preamble|whisper|owner|notice|synapsia|fence|context|peer)",
+        r"<<\s*/*\s*(?:system|charter|preamble|whisper|owner|notice|synapsia|fence|context|peer)"
+        rf"{_FORGED_TAIL}",
         "double-angle markers reserved for trusted room blocks",
     ),
 )
@@ -555,19 +717,47 @@ def _literal_pattern(literal: str) -> str:
     return "".join(pieces)
 
 
-def _token_regexes() -> tuple[re.Pattern[str], re.Pattern[str]]:
+def _token_regexes() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     # Every alternative starts with a literal "<" or "[", which lets re skip straight to those
     # characters instead of trying ~90 alternatives at every position (a 20x difference).
     fences = [p.pattern for p in FENCE_MARKER_PATTERNS]
     literals = sorted({_literal_pattern(t.text) for t in CHAT_TEMPLATE_TOKENS}, key=len)
-    tokens = [p.pattern for p in GENERIC_TOKEN_PATTERNS] + literals[::-1]
-    return re.compile("|".join(fences + tokens)), re.compile("|".join(fences))
+    headers = [p.pattern for p in ROLE_HEADER_PATTERNS]
+    tokens = headers + [p.pattern for p in GENERIC_TOKEN_PATTERNS] + literals[::-1]
+    roles = [PSEUDO_TAG_PATTERN, BRACKET_ROLE_PATTERN]
+    # No capturing groups: they would cost re its skip to the next "<" or "[". The kind of a
+    # match is told afterwards by matching the fence and role patterns on it alone. Literal
+    # tokens win over role tags ("<system>" is a catalogued token), so they come first.
+    return (
+        re.compile("|".join(fences + tokens + roles)),
+        re.compile("|".join(fences)),
+        re.compile("|".join(tokens)),
+    )
 
 
-TOKEN_REGEX, FENCE_MARKER_REGEX = _token_regexes()
-LINE_MARKER_REGEX = re.compile(
-    rf"^(?:[ \t]*(?:{'|'.join(LINE_MARKER_WORDS)})[ \t]*:)+", re.MULTILINE
+TOKEN_REGEX, FENCE_MARKER_REGEX, _TEMPLATE_TOKEN_REGEX = _token_regexes()
+# The tail of a boundary written without its head (' source="peer" nonce="…">>', or
+# 'untrusted source="peer"'): from the attribute that only our boundary carries to its
+# closing ">>", or to the end of the line. Nothing in ordinary text writes nonce="…".
+BOUNDARY_TAIL_REGEX = re.compile(
+    r"(?:/?\s*(?:un[\s_\-]*)?trusted\s+(?:source|nonce|truncated)\s*=|(?<![\w-])nonce\s*=\s*[\"'])"
+    r"[^\n<>]{0,256}(?:>{1,2}|(?=[\n<]|\Z))"
 )
+LINE_MARKER_REGEX = re.compile(LINE_ROLE_PATTERN, re.MULTILINE)
+_AUTHORITY_IN_MARKER = re.compile(
+    rf"(?<![a-z])(?:{'|'.join(sorted(AUTHORITY_ROLE_WORDS))})(?![a-z])"
+)
+
+
+def is_authority_marker(marker: str) -> bool:
+    """Whether a removed role marker (folded) claimed system / developer / admin authority."""
+    return _AUTHORITY_IN_MARKER.search(marker) is not None
+
+
+def _role_category(marker: str) -> StripCategory:
+    if is_authority_marker(marker):
+        return StripCategory.AUTHORITY_MARKER
+    return StripCategory.ROLE_MARKER
 
 
 def find_control_tokens(text: str) -> list[tuple[int, int, StripCategory]]:
@@ -580,13 +770,24 @@ def find_control_tokens(text: str) -> list[tuple[int, int, StripCategory]]:
     found: list[tuple[int, int, StripCategory]] = []
     if "<" in view or "[" in view:
         for match in TOKEN_REGEX.finditer(view):
-            is_fence = FENCE_MARKER_REGEX.match(view, match.start(), match.end()) is not None
-            category = StripCategory.FENCE_MARKER if is_fence else StripCategory.CHAT_TEMPLATE_TOKEN
+            start, end = match.start(), match.end()
+            if FENCE_MARKER_REGEX.match(view, start, end):
+                category = StripCategory.FENCE_MARKER
+            elif _TEMPLATE_TOKEN_REGEX.fullmatch(view, start, end):
+                category = StripCategory.CHAT_TEMPLATE_TOKEN
+            else:
+                category = _role_category(view[start:end])
             found.append((to_source(match.start()), to_source(match.end() - 1) + 1, category))
-    if ":" in view:
-        for match in LINE_MARKER_REGEX.finditer(view):
+    if "nonce" in view or "trusted" in view:
+        for match in BOUNDARY_TAIL_REGEX.finditer(view):
             start, end = to_source(match.start()), to_source(match.end() - 1) + 1
-            found.append((start, end, StripCategory.CHAT_TEMPLATE_TOKEN))
+            found.append((start, end, StripCategory.FENCE_MARKER))
+    if ":" in view or "#" in view:
+        for match in LINE_MARKER_REGEX.finditer(view):
+            if match.end() == match.start():
+                continue
+            start, end = to_source(match.start()), to_source(match.end() - 1) + 1
+            found.append((start, end, _role_category(match[0])))
     found.sort()
     return found
 
@@ -619,3 +820,81 @@ _TOKEN_PUNCTUATION_REGEX = re.compile(f"[{char_class(map(ord, TOKEN_PUNCTUATION)
 def strip_token_punctuation(text: str) -> tuple[str, int]:
     """Delete every character tokens are built from (the last resort against deep nesting)."""
     return _TOKEN_PUNCTUATION_REGEX.subn("", text)
+
+
+# --------------------------------------------------------------------------------------------
+# Escape sequences and encoded punctuation (applied before the catalogue, every pass)
+# --------------------------------------------------------------------------------------------
+
+# ISO 6429 / ECMA-48 escape sequences, whole: CSI (ESC [ or C1 CSI, parameters, intermediates,
+# final byte), OSC / DCS / SOS / PM / APC strings up to their terminator (BEL or ST, bounded),
+# and the two-character ESC forms. Deleting only ESC would leave "[31m" or "]0;title" visible.
+ESCAPE_SEQUENCE_REGEX = re.compile(
+    "(?:\x1b\\[|\x9b)[0-?]{0,64}[ -/]{0,8}[@-~]?"
+    "|(?:\x1b[\\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]{0,4096}(?:\x07|\x1b\\\\|\x9c)?"
+    "|\x1b[ -/]{0,8}[0-~]?"
+)
+
+_ESCAPE_START = re.compile("[\x1b\x90\x98\x9b\x9d-\x9f]")
+
+
+def strip_escape_sequences(text: str) -> tuple[str, int]:
+    """Delete whole terminal escape sequences; return the text and how many were removed."""
+    if not _ESCAPE_START.search(text):
+        return text, 0
+    return ESCAPE_SEQUENCE_REGEX.subn("", text)
+
+
+# HTML character references and percent-encodings of the punctuation tokens and boundaries are
+# built from. They are decoded in place (the reader would decode them anyway), so
+# "&lt;&lt;/untrusted&gt;&gt;" or "%3C%7Cim_start%7C%3E" meets the catalogue as what it is.
+# Percent-encoding is decoded for < > | [ ] only, so ordinary links keep their ":" and "/".
+_ENTITY_TARGETS = {
+    "lt": "<",
+    "gt": ">",
+    "vert": "|",
+    "verbar": "|",
+    "verticalline": "|",
+    "lsqb": "[",
+    "lbrack": "[",
+    "rsqb": "]",
+    "rbrack": "]",
+    "sol": "/",
+    "colon": ":",
+    "quot": '"',
+    "equals": "=",
+    "amp": "&",
+}
+_NUMERIC_TARGETS = frozenset('<>|[]/:"=&')
+_PERCENT_TARGETS = {"3c": "<", "3e": ">", "7c": "|", "5b": "[", "5d": "]"}
+ENCODED_PUNCTUATION_REGEX = re.compile(
+    r"&(?:(?P<name>lt|gt|vert|verbar|verticalline|lsqb|lbrack|rsqb|rbrack|sol|colon|quot"
+    r"|equals|amp)|#0{0,6}(?P<dec>[0-9]{2,3})|#[xX]0{0,6}(?P<hex>[0-9a-fA-F]{2}));?"
+    r"|%(?P<pct>3[cCeE]|7[cC]|5[bBdD])",
+    re.IGNORECASE,
+)
+
+
+def _decoded(match: re.Match[str]) -> str:
+    if match["name"]:
+        return _ENTITY_TARGETS[match["name"].lower()]
+    if match["pct"]:
+        return _PERCENT_TARGETS[match["pct"].lower()]
+    char = chr(int(match["dec"])) if match["dec"] else chr(int(match["hex"], 16))
+    return char if char in _NUMERIC_TARGETS else match[0]
+
+
+def decode_encoded_punctuation(text: str) -> tuple[str, int]:
+    """Decode entity / percent forms of token punctuation; return the text and the count."""
+    if "&" not in text and "%" not in text:
+        return text, 0
+    count = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        decoded = _decoded(match)
+        if decoded != match[0]:
+            count += 1
+        return decoded
+
+    return ENCODED_PUNCTUATION_REGEX.sub(replace, text), count

