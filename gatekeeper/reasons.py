@@ -573,6 +573,21 @@ def _retention_purge(w: _Words) -> str:
     )
 
 
+_REPORT_REASON_WORDS: dict[str, str] = {
+    "harassment": "harassment",
+    "manipulation": "manipulation",
+    "deception": "deception",
+    "privacy": "a privacy concern",
+    "spam": "spam",
+    "other": "another reason",
+}
+
+
+def _abuse_reported(w: _Words) -> str:
+    why = _REPORT_REASON_WORDS.get(str(w.data.get("reason")), "a concern")
+    return f"{w.owner('reporter_id')} reported this room to the operator for {why}."
+
+
 _EVENT_WORDS: dict[str, Callable[[_Words], str]] = {
     "join": _join,
     "leave": _leave,
@@ -601,6 +616,8 @@ _EVENT_WORDS: dict[str, Callable[[_Words], str]] = {
     "room_closed": lambda w: f"{w.by()} closed the room.",
     "room_content_deleted": _room_content_deleted,
     "retention_purge": _retention_purge,
+    "abuse_reported": _abuse_reported,
+    "abuse_report_resolved": lambda w: "The operator resolved a report about this room.",
 }
 
 # Every event kind with words (tests compare it with ledger.events.EVENT_KINDS).

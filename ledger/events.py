@@ -303,6 +303,29 @@ class RetentionPurge(_Event):
     window_days: Count
 
 
+# --- abuse reports (stewards) ---------------------------------------------------------------
+
+# Why an owner reports a room (stewards.themes.REPORT_REASONS); the report's text stays with
+# the report, never in the ledger.
+ReportReason = Literal["harassment", "manipulation", "deception", "privacy", "spam", "other"]
+
+
+class AbuseReported(_Event):
+    """An owner of the room reported it to the operator: which report, who, why (a code)."""
+
+    kind: Literal["abuse_reported"] = "abuse_reported"
+    report_id: Identifier
+    reporter_id: Identifier
+    reason: ReportReason
+
+
+class AbuseReportResolved(_Event):
+    """The operator resolved a report about this room (the evidence's 180 days start now)."""
+
+    kind: Literal["abuse_report_resolved"] = "abuse_report_resolved"
+    report_id: Identifier
+
+
 LedgerEventRecord = Annotated[
     Join
     | Leave
@@ -330,7 +353,9 @@ LedgerEventRecord = Annotated[
     | RoomResumed
     | RoomClosed
     | RoomContentDeleted
-    | RetentionPurge,
+    | RetentionPurge
+    | AbuseReported
+    | AbuseReportResolved,
     Field(discriminator="kind"),
 ]
 

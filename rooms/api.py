@@ -20,6 +20,8 @@ from gatekeeper.grants import grants_of_owner
 from rooms import context, flares, forks, notifications, selectors, services
 from rooms.models import Agent, FlareChoice, Room, RoomMember, RoomState
 from rooms.protocol import MAX_MESSAGE_CHARS
+from stewards.agent_api import AgentToken, ExitNoteIn, ExitNoteOut
+from stewards.exit_notes import exit_note_leave_as_agent
 from synapsia.owners import request_owner
 
 router = Router(auth=django_auth, tags=["rooms"])
@@ -468,3 +470,22 @@ def owner_notification_preferences(
     notifications.notification_preference_set(owner=owner, digest=payload.digest)
     found = notifications.notifications_for(owner=owner, since=timezone.now() - timedelta(days=1))
     return NotificationsOut.model_validate(found, from_attributes=True)
+
+
+# --- exit notes: the agent's own, with its bearer token (docs/protocol.md) -----------------
+
+
+@router.post(
+    "/rooms/{room_id}/exit-note", response={201: ExitNoteOut}, auth=AgentToken(), tags=["agents"]
+)
+def rooms_agent_exit_note(
+    request: HttpRequest, room_id: UUID, payload: ExitNoteIn
+) -> Status[ExitNoteOut]:
+    """The calling agent's exit note on a closed room it sat in; leaving one again replaces it."""
+    agent = getattr(request, "auth", None)  # set by AgentToken
+    assert isinstance(agent, Agent)
+    note = exit_note_leave_as_agent(
+        agent=agent, room_id=room_id, themes=payload.themes, text=payload.text
+    )
+    themes = sorted(t.theme for t in note.themes.all())
+    return Status(201, ExitNoteOut(themes=themes, text=note.text, left_at=note.left_at))

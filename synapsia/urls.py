@@ -18,5 +18,7 @@ urlpatterns = [
     path("api/", api.urls),
     path("admin/", admin.site.urls),
     path("practice/", include("practice.urls")),
+    # Exit notes and reports (owners), the operator's dashboard and reports (staff).
+    path("", include("stewards.urls")),
     path("", include("frontend.urls")),
 ]

@@ -307,6 +307,8 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "events_purged": 40,
         "window_days": 30,
     },
+    "abuse_reported": {"report_id": GRANT, "reporter_id": ALICE, "reason": "harassment"},
+    "abuse_report_resolved": {"report_id": GRANT},
 }
 IDS = (ALICE, BOB, A_AGENT, B_AGENT, ITEM, ACTION, GRANT, KEY, HEX)
 
