@@ -102,6 +102,9 @@ INSTALLED_APPS = [
     "rooms",
     "frontend",
     "practice",
+    # The operator's side: exit notes, the aggregate dashboard, abuse reports (docs/operator.md).
+    # After django.contrib.auth: its admin replaces the stock user admin.
+    "stewards",
 ]
 
 MIDDLEWARE = [
@@ -269,6 +272,9 @@ SYNAPSIA = {
     "CLOCK_JUMP_SECONDS": env.float("SYNAPSIA_CLOCK_JUMP_SECONDS", default=2.0),
     # How long an owner has to answer a grant request before it ends as a denial.
     "GRANT_TTL_SECONDS": env.int("SYNAPSIA_GRANT_TTL_SECONDS", default=15 * 60),
+    # The operator's dashboard (docs/operator.md): a count of fewer rooms than this is shown
+    # as "fewer than k", never as its number (k-anonymity).
+    "OPERATOR_MIN_ROOMS": env.int("SYNAPSIA_OPERATOR_MIN_ROOMS", default=3),
     # Trust ledger (docs/ledger.md): events older than this many days are purged daily.
     "LEDGER_RETENTION_DAYS": env.int("SYNAPSIA_LEDGER_RETENTION_DAYS", default=90),
     # Retention per data class (docs/data-lifecycle.md; rooms/retention.py shows them all):
