@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
@@ -27,13 +26,11 @@ from ledger.models import LedgerEvent
 from rooms import context, outcomes, selectors, services
 from rooms.errors import RoomError
 from rooms.models import Room, RoomMember, RoomState
+from rooms.retention import retention_schedule
 from slips import selectors as slip_selectors
 from slips.models import Tier
 from slips.verification import room_tier
 from synapsia.owners import OwnerRequest
-
-# The spec's default (boundary spec, "Retention"): no setting changes it yet.
-TRANSCRIPT_DAYS_AFTER_CLOSING = 30
 
 
 @dataclass(frozen=True)
@@ -67,24 +64,31 @@ def _day(when: datetime) -> str:
 
 
 def _retention(room: Room) -> tuple[str, ...]:
-    ledger_days: int = settings.SYNAPSIA["LEDGER_RETENTION_DAYS"]
-    latest = LedgerEvent.objects.filter(room_id=room.id).order_by("-seq").only("occurred_at")
-    last = latest.first()
-    if room.state == RoomState.CLOSED:
-        until = room.state_changed_at + timedelta(days=TRANSCRIPT_DAYS_AFTER_CLOSING)
-        transcript_words = (
-            f"Transcript kept until {_day(until)} "
-            f"({TRANSCRIPT_DAYS_AFTER_CLOSING} days after closing, the default)"
-        )
-    else:
-        transcript_words = (
-            f"Transcript kept {TRANSCRIPT_DAYS_AFTER_CLOSING} days after the room closes "
-            "(the default)"
-        )
-    ledger_words = f"Ledger events kept {ledger_days} days each"
-    if last is not None:
-        ledger_words += f", the latest until {_day(last.occurred_at + timedelta(days=ledger_days))}"
-    return (transcript_words, ledger_words)
+    """Every data class of the retention schedule (rooms.retention), with this room's dates
+    where its clock has started: the schedule shown is the schedule the purge applies."""
+    lines = []
+    for row in retention_schedule():
+        if not row.in_rooms:
+            continue
+        default = " (the default)" if row.days == row.default_days else ""
+        if row.key == "transcript" and room.state == RoomState.CLOSED:
+            until = _day(room.state_changed_at + timedelta(days=row.days))
+            lines.append(
+                f"Transcript kept until {until} ({row.days} days after closing"
+                f"{', the default' if default else ''})"
+            )
+        elif row.key == "transcript":
+            lines.append(f"Transcript kept {row.days} days after the room closes{default}")
+        elif row.key == "ledger":
+            words = f"Ledger events kept {row.days} days each"
+            latest = LedgerEvent.objects.filter(room_id=room.id).order_by("-seq")
+            last = latest.only("occurred_at").first()
+            if last is not None:
+                words += f", the latest until {_day(last.occurred_at + timedelta(days=row.days))}"
+            lines.append(words)
+        else:
+            lines.append(row.words() + default)
+    return tuple(lines)
 
 
 def room_status(*, owner: User, seat: RoomMember) -> RoomStatus:

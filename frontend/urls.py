@@ -5,6 +5,7 @@ from django.urls import path
 
 from frontend import (
     account_views,
+    deletion_views,
     ledger_views,
     room_views,
     settings_views,
@@ -20,6 +21,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("settings/", settings_views.settings_page, name="settings"),
     path("settings/password/", account_views.PasswordChange.as_view(), name="password_change"),
+    path("settings/delete-account/", deletion_views.account_delete_confirm, name="account-delete"),
     path("password-reset/", account_views.PasswordResetRequest.as_view(), name="password_reset"),
     path(
         "password-reset/sent/",
@@ -41,6 +43,13 @@ urlpatterns = [
     path("agents/<uuid:agent_id>/revoke/", views.agent_revoke, name="agent-revoke"),
     path("rooms/<uuid:room_id>/", room_views.room, name="room"),
     path("rooms/<uuid:room_id>/ledger/", ledger_views.room_ledger, name="room-ledger"),
+    path("rooms/<uuid:room_id>/close/", deletion_views.room_close, name="room-close"),
+    path("rooms/<uuid:room_id>/delete/", deletion_views.room_delete_confirm, name="room-delete"),
+    path(
+        "notices/<int:notice_id>/dismiss/",
+        deletion_views.notice_dismiss,
+        name="deletion-notice-dismiss",
+    ),
     path("invites/<str:token>/", views.invite, name="invite"),
     path("keys/", slip_views.keys, name="keys"),
     path("vault/", vault_views.vault_page, name="vault"),

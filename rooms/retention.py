@@ -60,11 +60,14 @@ class RetentionRow:
     key: str  # "transcript"
     label: str  # what the owner reads: "Room transcript (messages, whispers, fork snapshots)"
     setting: str  # the SYNAPSIA key holding the days
+    default_days: int  # the spec's default (the setting's default), shown as "the default"
     starts: str  # when the clock starts, in words: "after the room closes"
     note: str  # one sentence more, shown on the settings page
     # None: nothing of this class is stored by this server yet (or, telemetry, it is kept by
     # the log system outside the database); the row is still shown.
     purge: PurgeFunction | None = None
+    # Shown on every room page (every spec data class is; a notice about a deleted room not).
+    in_rooms: bool = True
 
     @property
     def days(self) -> int:
@@ -74,9 +77,8 @@ class RetentionRow:
         return now - timedelta(days=self.days)
 
     def words(self) -> str:
-        """ "Room transcript (messages, whispers, fork snapshots): kept 30 days after the room
-        closes" """
-        return f"{self.label}: kept {self.days} days {self.starts}".rstrip()
+        """ "Shared artifacts kept 90 days" """
+        return f"{self.label} kept {self.days} days {self.starts}".rstrip()
 
 
 # --- the rooms app's own purges -------------------------------------------------------------
@@ -177,6 +179,7 @@ _SCHEDULE: dict[str, RetentionRow] = {
             key="transcript",
             label="Room transcript (messages, whispers, fork snapshots)",
             setting="TRANSCRIPT_RETENTION_DAYS",
+            default_days=30,
             starts="after the room closes",
             note="Either owner can delete the whole room for both sides at any time.",
             purge=transcript_purge_expired,
@@ -185,6 +188,7 @@ _SCHEDULE: dict[str, RetentionRow] = {
             key="artifacts",
             label="Shared artifacts",
             setting="ARTIFACT_RETENTION_DAYS",
+            default_days=90,
             starts="",
             note="Itineraries, drafts and code the agents publish in the room.",
         ),
@@ -192,6 +196,7 @@ _SCHEDULE: dict[str, RetentionRow] = {
             key="ledger",
             label="Permission and ledger events",
             setting="LEDGER_RETENTION_DAYS",
+            default_days=90,
             starts="each",
             note=(
                 "The accountability record outlives the conversation on purpose; it holds "
@@ -203,6 +208,7 @@ _SCHEDULE: dict[str, RetentionRow] = {
             key="exit_notes",
             label="Exit notes",
             setting="EXIT_NOTE_RETENTION_DAYS",
+            default_days=30,
             starts="",
             note="The operator sees them only in aggregate; each agent's owner sees its note.",
         ),
@@ -210,6 +216,7 @@ _SCHEDULE: dict[str, RetentionRow] = {
             key="telemetry",
             label="Telemetry (logs)",
             setting="TELEMETRY_RETENTION_DAYS",
+            default_days=30,
             starts="",
             note="Operational only: private room content is never written to logs.",
         ),
@@ -217,6 +224,7 @@ _SCHEDULE: dict[str, RetentionRow] = {
             key="abuse_evidence",
             label="Abuse evidence",
             setting="ABUSE_EVIDENCE_RETENTION_DAYS",
+            default_days=180,
             starts="after the report is resolved",
             note="Held only where a room was reported, for the safety of other rooms.",
         ),
@@ -224,9 +232,11 @@ _SCHEDULE: dict[str, RetentionRow] = {
             key="deletion_notices",
             label="Notice that the other owner deleted a room",
             setting="DELETION_NOTICE_RETENTION_DAYS",
+            default_days=30,
             starts="",
             note="Keeps the room's name only, until you dismiss it.",
             purge=deletion_notices_purge_expired,
+            in_rooms=False,
         ),
     )
 }

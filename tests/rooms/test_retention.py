@@ -169,7 +169,7 @@ def test_the_window_is_a_setting_and_the_shown_words_follow_it(
     _fill(opened)
     _close(opened, days_ago=8, now=now)
     assert retention_row("transcript").words() == (
-        "Room transcript (messages, whispers, fork snapshots): kept 7 days after the room closes"
+        "Room transcript (messages, whispers, fork snapshots) kept 7 days after the room closes"
     )
     retention_purge_all(now=now)
     assert _transcript_rows(opened.room.id) == EMPTY
