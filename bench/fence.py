@@ -140,3 +140,10 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def cell_fence(run: object) -> dict[str, Any]:
+    """The ``fence`` cell of ``python -m bench`` (pure CPU: the profile's servers sit idle)."""
+    result = fence_cell()
+    print(format_cell(result), flush=True)
+    return result
