@@ -312,3 +312,16 @@ def test_a_time_stored_without_a_fraction_still_verifies(monkeypatch) -> None:
     LedgerEvent.objects.filter(room_id=room_id, seq=2).update(occurred_at=whole.replace(second=8))
     ok, seq, problem = _verdict(room_id)
     assert (ok, seq) == (False, 2) and "time column differs" in problem
+
+
+def test_verifying_every_room_names_a_missing_head_row_and_a_row_beyond_it(make_chain) -> None:
+    good, headless, beyond = make_chain(3), make_chain(3), make_chain(3)
+    LedgerHead.objects.filter(room_id=headless).delete()
+    tip = LedgerEvent.objects.get(room_id=beyond, seq=3)
+    LedgerHead.objects.filter(room_id=beyond).update(seq=2, hash=tip.prev_hash)
+    failures = {f.room_id: (f.first_bad_seq, f.problem) for f in ledger_verify_all()}
+    assert failures == {
+        str(headless): (1, "the room has no head row"),
+        str(beyond): (3, "event 3 lies beyond the head row"),
+    }
+    assert str(good) not in failures
