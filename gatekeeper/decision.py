@@ -18,12 +18,13 @@ import enum
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from uuid import UUID
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
@@ -38,10 +39,10 @@ from dining import (
 from gatekeeper.errors import ToolArgumentsInvalid
 from gatekeeper.policy import tool_verdict
 from gatekeeper.tools.registry import spec_arguments_validate, tool_get
-from slips.capabilities import Capability
+from slips.capabilities import VAULT_KINDS, Capability
 from slips.models import VaultItem
 from slips.vault import Budget, vault_open
-from slips.verification import capability_verdict
+from slips.verification import CapabilityVerdict, RoomSlips, capability_verdict, room_slips_read
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,8 @@ class Decision:
     arguments: BaseModel | None = None
     # Disclosures: the signed slip whose record cleared it, which a disclosure grant names.
     slip_id: UUID | None = None
+    # Disclosures decided for a turn: the capability record that pays the use.
+    record_id: int | None = None
 
     @property
     def allowed(self) -> bool:
@@ -275,31 +278,24 @@ def _decide_action(request: ActionRequest) -> Decision:
 _DISCLOSURE_OPERATIONS = {"own_agent": ("read", "disclose"), "peer_agent": ("disclose",)}
 
 
-@decide.register
-def _decide_disclosure(request: DisclosureRequest) -> Decision:
+def _disclosure_decision(
+    request: DisclosureRequest,
+    verdict_for: Callable[[str], tuple[CapabilityVerdict, int | None]],
+) -> Decision:
+    """A disclosure decided from the verdicts of the slip records that could clear it (one
+    per operation): the rules of ``decide(DisclosureRequest)`` and of a turn alike."""
     if request.room.state != "open":
         return deny("room_not_open")
-    now = timezone.now()
-    verdicts = [
-        capability_verdict(
-            room_id=request.room.room_id,
-            owner_id=request.owner_id,
-            agent_id=request.source_agent_id,
-            resource=request.resource,
-            operation=operation,
-            recipient=request.recipient,
-            now=now,
-        )
-        for operation in _DISCLOSURE_OPERATIONS[request.recipient]
-    ]
-    failed = next((v for v in verdicts if v.rule == "verification_error"), None)
+    verdicts = [verdict_for(operation) for operation in _DISCLOSURE_OPERATIONS[request.recipient]]
+    failed = next((v for v, _ in verdicts if v.rule == "verification_error"), None)
     if failed is not None:  # a check that failed is a denial, even if another record clears
         return deny(failed.rule)
-    verdict = next((v for v in verdicts if v.allowed), None)
-    if verdict is None:
+    cleared = next(((v, r) for v, r in verdicts if v.allowed), None)
+    if cleared is None:
         # The most telling refusal: a record that exists but does not clear, before "none".
-        refusal = next((v for v in verdicts if v.rule != "not_in_slip"), verdicts[-1])
+        refusal = next((v for v, _ in verdicts if v.rule != "not_in_slip"), verdicts[-1][0])
         return deny(refusal.rule)
+    verdict, record_id = cleared
     if verdict.approval_required:
         # Only a signed disclosure grant for exactly this slip, scope, item kind and recipient
         # clears it (``gatekeeper.grants.disclosure_grant_claim``); the caller asks for one.
@@ -308,10 +304,172 @@ def _decide_disclosure(request: DisclosureRequest) -> Decision:
             "approval_per_use",
             capability=verdict.capability,
             slip_id=verdict.slip_id,
+            record_id=record_id,
         )
     return Decision(
-        Outcome.ALLOW, "cleared", capability=verdict.capability, slip_id=verdict.slip_id
+        Outcome.ALLOW,
+        "cleared",
+        capability=verdict.capability,
+        slip_id=verdict.slip_id,
+        record_id=record_id,
     )
+
+
+@decide.register
+def _decide_disclosure(request: DisclosureRequest) -> Decision:
+    now = timezone.now()
+
+    def verdict_for(operation: str) -> tuple[CapabilityVerdict, int | None]:
+        verdict = capability_verdict(
+            room_id=request.room.room_id,
+            owner_id=request.owner_id,
+            agent_id=request.source_agent_id,
+            resource=request.resource,
+            operation=operation,
+            recipient=request.recipient,
+            now=now,
+        )
+        return verdict, None
+
+    return _disclosure_decision(request, verdict_for)
+
+
+# --- a context turn: every disclosure it may make, decided together -------------------------
+
+
+@dataclass(frozen=True)
+class TurnDisclosures:
+    """Which of the room's vault items may go into ``recipient_agent_id``'s context this turn.
+
+    The facts are the caller's, read in the turn's transaction just before deciding (the room
+    locked): the room, the recipient's seat (its owner, whether its agent is revoked, whether
+    its standing is active), the other seat, and the room's tier (``room_tier_from_ranks``).
+    Deciding reads the room's live slips once, locking their capability records, and decides
+    each (owner, item kind) a live slip mentions for disclosure to this recipient.
+    """
+
+    room: RoomFacts
+    recipient_agent_id: UUID
+    recipient_owner_id: int
+    recipient_revoked: bool
+    recipient_active: bool
+    peer: tuple[int, UUID] | None  # the other seat's owner and agent
+    tier: str
+
+
+@dataclass(frozen=True)
+class TurnDecision:
+    request: DisclosureRequest
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class TurnDecisions:
+    """One decision per (owner, item kind) that may feed the turn, in a stable order; or,
+    when a check failed (``error``, the rule that pauses the room), none."""
+
+    items: tuple[TurnDecision, ...] = ()
+    error: str | None = None
+
+
+def _turn_sources(request: TurnDisclosures, slips: RoomSlips) -> list[DisclosureRequest]:
+    """The (owner, item kind) pairs the live slips of the room's two agents mention for
+    disclosure to the recipient. Only a shortlist: each is decided in full."""
+    me = request.recipient_agent_id
+    signed_for = {me: request.recipient_owner_id}
+    if request.peer is not None:
+        signed_for[request.peer[1]] = request.peer[0]
+    sources: set[tuple[str, int, UUID, str]] = set()
+    for record in slips.vault_records():
+        slip = record.slip
+        if (
+            slip.agent_id in signed_for
+            and signed_for[slip.agent_id] == slip.owner_id  # a slip binds its own owner's seat
+            and record.resource in VAULT_KINDS
+            and record.operation in ("read", "disclose")
+            and (record.operation == "disclose" or slip.agent_id == me)  # "read": own agent only
+        ):
+            recipient = "own_agent" if slip.agent_id == me else "peer_agent"
+            sources.add((recipient, slip.owner_id, slip.agent_id, record.resource))
+    return [
+        DisclosureRequest(
+            room=request.room,
+            owner_id=owner_id,
+            source_agent_id=agent_id,
+            recipient_agent_id=me,
+            resource=resource,
+            recipient=recipient,  # type: ignore[arg-type]
+        )
+        for recipient, owner_id, agent_id, resource in sorted(sources, key=lambda s: (s[0], s[3]))
+    ]
+
+
+def _decide_turn(request: TurnDisclosures) -> TurnDecisions:
+    # Nothing is read, shown or asked while the room is not open or the recipient may not
+    # take part (revoked, or muted, blocked or stepped aside for its owner).
+    if request.room.state != "open" or request.recipient_revoked or not request.recipient_active:
+        return TurnDecisions()
+    slips = room_slips_read(room_id=request.room.room_id, tier=request.tier, lock=True)
+    now = timezone.now()
+    decided: list[TurnDecision] = []
+    for source in _turn_sources(request, slips):
+
+        def verdict_for(
+            operation: str, source: DisclosureRequest = source
+        ) -> tuple[CapabilityVerdict, int | None]:
+            verdict, record = slips.verdict(
+                owner_id=source.owner_id,
+                agent_id=source.source_agent_id,
+                resource=source.resource,
+                operation=operation,
+                recipient=source.recipient,
+                now=now,
+            )
+            return verdict, (record.id if record is not None else None)
+
+        decided.append(TurnDecision(source, _disclosure_decision(source, verdict_for)))
+    return TurnDecisions(tuple(decided))
+
+
+def decide_turn_guarded(request: TurnDisclosures) -> TurnDecisions:
+    """Decide a turn's disclosures, failing closed as ``decide_guarded`` does: an error, a
+    turn slower than the timeout, a clock jump or a malformed answer fails the whole turn
+    (``error``), so nothing it guarded is shown and the caller pauses the room."""
+    timeout: float = settings.SYNAPSIA["GATEKEEPER_TIMEOUT_SECONDS"]
+    started_wall, started = time.time(), time.monotonic()
+    try:
+        decided = _decide_turn(request)
+    except DatabaseError:
+        raise  # the caller's transaction is broken: it rolls back and pauses the room
+    except Exception:
+        logger.exception("gatekeeper turn check failed: denying")
+        return TurnDecisions(error="gatekeeper.error")
+    elapsed = time.monotonic() - started
+    if not isinstance(decided, TurnDecisions) or not all(
+        isinstance(d.decision, Decision) and isinstance(d.decision.outcome, Outcome)
+        for d in decided.items
+    ):
+        return TurnDecisions(error="gatekeeper.ambiguous")
+    if elapsed > timeout:
+        return TurnDecisions(error="gatekeeper.timeout")
+    if abs((time.time() - started_wall) - elapsed) > settings.SYNAPSIA["CLOCK_JUMP_SECONDS"]:
+        return TurnDecisions(error="gatekeeper.clock_jump")
+    errors = [
+        d.decision.rule
+        for d in decided.items
+        if d.decision.outcome is Outcome.DENY and _is_check_error(d.decision.rule)
+    ]
+    if errors:
+        return TurnDecisions(decided.items, error=errors[0])
+    return decided
+
+
+# Denials that mean a check failed rather than said no: these pause the room.
+_CHECK_ERROR_RULES = frozenset({"slip_verification_error", "verification_error"})
+
+
+def _is_check_error(rule: str) -> bool:
+    return rule.startswith("gatekeeper.") or rule in _CHECK_ERROR_RULES
 
 
 def ask_refusal_rule(room: RoomFacts) -> str:

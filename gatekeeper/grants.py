@@ -27,6 +27,7 @@ import rfc8785
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from gatekeeper.records import (
@@ -45,6 +46,7 @@ from ledger.events import (
     GrantDenied,
     GrantExpired,
     GrantRequested,
+    LedgerEventRecord,
 )
 from ledger.services import ledger_append
 from slips.canonical import GRANT_TAG
@@ -437,94 +439,150 @@ def _same_use(grant: Grant, ask: DisclosureAsk) -> bool:
     ) == (ask.source_agent_id, ask.recipient, ask.operation, ask.scope, ask.slip_id)
 
 
-def _disclosure_grants(ask: DisclosureAsk) -> Any:
-    return Grant.objects.filter(
-        kind=GrantKind.DISCLOSURE,
-        room_id=ask.room_id,
-        owner_id=ask.owner_id,
-        recipient_agent_id=ask.recipient_agent_id,
-        resource=ask.resource,
-    )
+class GrantsChanged(Exception):
+    """A turn's grants changed under its lock after all: the turn must disclose nothing."""
 
 
-def disclosure_approval_ask(*, ask: DisclosureAsk, now: datetime) -> AskState:
-    """Ask the item's owner, once, to approve this use; in the caller's transaction.
+class TurnGrants:
+    """A recipient's disclosure grants in one room, read and locked once for a context turn
+    (``turn_grants_lock``); the turn's claims, asks and consumptions are decided against them
+    in memory, their ledger events added to the caller's list in the order they happen, and
+    written by ``write`` in at most two statements (one update, one insert).
 
-    No second request while one is open; an open request past its deadline, or asked under
-    another slip, scope or record, ends and a fresh one is asked. A denial under this slip is
-    remembered: nothing is asked until the owner signs a new slip. Whether anything is asked
-    does not depend on the owner's vault (only on their slip), so the request tells no one
-    whether they hold such an item.
+    The rules are those of one ask at a time: an approval is re-checked at use (signature
+    over the payload rebuilt from the row, the owner's key neither revoked nor retired, not
+    expired), no second request while one is open, an open one past its deadline or asked
+    under another slip, scope or record ends, a denial under a slip is remembered. Whether
+    anything is asked depends on the owner's slip only, never on their vault.
     """
-    for grant in _disclosure_grants(ask).select_for_update().filter(status__in=OPEN_GRANT_STATUSES):
-        if grant.expires_at > now and _same_use(grant, ask):
-            return AskState.WAITING
-        _expire(grant)
-    if _disclosure_grants(ask).filter(status=GrantStatus.DENIED, slip_id=ask.slip_id).exists():
-        return AskState.DENIED
-    grant = Grant.objects.create(
-        kind=GrantKind.DISCLOSURE,
-        room_id=ask.room_id,
-        owner_id=ask.owner_id,
-        reason_rule="approval_per_use",
-        expires_at=now + timedelta(seconds=settings.SYNAPSIA["GRANT_TTL_SECONDS"]),
-        recipient_agent_id=ask.recipient_agent_id,
-        source_agent_id=ask.source_agent_id,
-        recipient=ask.recipient,
-        resource=ask.resource,
-        operation=ask.operation,
-        scope=ask.scope,
-        slip_id=ask.slip_id,
-    )
-    ledger_append(
-        room_id=ask.room_id,
-        event=GrantRequested(grant_id=str(grant.id), owner_id=str(ask.owner_id)),
-    )
-    return AskState.WAITING
+
+    def __init__(self, grants: list[Grant]) -> None:
+        self._grants = grants
+        self._changed: dict[UUID, Grant] = {}
+        self._created: list[Grant] = []
+
+    def _of(self, ask: DisclosureAsk, *statuses: str) -> list[Grant]:
+        return [
+            g
+            for g in self._grants
+            if g.owner_id == ask.owner_id and g.resource == ask.resource and g.status in statuses
+        ]
+
+    def _expire(self, grant: Grant, *, now: datetime, events: list[LedgerEventRecord]) -> None:
+        # No fork was opened and the room was not paused for it: the item stays withheld.
+        grant.status = GrantStatus.EXPIRED
+        grant.decided_at = grant.decided_at or now
+        self._changed[grant.id] = grant
+        events.append(GrantExpired(grant_id=str(grant.id)))
+
+    def _void(
+        self, grant: Grant, *, rule: str, now: datetime, events: list[LedgerEventRecord]
+    ) -> None:
+        events.append(Denial(rule=rule, subject_id=str(grant.owner_id), resource_id=str(grant.id)))
+        self._expire(grant, now=now, events=events)
+
+    def claim(
+        self, ask: DisclosureAsk, *, now: datetime, events: list[LedgerEventRecord]
+    ) -> Grant | None:
+        """The owner's approved, unexpired grant for exactly this use, else None (an approval
+        that fails its re-check ends unused and discloses nothing)."""
+        approved = self._of(ask, GrantStatus.APPROVED)
+        grant = approved[0] if approved else None
+        if grant is None or not _same_use(grant, ask):
+            return None
+        if grant.expires_at <= now:
+            self._expire(grant, now=now, events=events)
+            return None
+        key = grant.key
+        if (
+            key is None
+            or key.owner_id != grant.owner_id
+            or key.revoked_at is not None
+            or key.retired_at is not None
+        ):
+            self._void(grant, rule="grant_key_not_usable", now=now, events=events)
+            return None
+        signed = grant_signed_bytes(grant)
+        if bytes(grant.payload or b"") != signed[len(GRANT_TAG) :] or not signature_valid(
+            public_key=bytes(key.public_key),
+            message=signed,
+            signature=bytes(grant.signature or b""),
+        ):
+            self._void(grant, rule="grant_bad_signature", now=now, events=events)
+            return None
+        return grant
+
+    def ask(
+        self, ask: DisclosureAsk, *, now: datetime, events: list[LedgerEventRecord]
+    ) -> AskState:
+        """Ask the item's owner, once, to approve this use (see the class docstring)."""
+        for grant in self._of(ask, *OPEN_GRANT_STATUSES):
+            if grant.expires_at > now and _same_use(grant, ask):
+                return AskState.WAITING
+            self._expire(grant, now=now, events=events)
+        if any(g.slip_id == ask.slip_id for g in self._of(ask, GrantStatus.DENIED)):
+            return AskState.DENIED
+        grant = Grant(
+            kind=GrantKind.DISCLOSURE,
+            room_id=ask.room_id,
+            owner_id=ask.owner_id,
+            reason_rule="approval_per_use",
+            status=GrantStatus.PENDING,
+            expires_at=now + timedelta(seconds=settings.SYNAPSIA["GRANT_TTL_SECONDS"]),
+            recipient_agent_id=ask.recipient_agent_id,
+            source_agent_id=ask.source_agent_id,
+            recipient=ask.recipient,
+            resource=ask.resource,
+            operation=ask.operation,
+            scope=ask.scope,
+            slip_id=ask.slip_id,
+        )
+        self._grants.append(grant)
+        self._created.append(grant)
+        events.append(GrantRequested(grant_id=str(grant.id), owner_id=str(ask.owner_id)))
+        return AskState.WAITING
+
+    def consume(self, grant: Grant, *, now: datetime) -> None:
+        """Spend a claimed grant; written with the turn's disclosures."""
+        grant.status = GrantStatus.CONSUMED
+        grant.consumed_at = now
+        self._changed[grant.id] = grant
+
+    def write(self) -> None:
+        """Write what the turn changed: one UPDATE for every grant that ended or was used
+        (each was open when locked; if any is not, ``GrantsChanged``), one INSERT for every
+        new request. In the turn's transaction, after its ledger events."""
+        changed = list(self._changed.values())
+        if changed:
+            cases = {
+                name: Case(
+                    *[When(id=g.id, then=Value(getattr(g, name))) for g in changed],
+                    default=F(name),
+                    output_field=Grant._meta.get_field(name),  # type: ignore[arg-type]
+                )
+                for name in ("status", "decided_at", "consumed_at")
+            }
+            updated = Grant.objects.filter(
+                id__in=[g.id for g in changed], status__in=OPEN_GRANT_STATUSES
+            ).update(**cases)
+            if updated != len(changed):
+                raise GrantsChanged(f"{len(changed) - updated} grants changed under the lock")
+        if self._created:
+            Grant.objects.bulk_create(self._created)
 
 
-def disclosure_grant_claim(*, ask: DisclosureAsk, now: datetime) -> Grant | None:
-    """The owner's approved, unexpired grant for exactly this use, locked; else None.
-
-    Re-checked at use, not trusted from approval time: the stored signature must still verify
-    over the payload rebuilt from the row (a row edited since binds nothing), under the
-    owner's key that is still neither revoked nor retired. An approval that fails any of this
-    ends unused and discloses nothing.
-    """
-    grant = (
-        _disclosure_grants(ask)
-        .select_for_update(of=("self",))
+def turn_grants_lock(*, room_id: UUID, recipient_agent_id: UUID) -> TurnGrants:
+    """Every disclosure grant for ``recipient_agent_id`` in ``room_id`` that a turn may use or
+    remember (open, or denied under a slip), locked, in one statement."""
+    grants = (
+        Grant.objects.select_for_update(of=("self",))
         .select_related("key")
-        .filter(status=GrantStatus.APPROVED)
-        .first()
+        .filter(
+            kind=GrantKind.DISCLOSURE,
+            room_id=room_id,
+            recipient_agent_id=recipient_agent_id,
+            status__in=[*OPEN_GRANT_STATUSES, GrantStatus.DENIED],
+        )
+        .order_by("created_at", "id")
     )
-    if grant is None or not _same_use(grant, ask):
-        return None
-    if grant.expires_at <= now:
-        _expire(grant)
-        return None
-    key = grant.key
-    if (
-        key is None
-        or key.owner_id != grant.owner_id
-        or key.revoked_at is not None
-        or key.retired_at is not None
-    ):
-        _void(grant, rule="grant_key_not_usable")
-        return None
-    signed = grant_signed_bytes(grant)
-    if bytes(grant.payload or b"") != signed[len(GRANT_TAG) :] or not signature_valid(
-        public_key=bytes(key.public_key), message=signed, signature=bytes(grant.signature or b"")
-    ):
-        _void(grant, rule="grant_bad_signature")
-        return None
-    return grant
-
-
-def disclosure_grant_consume(*, grant: Grant, now: datetime) -> bool:
-    """Spend a claimed disclosure grant, in the transaction that discloses with it. False if
-    it was not ``approved`` any more (then nothing may be disclosed with it)."""
-    updated = Grant.objects.filter(id=grant.id, status=GrantStatus.APPROVED).update(
-        status=GrantStatus.CONSUMED, consumed_at=now
-    )
-    return updated == 1
+    return TurnGrants(list(grants))

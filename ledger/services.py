@@ -132,13 +132,20 @@ def ledger_head_locked(room_id: UUID) -> LedgerHead:
 
 
 def ledger_append_many(
-    *, room_id: UUID, events: Sequence[LedgerEventRecord]
+    *,
+    room_id: UUID,
+    events: Sequence[LedgerEventRecord],
+    head_seen: tuple[int, str] | None = None,
 ) -> list[AppendedEvent]:
     """Append ``events`` to ``room_id``'s chain in order, as ``ledger_append`` would one by
     one (same bytes, same hashes, same rules), but in three statements whatever their number:
     lock the head, insert them all, move the head. Inside ``transaction.atomic()`` only; any
     failure raises ``LedgerAppendError``, records none of them and marks the caller's block
-    for rollback. Context assembly records a turn's disclosures with it."""
+    for rollback. Context assembly records a turn's disclosures with it.
+
+    ``head_seen``: the head (seq, hash) the caller read earlier in its transaction. Then two
+    statements: the head moves only if it is still exactly that (a compare-and-set that also
+    locks it), then the insert; if it moved meanwhile, the usual three, from the locked head."""
     if not events:
         return []
     if not transaction.get_connection().in_atomic_block:
@@ -146,50 +153,68 @@ def ledger_append_many(
             "ledger_append_many must run inside the caller's transaction.atomic() block, so "
             "the events and the effects they record commit together."
         )
-    rows: list[LedgerEvent] = []
-    appended: list[AppendedEvent] = []
     try:
+        if head_seen is not None:
+            rows, appended = _chained(room_id, events, head_seen)
+            moved = LedgerHead.objects.filter(
+                room_id=room_id, seq=head_seen[0], hash=head_seen[1]
+            ).update(seq=appended[-1].seq, hash=appended[-1].hash)
+            if moved == 1:
+                LedgerEvent.objects.bulk_create(rows)
+                return appended
         head = ledger_head_locked(room_id)
-        seq, prev_hash = head.seq, head.hash
-        occurred_at = timezone.now()
-        stamp = occurred_at_text(occurred_at)
-        for event in events:
-            if not isinstance(event, BaseModel) or "kind" not in type(event).model_fields:
-                raise LedgerAppendError(f"not a ledger event record: {type(event).__name__}")
-            kind: str = event.kind
-            data = event.model_dump(mode="json", exclude={"kind"})
-            seq += 1
-            data_canonical = rfc8785.dumps(data)
-            canonical = envelope_bytes(
-                data_canonical=data_canonical,
-                room_id=str(room_id),
-                seq=seq,
-                kind=kind,
-                occurred_at=stamp,
-                prev_hash=prev_hash,
-            )
-            if len(canonical) > MAX_CANONICAL_BYTES:
-                raise LedgerAppendError(f"{kind} event is {len(canonical)} bytes; metadata only")
-            digest = hashlib.sha256(canonical).hexdigest()
-            rows.append(
-                LedgerEvent(
-                    room_id=room_id,
-                    seq=seq,
-                    kind=kind,
-                    occurred_at=occurred_at,
-                    data=CanonicalData(data, data_canonical.decode()),
-                    prev_hash=prev_hash,
-                    hash=digest,
-                    canonical=canonical,
-                )
-            )
-            appended.append(AppendedEvent(room_id, seq, kind, occurred_at, prev_hash, digest))
-            prev_hash = digest
+        rows, appended = _chained(room_id, events, (head.seq, head.hash))
         LedgerEvent.objects.bulk_create(rows)
-        LedgerHead.objects.filter(room_id=room_id).update(seq=seq, hash=prev_hash)
+        LedgerHead.objects.filter(room_id=room_id).update(
+            seq=appended[-1].seq, hash=appended[-1].hash
+        )
     except (LedgerAppendError, DatabaseError, rfc8785.CanonicalizationError, ValueError) as exc:
         transaction.set_rollback(True)
         if isinstance(exc, LedgerAppendError):
             raise
         raise LedgerAppendError(f"ledger append failed: {exc}") from exc
     return appended
+
+
+def _chained(
+    room_id: UUID, events: Sequence[LedgerEventRecord], head: tuple[int, str]
+) -> tuple[list[LedgerEvent], list[AppendedEvent]]:
+    """The rows of ``events`` chained after ``head``, built as ``ledger_append`` builds one."""
+    rows: list[LedgerEvent] = []
+    appended: list[AppendedEvent] = []
+    seq, prev_hash = head
+    occurred_at = timezone.now()
+    stamp = occurred_at_text(occurred_at)
+    for event in events:
+        if not isinstance(event, BaseModel) or "kind" not in type(event).model_fields:
+            raise LedgerAppendError(f"not a ledger event record: {type(event).__name__}")
+        kind: str = event.kind
+        data = event.model_dump(mode="json", exclude={"kind"})
+        seq += 1
+        data_canonical = rfc8785.dumps(data)
+        canonical = envelope_bytes(
+            data_canonical=data_canonical,
+            room_id=str(room_id),
+            seq=seq,
+            kind=kind,
+            occurred_at=stamp,
+            prev_hash=prev_hash,
+        )
+        if len(canonical) > MAX_CANONICAL_BYTES:
+            raise LedgerAppendError(f"{kind} event is {len(canonical)} bytes; metadata only")
+        digest = hashlib.sha256(canonical).hexdigest()
+        rows.append(
+            LedgerEvent(
+                room_id=room_id,
+                seq=seq,
+                kind=kind,
+                occurred_at=occurred_at,
+                data=CanonicalData(data, data_canonical.decode()),
+                prev_hash=prev_hash,
+                hash=digest,
+                canonical=canonical,
+            )
+        )
+        appended.append(AppendedEvent(room_id, seq, kind, occurred_at, prev_hash, digest))
+        prev_hash = digest
+    return rows, appended

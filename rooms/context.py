@@ -26,43 +26,51 @@ owner's only as "some items may be waiting", which no vault content decides.
 
 A *turn* is a per-agent counter (``RoomMember.context_turn``), bumped each time context is
 assembled for that agent.
+
+A turn costs the same few SQL statements whatever the number of items (issue 17): the room
+locked; the seat, its turn, its agent's revocation and standing, the other seat, the room's
+tier and the room itself in one statement; the room's live slips with their keys and locked
+capability records in one (each slip's signature verified once per turn); the recipient's
+disclosure grants in one when an item asks per use; the items in one; then the turn's
+ledger events in one insert (``ledger_append_many``), its uses in one update and its grants
+in at most one update and one insert; the peer's messages and the whispers in one each.
+Every item is still decided live, in that transaction, from what it read; nothing is kept
+from one turn to the next.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Any
 from uuid import UUID
 
-from django.db import DatabaseError, transaction
-from django.db.models import F
+from django.db import DatabaseError, connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from gatekeeper.decision import (
+    Decision,
     DisclosureRequest,
     Outcome,
     RoomFacts,
+    TurnDisclosures,
     ask_refusal_rule,
-    decide_guarded,
+    decide_turn_guarded,
 )
-from gatekeeper.grants import (
-    AskState,
-    DisclosureAsk,
-    disclosure_approval_ask,
-    disclosure_grant_claim,
-    disclosure_grant_consume,
-)
+from gatekeeper.grants import AskState, DisclosureAsk, GrantsChanged, turn_grants_lock
 from gatekeeper.records import Grant
-from ledger.events import Denial, Disclosure
-from ledger.models import LedgerEvent
-from ledger.services import LedgerAppendError, ledger_append
+from ledger.events import Denial, Disclosure, LedgerEventRecord
+from ledger.models import LedgerEvent, LedgerHead
+from ledger.services import LedgerAppendError, ledger_append_many
 from rooms.errors import NotFound
 from rooms.forks import room_pause_fail_safe
-from rooms.models import Message, Room, RoomMember, RoomState, Whisper
+from rooms.models import Agent, Message, Room, RoomMember, RoomState, SeatStanding, Whisper
 from rooms.protocol import (
     AgentContext,
     ClearedItem,
@@ -71,10 +79,14 @@ from rooms.protocol import (
     PeerItem,
 )
 from rooms.untrusted import FencedText, fence, trusted_preamble
-from slips.capabilities import VAULT_KINDS
-from slips.models import SlipCapability, VaultItem
-from slips.vault import vault_scoped_view
-from slips.verification import capability_use
+from slips.models import RoomTier, Slip, VaultItem
+from slips.vault import vault_item_scoped_view
+from slips.verification import (
+    UsesNotSpent,
+    capability_uses_spend,
+    room_tier_from_ranks,
+    tier_rank_sql,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -91,31 +103,11 @@ AWAITING_PEER_NOTICE = (
     "Some of the other owner's items may be waiting for their approval; they are not "
     "included this turn."
 )
-# Denials that mean a check failed rather than said no: these pause the room.
-_ERROR_RULES = frozenset({"slip_verification_error", "verification_error"})
-
-
-def _is_check_error(rule: str) -> bool:
-    return rule.startswith("gatekeeper.") or rule in _ERROR_RULES
-
-
-@dataclass(frozen=True)
-class _Disclosed:
-    """What deciding one resource for a turn came to."""
-
-    items: list[ClearedItem]
-    error: str | None = None  # a check failed: the rule that pauses the room
-    awaiting: bool = False  # withheld until its owner approves (asked, or asked before)
-
-
-@dataclass(frozen=True)
-class _Source:
-    """A live slip's vault resource that may feed this agent: whose, signed for which agent."""
-
-    owner_id: int
-    agent_id: UUID
-    resource: str
-    recipient: Literal["own_agent", "peer_agent"]
+# What an agent is told when it may not take part right now (its owner muted or blocked it,
+# or speaks in person; or it was revoked): nothing from any vault is included.
+WITHDRAWN_NOTICE = (
+    "Your owner has withdrawn you from this room for now: no vault items are included."
+)
 
 
 def context_turn_next(*, room_id: UUID, agent_id: UUID) -> int:
@@ -136,12 +128,7 @@ def context_turn_next(*, room_id: UUID, agent_id: UUID) -> int:
 
 def context_for_agent(*, room_id: UUID, agent_id: UUID, asked: Sequence[str] = ()) -> AgentContext:
     """A new turn for ``agent_id``, and its assembled context (what ``context_request`` gets)."""
-    return context_assemble(
-        room_id=room_id,
-        agent_id=agent_id,
-        turn=context_turn_next(room_id=room_id, agent_id=agent_id),
-        asked=asked,
-    )
+    return _assemble(room_id=room_id, agent_id=agent_id, turn=None, asked=asked)
 
 
 def context_assemble(
@@ -156,86 +143,327 @@ def context_assemble(
     Raises ``NotFound`` if the agent has no seat in the room. When a disclosure cannot be
     recorded, none is made: the room pauses and the context carries no vault items.
     """
-    room = Room.objects.only("id", "purpose", "charter", "state", "terms").get(id=room_id)
-    seats = list(RoomMember.objects.filter(room_id=room_id).only("owner_id", "agent_id"))
-    me = next((s for s in seats if s.agent_id == agent_id), None)
-    if me is None:
+    return _assemble(room_id=room_id, agent_id=agent_id, turn=turn, asked=asked)
+
+
+@dataclass(frozen=True)
+class _TurnFacts:
+    """What one statement reads for a turn, after the room is locked."""
+
+    turn: int
+    owner_id: int
+    standing: str
+    agent_revoked: bool
+    peer: tuple[int, UUID] | None
+    tier: str
+    room: RoomFacts
+    purpose: str
+    charter: str
+    ledger_head: tuple[int, str] | None
+
+
+def _uuid(value: Any) -> UUID:
+    return value if isinstance(value, UUID) else UUID(str(value))
+
+
+@functools.cache
+def _facts_sql(vendor: str, bump: bool) -> str:
+    """The turn's facts in one statement (bumping the turn when ``bump``): the seat, its
+    agent's revocation, the other seat, the room's tier (``room_tier_from_ranks``) and the
+    room. Only our own table names and tier names are interpolated; values are parameters."""
+    q = connection.ops.quote_name
+    member, agent, room = (q(m._meta.db_table) for m in (RoomMember, Agent, Room))
+    slip, tier = q(Slip._meta.db_table), q(RoomTier._meta.db_table)
+    head = q(LedgerHead._meta.db_table)
+    peer = (
+        f"FROM {member} p WHERE p.room_id = %s AND p.agent_id IS NOT NULL AND p.agent_id <> %s "
+        "ORDER BY p.id"
+    )
+    revoked = f"CASE WHEN a.revoked_at IS NULL THEN 0 ELSE 1 END FROM {agent} a"
+    columns = (
+        f"context_turn, owner_id, standing, (SELECT {revoked} WHERE a.id = %s), "  # noqa: S608
+        f"(SELECT p.owner_id {peer} LIMIT 1), (SELECT p.agent_id {peer} LIMIT 1), "
+        f"(SELECT MIN({tier_rank_sql('t.tier')}) FROM {tier} t WHERE t.room_id = %s), "
+        f"(SELECT COUNT(*) FROM {slip} s WHERE s.room_id = %s AND s.superseded_at IS NULL "
+        f"AND NOT EXISTS (SELECT 1 FROM {tier} t WHERE t.room_id = s.room_id "
+        "AND t.owner_id = s.owner_id)), "
+        f"(SELECT r.purpose FROM {room} r WHERE r.id = %s), "
+        f"(SELECT r.charter FROM {room} r WHERE r.id = %s), "
+        f"(SELECT r.state FROM {room} r WHERE r.id = %s), "
+        f"(SELECT r.terms FROM {room} r WHERE r.id = %s), "
+        # The ledger's head as it stands (the append moves it only if it still is).
+        f"(SELECT h.seq FROM {head} h WHERE h.room_id = %s), "
+        f"(SELECT h.hash FROM {head} h WHERE h.room_id = %s)"
+    )
+    where = "WHERE room_id = %s AND agent_id = %s"
+    if bump:
+        return (
+            f"UPDATE {member} SET context_turn = context_turn + 1 {where} "  # noqa: S608
+            f"RETURNING {columns}"
+        )
+    return f"SELECT {columns} FROM {member} {where}"  # noqa: S608
+
+
+def _turn_facts(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFacts:
+    """Read the turn's facts (bumping the turn unless ``turn`` is given); ``NotFound`` if the
+    agent holds no seat in the room. Call with the room locked, in the turn's transaction."""
+    room_p = Room._meta.pk.get_db_prep_value(room_id, connection)
+    agent_p = Agent._meta.pk.get_db_prep_value(agent_id, connection)
+    # In the order the placeholders appear: the RETURNING list after the WHERE clause of the
+    # bump, the column list before it in the plain read.
+    columns = [agent_p, room_p, agent_p, room_p, agent_p, room_p, room_p, *[room_p] * 6]
+    where = [room_p, agent_p]
+    parameters = where + columns if turn is None else columns + where
+    with connection.cursor() as cursor:
+        cursor.execute(_facts_sql(connection.vendor, turn is None), parameters)
+        row = cursor.fetchone()
+    if row is None:
         raise NotFound("No such room.")
-    peer = next((s for s in seats if s.agent_id is not None and s.agent_id != agent_id), None)
+    (
+        bumped,
+        owner_id,
+        standing,
+        revoked,
+        peer_owner,
+        peer_agent,
+        rank,
+        unchosen,
+        purpose,
+        charter,
+        state,
+        terms,
+        head_seq,
+        head_hash,
+    ) = row
+    if isinstance(terms, str | bytes):
+        terms = json.loads(terms)
+    return _TurnFacts(
+        turn=int(bumped) if turn is None else turn,
+        owner_id=int(owner_id),
+        standing=str(standing),
+        agent_revoked=bool(revoked),
+        peer=(int(peer_owner), _uuid(peer_agent)) if peer_agent is not None else None,
+        tier=room_tier_from_ranks(
+            narrowest_chosen=None if rank is None else int(rank),
+            slip_owner_unchosen=bool(unchosen),
+        ),
+        room=RoomFacts(room_id=room_id, state=str(state), terms=terms),
+        purpose=str(purpose),
+        charter=str(charter),
+        ledger_head=(int(head_seq), str(head_hash)) if head_seq is not None else None,
+    )
+
+
+def _room_lock(room_id: UUID) -> None:
+    """Lock the room's row first, as every other write to the room does (say, act): two turns
+    of one room then queue here instead of locking slip uses, vault items and the ledger
+    head in different orders and deadlocking on PostgreSQL. Everything the turn decides on is
+    read after it, so it is live. (SQLite's IMMEDIATE transaction already serialises.)"""
+    if not connection.features.has_select_for_update:
+        return
+    table = connection.ops.quote_name(Room._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {table} WHERE id = %s FOR UPDATE",  # noqa: S608
+            [Room._meta.pk.get_db_prep_value(room_id, connection)],
+        )
+
+
+@dataclass
+class _Placed:
+    """What one decided (owner, item kind) came to in this turn."""
+
+    source: DisclosureRequest
+    decision: Decision
+    events: list[LedgerEventRecord]
+    grant: Grant | None = None
+    awaiting: bool = False
+    items: list[ClearedItem] | None = None
+
+
+class _TurnFailed(Exception):
+    def __init__(self, rule: str) -> None:
+        super().__init__(rule)
+        self.rule = rule
+
+
+def _disclosures(
+    *, facts: _TurnFacts, recipient_agent_id: UUID, asked: Sequence[str]
+) -> tuple[list[_Placed], list[str], str | None]:
+    """Decide, spend and record the turn's disclosures (in the caller's transaction): what
+    each decided (owner, item kind) came to, the asked kinds refused, and the rule of a
+    failed check (then nothing is disclosed)."""
+    decided = decide_turn_guarded(
+        TurnDisclosures(
+            room=facts.room,
+            recipient_agent_id=recipient_agent_id,
+            recipient_owner_id=facts.owner_id,
+            recipient_revoked=facts.agent_revoked,
+            recipient_active=facts.standing == SeatStanding.ACTIVE,
+            peer=facts.peer,
+            tier=facts.tier,
+        )
+    )
+    placed = [_Placed(d.request, d.decision, []) for d in decided.items]
+    if decided.error is not None:
+        placed = []
+    now = timezone.now()
+    asking = [p for p in placed if _asks_owner(p.decision)]
+    grants = (
+        turn_grants_lock(room_id=facts.room.room_id, recipient_agent_id=recipient_agent_id)
+        if asking
+        else None
+    )
+    for p in asking:
+        assert grants is not None and p.decision.capability is not None
+        assert p.decision.slip_id is not None
+        ask = DisclosureAsk(
+            room_id=facts.room.room_id,
+            owner_id=p.source.owner_id,
+            source_agent_id=p.source.source_agent_id,
+            recipient_agent_id=recipient_agent_id,
+            recipient=p.source.recipient,
+            resource=p.source.resource,
+            operation=p.decision.capability.operation,
+            scope=p.decision.capability.scope,
+            slip_id=p.decision.slip_id,
+        )
+        # Asked before anything about the vault is used: whether the owner is asked depends
+        # on their slip only, never on whether they hold such an item.
+        p.grant = grants.claim(ask, now=now, events=p.events)
+        if p.grant is None:
+            p.awaiting = grants.ask(ask, now=now, events=p.events) is AskState.WAITING
+    showing = [p for p in placed if p.decision.allowed or p.grant is not None]
+    # Lock the items so none changes between spending the use and recording what was shown.
+    rows: dict[tuple[int, str], list[VaultItem]] = {}
+    if showing:
+        wanted = Q()
+        for p in showing:
+            wanted |= Q(owner_id=p.source.owner_id, kind=p.source.resource)
+        for row in VaultItem.objects.select_for_update().filter(wanted):
+            rows.setdefault((row.owner_id, row.kind), []).append(row)
+    spend: list[int] = []
+    for p in showing:
+        found = rows.get((p.source.owner_id, p.source.resource), [])
+        capability = p.decision.capability
+        if not found or capability is None or p.decision.record_id is None:
+            # Nothing to show: spend no use (an approval stays for when there is, until it ends).
+            continue
+        if p.grant is not None:
+            assert grants is not None
+            grants.consume(p.grant, now=now)
+        spend.append(p.decision.record_id)  # the record that cleared it pays the use
+        p.items = []
+        for row in found:
+            view = vault_item_scoped_view(row, capability=capability, now=now)
+            if view is None:
+                continue
+            p.events.append(
+                Disclosure(
+                    owner_id=str(p.source.owner_id),
+                    item_id=str(row.id),
+                    recipient_agent_id=str(recipient_agent_id),
+                    turn=facts.turn,
+                )
+            )
+            p.items.append(
+                ClearedItem(
+                    item_id=row.id,
+                    owner_id=str(p.source.owner_id),
+                    resource=p.source.resource,
+                    scope=capability.scope,
+                    content=view,
+                )
+            )
+    given = {p.source.resource for p in placed if p.items and p.source.recipient == "peer_agent"}
+    refused = [kind for kind in dict.fromkeys(asked) if kind not in given]
+    rule = ask_refusal_rule(facts.room)
+    refusals: list[LedgerEventRecord] = [
+        Denial(rule=rule, subject_id=str(recipient_agent_id), resource_id=kind) for kind in refused
+    ]
+    # Recorded before their effects, all in this transaction: the events, then the uses
+    # and the grants they record.
+    ledger_append_many(
+        room_id=facts.room.room_id,
+        events=[e for p in placed for e in p.events] + refusals,
+        head_seen=facts.ledger_head,
+    )
+    capability_uses_spend(record_ids=spend)
+    if grants is not None:
+        grants.write()
+    return placed, refused, decided.error
+
+
+def _asks_owner(decision: Decision) -> bool:
+    return (
+        decision.outcome is Outcome.NEEDS_GRANT
+        and decision.rule == "approval_per_use"
+        and decision.capability is not None
+        and decision.slip_id is not None
+    )
+
+
+def _assemble(
+    *, room_id: UUID, agent_id: UUID, turn: int | None, asked: Sequence[str]
+) -> AgentContext:
     notices: list[str] = []
     own_items: list[ClearedItem] = []
     peer_items: list[PeerItem] = []
-    errors: list[str] = []
     awaiting_own: list[str] = []
     awaiting_peer = False
+    error: str | None = None
+    refused: list[str] = []
     try:
         with transaction.atomic():
-            # The room's row first, as every other write to the room takes it (say, act):
-            # two turns of the same room then queue here instead of locking slip uses, vault
-            # items and the ledger head in different orders and deadlocking on PostgreSQL.
-            # The state is re-read under the lock, so each decision sees it live.
-            room.state = (
-                Room.objects.select_for_update().values_list("state", flat=True).get(id=room_id)
+            _room_lock(room_id)
+            facts = _turn_facts(room_id=room_id, agent_id=agent_id, turn=turn)
+            placed, refused, error = _disclosures(
+                facts=facts, recipient_agent_id=agent_id, asked=asked
             )
-            for source in _sources(room_id=room_id, me=me, peer=peer):
-                disclosed = _disclose(
-                    room=room, source=source, recipient_agent_id=agent_id, turn=turn
-                )
-                if disclosed.error is not None:
-                    errors.append(disclosed.error)
-                    continue
-                if source.recipient == "own_agent":
-                    own_items.extend(disclosed.items)
-                    if disclosed.awaiting:
-                        awaiting_own.append(source.resource)
-                else:
-                    peer_items.extend(_peer_item(item) for item in disclosed.items)
-                    awaiting_peer = awaiting_peer or disclosed.awaiting
-            refused = _asks_refused(
-                asked, given={i.resource for i in peer_items}, room=room, agent_id=agent_id
-            )
-    except LedgerAppendError:
-        # Nothing was disclosed (the transaction rolled back, uses included).
-        errors, own_items, peer_items, refused = ["ledger_unavailable"], [], [], []
-        awaiting_own, awaiting_peer = [], False
-    except DatabaseError:
-        logger.exception("context assembly failed: disclosing nothing")
-        errors, own_items, peer_items, refused = ["gatekeeper.database_error"], [], [], []
-        awaiting_own, awaiting_peer = [], False
+    except (LedgerAppendError, DatabaseError, UsesNotSpent, GrantsChanged) as failed:
+        # Nothing was disclosed (the transaction rolled back, uses, grants and turn included).
+        if not isinstance(failed, LedgerAppendError):
+            logger.exception("context assembly failed: disclosing nothing")
+        error = "ledger_unavailable" if isinstance(failed, LedgerAppendError) else None
+        error = error or "gatekeeper.database_error"
+        facts = _facts_after_failure(room_id=room_id, agent_id=agent_id, turn=turn)
+        placed, refused = [], []
+    for p in placed:
+        if p.source.recipient == "own_agent":
+            own_items.extend(p.items or [])
+            if p.awaiting:
+                awaiting_own.append(p.source.resource)
+        else:
+            peer_items.extend(_peer_item(item) for item in p.items or [])
+            awaiting_peer = awaiting_peer or p.awaiting
     if awaiting_own:
         notices.append(AWAITING_OWN_NOTICE.format(kinds=", ".join(awaiting_own)))
     if awaiting_peer:
         notices.append(AWAITING_PEER_NOTICE)
     if refused:
         notices.append(f"Not cleared for you by the other owner: {', '.join(refused)}.")
-    if errors:
-        room_pause_fail_safe(room_id=room_id, rule=errors[0])
+    if error:
+        room_pause_fail_safe(room_id=room_id, rule=error)
         notices.append(
-            f"The room paused: a check failed ({errors[0]}), so nothing it guarded is included."
+            f"The room paused: a check failed ({error}), so nothing it guarded is included."
         )
-    elif room.state != RoomState.OPEN:
-        notices.append(f"The room is {room.state}: no vault items are disclosed until it opens.")
+    elif facts.room.state != RoomState.OPEN:
+        notices.append(
+            f"The room is {facts.room.state}: no vault items are disclosed until it opens."
+        )
+    elif facts.agent_revoked or facts.standing != SeatStanding.ACTIVE:
+        notices.append(WITHDRAWN_NOTICE)
 
-    messages = _peer_messages(room_id=room_id, agent_id=agent_id)
-    whispers = [
-        ContextWhisper(id=w.id, text=w.text, sent_at=w.created_at)
-        for w in reversed(
-            list(
-                Whisper.objects.filter(room_id=room_id, agent_id=agent_id, owner_id=me.owner_id)
-                .only("id", "text", "created_at")
-                .order_by("-created_at")[:CONTEXT_WHISPERS]
-            )
-        )
-    ]
+    messages, whispers = _recent(room_id=room_id, agent_id=agent_id, owner_id=facts.owner_id)
     nonces = [m.nonce for m in messages] + [i.nonce for i in peer_items]
     return AgentContext(
-        room_id=room.id,
+        room_id=room_id,
         agent_id=agent_id,
-        turn=turn,
+        turn=facts.turn,
         preamble=trusted_preamble(nonces=nonces),
-        purpose=room.purpose,
-        charter=room.charter,
-        terms=room.terms,
+        purpose=facts.purpose,
+        charter=facts.charter,
+        terms=facts.room.terms,
         own_items=own_items,
         whispers=whispers,
         notices=notices,
@@ -244,143 +472,11 @@ def context_assemble(
     )
 
 
-def _asks_refused(
-    asked: Sequence[str], *, given: set[str], room: Room, agent_id: UUID
-) -> list[str]:
-    """Record a denial for each asked kind of the other owner's items that was not disclosed
-    (in the caller's transaction); returns those kinds. The rule does not say whether the
-    other owner has such an item at all."""
-    rule = ask_refusal_rule(RoomFacts(room_id=room.id, state=room.state, terms=room.terms))
-    refused = [kind for kind in dict.fromkeys(asked) if kind not in given]
-    for kind in refused:
-        ledger_append(
-            room_id=room.id,
-            event=Denial(rule=rule, subject_id=str(agent_id), resource_id=kind),
-        )
-    return refused
-
-
-def _sources(*, room_id: UUID, me: RoomMember, peer: RoomMember | None) -> list[_Source]:
-    """Vault resources the live slips of this room's two agents mention for disclosure (one
-    query). Only a shortlist: each one is still decided in full before anything is shown."""
-    signed_for = {me.agent_id: me.owner_id}
-    if peer is not None and peer.agent_id is not None:
-        signed_for[peer.agent_id] = peer.owner_id
-    rows = (
-        SlipCapability.objects.filter(
-            slip__room_id=room_id,
-            slip__superseded_at__isnull=True,
-            slip__agent_id__in=list(signed_for),
-            operation__in=("read", "disclose"),
-            resource__in=sorted(VAULT_KINDS),
-        )
-        .values_list("slip__owner_id", "slip__agent_id", "resource", "operation")
-        .distinct()
-    )
-    sources = {
-        _Source(
-            owner_id=owner_id,
-            agent_id=source_agent,
-            resource=resource,
-            recipient="own_agent" if source_agent == me.agent_id else "peer_agent",
-        )
-        for owner_id, source_agent, resource, operation in rows
-        if signed_for.get(source_agent) == owner_id  # a slip binds its own owner's seat
-        and (operation == "disclose" or source_agent == me.agent_id)  # "read": own agent only
-    }
-    return sorted(sources, key=lambda s: (s.recipient, s.resource))
-
-
-def _disclose(*, room: Room, source: _Source, recipient_agent_id: UUID, turn: int) -> _Disclosed:
-    """Decide, spend and record one resource for this turn: the items it cleared (cut to
-    scope), whether it waits for its owner's approval, and, when a check failed, the rule
-    that should pause the room."""
-    decision = decide_guarded(
-        DisclosureRequest(
-            room=RoomFacts(room_id=room.id, state=room.state, terms=room.terms),
-            owner_id=source.owner_id,
-            source_agent_id=source.agent_id,
-            recipient_agent_id=recipient_agent_id,
-            resource=source.resource,
-            recipient=source.recipient,
-        )
-    )
-    now = timezone.now()
-    grant: Grant | None = None
-    if (
-        decision.outcome is Outcome.NEEDS_GRANT
-        and decision.rule == "approval_per_use"
-        and decision.capability is not None
-        and decision.slip_id is not None
-    ):
-        ask = DisclosureAsk(
-            room_id=room.id,
-            owner_id=source.owner_id,
-            source_agent_id=source.agent_id,
-            recipient_agent_id=recipient_agent_id,
-            recipient=source.recipient,
-            resource=source.resource,
-            operation=decision.capability.operation,
-            scope=decision.capability.scope,
-            slip_id=decision.slip_id,
-        )
-        # Asked before anything about the vault is read: whether the owner is asked depends
-        # on their slip only, never on whether they hold such an item.
-        grant = disclosure_grant_claim(ask=ask, now=now)
-        if grant is None:
-            state = disclosure_approval_ask(ask=ask, now=now)
-            return _Disclosed([], awaiting=state is AskState.WAITING)
-    elif not decision.allowed or decision.capability is None:
-        return _Disclosed([], decision.rule if _is_check_error(decision.rule) else None)
-    assert decision.capability is not None
-    # Lock the items so none changes between spending the use and recording what was shown.
-    item_ids = list(
-        VaultItem.objects.select_for_update()
-        .filter(owner_id=source.owner_id, kind=source.resource)
-        .values_list("id", flat=True)
-    )
-    if not item_ids:
-        # Nothing to show: spend no use (an approval stays for when there is, until it ends).
-        return _Disclosed([])
-    if grant is not None and not disclosure_grant_consume(grant=grant, now=now):
-        return _Disclosed([])
-    spent = capability_use(
-        room_id=room.id,
-        owner_id=source.owner_id,
-        agent_id=source.agent_id,
-        resource=source.resource,
-        operation=decision.capability.operation,  # the record that cleared it pays the use
-        recipient=source.recipient,
-        now=now,
-    )
-    if not spent.allowed or (grant is not None and spent.slip_id != grant.slip_id):
-        # Not cleared after all (a use spent meanwhile, the slip replaced): nothing is shown.
-        # A consumed grant stays consumed: the owner is asked again next turn.
-        return _Disclosed([], spent.rule if _is_check_error(spent.rule) else None)
-    capability = decision.capability
-    views = vault_scoped_view(owner_id=source.owner_id, capability=capability, now=now)
-    # Same filter and ordering as the locked ids; an item created since is left out.
-    items: list[ClearedItem] = []
-    for item_id, view in zip(item_ids, views, strict=False):
-        ledger_append(
-            room_id=room.id,
-            event=Disclosure(
-                owner_id=str(source.owner_id),
-                item_id=str(item_id),
-                recipient_agent_id=str(recipient_agent_id),
-                turn=turn,
-            ),
-        )
-        items.append(
-            ClearedItem(
-                item_id=item_id,
-                owner_id=str(source.owner_id),
-                resource=source.resource,
-                scope=capability.scope,
-                content=view,
-            )
-        )
-    return _Disclosed(items)
+def _facts_after_failure(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFacts:
+    """The turn's facts after its transaction rolled back: the turn is started again on its
+    own (so it keeps a number of its own), and nothing is decided from them."""
+    with transaction.atomic():
+        return _turn_facts(room_id=room_id, agent_id=agent_id, turn=turn)
 
 
 def _clean_strings(value: Any) -> Any:
@@ -412,28 +508,66 @@ def _peer_item(item: ClearedItem) -> PeerItem:
     )
 
 
-def _peer_messages(*, room_id: UUID, agent_id: UUID) -> list[ContextMessage]:
-    recent = list(
-        Message.objects.filter(room_id=room_id)
-        .exclude(sender_id=agent_id)
-        .only("seq", "sender_id", "text", "flags", "created_at")
-        .order_by("-seq")[:CONTEXT_PEER_MESSAGES]
+@functools.cache
+def _recent_sql(vendor: str) -> str:
+    """The peer's recent messages and the owner's recent whispers in one statement (each
+    part newest first, capped). Only our own names are interpolated."""
+    q = connection.ops.quote_name
+    message, whisper = q(Message._meta.db_table), q(Whisper._meta.db_table)
+    no_flags = f"CAST(NULL AS {Message._meta.get_field('flags').db_type(connection)})"
+    return (
+        f"SELECT * FROM (SELECT 0 AS part, seq, sender_id, text, flags, created_at FROM {message} "  # noqa: S608
+        "WHERE room_id = %s AND (sender_id IS NULL OR sender_id <> %s) "
+        "ORDER BY seq DESC LIMIT %s) m UNION ALL "
+        f"SELECT * FROM (SELECT 1 AS part, 0 AS seq, id, text, {no_flags} AS flags, created_at "
+        f"FROM {whisper} WHERE room_id = %s AND agent_id = %s AND owner_id = %s "
+        "ORDER BY created_at DESC LIMIT %s) w"
+    )
+
+
+def _when(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value
+    parsed = parse_datetime(str(value))
+    assert parsed is not None
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+
+
+def _recent(
+    *, room_id: UUID, agent_id: UUID, owner_id: int
+) -> tuple[list[ContextMessage], list[ContextWhisper]]:
+    """The other agent's recent messages, each fenced, and the owner's recent whispers to
+    this agent, oldest first (one statement)."""
+    room_p = Room._meta.pk.get_db_prep_value(room_id, connection)
+    agent_p = Agent._meta.pk.get_db_prep_value(agent_id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _recent_sql(connection.vendor),
+            [room_p, agent_p, CONTEXT_PEER_MESSAGES, room_p, agent_p, owner_id, CONTEXT_WHISPERS],
+        )
+        rows = cursor.fetchall()
+    said = sorted((r for r in rows if r[0] == 0), key=lambda r: int(r[1]))
+    whispered = sorted(
+        ((_when(r[5]), _uuid(r[2]), str(r[3])) for r in rows if r[0] == 1), key=lambda w: w[0]
     )
     fenced: list[ContextMessage] = []
-    for message in reversed(recent):
-        block: FencedText = fence(message.text, source="peer", cap_bytes=CONTEXT_MESSAGE_CAP_BYTES)
+    for _part, seq, sender, text, flags, created_at in said:
+        block: FencedText = fence(str(text), source="peer", cap_bytes=CONTEXT_MESSAGE_CAP_BYTES)
+        if isinstance(flags, str | bytes):
+            flags = json.loads(flags)
         fenced.append(
             ContextMessage(
-                seq=message.seq,
-                sender_agent_id=message.sender_id,
+                seq=int(seq),
+                sender_agent_id=_uuid(sender) if sender is not None else None,
                 fenced=block.fenced,
                 nonce=block.nonce,
-                flags=list(message.flags),
+                flags=list(flags or []),
                 truncated=block.truncated,
-                sent_at=message.created_at,
+                sent_at=_when(created_at),
             )
         )
-    return fenced
+    whispers = [ContextWhisper(id=wid, text=text, sent_at=at) for at, wid, text in whispered]
+    return fenced, whispers
 
 
 @dataclass(frozen=True)

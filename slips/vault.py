@@ -634,17 +634,28 @@ def vault_scoped_view(
         return []
     views: list[dict[str, Any]] = []
     for row in VaultItem.objects.filter(owner_id=owner_id, kind=capability.resource):
-        item = vault_open(row)
-        if isinstance(item, Availability):
-            views.append(_free_busy(item, horizon=_HORIZONS[capability.scope], now=now))
-        elif isinstance(item, Budget):
-            views.append(_budget_view(item, scope=capability.scope))
-        elif isinstance(item, FoodLikes | FoodDislikes | Allergies):
-            views.append({"items": list(item.items)})
-        elif isinstance(item, Neighbourhood):
-            views.append({"name": item.name})
-        elif isinstance(item, Link):
-            views.append({"url": str(item.url)})
-        elif isinstance(item, Note):
-            views.append({"text": item.text})
+        view = vault_item_scoped_view(row, capability=capability, now=now)
+        if view is not None:
+            views.append(view)
     return views
+
+
+def vault_item_scoped_view(
+    row: VaultItem, *, capability: Capability, now: datetime
+) -> dict[str, Any] | None:
+    """One vault item cut to ``capability``'s scope (context assembly reads the turn's items
+    in one query and cuts each here); None for a kind no scope shows."""
+    item = vault_open(row)
+    if isinstance(item, Availability):
+        return _free_busy(item, horizon=_HORIZONS[capability.scope], now=now)
+    if isinstance(item, Budget):
+        return _budget_view(item, scope=capability.scope)
+    if isinstance(item, FoodLikes | FoodDislikes | Allergies):
+        return {"items": list(item.items)}
+    if isinstance(item, Neighbourhood):
+        return {"name": item.name}
+    if isinstance(item, Link):
+        return {"url": str(item.url)}
+    if isinstance(item, Note):
+        return {"text": item.text}
+    return None

@@ -10,7 +10,8 @@ rules for shared resources. Nothing is cached across calls. Any error is a denia
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -20,6 +21,7 @@ from django.db.models import F
 
 from slips.canonical import SLIP_TAG, payload_parse_canonical
 from slips.capabilities import (
+    TIER_ORDER,
     Capability,
     capability_meet_room_rules,
     capability_under_tier,
@@ -28,7 +30,7 @@ from slips.capabilities import (
 )
 from slips.config import slips_setting
 from slips.models import RoomTier, Slip, SlipCapability
-from slips.payload import slip_payload_read
+from slips.payload import SlipPayload, slip_payload_read
 from slips.services import live_slip_capabilities
 from slips.signatures import signature_valid
 
@@ -70,7 +72,43 @@ def room_tier(*, room_id: UUID) -> str:
     return tier_narrowest(tiers).value
 
 
-def _evaluate(
+@dataclass(frozen=True)
+class _CheckedSlip:
+    """A live slip checked once (key, signature, lookup columns against the signed bytes):
+    ``signed`` when it holds up, else ``failure`` names why every use under it is denied."""
+
+    slip: Slip
+    signed: SlipPayload | None
+    failure: str | None
+
+
+def _slip_check(slip: Slip) -> _CheckedSlip:
+    key = slip.key
+    if key.owner_id != slip.owner_id:
+        return _CheckedSlip(slip, None, "foreign_key")
+    if key.revoked_at is not None:
+        return _CheckedSlip(slip, None, "key_revoked")
+    raw = bytes(slip.payload)
+    if not signature_valid(
+        public_key=bytes(key.public_key), message=SLIP_TAG + raw, signature=bytes(slip.signature)
+    ):
+        return _CheckedSlip(slip, None, "bad_signature")
+    signed = slip_payload_read(payload_parse_canonical(raw))
+    # The lookup columns must say what the signed bytes say.
+    if (
+        signed.room_id != slip.room_id
+        or signed.agent_id != slip.agent_id
+        or signed.owner_id != str(slip.owner_id)
+        or signed.key_id != key.id
+        or signed.nonce != slip.nonce
+        or (signed.issued_at, signed.expires_at) != (slip.issued_at, slip.expires_at)
+    ):
+        return _CheckedSlip(slip, None, "binding_mismatch")
+    return _CheckedSlip(slip, signed, None)
+
+
+def _judge(
+    checked: _CheckedSlip,
     *,
     room_id: UUID,
     owner_id: Any,
@@ -79,39 +117,20 @@ def _evaluate(
     operation: str,
     recipient: str,
     now: datetime,
-    lock: bool,
+    record_at: Callable[[int], SlipCapability | None],
+    tier_of: Callable[[], str],
+    live_capabilities: Callable[[], dict[str, tuple[Capability, ...]]],
 ) -> tuple[CapabilityVerdict, SlipCapability | None]:
-    slip = (
-        Slip.objects.select_related("key")
-        .filter(owner_id=owner_id, room_id=room_id, agent_id=agent_id, superseded_at__isnull=True)
-        .first()
-    )
-    if slip is None:
-        return _deny("no_slip"), None
-    key = slip.key
-    ids = {"slip_id": slip.id, "key_id": key.id}
-    if key.owner_id != slip.owner_id:
-        return _deny("foreign_key", **ids), None
-    if key.revoked_at is not None:
-        return _deny("key_revoked", **ids), None
-    raw = bytes(slip.payload)
-    if not signature_valid(
-        public_key=bytes(key.public_key), message=SLIP_TAG + raw, signature=bytes(slip.signature)
-    ):
-        return _deny("bad_signature", **ids), None
-    signed = slip_payload_read(payload_parse_canonical(raw))
-    # The lookup columns must say what the signed bytes say, and the request must match both.
-    if (
-        signed.room_id != slip.room_id
-        or signed.agent_id != slip.agent_id
-        or signed.owner_id != str(slip.owner_id)
-        or signed.key_id != key.id
-        or signed.nonce != slip.nonce
-        or (signed.issued_at, signed.expires_at) != (slip.issued_at, slip.expires_at)
-        or signed.room_id != room_id
-        or signed.agent_id != agent_id
-        or signed.owner_id != str(owner_id)
-    ):
+    """One use decided against one checked slip: the rules, in order, with no reads of their
+    own (the callers pass how to find the capability record, the tier and the other owners'
+    rules: one query each per call, or one set-based read per turn)."""
+    slip = checked.slip
+    ids = {"slip_id": slip.id, "key_id": slip.key_id}
+    if checked.failure is not None or checked.signed is None:
+        return _deny(checked.failure or "binding_mismatch", **ids), None
+    signed = checked.signed
+    # The request must match the signed bytes too.
+    if signed.room_id != room_id or signed.agent_id != agent_id or signed.owner_id != str(owner_id):
         return _deny("binding_mismatch", **ids), None
     now_s = int(now.timestamp())
     if now_s >= signed.expires_at:
@@ -130,19 +149,18 @@ def _evaluate(
         return _deny("recipient_not_cleared", **ids), None
     if now_s >= granted.expires_at:
         return _deny("capability_expired", **ids), None
-    rows = SlipCapability.objects.filter(slip=slip, position=position)
-    row = (rows.select_for_update() if lock else rows).first()
+    row = record_at(position)
     if row is None or row.resource != resource or row.operation != operation:
         return _deny("binding_mismatch", **ids), None
     if row.uses_left <= 0:
         return _deny("uses_exhausted", uses_left=0, **ids), row
-    tier = room_tier(room_id=room_id)
+    tier = tier_of()
     effective = capability_under_tier(granted, tier)
     if effective is None:
         return _deny("tier_forbids", tier=tier, **ids), row
     if not effective.is_vault:
         # A shared resource: where the other owner's live slip has a narrower rule, it wins.
-        for other_owner, capabilities in live_slip_capabilities(room_id=room_id).items():
+        for other_owner, capabilities in live_capabilities().items():
             if other_owner == str(owner_id):
                 continue
             for theirs in capabilities:
@@ -159,6 +177,44 @@ def _evaluate(
             **ids,
         ),
         row,
+    )
+
+
+def _evaluate(
+    *,
+    room_id: UUID,
+    owner_id: Any,
+    agent_id: UUID,
+    resource: str,
+    operation: str,
+    recipient: str,
+    now: datetime,
+    lock: bool,
+) -> tuple[CapabilityVerdict, SlipCapability | None]:
+    slip = (
+        Slip.objects.select_related("key")
+        .filter(owner_id=owner_id, room_id=room_id, agent_id=agent_id, superseded_at__isnull=True)
+        .first()
+    )
+    if slip is None:
+        return _deny("no_slip"), None
+
+    def record_at(position: int) -> SlipCapability | None:
+        rows = SlipCapability.objects.filter(slip=slip, position=position)
+        return (rows.select_for_update() if lock else rows).first()
+
+    return _judge(
+        _slip_check(slip),
+        room_id=room_id,
+        owner_id=owner_id,
+        agent_id=agent_id,
+        resource=resource,
+        operation=operation,
+        recipient=recipient,
+        now=now,
+        record_at=record_at,
+        tier_of=lambda: room_tier(room_id=room_id),
+        live_capabilities=lambda: live_slip_capabilities(room_id=room_id),
     )
 
 
@@ -240,3 +296,135 @@ def capability_use(
     except Exception:
         logger.exception("capability use failed: denying")
         return _deny("verification_error")
+
+
+# --- one turn's uses, decided together (context assembly) --------------------------------------
+
+# The tiers as ranks, narrowest first, for reading the room's tier in SQL (``tier_rank_sql``).
+_TIER_RANKS = {tier.value: rank for rank, tier in enumerate(TIER_ORDER)}
+
+
+def tier_rank_sql(column: str) -> str:
+    """A SQL expression ranking ``column``'s tier, narrowest 0 (``room_tier_from_ranks``);
+    only our own constant tier names are interpolated."""
+    cases = " ".join(f"WHEN '{tier}' THEN {rank}" for tier, rank in _TIER_RANKS.items())
+    return f"CASE {column} {cases} END"
+
+
+def room_tier_from_ranks(*, narrowest_chosen: int | None, slip_owner_unchosen: bool) -> str:
+    """``room_tier`` from two facts read in SQL: the narrowest rank any owner chose, and
+    whether an owner with a live slip chose none (who then counts as the default tier)."""
+    tiers = [TIER_ORDER[narrowest_chosen].value] if narrowest_chosen is not None else []
+    if slip_owner_unchosen:
+        tiers.append(tier_narrowest([]).value)
+    return tier_narrowest(tiers).value
+
+
+@dataclass
+class RoomSlips:
+    """A room's live slips for one turn, read in one statement (each slip with its key and
+    its capability records, locked) and each checked once: key, signature, signed bytes.
+
+    Built per turn and dropped with it: nothing here outlives the transaction it was read in.
+    ``capability_verdict`` re-reads everything per call; this decides many uses of one turn
+    from one read, with the same rules (``_judge``), spending nothing.
+    """
+
+    room_id: UUID
+    tier: str
+    slips: dict[tuple[str, UUID], _CheckedSlip] = field(default_factory=dict)
+    records: dict[UUID, dict[int, SlipCapability]] = field(default_factory=dict)
+    _live: dict[str, tuple[Capability, ...]] | None = None
+
+    def verdict(
+        self,
+        *,
+        owner_id: Any,
+        agent_id: UUID,
+        resource: str,
+        operation: str,
+        recipient: str,
+        now: datetime,
+    ) -> tuple[CapabilityVerdict, SlipCapability | None]:
+        """As ``capability_verdict``, from this turn's read; any error is a denial."""
+        checked = self.slips.get((str(owner_id), agent_id))
+        if checked is None:
+            return _deny("no_slip"), None
+        try:
+            return _judge(
+                checked,
+                room_id=self.room_id,
+                owner_id=owner_id,
+                agent_id=agent_id,
+                resource=resource,
+                operation=operation,
+                recipient=recipient,
+                now=now,
+                record_at=self.records.get(checked.slip.id, {}).get,
+                tier_of=lambda: self.tier,
+                live_capabilities=self._live_capabilities,
+            )
+        except Exception:
+            logger.exception("capability verification failed: denying")
+            return _deny("verification_error"), None
+
+    def _live_capabilities(self) -> dict[str, tuple[Capability, ...]]:
+        # As live_slip_capabilities: every live slip's records as stored (verified when
+        # submitted); only a shared resource asks, which no vault item is.
+        if self._live is None:
+            live: dict[str, tuple[Capability, ...]] = {}
+            for (owner, _agent), checked in sorted(self.slips.items(), key=lambda kv: kv[0][0]):
+                parsed = slip_payload_read(payload_parse_canonical(bytes(checked.slip.payload)))
+                live[owner] = live.get(owner, ()) + parsed.capabilities
+            self._live = live
+        return self._live
+
+    def vault_records(self) -> list[SlipCapability]:
+        """Every capability record of these slips (a shortlist for context assembly)."""
+        return [row for rows in self.records.values() for row in rows.values()]
+
+
+def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
+    """The room's live slips and their capability records, in one statement (records locked
+    when ``lock``, so the uses they hold cannot change before ``capability_uses_spend``).
+    A slip whose check raises is denied as ``verification_error`` for every use under it.
+
+    Only slips with at least one record are read: a slip without any clears nothing, and
+    the room's tier comes from the caller (``room_tier_from_ranks``), which counts it."""
+    rows = SlipCapability.objects.select_related("slip", "slip__key").filter(
+        slip__room_id=room_id, slip__superseded_at__isnull=True
+    )
+    if lock:
+        rows = rows.select_for_update(of=("self",))
+    snapshot = RoomSlips(room_id=room_id, tier=tier)
+    for row in rows:
+        slip = row.slip
+        snapshot.records.setdefault(slip.id, {})[row.position] = row
+        place = (str(slip.owner_id), slip.agent_id)
+        if place in snapshot.slips:
+            continue
+        try:
+            snapshot.slips[place] = _slip_check(slip)  # verified once per turn
+        except Exception:
+            logger.exception("slip check failed: denying every use under it")
+            snapshot.slips[place] = _CheckedSlip(slip, None, "verification_error")
+    return snapshot
+
+
+class UsesNotSpent(Exception):
+    """A use that was decided could not be spent: the turn must disclose nothing."""
+
+
+def capability_uses_spend(*, record_ids: list[int]) -> None:
+    """Spend one use of each record, in one statement; call in the transaction that read
+    them locked (``room_slips_read(lock=True)``) and decided each. Raises ``UsesNotSpent``
+    if any had none left after all (then the caller's transaction must roll back)."""
+    if not record_ids:
+        return
+    if len(set(record_ids)) != len(record_ids):
+        raise UsesNotSpent("a record would be spent twice in one turn")
+    spent = SlipCapability.objects.filter(id__in=record_ids, uses_left__gt=0).update(
+        uses_left=F("uses_left") - 1
+    )
+    if spent != len(record_ids):
+        raise UsesNotSpent(f"{len(record_ids) - spent} of {len(record_ids)} uses were gone")

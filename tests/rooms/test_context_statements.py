@@ -1,0 +1,152 @@
+"""A context request costs a constant number of SQL statements, whatever the number of items
+it clears (issue 17): the live slips, capabilities, keys, vault items, seat and standing are
+read set-based, each slip's signature is verified once per turn, uses are spent and every
+disclosure recorded in one transaction with one insert. A test of structure, not of time.
+
+Each scene clears ``n`` of Alice's items for Bob's agent and one of Bob's own items that asks
+him before each use (``per_use``): the first turn asks him, he approves, the second turn
+discloses it once (claiming and consuming the approval), the third asks again. Every turn
+must stay within ``MAX_STATEMENTS``, and each still discloses exactly what is cleared.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from gatekeeper.records import Grant, GrantKind, GrantStatus
+from ledger.models import LedgerEvent
+from ledger.verification import ledger_verify_room
+from rooms import forks, services
+from rooms.context import context_for_agent
+from slips import vault
+from tests.slips.conftest import seat_slip_sign
+
+# Real transactions: inside a test's own atomic block each turn would add a savepoint pair.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MAX_STATEMENTS = 12
+DAY = 86_400
+
+# One item of each single-item kind, then notes and links (an owner may keep several).
+_SINGLE_ITEMS: list[dict[str, Any]] = [
+    {"kind": "availability", "busy": []},
+    {"kind": "budget", "currency": "EUR", "minimum": 3000, "maximum": 6000},
+    {"kind": "food_likes", "items": ["ramen"]},
+    {"kind": "food_dislikes", "items": ["okra"]},
+    {"kind": "allergies", "items": ["sesame"]},
+    {"kind": "link", "url": "https://example.org/0"},
+]
+_SCOPES = {"availability": "free_busy_7d", "budget": "range"}
+
+
+def _alice_items(n: int) -> list[dict[str, Any]]:
+    items = _SINGLE_ITEMS[:n]
+    items += [{"kind": "note", "text": f"note {i}"} for i in range(max(0, n - len(items)))]
+    return items
+
+
+def _to_peer(kind: str) -> dict[str, Any]:
+    record = {
+        "resource": kind,
+        "operation": "disclose",
+        "recipient": "peer_agent",
+        "approval": "none",
+        "max_uses": 50,
+    }
+    if kind in _SCOPES:
+        record["scope"] = _SCOPES[kind]
+    return record
+
+
+def _scene(make_open_room: Any, n: int, prefix: str = "") -> tuple[Any, Any]:
+    setup = make_open_room(prefix=prefix)
+    now = int(time.time())
+    items = _alice_items(n)
+    for content in items:
+        if content["kind"] == "availability":
+            content = {**content, "busy": [{"start": now + DAY, "end": now + DAY + 3600}]}
+        vault.vault_item_create(owner=setup.a.owner, content=content)
+    kinds = list(dict.fromkeys(c["kind"] for c in items))
+    seat_slip_sign(setup.a, setup.room.id, [_to_peer(k) for k in kinds])
+    vault.vault_item_create(owner=setup.b.owner, content={"kind": "neighbourhood", "name": "Mitte"})
+    own_per_use = {
+        "resource": "neighbourhood",
+        "operation": "disclose",
+        "recipient": "own_agent",
+        "approval": "per_use",
+        "max_uses": 5,
+    }
+    _key, device = seat_slip_sign(setup.b, setup.room.id, [own_per_use])
+    services.message_say(
+        room_id=setup.room.id, agent_id=setup.a.agent.id, client_id="m1", text="Friday?"
+    )
+    services.whisper_send(owner=setup.b.owner, room_id=setup.room.id, text="Keep it cheap.")
+    return setup, (_key, device)
+
+
+def _counted_turn(setup: Any) -> tuple[Any, int, list[str]]:
+    with CaptureQueriesContext(connection) as captured:
+        context = context_for_agent(room_id=setup.room.id, agent_id=setup.b.agent.id)
+    return context, len(captured), [q["sql"] for q in captured.captured_queries]
+
+
+def _approve(setup: Any, key_and_device: tuple[Any, Any]) -> None:
+    key, device = key_and_device
+    [grant] = Grant.objects.filter(
+        kind=GrantKind.DISCLOSURE, room_id=setup.room.id, status=GrantStatus.PENDING
+    )
+    forks.grant_decide(
+        owner=setup.b.owner,
+        room_id=setup.room.id,
+        grant_id=grant.id,
+        approve=True,
+        key_id=key.id,
+        signature=device.sign_grant(grant),
+    )
+
+
+@pytest.mark.parametrize("n", [1, 6, 20])
+def test_a_context_request_costs_the_same_statements_for_1_6_and_20_items(
+    make_open_room: Any, n: int
+) -> None:
+    setup, signer = _scene(make_open_room, n)
+
+    asking, asking_count, asking_sql = _counted_turn(setup)
+    assert len(asking.peer_items) == n and asking.own_items == []
+    assert any("approval" in notice for notice in asking.notices)
+    assert asking.whispers and asking.peer_messages  # the whole context, not only items
+    _approve(setup, signer)
+
+    claiming, claiming_count, claiming_sql = _counted_turn(setup)
+    assert len(claiming.peer_items) == n
+    assert [i.resource for i in claiming.own_items] == ["neighbourhood"]  # approved: once
+
+    again, again_count, again_sql = _counted_turn(setup)
+    assert len(again.peer_items) == n and again.own_items == []
+
+    print(
+        f"statements n={n}: asking {asking_count}, claiming {claiming_count}, again {again_count}"
+    )
+    for count, sql in (
+        (asking_count, asking_sql),
+        (claiming_count, claiming_sql),
+        (again_count, again_sql),
+    ):
+        assert count <= MAX_STATEMENTS, f"{count} statements:\n" + "\n".join(sql)
+    # Each item of each turn recorded, in one chain that still verifies.
+    assert LedgerEvent.objects.filter(room_id=setup.room.id, kind="disclosure").count() == 3 * n + 1
+    assert ledger_verify_room(room_id=setup.room.id).ok
+
+
+def test_the_count_does_not_grow_with_the_items(make_open_room: Any) -> None:
+    counts = []
+    for n in (1, 20):
+        setup, _signer = _scene(make_open_room, n, prefix=f"n{n}-")
+        _counted_turn(setup)  # the first turn asks Bob (the same for both)
+        counts.append(_counted_turn(setup)[1])  # waiting for Bob: no new request
+    assert counts[0] == counts[1], counts
