@@ -654,6 +654,15 @@ PSEUDO_TAG_WORDS: tuple[str, ...] = (
     "ai",
     "model",
     "developer[\\s_\\-]*message",
+    # Round 2 (agentdojo's "<INFORMATION>" and kin): tags that frame a message as a notice.
+    "information",
+    "info",
+    "notice",
+    "message",
+    "task",
+    "request",
+    "update",
+    "context",
 )
 PSEUDO_TAG_PATTERN = rf"<\s*/?\s*(?:{'|'.join(PSEUDO_TAG_WORDS)})(?:\s+[^<>\n]{{0,64}})?\s*/?\s*>"
 # Tokens that open a role header consume the role name after them ("<|im_start|>system",

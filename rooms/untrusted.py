@@ -380,7 +380,7 @@ _IGNORE = (
 _RULE_OBJECTS = (
     r"(?:instructions?|instructed|directions|directives?|rules|prompts?|guidelines|guardrails"
     r"|constraints|commands|orders|programming|conditioning|training|context|conversation"
-    r"|policies|policy|restrictions|limitations|filters|safeguards|safety|protocols?"
+    r"|policies|policy|restrictions|limitations|filters|safeguards|safety|protocols?|boundaries"
     r"|system message|task|tasks|objective|mission|guidance|settings|configuration|all of that"
     r"|the above|what came before|everything (?:above|before|else|prior|previous|so far)"
     r"|anything (?:above|before|else)|all (?:of )?(?:the )?(?:above|prior|previous|that))"
@@ -507,6 +507,41 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"if (?:the )?(?:user|human) asks",
             r"if (?:questioned|asked|anyone asks|prompted|challenged),? (?:\w+ ){0,2}?(?:report"
             r"|say|answer|respond|reply|state|tell|insist|claim)",
+            # Round 2 (written from agentdojo 0.1.35 and spikee 0.9.2 after their round-1
+            # measurement): misspelt objects, "your previous <anything>", task hijacks.
+            r"(?:ignore|disregard|forget|override) (?:all )?(?:of )?your (?:previous|prior"
+            r"|preceding"
+            r"|original|initial|earlier|above|existing|current|old) \w+",
+            r"\w{0,3}nstruct\w{0,6}s? ?:",
+            r"(?:new|updated|revised|important|urgent|additional|secret|hidden|real|actual)"
+            r" (?:important |urgent |new |secret )?(?:instructions|directives|orders)",
+            r"(?:urgent|important|secret|hidden|priority) new (?:task|instructions?|orders?)",
+            r"regardless of (?:\w+ ){0,3}?(?:instructions|guidelines|restrictions|rules|policies"
+            r"|constraints|limits|programming|safeguards|filters)",
+            r"you are (?:now )?(?:an? )?(?:dan|do anything|no ?-?limits?|unrestricted|unfiltered"
+            r"|uncensored|jailbroken|evil|rogue)",
+            r"(?:no ?-?limits?|unrestricted|unfiltered|uncensored|jailbroken|do anything) (?:ai"
+            r"|assistant|model|mode|bot|llm|chatbot|version)",
+            r"(?:for|as part of|during) (?:a |an |the )?(?:testing|test|training|academic|research"
+            r"|debugging|debug|educational|evaluation|experimental) (?:purposes?|exercise|pipeline"
+            r"|procedure|run|session)",
+            r"experimental procedure",
+            r"(?:to enable|enable|enabling|activate) debug(?:ging)?",
+            r"unlock (?:\w+ ){0,2}?(?:hidden|secret|full|developer|admin|unrestricted|all)"
+            r" (?:functionalit(?:y|ies)|features?|capabilities|mode|potential|powers)",
+            r"if you are (?:told|asked|instructed|requested) to (?:summari[sz]e|answer|translate"
+            r"|respond|analy[sz]e|review|process|read)",
+            r"before you (?:can )?(?:solve|do|complete|continue|finish|answer|proceed|start"
+            r"|respond|perform)(?: with)? (?:the |your |this |any )?(?:task|request|question|job"
+            r"|work|assignment)",
+            r"(?:the )?task (?:that )?i (?:gave|assigned|sent) you",
+            r"(?:when|that|what) i (?:gave|sent|told) you (?:your |the |my )?(?:instructions|task"
+            r"|prompt|rules)",
+            r"(?:please )?do the following (?:first|instead|now|immediately)",
+            r"^[^\S\n]*(?:todo|to-do|action required|action item) ?:",
+            r"(?:decode|decrypt|deobfuscate|unscramble|reverse) (?:\w+ ){0,3}?(?:base64|base 64"
+            r"|rot13|rot-13|hex|encoded|cipher|ciphertext|string|message) (?:\w+ ){0,3}?(?:and"
+            r"|then) (?:\w+ ){0,2}?(?:follow|obey|execute|do|run|include|apply|comply)",
         ),
     ),
     IntentFamily(
@@ -630,6 +665,25 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"!\[[^\]\n]{0,200}\] ?\( ?(?:https?:)?//[^)\s]{0,300}[?&=]",
             r"<img\s[^>]{0,200}src\s*=\s*[\"']?(?:https?:)?//[^\"'\s>]{0,300}\?",
             r"(?:exfiltrate|exfiltration|leak|smuggle) ",
+            rf"(?:post|upload|send|forward|email|transmit|submit|leak|exfiltrate|paste|publish"
+            rf"|share) (?:it|them|this|that|everything|these|those|(?:the|all|every) (?:\w+ )?"
+            rf"(?:results?|data|contents?|messages?|files?|information|details|list|summary"
+            rf"|emails?|conversation|history|transcript)) (?:\w+ ){{0,3}}?(?:to|at|into|on|via)"
+            rf" (?:\w+ ){{0,3}}?{_ADDRESS}",
+            rf"{_SEND} (?:me |us )?{_W}{{0,3}}?(?:all|every|the contents of|a copy of)"
+            rf" {_W}{{0,10}}?"
+            rf"(?:to|at|into|via) {_W}{{0,2}}?{_ADDRESS}",
+            rf"{_SEND} (?:\w+ ){{0,4}}?{_CREDENTIALS} (?:\w+ ){{0,6}}?(?:to|at) {_W}{{0,2}}?"
+            rf"(?:{_ADDRESS}|[\"'][^\"'\s]{{1,64}}@)",
+            r"(?:send|transfer|wire|pay|move|deposit|route)[^.\n]{0,120}?(?:account|iban)"
+            r"(?: number)?"
+            r"[^a-z0-9\n]{0,4}[a-z]{2}\d{2}[a-z0-9]{8,30}",
+            r"javascript ?:",
+            r"<[a-z]{1,10}\b[^>]{0,200}\bon(?:error|load|click|mouseover|focus)\s*=",
+            r"(?:include|insert|add|append|embed|put|write|output|print|render|display|show)"
+            r" (?:\w+ ){0,4}?(?:the following|this) (?:\w+ )?(?:string|anchor|link|image|code"
+            r"|snippet|markdown|html|tag|script|url|text|phrase|sentence|message)",
+            r"exactly as (?:it is|written|shown|given|provided|below)",
         ),
     ),
     IntentFamily(
@@ -661,6 +715,17 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r" (?:override|access|privileges?|command|authori[sz]ation|clearance|request)",
             r"(?:core|legal|system|critical|priority|mandatory|official|overriding) (?:instruction"
             r"|directive|amendment|override)s?",
+            r"(?:an? )?(?:important|urgent|official|priority|critical|confidential) (?:message"
+            r"|note|notice|instruction|request|update) (?:from|for) (?:me|you|your|the)",
+            r"the system is (?:experiencing|reporting|having) (?:\w+ )?(?:errors?|an error"
+            r"|malfunctions?|issues|failures?)",
+            r"system (?:malfunction|failure|override|compromised)",
+            r"debug(?:ging)? (?:error|mode|session|override)",
+            r"grant (?:\w+ ){0,2}?(?:administrative|admin|root|elevated|full|unrestricted"
+            r"|temporary)"
+            r" (?:privileges|access|rights|permissions)",
+            r"\"(?:system|developer|admin|instructions|mode|role)\"[\x20\t\n]*:[\x20\t\n]*"
+            r"[\x7b\x5b\"]",
         ),
     ),
     IntentFamily(

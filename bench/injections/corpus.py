@@ -9,6 +9,13 @@ decided before any held-out text was read:
 * held-out: agentdojo 0.1.35 (ETH Zurich, MIT) and spikee 0.9.2 (Reversec / WithSecure Labs,
   Apache-2.0). Their loaders were written from file names and JSON keys only.
 
+Round 2. After the round-1 held-out figures were taken (and reported as such), agentdojo and
+spikee were opened and the rules improved on them: from then on they count as tuning. A
+second held-out set, never looked at before its one measurement, was chosen then:
+bastioncorpus 0.6.0 (MIT; its ``malicious`` rows, and its ``benign`` rows as an extra check of
+false flags) and pyrit 1.1.0 (Microsoft, MIT; its jailbreak templates with a neutral request
+in place of ``{{ prompt }}``). Their loaders too were written from file names and keys only.
+
 A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
 fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
 and the 90% goal is about the rest.
@@ -27,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-Split = Literal["tuning", "held_out"]
+Split = Literal["tuning", "held_out", "held_out_2"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,9 @@ PACKAGES: tuple[Package, ...] = (
     Package("promptinject", "0.1.1.1", "tuning", "MIT"),
     Package("agentdojo", "0.1.35", "held_out", "MIT"),
     Package("spikee", "0.9.2", "held_out", "Apache-2.0"),
+    # Round 2 (see the module docstring): held out while agentdojo and spikee became tuning.
+    Package("bastioncorpus", "0.6.0", "held_out_2", "MIT"),
+    Package("pyrit", "1.1.0", "held_out_2", "MIT"),
 )
 
 
@@ -341,3 +351,52 @@ def _dedupe(samples: list[Sample]) -> list[Sample]:
             encoded = sample.encoded or looks_encoded(sample.text)
             unique.append(Sample(sample.text, sample.source, sample.split, encoded))
     return unique
+
+
+# --- round 2 held-out: bastioncorpus and pyrit ---------------------------------------------
+
+NEUTRAL_REQUEST = "Tell me a short story about a lighthouse keeper."
+
+
+def _bastion(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    raw = wheel.read("bastioncorpus/corpus/injections.jsonl").decode()
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        translated = row.get("lang", "en") != "en"
+        source = "bastioncorpus:" + ("malicious" if row.get("label") == "malicious" else "benign")
+        yield Sample(row["text"], source, "held_out_2", encoded=translated)
+
+
+def _pyrit(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    import yaml
+
+    base = "pyrit/datasets/jailbreak/templates/"
+    for name in sorted(wheel.namelist()):
+        if not (name.startswith(base) and name.endswith(".yaml")):
+            continue
+        data = yaml.safe_load(wheel.read(name))
+        if not isinstance(data, dict) or not isinstance(data.get("value"), str):
+            continue
+        if [str(p) for p in data.get("parameters") or []] != ["prompt"]:
+            continue
+        text = re.sub(r"\{\{\s*prompt\s*\}\}", NEUTRAL_REQUEST, data["value"])
+        part = name[len(base) :].split("/")[0] if "/" in name[len(base) :] else "templates"
+        yield Sample(text, f"pyrit:{part}", "held_out_2")
+
+
+def load_held_out_2(directory: Path) -> tuple[list[Sample], list[str]]:
+    """Round-2 held-out injections, and bastioncorpus's benign rows (for false flags)."""
+    bastion, pyrit = PACKAGES[4], PACKAGES[5]
+    samples: list[Sample] = []
+    benign: list[str] = []
+    with _wheel(directory, bastion) as wheel:
+        for sample in _bastion(wheel):
+            if sample.source.endswith(":benign"):
+                benign.append(sample.text)
+            else:
+                samples.append(sample)
+    with _wheel(directory, pyrit) as wheel:
+        samples += list(_pyrit(wheel))
+    return _dedupe(samples), benign
