@@ -18,6 +18,23 @@ from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from frontend.login_throttle import (
+    login_lockout_lift,
+    password_reset_request_allowed,
+    password_reset_throttled_response,
+    signup_refusal_count,
+    signup_refusals_exceeded,
+    signup_throttled_response,
+)
+
+# One answer for every refused username (taken, differing only in case, malformed, too long):
+# a refusal that said "already exists" would tell strangers who has an account here
+# (docs/threat-model.md, "Account enumeration").
+USERNAME_REFUSED = (
+    "Choose another username: use up to 150 letters, digits and @ . + - _ "
+    "(some names are already taken or not allowed)."
+)
+
 
 class SignupForm(UserCreationForm):
     """Username and password, and an optional email: the only way to reset a forgotten
@@ -33,6 +50,12 @@ class SignupForm(UserCreationForm):
         model = User
         fields = ("username", "email")
 
+    def full_clean(self) -> None:
+        # After all of Django's checks, including the model's unique check (its last step).
+        super().full_clean()
+        if self.is_bound and "username" in self.errors:
+            self.errors["username"] = self.error_class([USERNAME_REFUSED])
+
 
 def _next_here(request: HttpRequest) -> str:
     """Where to go after signing up (an invitation, say), if it is a path on this site."""
@@ -44,12 +67,18 @@ def _next_here(request: HttpRequest) -> str:
 
 
 def signup(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST" and signup_refusals_exceeded(request):
+        return signup_throttled_response(request)
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
-        login(request, user)
+        # Without a backend named, login() asks which one authenticated: the throttle first.
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         messages.success(request, f"Welcome, {user.get_username()}. Your account is ready.")
         return redirect(_next_here(request) or "dashboard")
+    if request.method == "POST" and "username" in form.errors:
+        # Probing usernames through this form is as slow as probing them at the login.
+        signup_refusal_count(request)
     return render(request, "registration/signup.html", {"form": form, "next": _next_here(request)})
 
 
@@ -86,6 +115,11 @@ class PasswordResetRequest(auth_views.PasswordResetView):
         context = super().get_context_data(**kwargs)
         return {**context, "reset_by_email": True, "reset_hours": _reset_hours()}
 
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not password_reset_request_allowed(request):
+            return password_reset_throttled_response(request)
+        return super().post(request, *args, **kwargs)
+
     def form_valid(self, form: Any) -> HttpResponse:
         self.extra_email_context = {"reset_hours": _reset_hours()}
         return super().form_valid(form)
@@ -104,6 +138,13 @@ class PasswordResetNew(auth_views.PasswordResetConfirmView):
 
     template_name = "registration/password_reset_new.html"
     success_url = reverse_lazy("password_reset_complete")
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        response = super().form_valid(form)
+        # The lockout page says "or reset your password": a reset proves the mailbox, so it
+        # lifts the lock on this username (not on the address, which others may share).
+        login_lockout_lift(username=form.user.get_username())
+        return response
 
 
 class PasswordResetFinished(auth_views.PasswordResetCompleteView):

@@ -10,6 +10,7 @@ Two profiles run the same code:
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -95,6 +96,8 @@ INSTALLED_APPS = [
     "csp",
     "channels",
     "ninja",
+    # Failed-login records for throttling with lockout (docs/threat-model.md).
+    "axes",
     "ledger",
     "slips",
     "dining",
@@ -120,6 +123,8 @@ MIDDLEWARE = [
     "frontend.middleware.OwnerTimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: turns a login refused for too many failures into the 429 lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "synapsia.urls"
@@ -189,6 +194,18 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# --- Cache: the throttles' counters (API, password reset) --------------------------------------
+# Production shares them across processes in Redis; the embedded default (one process) keeps
+# them in memory.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "synapsia",
+        }
+    }
+
 # --- Celery ---------------------------------------------------------------------------------
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
@@ -218,6 +235,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# The throttle first: a locked-out owner (or address) is refused before the password is checked.
+AUTHENTICATION_BACKENDS = [
+    "frontend.login_throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
@@ -247,6 +269,25 @@ PASSWORD_RESET_BY_EMAIL: bool = bool(EMAIL_URL) or PROFILE == "embedded"
 DEFAULT_FROM_EMAIL: str = env.str("SYNAPSIA_DEFAULT_FROM_EMAIL", default="synapsia@localhost")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 PASSWORD_RESET_TIMEOUT: int = env.int("SYNAPSIA_PASSWORD_RESET_SECONDS", default=3 * 60 * 60)
+
+# --- Throttling (docs/threat-model.md; docs/protocol.md "Limits") -----------------------------
+# Logins (owner, admin): after AXES_FAILURE_LIMIT wrong passwords for one username, or from one
+# address, within the cool-off, that username (from anywhere) and that address (for any
+# username) are refused with HTTP 429 until AXES_COOLOFF_TIME has passed since the last
+# failure, even with the right password. A completed password reset lifts the username's
+# lock. Only failures are kept (no log of successful logins), for no longer than the cool-off.
+AXES_FAILURE_LIMIT: int = env.int("SYNAPSIA_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("SYNAPSIA_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# Refused attempts during a lockout do not extend it: "try again in 15 minutes" stays true.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "frontend.login_throttle.lockout_response"
+AXES_DISABLE_ACCESS_LOG = True
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "csrfmiddlewaretoken", "next"]
+AXES_VERBOSE = False
+# The client address is REMOTE_ADDR: Daphne's --proxy-headers already set it from the proxy's
+# X-Forwarded-For (deploy/); ninja must not read that header a second time.
+NINJA_NUM_PROXIES = 0
 
 LOGGING = {
     "version": 1,
@@ -315,6 +356,19 @@ SYNAPSIA = {
         default=[] if PROFILE == "production" else ["127.0.0.1", "localhost"],
     ),
     "WEBHOOK_TIMEOUT_SECONDS": env.float("SYNAPSIA_WEBHOOK_TIMEOUT_SECONDS", default=5.0),
+    # REST API rates (ninja's "count/period"): per signed-in owner, and per address for
+    # requests without a session; over it, 429 "rate_limited" with Retry-After.
+    "API_RATE_OWNER": env.str("SYNAPSIA_API_RATE_OWNER", default="300/min"),
+    "API_RATE_ANONYMOUS": env.str("SYNAPSIA_API_RATE_ANONYMOUS", default="60/min"),
+    # Password-reset requests (each may send an email) per client address per hour.
+    "PASSWORD_RESETS_PER_ADDRESS_PER_HOUR": env.int(
+        "SYNAPSIA_PASSWORD_RESETS_PER_ADDRESS_PER_HOUR", default=5
+    ),
+    # Signups refused on their username (taken or not allowed) per client address per hour;
+    # past it the signup form answers 429, so probing usernames there is slow.
+    "SIGNUP_USERNAME_REFUSALS_PER_ADDRESS_PER_HOUR": env.int(
+        "SYNAPSIA_SIGNUP_USERNAME_REFUSALS_PER_ADDRESS_PER_HOUR", default=10
+    ),
     # Venue catalogues this deployment offers (docs/dining.md): paths of catalogue files; a
     # room names one by id in its terms. The first is the default for new dinner rooms.
     "VENUE_CATALOGUES": env.list(

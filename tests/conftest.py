@@ -73,6 +73,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _no_requests_counted_yet() -> None:
+    """Each test starts with nothing counted against a rate limit (API throttles, password
+    reset and signup windows live in the cache; failed logins in the database are already
+    per test). In Redis only this project's keys go: Celery's and Channels' stay."""
+    from django.core.cache import cache
+
+    client_of = getattr(getattr(cache, "_cache", None), "get_client", None)
+    if client_of is None:
+        cache.clear()
+        return
+    client = client_of(write=True)
+    keys = list(client.scan_iter(match=cache.make_key("*")))
+    if keys:
+        client.delete(*keys)
+
+
 # --- factories ----------------------------------------------------------------------------
 
 
