@@ -100,10 +100,14 @@ def test_deleting_a_room_says_what_goes_and_stays_then_both_sides_lose_it(
     alice_rooms = alice.get("/").content.decode()
     assert "bob deleted the room 'Dinner for two'." in visible(alice_rooms)
     notice = RoomDeletionNotice.objects.get(recipient=opened.a.owner)
+    # Another owner can neither see nor dismiss it.
+    assert "deleted the room" not in visible(bob.get("/").content.decode())
+    assert bob.post(f"/notices/{notice.id}/dismiss/").status_code == 302
+    assert RoomDeletionNotice.objects.filter(id=notice.id).exists()
+    assert alice.get(f"/notices/{notice.id}/dismiss/").status_code == 405  # POST only
     assert alice.post(f"/notices/{notice.id}/dismiss/").status_code == 302
     assert "deleted the room" not in visible(alice.get("/").content.decode())
-    # Another owner cannot dismiss (or see) someone else's notice.
-    assert not RoomDeletionNotice.objects.exists()
+    assert not RoomDeletionNotice.objects.exists()  # dismissed is deleted (it held the name)
 
 
 def test_an_owner_without_a_seat_gets_not_found_and_nothing_is_deleted(

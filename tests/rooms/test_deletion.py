@@ -200,3 +200,23 @@ def test_retention_and_reapplied_deletions_read_as_sentences() -> None:
         "A deletion of this room was applied again after a restore from backup: nothing was "
         "left to delete."
     )
+
+
+def test_another_apps_content_is_deleted_with_the_room_and_counted(
+    make_open_room: Callable[..., OpenRoom], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rooms.deletion as deletion
+
+    monkeypatch.setattr(deletion, "_DELETERS", dict(deletion._DELETERS))
+    notes: dict[object, int] = {}
+    opened = make_open_room()
+    notes[opened.room.id] = 2
+
+    def exit_notes_delete(room_id: object) -> int:
+        return notes.pop(room_id, 0)
+
+    deletion.room_content_deleter_register("exit_notes", "notes", exit_notes_delete)
+    deleted = room_delete(owner=opened.a.owner, room_id=opened.room.id)
+    assert deleted.counts.notes == 2 and notes == {}
+    data = LedgerEvent.objects.filter(room_id=opened.room.id).order_by("-seq").first().data
+    assert data["notes_deleted"] == 2
