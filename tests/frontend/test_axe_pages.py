@@ -137,6 +137,12 @@ PAGES = [
     OwnerPage("slip", ("room-slip", "slip"), needs="room"),
     OwnerPage("ledger", ("room-ledger", "ledger"), needs="room"),
     OwnerPage("invite", ("invite",), needs="invite"),
+    OwnerPage("password change", ("password_change",)),
+    OwnerPage("delete account", ("account-delete",)),
+    OwnerPage("close room", ("room-close",), needs="room"),
+    OwnerPage("delete room", ("room-delete",), needs="room"),
+    OwnerPage("exit note", ("stewards:exit-note",), needs="room"),
+    OwnerPage("report", ("stewards:report",), needs="room"),
 ]
 
 
