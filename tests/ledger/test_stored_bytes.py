@@ -325,3 +325,55 @@ def test_verifying_every_room_names_a_missing_head_row_and_a_row_beyond_it(make_
         str(beyond): (3, "event 3 lies beyond the head row"),
     }
     assert str(good) not in failures
+
+
+def test_a_randomized_sweep_of_stored_row_tampering_is_all_detected(make_chain) -> None:
+    """300 random edits of stored rows (a column, the bytes, the bytes with the hash, both
+    with the hash, swapped or renumbered rows), each undone afterwards: every one is found."""
+    import random
+
+    random.seed(20261201)
+    room_id = make_chain(8)
+    ledger_sign_head(room_id=room_id)
+    rows = {e.seq: e for e in LedgerEvent.objects.filter(room_id=room_id)}
+    assert ledger_verify_room(room_id=room_id).ok
+    missed = []
+    for trial in range(300):
+        seq = random.randint(1, 8)
+        row = rows[seq]
+        mine = LedgerEvent.objects.filter(pk=row.pk)
+        choice = trial % 6
+        savepoint = transaction.savepoint()
+        if choice == 0:  # one column
+            field = random.choice(["data", "kind", "occurred_at", "prev_hash", "hash"])
+            if field == "data":
+                key = random.choice(list(row.data))
+                value = row.data[key]
+                changed = value + 1 if isinstance(value, int) else f"{value}x"
+                mine.update(data={**row.data, key: changed})
+            elif field == "occurred_at":
+                mine.update(occurred_at=row.occurred_at.replace(microsecond=(row.seq * 7) % 10**6))
+            else:
+                mine.update(**{field: "leave" if field == "kind" else "e" * 64})
+        elif choice == 1:  # one byte of the stored bytes
+            stored = bytearray(row.canonical)
+            i = random.randrange(len(stored))
+            stored[i] = (stored[i] + random.randint(1, 254)) % 256
+            mine.update(canonical=bytes(stored))
+        elif choice in (2, 3):  # data and bytes together, with (3) or without (2) the hash
+            data = {**row.data, "extra": trial}
+            forged = rfc8785.dumps(_envelope(row, data=data))
+            extra = {"hash": hashlib.sha256(forged).hexdigest()} if choice == 3 else {}
+            mine.update(data=data, canonical=forged, **extra)
+        elif choice == 4:  # swap two rows' numbers
+            other = rows[seq % 8 + 1]
+            mine.update(seq=1000)
+            LedgerEvent.objects.filter(pk=other.pk).update(seq=seq)
+            mine.update(seq=other.seq)
+        else:  # delete one row
+            mine.delete()
+        if ledger_verify_room(room_id=room_id).ok:
+            missed.append((trial, choice, seq))
+        transaction.savepoint_rollback(savepoint)
+    assert missed == []
+    assert ledger_verify_room(room_id=room_id).ok
