@@ -308,7 +308,16 @@ def account_delete(*, owner: User) -> AccountDeleted:
         now = timezone.now()
         user_id = int(owner.pk)
         AccountDeletion.objects.create(user_id=user_id, deleted_at=now)
-        _journal_append({"kind": "account", "user_id": user_id, "deleted_at": now.isoformat()})
+        _journal_append(
+            {
+                "kind": "account",
+                "user_id": user_id,
+                # With the id, it names this account only: an id alone could be another
+                # database's user (a test database, a fresh install reading an old journal).
+                "date_joined": owner.date_joined.isoformat(),
+                "deleted_at": now.isoformat(),
+            }
+        )
         owner.delete()
     return AccountDeleted(user_id=user_id, rooms=deleted)
 
@@ -371,13 +380,18 @@ def deletions_reapply() -> Reapplied:
     accounts_deleted = 0
     for user_id, entry in accounts.items():
         with transaction.atomic():
+            user = User.objects.filter(pk=user_id).first()
+            if user is None:
+                continue
+            joined = entry.get("date_joined")
+            if joined is not None and datetime.fromisoformat(str(joined)) != user.date_joined:
+                # The same id, another account (a restore rewinds the id sequence, so a later
+                # signup can get it): not the one deleted. No record is made for it either.
+                continue
             AccountDeletion.objects.get_or_create(
                 user_id=user_id,
                 defaults={"deleted_at": datetime.fromisoformat(str(entry["deleted_at"]))},
             )
-            user = User.objects.filter(pk=user_id).first()
-            if user is None:
-                continue
             # Its rooms are in the journal too (deleted above); any it gained otherwise go now.
             for room_id in RoomMember.objects.filter(owner=user).values_list("room_id", flat=True):
                 rows += room_content_delete(room_id).total

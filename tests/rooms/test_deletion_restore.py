@@ -23,7 +23,7 @@ from django.db import connection, connections
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
 from rooms.deletion import account_delete, room_delete
-from rooms.models import Room, RoomDeletion
+from rooms.models import AccountDeletion, Room, RoomDeletion
 from tests.conftest import OpenRoom
 from tests.rooms.test_retention import CANARY, _fill, canaries_in_database
 
@@ -133,3 +133,28 @@ def test_a_restored_backup_gives_back_no_deleted_content(
     call_command("reapply_deletions")
     assert LedgerEvent.objects.count() == events
     assert json.loads(journal.read_text().splitlines()[0])["kind"] == "room"
+
+
+def test_a_journalled_account_id_of_another_database_deletes_no_one(
+    make_owner: Callable[[str], Any], tmp_path: Path, settings: Any
+) -> None:
+    """The journal names an account by id and when it joined: a user who merely has the same
+    id (another database, a fresh install) is not deleted."""
+    journal = tmp_path / "deletions.jsonl"
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "DELETION_JOURNAL_PATH": str(journal)}
+    carol = make_owner("carol")
+    journal.write_text(
+        json.dumps(
+            {
+                "kind": "account",
+                "user_id": carol.pk,
+                "date_joined": "2020-01-01T00:00:00+00:00",
+                "deleted_at": "2020-02-01T00:00:00+00:00",
+            }
+        )
+        + "\n"
+    )
+    for _ in range(2):  # nor does a second run (no record was made from the first)
+        call_command("reapply_deletions")
+        assert User.objects.filter(pk=carol.pk).exists()
+    assert not AccountDeletion.objects.exists()
