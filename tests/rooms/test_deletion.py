@@ -5,7 +5,9 @@ the other owner is told, connected agents are disconnected and cannot rejoin."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +15,11 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from gatekeeper.reasons import event_sentence
 from ledger.models import LedgerEvent
+from ledger.retention import ledger_purge_expired
 from ledger.verification import ledger_verify_room
 from rooms import selectors, services
 from rooms.deletion import account_delete, room_delete
@@ -56,8 +60,9 @@ def _with_outcome(opened: OpenRoom) -> None:
 
 
 def test_either_owner_deletes_the_room_for_both_sides(
-    make_open_room: Callable[..., OpenRoom], _journal: Path
+    make_open_room: Callable[..., OpenRoom], _journal: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     opened, untouched = make_open_room(), make_open_room(prefix="other-")
     _fill(opened)
     _fill(untouched)
@@ -105,6 +110,15 @@ def test_either_owner_deletes_the_room_for_both_sides(
     (notice,) = RoomDeletionNotice.objects.filter(room_id=room_id)
     assert notice.recipient == opened.a.owner
     assert (notice.deleted_by_name, notice.room_purpose) == ("bob", "Dinner for two")
+    # Nothing of the content reached a log line, at any level.
+    assert caplog.records and CANARY not in caplog.text
+
+    # The ledger's window still applies to the deleted room's chain, which keeps verifying.
+    later = timezone.now() + timedelta(days=91)
+    assert ledger_purge_expired(now=later).events_purged > 0
+    kinds = list(LedgerEvent.objects.filter(room_id=room_id).values_list("kind", flat=True))
+    assert kinds == ["retention_purge"]
+    assert ledger_verify_room(room_id=room_id).ok
 
 
 def test_an_owner_without_a_seat_cannot_delete_and_nothing_changes(
