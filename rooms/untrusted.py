@@ -915,7 +915,7 @@ def _alternative(family: int, pattern: str) -> _Alternative:
         frozenset(needles),
         always,
         non_latin,
-        _whole_words(pattern),
+        _whole_words(pattern) and not needles,  # punctuation-first patterns start anywhere
     )
 
 
