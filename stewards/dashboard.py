@@ -59,6 +59,8 @@ class Cell:
 class Row:
     label: str
     cells: tuple[Cell, ...]
+    # The cells that show a number, in words ("Week of 30 Nov: 3 rooms"), for beside a chart.
+    summary: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,13 @@ def _series(columns: tuple[str, ...], counts: dict[str, list[int]]) -> Series:
             Cell(rooms=n, width=round(100 * n / largest)) if n >= k else Cell(None, 0)
             for n in values
         )
-        rows.append(Row(label, cells))
+        shown = [
+            f"{column}: {cell.rooms} rooms"
+            for column, cell in zip(columns, cells, strict=True)
+            if cell.rooms is not None
+        ]
+        summary = "; ".join(shown) if shown else f"fewer than {k} rooms in every week"
+        rows.append(Row(label, cells, summary))
     return Series(columns, tuple(rows))
 
 
