@@ -9,7 +9,10 @@ Cells: ``fence()`` on 1 KB, 8 KB and 64 KB of text, for two kinds of text:
   that every rule family has work to do.
 
 Each size is one fixed 1 KB block (drawn with a fixed seed) repeated, so all sizes have the
-same composition and the ratio shows how the cost scales with length alone.
+same composition and the ratio shows how the cost scales with length alone; the ``*_stream``
+kinds are prefixes of one long stream instead, whose composition changes with size (a pure
+ASCII 1 KB takes fast paths an 8 KB with one accent does not; the deepest nesting anywhere
+sets how many whole-text cleaning passes run).
 
 Sizes are measured in alternation within each round (1 KB, 8 KB, 64 KB, then the next round
 starts at the next size), and the ratios 8 KB / 1 KB and 64 KB / 1 KB are taken within a round,
@@ -30,6 +33,9 @@ from typing import Any
 from rooms.untrusted import fence
 
 SIZES = (1024, 8192, 65536)
+# ``*_stream``: prefixes of one long stream (composition varies with size, as in real text);
+# the others: one 1 KB block repeated (composition fixed, so the ratio is length alone).
+KINDS = ("ordinary", "hostile", "ordinary_stream", "hostile_stream")
 GOAL_RATIO_8K = 10.0
 
 
@@ -62,6 +68,13 @@ def block(*, hostile: bool, ordinary: list[str], injections: list[str], size: in
     return "\n".join(parts)[:size]
 
 
+def stream_of(size: int, *, hostile: bool, ordinary: list[str], injections: list[str]) -> str:
+    """The first ``size`` characters of one long stream of messages drawn with a fixed seed:
+    sizes differ in composition as real texts do (the first 1 KB may be pure ASCII, which
+    takes the fence's fast paths, while 8 KB holds an accent somewhere)."""
+    return block(hostile=hostile, ordinary=ordinary, injections=injections, size=size)
+
+
 def text_of(size: int, *, hostile: bool, ordinary: list[str], injections: list[str]) -> str:
     """``size`` characters: the same 1 KB block repeated, so that every size has exactly the
     same composition and the ratio measures how the cost scales, not what the text holds."""
@@ -89,9 +102,10 @@ def fence_cell(*, rounds: int = 5, budget_s: float = 0.4) -> dict[str, Any]:
     """Per-call medians and within-round ratios for both kinds of text."""
     ordinary, injections = _ordinary_pool(), _hostile_pool()
     result: dict[str, Any] = {}
-    for kind in ("ordinary", "hostile"):
+    for kind in KINDS:
+        make = stream_of if kind.endswith("stream") else text_of
         texts = {
-            s: text_of(s, hostile=kind == "hostile", ordinary=ordinary, injections=injections)
+            s: make(s, hostile=kind.startswith("hostile"), ordinary=ordinary, injections=injections)
             for s in SIZES
         }
         per_round: list[dict[int, float]] = []
@@ -118,7 +132,7 @@ def format_cell(result: dict[str, Any]) -> str:
     for kind, body in result.items():
         us = body["us_per_call"]
         lines.append(
-            f"fence {kind:8s} 1KB {us['1KB']:>8.1f} us  8KB {us['8KB']:>8.1f} us  "
+            f"fence {kind:15s} 1KB {us['1KB']:>8.1f} us  8KB {us['8KB']:>8.1f} us  "
             f"64KB {us['64KB']:>9.1f} us   8KB/1KB x{body['ratio_8k_over_1k']:.2f}  "
             f"64KB/1KB x{body['ratio_64k_over_1k']:.2f}  "
             f"(goal 8KB <= x{GOAL_RATIO_8K:.0f}: "
