@@ -377,3 +377,17 @@ def test_a_randomized_sweep_of_stored_row_tampering_is_all_detected(make_chain) 
         transaction.savepoint_rollback(savepoint)
     assert missed == []
     assert ledger_verify_room(room_id=room_id).ok
+
+
+def test_a_batch_appended_at_once_stores_the_same_bytes_and_verifies_from_them(
+    monkeypatch,
+) -> None:
+    from ledger.services import ledger_append_many
+
+    room_id = uuid.uuid4()
+    with transaction.atomic():
+        ledger_append_many(room_id=room_id, events=sample_events(5))
+    for event in LedgerEvent.objects.filter(room_id=room_id):
+        assert bytes(event.canonical) == rfc8785.dumps(_envelope(event))
+    _no_recanonicalising(monkeypatch)
+    assert ledger_verify_room(room_id=room_id).ok
