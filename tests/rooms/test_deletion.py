@@ -18,6 +18,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from gatekeeper.reasons import event_sentence
+from ledger.events import event_record_parse
 from ledger.models import LedgerEvent
 from ledger.retention import ledger_purge_expired
 from ledger.verification import ledger_verify_room
@@ -99,6 +100,7 @@ def test_either_owner_deletes_the_room_for_both_sides(
     assert kinds[0] == "join" and kinds[-1] == "room_content_deleted"
     data = LedgerEvent.objects.filter(room_id=room_id).order_by("-seq").first().data
     assert data["by"] == str(opened.b.owner.pk) and data["messages_deleted"] == 1
+    assert event_record_parse(kind="room_content_deleted", data=data).reason == "owner_request"
     assert CANARY not in json.dumps(data)
     assert ledger_verify_room(room_id=room_id).ok
     names = {str(opened.b.owner.pk): "Bob"}
