@@ -276,6 +276,7 @@ def open_the_room(journey: Journey) -> None:
     expect(page.locator("#room-state")).to_contain_text(re.compile("open", re.I))
     # The room runs under the narrower of the two tiers, and says so to both owners.
     expect(page.locator("#room-tier")).to_contain_text("Room Only")
+    check(journey.alice, "room-open")
     journey.bob.page.goto(journey.room_url)
     expect(journey.bob.page.locator("#room-tier")).to_contain_text("Room Only")
 
@@ -415,6 +416,7 @@ def step_in_personally(journey: Journey) -> None:
     step_in.click()
     form = bob.page.locator("#in-person")
     expect(form).to_be_visible(timeout=WAIT_MS)
+    check(bob, "room-stepped-in", quoted=(PEER_HTML,))
     form.get_by_label(re.compile("Speak in person")).fill(words)
     form.get_by_role("button", name="Say it").click()
     expect(bob.page.locator("#flare-status")).to_contain_text("Said", timeout=WAIT_MS)
