@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
+from bench.decision import cell_decision
 from bench.fence import cell_fence
 from bench.ledger import cell_ledger
 from bench.stack import ROOT, Server, Stack, provisioned, running_daphne
 
-CELLS = ("say", "turn", "idle", "ledger", "fence")
+CELLS = ("say", "turn", "idle", "ledger", "fence", "decision")
 
 
 def _ints(text: str) -> list[int]:
@@ -290,6 +291,7 @@ CELL_FUNCTIONS: dict[str, Callable[[ProfileRun], dict[str, Any]]] = {
     "idle": cell_idle,
     "ledger": cell_ledger,  # verify_ledger against read + SHA-256 (bench/ledger.py)
     "fence": cell_fence,  # fence() at 1 / 8 / 64 KB, ratios within rounds (bench/fence.py)
+    "decision": cell_decision,  # turn decision + statements per context request (bench/decision.py)
 }
 
 

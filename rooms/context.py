@@ -9,15 +9,16 @@ A turn's context is built deliberately, never accumulated, from exactly:
 * the agent's own owner's whispers to it;
 * the other agent's recent messages, each fenced as untrusted data.
 
-Every vault item passes ``gatekeeper.decide_guarded`` at that moment, spends one use with
-``slips.verification.capability_use`` and is recorded as a ``Disclosure`` ledger event naming
+Every vault item is decided by the Gatekeeper at that moment (``decide_turn_guarded``: the
+turn's disclosures together, each with the rules of ``decide(DisclosureRequest)``), spends
+one use of the record that cleared it and is recorded as a ``Disclosure`` ledger event naming
 the turn it fed, all in one transaction: if the record cannot be written, nothing is
-disclosed (invariant 3). A denial simply leaves the item out; a denial that is a failed
-check (an error, a timeout, a clock jump) also pauses the room (invariant 4).
+disclosed (invariant 3). A denial simply leaves the item out; a failed check (an error, a
+timeout, a clock jump) discloses nothing this turn and pauses the room (invariant 4).
 
 An item whose slip record asks for approval per use (``approval_per_use``) is withheld and
 its owner is asked, once, through the room (a disclosure grant in their "Waiting for you"
-list, ``gatekeeper.grants.disclosure_approval_ask``). When they have approved it by signing,
+list, ``gatekeeper.grants.TurnGrants.ask``). When they have approved it by signing,
 the recipient's next assembly discloses it once and consumes the grant in the same
 transaction; the turn after asks again. Waiting does not pause the room: what the approval
 guards (the item) does not proceed, and a pause would show the other side that something was

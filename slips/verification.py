@@ -308,7 +308,8 @@ def tier_rank_sql(column: str) -> str:
     """A SQL expression ranking ``column``'s tier, narrowest 0 (``room_tier_from_ranks``);
     only our own constant tier names are interpolated."""
     cases = " ".join(f"WHEN '{tier}' THEN {rank}" for tier, rank in _TIER_RANKS.items())
-    return f"CASE {column} {cases} END"
+    # A value that is no tier counts as the narrowest: ambiguity never widens what is shared.
+    return f"CASE {column} {cases} ELSE 0 END"
 
 
 def room_tier_from_ranks(*, narrowest_chosen: int | None, slip_owner_unchosen: bool) -> str:

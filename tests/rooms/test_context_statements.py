@@ -15,14 +15,18 @@ import time
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from gatekeeper.records import Grant, GrantKind, GrantStatus
-from ledger.models import LedgerEvent
+from ledger.events import Leave
+from ledger.models import LedgerEvent, LedgerHead
+from ledger.services import ledger_append, ledger_append_many
 from ledger.verification import ledger_verify_room
 from rooms import forks, services
-from rooms.context import context_for_agent
+from rooms.context import WITHDRAWN_NOTICE, context_for_agent
+from rooms.models import Agent, RoomMember
 from slips import vault
 from tests.slips.conftest import seat_slip_sign
 
@@ -129,9 +133,6 @@ def test_a_context_request_costs_the_same_statements_for_1_6_and_20_items(
     again, again_count, again_sql = _counted_turn(setup)
     assert len(again.peer_items) == n and again.own_items == []
 
-    print(
-        f"statements n={n}: asking {asking_count}, claiming {claiming_count}, again {again_count}"
-    )
     for count, sql in (
         (asking_count, asking_sql),
         (claiming_count, claiming_sql),
@@ -150,3 +151,49 @@ def test_the_count_does_not_grow_with_the_items(make_open_room: Any) -> None:
         _counted_turn(setup)  # the first turn asks Bob (the same for both)
         counts.append(_counted_turn(setup)[1])  # waiting for Bob: no new request
     assert counts[0] == counts[1], counts
+
+
+@pytest.mark.parametrize("standing", ["muted", "blocked", "stepped_in"])
+def test_a_withdrawn_agent_is_given_no_vault_item_and_spends_no_use(
+    make_open_room: Any, standing: str
+) -> None:
+    setup, _signer = _scene(make_open_room, 6)
+    RoomMember.objects.filter(room=setup.room, agent=setup.b.agent).update(standing=standing)
+    context = context_for_agent(room_id=setup.room.id, agent_id=setup.b.agent.id)
+    assert context.peer_items == [] and context.own_items == []
+    assert WITHDRAWN_NOTICE in context.notices
+    assert not LedgerEvent.objects.filter(room_id=setup.room.id, kind="disclosure").exists()
+    assert not Grant.objects.filter(room_id=setup.room.id).exists()  # nobody was asked
+    # Back to active: the very next turn is decided live again.
+    RoomMember.objects.filter(room=setup.room, agent=setup.b.agent).update(standing="active")
+    assert len(context_for_agent(room_id=setup.room.id, agent_id=setup.b.agent.id).peer_items) == 6
+
+
+def test_a_revoked_agent_is_given_no_vault_item(make_open_room: Any) -> None:
+    setup, _signer = _scene(make_open_room, 6)
+    Agent.objects.filter(id=setup.b.agent.id).update(revoked_at=timezone.now())
+    context = context_for_agent(room_id=setup.room.id, agent_id=setup.b.agent.id)
+    assert context.peer_items == [] and context.own_items == []
+    assert not LedgerEvent.objects.filter(room_id=setup.room.id, kind="disclosure").exists()
+
+
+def test_a_batch_appended_after_the_head_moved_still_chains(make_open_room: Any) -> None:
+    """The turn appends from the head it read; if another writer moved it since (one that
+    does not take the room's lock), the compare-and-set misses and the batch is chained
+    after the real head instead: no fork, no gap."""
+    setup = make_open_room()
+    room_id = setup.room.id
+    with transaction.atomic():
+        seen = LedgerHead.objects.values_list("seq", "hash").get(room_id=room_id)
+        ledger_append(
+            room_id=room_id,
+            event=Leave(participant_id=str(setup.a.agent.id), participant_kind="agent"),
+        )
+        appended = ledger_append_many(
+            room_id=room_id,
+            events=[Leave(participant_id=str(setup.b.agent.id), participant_kind="agent")] * 3,
+            head_seen=(int(seen[0]), str(seen[1])),
+        )
+    assert [a.seq for a in appended] == [seen[0] + 2, seen[0] + 3, seen[0] + 4]
+    assert LedgerHead.objects.get(room_id=room_id).seq == seen[0] + 4
+    assert ledger_verify_room(room_id=room_id).ok
