@@ -24,7 +24,9 @@ def backfill(apps: Any, schema_editor: Any) -> None:
     event_model = apps.get_model("ledger", "LedgerEvent")
     total = event_model.objects.count()
     # jsonb keeps the value, not the text: rewriting ``data`` only matters on SQLite.
-    fields = ["canonical"] if schema_editor.connection.vendor == "postgresql" else ["canonical", "data"]
+    fields = (
+        ["canonical"] if schema_editor.connection.vendor == "postgresql" else ["canonical", "data"]
+    )
     done = unreadable = last_id = 0
     while True:
         batch = list(event_model.objects.filter(id__gt=last_id).order_by("id")[:BATCH])
