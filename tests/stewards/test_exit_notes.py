@@ -142,3 +142,26 @@ def test_notes_are_purged_after_thirty_days_and_the_ledger_records_the_count(
     assert "old" not in str(event.data)
     retention_purge_all(now=now + timedelta(days=2))
     assert not ExitNote.objects.exists()
+
+
+def test_deleting_a_room_deletes_its_exit_notes_and_counts_them_in_the_ledger(
+    closed_room: Any,
+) -> None:
+    from rooms.deletion import room_delete
+    from stewards.models import AbuseReport
+    from stewards.reports import abuse_report_file
+
+    setup = closed_room()
+    exit_note_leave_as_owner(
+        owner=setup.a.owner, room_id=setup.room.id, themes=["reached_plan"], text="mine"
+    )
+    exit_note_leave_as_agent(
+        agent=setup.b.agent, room_id=setup.room.id, themes=["took_too_long"], text="theirs"
+    )
+    abuse_report_file(owner=setup.b.owner, room_id=setup.room.id, reason="spam", text="")
+    room_delete(owner=setup.a.owner, room_id=setup.room.id)
+    assert not ExitNote.objects.exists() and not ExitNoteTheme.objects.exists()
+    event = LedgerEvent.objects.filter(room_id=setup.room.id, kind="room_content_deleted").get()
+    assert event.data["notes_deleted"] == 2
+    # A report outlives the room it is about (held for the safety of other rooms).
+    assert AbuseReport.objects.filter(room_id=setup.room.id).exists()
