@@ -190,7 +190,9 @@ def test_the_schedule_has_every_data_class_of_the_spec_with_its_default() -> Non
 
 
 def test_another_app_registers_its_purge_and_a_failing_row_does_not_stop_the_rest(
-    make_open_room: Callable[..., OpenRoom], monkeypatch: pytest.MonkeyPatch
+    make_open_room: Callable[..., OpenRoom],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     import rooms.retention as retention
 
@@ -222,6 +224,12 @@ def test_another_app_registers_its_purge_and_a_failing_row_does_not_stop_the_res
         "deletion_notices",
     }
     assert _transcript_rows(opened.room.id) == EMPTY
+    # The command says which row failed and exits 1, after printing the rows that ran.
+    with pytest.raises(SystemExit) as exited:
+        call_command("purge_expired")
+    assert exited.value.code == 1
+    out = capsys.readouterr().out
+    assert "exit notes: deleted 3" in out and "retention purge failed for: abuse_evidence" in out
 
 
 def test_ledger_row_purges_events_past_90_days_and_still_verifies(
