@@ -26,6 +26,7 @@ import argparse
 import json
 import random
 import statistics
+import subprocess
 import sys
 import time
 from typing import Any
@@ -157,7 +158,19 @@ if __name__ == "__main__":
 
 
 def cell_fence(run: object) -> dict[str, Any]:
-    """The ``fence`` cell of ``python -m bench`` (pure CPU: the profile's servers sit idle)."""
-    result = fence_cell()
+    """The ``fence`` cell of ``python -m bench`` (pure CPU: the profile's servers sit idle).
+
+    Run in a child process: the ordinary-message generator sets up Django, which the bench's
+    own process must not do behind the other cells' backs."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.fence", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if not done.stdout.strip():
+        raise RuntimeError(f"bench.fence failed: {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
     print(format_cell(result), flush=True)
     return result
