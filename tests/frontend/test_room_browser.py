@@ -156,3 +156,22 @@ def test_a_disclosure_request_reaches_its_owners_open_page_without_a_reload(
     words = request.inner_text()
     assert "allergies" in words and "once" in words
     assert alice.evaluate("window.sameDocument === true")  # no reload brought it
+
+
+def test_the_other_owners_open_page_says_when_the_room_is_deleted(
+    setup: Any, live_daphne: str, browser_page: Any, tmp_path: Any
+) -> None:
+    alice, base = browser_page, live_daphne
+    bob = alice.context.browser.new_context().new_page()
+    room_url = f"{base}/rooms/{setup.room.id}/"
+    for page, owner in ((alice, setup.a.owner), (bob, setup.b.owner)):
+        log_in(page, base, owner.get_username())
+        page.goto(room_url)
+        page.wait_for_selector("#connection:has-text('live')")
+    alice.goto(f"{room_url}delete/")
+    alice.check("#id_confirm")
+    alice.click("#confirm-delete")
+    alice.wait_for_url(f"{base}/")
+    gone = bob.wait_for_selector("#room-gone", timeout=15000)
+    assert "deleted for both sides" in gone.inner_text()
+    assert not Room.objects.filter(id=setup.room.id).exists()

@@ -145,12 +145,29 @@
     socket.onclose = (event) => {
       if (event.code >= 4400 && event.code < 4500) {
         status.textContent = "Disconnected: the room refused this connection. Reload the page.";
+        roomGone();
         return; // refused: retrying will not help
       }
       status.textContent = "Reconnecting…";
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, 10000);
     };
+  }
+  // A room deleted while its page is open: its parts answer 404 (as for any room that is not
+  // yours), so say so once instead of leaving a page that silently stops moving.
+  async function roomGone() {
+    try {
+      const response = await fetch(`${location.pathname}?part=status`, { credentials: "same-origin" });
+      if (response.status !== 404 || document.getElementById("room-gone")) return;
+      const notice = document.createElement("p");
+      notice.id = "room-gone";
+      notice.className = "notice error";
+      notice.setAttribute("role", "alert");
+      notice.textContent = "This room is gone: it was deleted for both sides. Nothing in it can be read any more.";
+      document.getElementById("main").prepend(notice);
+    } catch (error) {
+      // Offline: the next reload says what happened.
+    }
   }
   connect();
 })();
