@@ -66,3 +66,35 @@ def test_flares_and_refusals_by_rule_are_in_words(make_open_room: Any, staff: An
     assert re.search(r"Stuck in a loop</th><td>\s*3 rooms", flares_part)
     assert "Database: Answering" in page
     assert "beyond_slip" not in page and "flare.loop" not in page
+
+
+def test_refusals_are_counted_by_rule_in_words_and_small_ones_suppressed(
+    make_open_room: Any, staff: Any
+) -> None:
+    from django.db import transaction
+
+    from ledger.events import Denial
+    from ledger.services import ledger_append
+
+    rooms = [make_open_room(prefix=f"d{i}-") for i in range(3)]
+    for index, setup in enumerate(rooms):
+        with transaction.atomic():
+            for _ in range(2):  # two refusals in one room still count one room
+                ledger_append(
+                    room_id=setup.room.id,
+                    event=Denial(rule="catalogue.closed", subject_id=str(setup.a.agent.id)),
+                )
+            if index == 0:
+                ledger_append(
+                    room_id=setup.room.id,
+                    event=Denial(rule="catalogue.no_table", subject_id=str(setup.a.agent.id)),
+                )
+    client = Client()
+    client.force_login(staff)
+    page = client.get("/operator/").content.decode()
+    refusals = page.split("Rooms with a refusal, by rule")[1].split("</table>")[0]
+    assert re.search(
+        r"The venue is not open for the whole dinner at that time\.</th><td>\s*3 rooms", refusals
+    )
+    assert re.search(r"The venue has no table for that many people\.</th><td>\s*fewer", refusals)
+    assert "catalogue." not in page
