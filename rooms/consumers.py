@@ -22,6 +22,7 @@ from uuid import UUID
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import InMemoryChannelLayer
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
@@ -97,6 +98,13 @@ def in_db_thread(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     """
     thread_sensitive = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
     return database_sync_to_async(func, thread_sensitive=thread_sensitive)
+
+
+def _empty_here(layer: Any, group: str) -> bool:
+    """True when ``group`` certainly has no member: the in-memory layer's groups live in
+    this process only, so it can tell (and its ``group_send`` scans every channel and group
+    of the process first, once per connect). Any other layer: not known, so False."""
+    return isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(group)
 
 
 def message_frame(message: Message | services.SaidMessage, *, for_agent: bool) -> str:
@@ -310,9 +318,10 @@ class RoomConsumer(AsyncWebsocketConsumer):
         self._backfilling = asyncio.Lock()
         if verdict.agent_id is not None:
             group = realtime.agent_group(verdict.agent_id)
-            await self.channel_layer.group_send(
-                group, {"type": "agent.replaced", "channel": self.channel_name}
-            )
+            if not _empty_here(self.channel_layer, group):
+                await self.channel_layer.group_send(
+                    group, {"type": "agent.replaced", "channel": self.channel_name}
+                )
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
         await self.send(welcome)
