@@ -8,8 +8,10 @@ are settings (``synapsia/settings.py``, "Throttling"); ``docs/threat-model.md`` 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import redis.exceptions
 from axes.backends import AxesStandaloneBackend
 from axes.utils import reset as axes_reset
 from django.conf import settings
@@ -17,6 +19,9 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+logger = logging.getLogger(__name__)
+# What a cache backend raises when its store is unreachable (Redis in production).
+THROTTLE_STORE_ERRORS = (redis.exceptions.RedisError, OSError)
 LOCKOUT_TEMPLATE = "registration/locked_out.html"
 RESET_THROTTLED_TEMPLATE = "registration/password_reset_throttled.html"
 SIGNUP_THROTTLED_TEMPLATE = "registration/signup_throttled.html"
@@ -83,14 +88,20 @@ def _window_key(scope: str, request: HttpRequest) -> str:
 
 
 def _window_spend(scope: str, request: HttpRequest) -> int:
-    """Count one event for this address in the current one-hour window; the count so far."""
+    """Count one event for this address in the current one-hour window; the count so far
+    (0 when the cache cannot be reached: these limits then do not apply, and say so in the
+    log; the login lockout is in the database and does not depend on them)."""
     key = _window_key(scope, request)
-    cache.add(key, 0, timeout=_WINDOW_SECONDS)
     try:
-        return int(cache.incr(key))
-    except ValueError:  # the window ended between add and incr: this is its first event
-        cache.set(key, 1, timeout=_WINDOW_SECONDS)
-        return 1
+        cache.add(key, 0, timeout=_WINDOW_SECONDS)
+        try:
+            return int(cache.incr(key))
+        except ValueError:  # the window ended between add and incr: its first event
+            cache.set(key, 1, timeout=_WINDOW_SECONDS)
+            return 1
+    except THROTTLE_STORE_ERRORS:
+        logger.warning("%s not counted: the cache is unreachable", scope, exc_info=True)
+        return 0
 
 
 def password_reset_request_allowed(request: HttpRequest) -> bool:
@@ -115,7 +126,11 @@ def signup_refusal_count(request: HttpRequest) -> None:
 def signup_refusals_exceeded(request: HttpRequest) -> bool:
     """True once this address has had its hour's share of refused usernames."""
     limit = int(settings.SYNAPSIA["SIGNUP_USERNAME_REFUSALS_PER_ADDRESS_PER_HOUR"])
-    return int(cache.get(_window_key("signup-refusals", request), 0)) >= limit
+    try:
+        return int(cache.get(_window_key("signup-refusals", request), 0)) >= limit
+    except THROTTLE_STORE_ERRORS:
+        logger.warning("signup refusals not read: the cache is unreachable", exc_info=True)
+        return False
 
 
 def signup_throttled_response(request: HttpRequest) -> HttpResponse:

@@ -7,11 +7,13 @@ Every operation is rate limited (``SYNAPSIA["API_RATE_OWNER"]`` per signed-in ow
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from typing import Any
 
+import redis.exceptions
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema
@@ -52,11 +54,16 @@ class _SettingsRateThrottle(SimpleRateThrottle):
         count, duration = self.parse_rate(self._current_rate())
         assert count is not None and duration is not None
         now = time.time()
-        history = [t for t in self.cache.get(key, []) if t > now - duration]
-        if len(history) >= count:
-            self._waits.seconds = max(1.0, duration - (now - history[-1]))
-            return False
-        self.cache.set(key, [now, *history], duration)
+        try:
+            history = [t for t in self.cache.get(key, []) if t > now - duration]
+            if len(history) >= count:
+                self._waits.seconds = max(1.0, duration - (now - history[-1]))
+                return False
+            self.cache.set(key, [now, *history], duration)
+        except THROTTLE_STORE_ERRORS:
+            # The counters are in Redis, which holds nothing that must hold: without it the
+            # API answers unthrottled rather than not at all (logins are counted in the database).
+            logger.warning("API rate not counted: the cache is unreachable", exc_info=True)
         return True
 
     def wait(self) -> float | None:
@@ -87,6 +94,10 @@ class AddressRateThrottle(_SettingsRateThrottle):
             return None
         return f"throttle_{self.scope}_{self.get_ident(request)}"
 
+
+logger = logging.getLogger(__name__)
+# What a cache backend raises when its store is unreachable (Redis in production).
+THROTTLE_STORE_ERRORS = (redis.exceptions.RedisError, OSError)
 
 _UNSAFE_METHODS = frozenset({"post", "put", "patch", "delete"})
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorOut"}

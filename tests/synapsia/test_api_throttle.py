@@ -70,3 +70,20 @@ def test_requests_without_a_session_are_limited_per_address() -> None:
     # A forged X-Forwarded-For does not buy a fresh allowance (the address is REMOTE_ADDR).
     forged = here.get("/api/ledger/public-key", HTTP_X_FORWARDED_FOR="192.0.2.77")
     assert forged.status_code == 429
+
+
+def test_with_the_counters_store_down_the_api_answers_unthrottled(
+    settings: Any, make_owner: Any
+) -> None:
+    """Redis holds nothing that must hold: without it the rates are not counted (and the log
+    says so), but the API and the reset page still answer; logins are counted in the database."""
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens on port 1
+        }
+    }
+    alice = _owner_client(make_owner("alice"))
+    assert [alice.get("/api/agents").status_code for _ in range(3)] == [200, 200, 200]
+    reset = Client().post("/password-reset/", {"email": "nobody@example.org"})
+    assert reset.status_code == 302
