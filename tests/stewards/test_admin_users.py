@@ -54,3 +54,19 @@ def test_an_owner_keeps_every_way_into_their_own_account(make_owner: Any) -> Non
     client = Client()
     client.force_login(owner)
     assert client.get("/settings/password/").status_code == 200
+
+
+def test_the_admin_registers_no_model_that_holds_room_content() -> None:
+    """An allow-list: a new admin registration must be added here on purpose (and pass the
+    separation matrix, tests/stewards/test_separation.py)."""
+    from django.contrib import admin
+
+    registered = {model._meta.label for model in admin.site._registry}
+    assert registered <= {
+        "auth.User",
+        "auth.Group",
+        "axes.AccessAttempt",
+        "axes.AccessLog",
+        "axes.AccessFailureLog",
+        "gatekeeper.ToolPolicyRule",
+    }, registered
