@@ -7,6 +7,7 @@ Finding 6 of issue 13: ``"v": true`` and ``"v": 1.0`` were accepted as version 1
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -15,10 +16,13 @@ from channels.db import database_sync_to_async
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gatekeeper.errors import ToolArgumentsInvalid, ToolUnknown
+from gatekeeper.tools.registry import tool_arguments_validate, tools_all
 from rooms.models import Message
 from rooms.protocol import (
     CLIENT_FRAME_TYPES,
     MAX_MESSAGE_CHARS,
+    ActFrame,
     ErrorCode,
     FrameError,
     PingFrame,
@@ -207,3 +211,67 @@ def test_deeply_nested_json_is_a_frame_error() -> None:
             envelope("1", "act", f'{{"tool": "x", "arguments": {{"a": {body}}}}}'),
             max_bytes=MAX_BYTES,
         )
+
+
+# --- Hypothesis: act frames against every registered tool's schema -------------------------
+
+
+def _act_then_validate(tool: str, arguments: dict[str, Any]) -> None:
+    """An act frame as the socket receives it, then the Gatekeeper's argument check: each
+    step refuses with its documented error or passes, never anything else."""
+    raw = json.dumps(
+        {"v": 1, "type": "act", "id": "a1", "body": {"tool": tool, "arguments": arguments}}
+    )
+    try:
+        parsed = parse_client_frame(raw, max_bytes=MAX_BYTES)
+    except FrameError:
+        return
+    assert isinstance(parsed, ActFrame)
+    with contextlib.suppress(ToolArgumentsInvalid, ToolUnknown):
+        tool_arguments_validate(tool=parsed.body.tool, arguments=parsed.body.arguments)
+
+
+@st.composite
+def tool_calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    """A registered tool (or another name) with arguments keyed like its schema, any values."""
+    specs = sorted(tools_all(), key=lambda spec: spec.name)
+    spec = draw(st.sampled_from(specs))
+    fields = sorted(spec.input_model.model_fields)
+    arguments = draw(
+        st.dictionaries(st.sampled_from(fields) if fields else st.text(), any_json, max_size=8)
+    )
+    name = draw(st.sampled_from([spec.name, spec.name.upper(), "no_such_tool"]))
+    return name, arguments
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tool_calls())
+def test_any_act_arguments_are_refused_as_invalid_or_pass_for_every_tool(
+    call: tuple[str, dict[str, Any]],
+) -> None:
+    _act_then_validate(*call)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=UnicodeEncodeError,
+    reason=(
+        "Issue 13 finding 5 (gatekeeper/tools/registry.py, not this file's owner): a lone "
+        "surrogate in act arguments decodes (json.loads accepts \\ud800) and "
+        "spec_arguments_validate raises UnicodeEncodeError at raw.encode() instead of "
+        "ToolArgumentsInvalid, for every tool; the sockets helper's parsing limits or the "
+        "registry should refuse it."
+    ),
+)
+@pytest.mark.parametrize("tool", ["book_table", "send_invitation", "venues_search"])
+def test_a_lone_surrogate_in_act_arguments_is_refused_as_such(tool: str) -> None:
+    arguments = '{"note": "\\ud800"}'  # the JSON escape of a lone surrogate
+    body = f'{{"tool": "{tool}", "arguments": {arguments}}}'
+    raw = f'{{"v": 1, "type": "act", "id": "a1", "body": {body}}}'
+    try:
+        parsed = parse_client_frame(raw, max_bytes=MAX_BYTES)
+    except FrameError:
+        return  # refused at decode: fine
+    assert isinstance(parsed, ActFrame)
+    with pytest.raises(ToolArgumentsInvalid):
+        tool_arguments_validate(tool=tool, arguments=parsed.body.arguments)
