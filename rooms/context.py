@@ -51,7 +51,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import DatabaseError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -109,22 +109,6 @@ AWAITING_PEER_NOTICE = (
 WITHDRAWN_NOTICE = (
     "Your owner has withdrawn you from this room for now: no vault items are included."
 )
-
-
-def context_turn_next(*, room_id: UUID, agent_id: UUID) -> int:
-    """Start a new turn for ``agent_id`` in ``room_id`` and return its number."""
-    with transaction.atomic():
-        bumped = RoomMember.objects.filter(room_id=room_id, agent_id=agent_id).update(
-            context_turn=F("context_turn") + 1
-        )
-        if bumped != 1:
-            raise NotFound("No such room.")
-        turn: int = (
-            RoomMember.objects.filter(room_id=room_id, agent_id=agent_id)
-            .values_list("context_turn", flat=True)
-            .get()
-        )
-    return turn
 
 
 def context_for_agent(*, room_id: UUID, agent_id: UUID, asked: Sequence[str] = ()) -> AgentContext:
@@ -280,12 +264,6 @@ class _Placed:
     grant: Grant | None = None
     awaiting: bool = False
     items: list[ClearedItem] | None = None
-
-
-class _TurnFailed(Exception):
-    def __init__(self, rule: str) -> None:
-        super().__init__(rule)
-        self.rule = rule
 
 
 def _disclosures(
