@@ -7,13 +7,14 @@ Thin: every endpoint calls one service or selector. ``RoomError``s become
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Router, Schema, Status
 from ninja.security import django_auth
+from pydantic import AwareDatetime, BeforeValidator
 
 from gatekeeper.actions import ActionResult
 from gatekeeper.grants import grants_of_owner
@@ -454,8 +455,19 @@ class NotificationPreferenceIn(Schema):
     digest: bool
 
 
+def _iso_moment_only(value: Any) -> Any:
+    """Refuse what pydantic's lax datetime would also take (a number as Unix seconds): the
+    API documents an ISO 8601 date-time, and only that is accepted."""
+    if not isinstance(value, str) or not value[:4].isdigit() or value[4:5] != "-":
+        raise ValueError("since must be an ISO 8601 date-time, e.g. 2026-12-01T09:00:00Z")
+    return value
+
+
+IsoMoment = Annotated[AwareDatetime, BeforeValidator(_iso_moment_only)]
+
+
 @router.get("/notifications", response=NotificationsOut)
-def owner_notifications(request: HttpRequest, since: datetime | None = None) -> NotificationsOut:
+def owner_notifications(request: HttpRequest, since: IsoMoment | None = None) -> NotificationsOut:
     """Urgent flares, forks waiting, and the opt-in digest since ``since`` (default: a day)."""
     moment = since or timezone.now() - timedelta(days=1)
     found = notifications.notifications_for(owner=request_owner(request), since=moment)

@@ -464,8 +464,10 @@ def parse_client_frame(raw: str | None, *, max_bytes: int) -> AnyClientFrame:
         raise FrameError(ErrorCode.OVERSIZED, f"Frames are limited to {max_bytes} bytes.")
     try:
         data: Any = json.loads(raw)
-    except ValueError:
+    except ValueError:  # also an integer beyond Python's digit limit
         raise FrameError(ErrorCode.MALFORMED, "Frame is not valid JSON.") from None
+    except RecursionError:  # thousands of nested brackets fit in one frame
+        raise FrameError(ErrorCode.MALFORMED, "Frame nests too deeply.") from None
     if not isinstance(data, dict):
         raise FrameError(ErrorCode.MALFORMED, "Frame must be a JSON object.")
     ref = data.get("id") if isinstance(data.get("id"), str) else None

@@ -70,6 +70,14 @@ def spec_arguments_validate(*, spec: ToolSpec, arguments: Any) -> BaseModel:
             tool=spec.name,
             problems=(ArgumentProblem(path="", message=f"arguments must be plain JSON ({exc})"),),
         ) from None
+    try:
+        raw.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate (JSON allows its escape, UTF-8 cannot hold it): not text.
+        raise ToolArgumentsInvalid(
+            tool=spec.name,
+            problems=(ArgumentProblem(path="", message="text must be valid Unicode"),),
+        ) from None
     if "\\u0000" in raw:
         # PostgreSQL cannot store U+0000 in text; refuse it here so both profiles agree.
         raise ToolArgumentsInvalid(

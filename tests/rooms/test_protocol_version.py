@@ -195,15 +195,6 @@ def test_decoding_a_mangled_frame_refuses_with_a_frame_error(
     _decode(raw.replace('"f', '"\\ud800', 1))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason=(
-        "Issue 13 finding 5: 30,000 levels of nesting fit in a 64 KB frame and json.loads "
-        "raises RecursionError, not FrameError; the parsing-limit fix belongs to the sockets "
-        "helper (depth limit in rooms/protocol.py or the consumer)."
-    ),
-)
 def test_deeply_nested_json_is_a_frame_error() -> None:
     body = "[" * 30_000 + "]" * 30_000
     with pytest.raises(FrameError):
@@ -252,17 +243,6 @@ def test_any_act_arguments_are_refused_as_invalid_or_pass_for_every_tool(
     _act_then_validate(*call)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=UnicodeEncodeError,
-    reason=(
-        "Issue 13 finding 5 (gatekeeper/tools/registry.py, not this file's owner): a lone "
-        "surrogate in act arguments decodes (json.loads accepts \\ud800) and "
-        "spec_arguments_validate raises UnicodeEncodeError at raw.encode() instead of "
-        "ToolArgumentsInvalid, for every tool; the sockets helper's parsing limits or the "
-        "registry should refuse it."
-    ),
-)
 @pytest.mark.parametrize("tool", ["book_table", "send_invitation", "venues_search"])
 def test_a_lone_surrogate_in_act_arguments_is_refused_as_such(tool: str) -> None:
     arguments = '{"note": "\\ud800"}'  # the JSON escape of a lone surrogate
