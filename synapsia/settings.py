@@ -40,6 +40,28 @@ ALLOWED_HOSTS: list[str] = env.list(
 )
 CSRF_TRUSTED_ORIGINS: list[str] = env.list("SYNAPSIA_CSRF_TRUSTED_ORIGINS", default=[])
 
+# The image build (deploy/Dockerfile) runs collectstatic on the production profile with
+# placeholder keys and URLs. SYNAPSIA_BUILD_ONLY=1 accepts them and serves no host; without it
+# any placeholder value is refused, so a build's environment can never serve by accident.
+BUILD_ONLY: bool = env.bool("SYNAPSIA_BUILD_ONLY", default=False)
+BUILD_PLACEHOLDER = "build-only-placeholder"
+if BUILD_ONLY:
+    ALLOWED_HOSTS = []
+elif any(
+    BUILD_PLACEHOLDER in env.str(variable, default="")
+    for variable in (
+        "DATABASE_URL",
+        "REDIS_URL",
+        "SYNAPSIA_SECRET_KEY",
+        "SYNAPSIA_VAULT_KEY",
+        "SYNAPSIA_LEDGER_SIGNING_KEY",
+    )
+):
+    raise ImproperlyConfigured(
+        "A build-only placeholder (deploy/Dockerfile) is set as a real key or URL: set the "
+        "real DATABASE_URL, REDIS_URL and SYNAPSIA_* keys for this deployment."
+    )
+
 if PROFILE == "production":
     if SECRET_KEY == DEVELOPMENT_SECRET_KEY or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
         raise ImproperlyConfigured(
