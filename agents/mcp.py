@@ -28,9 +28,10 @@ import ipaddress
 import json
 import logging
 import re
+import signal
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -611,17 +612,46 @@ def loopback(value: str) -> tuple[str, int]:
 
 
 async def serve(bridge: Bridge, http: tuple[str, int] | None) -> None:
+    """Serve until the MCP client goes (stdin closes) or SIGTERM/SIGINT; then return, so the
+    caller leaves the room cleanly (the socket closes with everything handed out acked)."""
     server = mcp_server(bridge)
+    loop = asyncio.get_running_loop()
     if http is None:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-        return
-    import uvicorn
 
-    host, port = http
-    app = server.streamable_http_app(host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+        async def over_stdio() -> None:
+            async with stdio_server() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+
+        serving = asyncio.ensure_future(over_stdio())
+
+        def stop() -> None:
+            serving.cancel()
+    else:
+        import uvicorn
+
+        class _Uvicorn(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self) -> Iterator[None]:
+                # uvicorn re-raises the signal after its shutdown, which would kill the
+                # process before the room is left; the bridge handles the signals instead.
+                yield
+
+        host, port = http
+        app = server.streamable_http_app(host=host)
+        web = _Uvicorn(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        serving = asyncio.ensure_future(web.serve())
+
+        def stop() -> None:
+            web.should_exit = True
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
 
 
 async def main(argv: list[str] | None = None) -> int:

@@ -8,8 +8,12 @@ transcript and the room's outcome.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
+import os
 import re
+import socket
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -21,9 +25,10 @@ import mcp_types as types
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from agents import RoomClient
-from agents.mcp import BRIDGE_TOOL_NAMES, TRUST_KEY, UNTRUSTED_LABEL
+from agents.mcp import BRIDGE_TOOL_NAMES, TRUST_KEY, UNTRUSTED_LABEL, loopback
 from agents.negotiator import NegotiationResult, negotiate
 from bench.eval.leaks import stated
 from bench.eval.scenarios import Owner
@@ -299,3 +304,113 @@ def test_a_negotiation_completes_through_the_bridge_against_the_reference_negoti
     catalogue = catalogue_default()
     texts = list(Message.objects.filter(room_id=practice.room_id).values_list("text", flat=True))
     assert stated(guest_owner, texts, catalogue) == []
+
+
+def test_a_forked_action_is_a_result_that_says_the_owner_is_asked(live_daphne: str) -> None:
+    host = _owner()
+    catalogue = catalogue_default()
+    records = [
+        {**r, "approval": "per_use"} if r["resource"] == "tool:book_table" else r
+        for r in host.slip_records(hosting=True)
+    ]
+    practice = room_seed(
+        host=SeatPlan("mcp-host", host.vault(catalogue), records, AgentRole.HOST),
+        guest=SeatPlan(
+            "mcp-guest",
+            host.vault(catalogue),
+            host.slip_records(hosting=False),
+            AgentRole.NEGOTIATOR,
+        ),
+        purpose="Dinner",
+        charter="Plan a dinner for the two owners.",
+        close_earlier=False,
+    )
+    arguments = {
+        "venue_id": "osteria-kanal",
+        "party_size": 2,
+        "start": "2030-01-04T19:00:00+01:00",
+        "cost_cents": 7600,
+        "currency": "EUR",
+    }
+
+    async def book() -> tuple[types.CallToolResult, types.CallToolResult]:
+        async with _bridge(_url(live_daphne, practice), practice.host.token) as session:
+            first = await session.call_tool("book_table", arguments)
+            assert first.structured_content is not None
+            again = await session.call_tool(
+                "action_status", {"ref": first.structured_content["ref"]}
+            )
+            return first, again
+
+    first, again = asyncio.run(book())
+    for result in (first, again):
+        assert result.is_error is False  # not a failure: the owner decides
+        assert result.structured_content is not None
+        assert result.structured_content["status"] == "awaiting_grant"
+        ((_, text),) = _blocks(result)
+        assert "Forked: the room paused and asked your owner first." in text
+    assert again.structured_content is not None and again.structured_content["replay"] is True
+    record = ActionRecord.objects.get(room_id=practice.room_id, tool="book_table")
+    assert record.status == ActionStatus.AWAITING_GRANT  # once, though asked twice
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_streamable_http_on_loopback_serves_the_seat_and_shuts_down_cleanly(
+    live_daphne: str,
+) -> None:
+    practice = _seed(_owner(), _owner())
+    port = _free_port()
+
+    async def run() -> tuple[list[str], str, types.CallToolResult, int]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "agents.mcp",
+            "--url",
+            _url(live_daphne, practice),
+            "--http",
+            f"127.0.0.1:{port}",
+            cwd=REPO,
+            env={**os.environ, "SYNAPSIA_AGENT_TOKEN": practice.guest.token},
+        )
+        try:
+            for _ in range(150):
+                with contextlib.suppress(OSError):
+                    _, writer = await asyncio.open_connection("127.0.0.1", port)
+                    writer.close()
+                    break
+                await asyncio.sleep(0.1)
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with (
+                streamable_http_client(url) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                names = [tool.name for tool in (await session.list_tools()).tools]
+                charter = (await session.read_resource("synapsia://room/charter")).contents[0]
+                assert isinstance(charter, types.TextResourceContents)
+                context = await session.call_tool("room_context", {})
+        finally:
+            process.terminate()  # SIGTERM: the bridge stops serving and leaves the room
+            code = await asyncio.wait_for(process.wait(), 20)
+        return names, charter.text, context, code
+
+    names, charter, context, code = asyncio.run(run())
+    expected = {t["name"] for t in _gatekeeper_listing(practice, "guest")}
+    assert set(names) == expected | BRIDGE_TOOL_NAMES
+    assert "Charter: Plan a dinner for the two owners." in charter
+    assert [trust for trust, _ in _blocks(context)] == ["trusted", "untrusted"]
+    assert code == 0
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:8765", "192.168.1.5:8765", "example.org:80"])
+def test_http_is_refused_off_loopback(address: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        loopback(address)
+    assert loopback("127.0.0.1:8765") == ("127.0.0.1", 8765)
+    assert loopback("[::1]:8765") == ("::1", 8765)
