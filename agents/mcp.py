@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ipaddress
 import json
 import logging
 import re
@@ -594,21 +593,22 @@ def mcp_server(bridge: Bridge) -> Server[Any]:
 # CLI
 # =============================================================================================
 
-_HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[0-9.]+|localhost):(?P<port>[0-9]{1,5})$")
+_HOST_PORT = re.compile(r"^(?P<host>\[::1\]|127\.0\.0\.1|localhost):(?P<port>[0-9]{1,5})$")
 
 
 def loopback(value: str) -> tuple[str, int]:
-    """``--http HOST:PORT``, refused unless HOST is a loopback address: the seat's token is
-    the bridge's, and nothing on the network may borrow it."""
+    """``--http HOST:PORT``, refused unless HOST is ``127.0.0.1``, ``[::1]`` or ``localhost``:
+    the seat's token is the bridge's, and nothing on the network may borrow it. (These three
+    are also the hosts for which the MCP SDK turns on DNS-rebinding protection.)"""
     match = _HOST_PORT.match(value)
     if match is None:
-        raise argparse.ArgumentTypeError("expected HOST:PORT, e.g. 127.0.0.1:8765")
-    host, port = match["host"].strip("[]"), int(match["port"])
-    if host != "localhost" and not ipaddress.ip_address(host).is_loopback:
-        raise argparse.ArgumentTypeError(f"{host} is not a loopback address")
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not 127.0.0.1:PORT, [::1]:PORT or localhost:PORT (loopback only)"
+        )
+    port = int(match["port"])
     if not 0 < port < 65536:
         raise argparse.ArgumentTypeError(f"{port} is not a port")
-    return host, port
+    return match["host"].strip("[]"), port
 
 
 async def serve(bridge: Bridge, http: tuple[str, int] | None) -> None:

@@ -408,7 +408,9 @@ def test_streamable_http_on_loopback_serves_the_seat_and_shuts_down_cleanly(
     assert code == 0
 
 
-@pytest.mark.parametrize("address", ["0.0.0.0:8765", "192.168.1.5:8765", "example.org:80"])
+@pytest.mark.parametrize(
+    "address", ["0.0.0.0:8765", "192.168.1.5:8765", "example.org:80", "127.0.0.2:80", "[::]:80"]
+)
 def test_http_is_refused_off_loopback(address: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         loopback(address)
