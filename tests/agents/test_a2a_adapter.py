@@ -415,3 +415,21 @@ def test_the_seat_publishes_an_agent_card_with_one_skill_per_tool() -> None:
     assert [s["id"] for s in body["skills"]] == ["say", "flare", "act:book_table"]
     with pytest.raises(ValueError, match="loopback"):
         CardServer(card, "0.0.0.0", 0)  # noqa: S104 (the refusal is the point)
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_the_command_line_seats_the_agent_and_serves_the_seat_card(
+    live_daphne: str,
+    peer_agent: Callable[[str], PeerAgent],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from agents.a2a.__main__ import main
+
+    practice, agent = _seed(), peer_agent("malformed_act")
+    argv = ["--url", _ws(live_daphne, practice), "--token", practice.guest.token]
+    argv += ["--agent-card", agent.card_url, "--serve-card", "127.0.0.1:0", "--idle-timeout", "5"]
+    assert asyncio.run(main(argv)) == 0
+    out = capsys.readouterr().out
+    assert "this seat's Agent Card: http://127.0.0.1:" in out
+    assert "stopped (end) after 2 turns: 0 said, 0 actions, 1 refused before sending" in out
