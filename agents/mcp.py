@@ -427,7 +427,8 @@ class Bridge:
         return _text_result(f"Said as message #{seq}.", structured={"seq": seq})
 
     async def _wait(self, arguments: Mapping[str, Any]) -> types.CallToolResult:
-        timeout = _seconds(arguments.get("timeout_seconds"), DEFAULT_WAIT_SECONDS)
+        # 0 means "only what has arrived": asyncio.wait_for with 0 would never even look.
+        timeout = max(0.1, _seconds(arguments.get("timeout_seconds"), DEFAULT_WAIT_SECONDS))
         try:
             message = await self.room.next_message(timeout=timeout)
         except TimeoutError:
