@@ -232,3 +232,29 @@ def test_not_found_page_is_the_products_own(site: Site, signed_in: bool) -> None
         assert "URLconf" not in text and "urlpatterns" not in text
     finally:
         page.close()
+
+
+# Daphne records each failed login: no open test transaction may hold SQLite's write lock.
+# Last in the module, so the flush after it costs the other pages nothing.
+@pytest.mark.django_db(transaction=True)
+def test_the_login_lockout_page_is_held_to_the_same_standards(site: Site) -> None:
+    """After too many wrong passwords the login answers with its lockout page (429): in words,
+    accessible, strict, and fitting a phone like every other page."""
+    context = site.anonymous.browser.new_context(viewport=browser.DESKTOP)
+    page = context.new_page()
+    watcher = browser.watch(page)
+    try:
+        answered = None
+        for _ in range(settings.AXES_FAILURE_LIMIT + 1):
+            page.goto(site.base + reverse("login"))
+            page.fill("#id_username", "nobody-in-particular")
+            page.fill("#id_password", "not the password")
+            with page.expect_navigation() as navigation:
+                page.click("button[type=submit]")
+            answered = navigation.value
+        assert answered is not None and answered.status == 429
+        assert "Too many attempts" in page.inner_text("main")
+        problems = _check_all(page, watcher, "login lockout")
+        assert not problems, "the login lockout page:\n" + "\n".join(problems)
+    finally:
+        context.close()
