@@ -133,6 +133,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every request's log lines carry its id; /metrics counts every answer by route.
+    "synapsia.logs.CorrelationMiddleware",
+    "synapsia.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Above ServeStatic, which answers /static/ itself: static files carry the policy too.
     "frontend.middleware.ContentSecurityPolicyMiddleware",
@@ -311,12 +314,44 @@ AXES_VERBOSE = False
 # X-Forwarded-For (deploy/); ninja must not read that header a second time.
 NINJA_NUM_PROXIES = 0
 
+# Logs go to stderr: one JSON object per line in production (synapsia/logs.py: time, level,
+# logger, message, request/room/agent ids; never content), plain text on the embedded default.
+# SYNAPSIA_LOG_FILE also appends them to a file (every process of a deployment may share it).
+LOG_FORMAT: str = env.str(
+    "SYNAPSIA_LOG_FORMAT", default="json" if PROFILE == "production" else "text"
+)
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured("SYNAPSIA_LOG_FORMAT must be json or text.")
+LOG_FILE: str = env.str("SYNAPSIA_LOG_FILE", default="")
+_log_handlers: dict[str, dict[str, object]] = {
+    "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["ids"]}
+}
+if LOG_FILE:
+    _log_handlers["file"] = {
+        "class": "logging.FileHandler",
+        "filename": LOG_FILE,
+        "formatter": LOG_FORMAT,
+        "filters": ["ids"],
+    }
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env.str("SYNAPSIA_LOG_LEVEL", default="INFO")},
+    "filters": {"ids": {"()": "synapsia.logs.CorrelationFilter"}},
+    "formatters": {
+        "json": {"()": "synapsia.logs.JsonFormatter"},
+        "text": {"format": "%(message)s"},
+    },
+    "handlers": _log_handlers,
+    "root": {
+        "handlers": list(_log_handlers),
+        "level": env.str("SYNAPSIA_LOG_LEVEL", default="INFO"),
+    },
 }
+
+# Prometheus metrics at /metrics (synapsia/metrics.py): the bearer token the scraper sends;
+# unset, the endpoint answers 404. Windowed series count the last this many seconds.
+SYNAPSIA_METRICS_TOKEN: str = env.str("SYNAPSIA_METRICS_TOKEN", default="")
+SYNAPSIA_METRICS_WINDOW_SECONDS: int = env.int("SYNAPSIA_METRICS_WINDOW_SECONDS", default=3600)
 
 # --- Synapsia -------------------------------------------------------------------------------
 SYNAPSIA = {

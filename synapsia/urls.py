@@ -5,7 +5,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from synapsia import health
+from synapsia import health, metrics
 from synapsia.api import api
 
 # Error pages are the templates 400.html, 403.html, 403_csrf.html, 404.html and 500.html in
@@ -13,6 +13,7 @@ from synapsia.api import api
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics, name="metrics"),
     # Browsers ask for /favicon.ico whatever the page links: send them to the SVG.
     path("favicon.ico", RedirectView.as_view(url=static("frontend/favicon.svg"), permanent=True)),
     path("api/", api.urls),

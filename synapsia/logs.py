@@ -1,0 +1,126 @@
+"""Structured logs: one JSON object per line in production, with correlation ids, never content.
+
+Every record carries ``request_id`` (the proxy's ``X-Request-ID`` when it is a plain token,
+else a fresh one, echoed in the response), ``room_id`` and ``agent_id`` when the code handling
+it knows them. They come from context variables, so a line logged anywhere below a request
+(or below :func:`correlation_bound`, which the socket side can use) is tied to it without
+passing ids around. Ids are correlation keys, not content: room text, whispers, vault items and
+slips are never logged by this module, and tests/synapsia/test_logging.py checks a whole
+negotiation's log output for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.http import HttpRequest, HttpResponseBase
+from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
+
+request_id: ContextVar[str | None] = ContextVar("synapsia_request_id", default=None)
+room_id: ContextVar[str | None] = ContextVar("synapsia_room_id", default=None)
+agent_id: ContextVar[str | None] = ContextVar("synapsia_agent_id", default=None)
+
+# A request id from the proxy is kept only if it is a plain token (no log injection).
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
+_FIELDS = ("request_id", "room_id", "agent_id")
+
+
+class CorrelationFilter(logging.Filter):
+    """Puts the current correlation ids on every record (None where unknown)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id.get()
+        record.room_id = room_id.get()
+        record.agent_id = agent_id.get()
+        return True
+
+
+class JsonFormatter(_JsonFormatter):
+    """time, level, logger, message, the correlation ids; exceptions as text."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "rename_fields", {"asctime": "time", "levelname": "level", "name": "logger"}
+        )
+        super().__init__(
+            "%(asctime)s %(levelname)s %(name)s %(message)s "
+            + " ".join(f"%({field})s" for field in _FIELDS),
+            *args,
+            **kwargs,
+        )
+
+
+@contextmanager
+def correlation_bound(*, room: object = None, agent: object = None) -> Iterator[None]:
+    """Tie every line logged inside to this room and/or agent (ids only)."""
+    tokens = []
+    if room is not None:
+        tokens.append((room_id, room_id.set(str(room))))
+    if agent is not None:
+        tokens.append((agent_id, agent_id.set(str(agent))))
+    try:
+        yield
+    finally:
+        for variable, token in reversed(tokens):
+            variable.reset(token)
+
+
+Response = HttpResponseBase
+GetResponse = Callable[[HttpRequest], Any]
+
+
+class CorrelationMiddleware:
+    """Binds a request id (and the room id a URL names) for the request's log lines."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if iscoroutinefunction(self):
+            return self._acall(request)
+        token = request_id.set(self._request_id(request))
+        try:
+            response = self.get_response(request)
+            response["X-Request-ID"] = request_id.get()
+            return response
+        finally:
+            request_id.reset(token)
+            room_id.set(None)
+
+    async def _acall(self, request: HttpRequest) -> Response:
+        token = request_id.set(self._request_id(request))
+        try:
+            response = await self.get_response(request)
+            response["X-Request-ID"] = request_id.get()
+            return response
+        finally:
+            request_id.reset(token)
+            room_id.set(None)
+
+    def process_view(
+        self,
+        request: HttpRequest,
+        view: Callable[..., Awaitable[Any] | Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
+        room = kwargs.get("room_id")
+        if room is not None:
+            room_id.set(str(room))
+
+    @staticmethod
+    def _request_id(request: HttpRequest) -> str:
+        given = request.headers.get("X-Request-ID", "")
+        return given if _REQUEST_ID.match(given) else uuid.uuid4().hex

@@ -1,0 +1,260 @@
+"""Prometheus metrics at ``/metrics``, for the operator's scraper only.
+
+Protected by a bearer token (``SYNAPSIA_METRICS_TOKEN``, compared in constant time); with no
+token configured the endpoint does not exist (404). Two kinds of series:
+
+* **gathered at scrape time from the database** (the same numbers from every process, so
+  aggregate them with ``max``, not ``sum``): rooms by state, grants pending, unanswered
+  flares by reason, messages and ledger events by kind in the last window, decisions (denials
+  by rule; grants by outcome), and what retention purges removed in the window;
+* **in-process** (per Daphne process; ``sum`` them): HTTP requests by route name and status
+  class, their latency, unhandled exceptions, ledger event insert latency.
+
+No label or value carries room content or an identifier of a person, room or agent
+(tests/synapsia/test_metrics.py): labels are states, kinds, reasons, route names and rule
+ids; a rule id that names an entry (``policy.deny.db.<agent id>``) has the id replaced by
+``id``. Time windows are ``SYNAPSIA_METRICS_WINDOW_SECONDS`` (default 3600).
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
+from django.core.signals import got_request_exception
+from django.db.models import Count, Q
+from django.db.models.signals import post_save, pre_save
+from django.http import Http404, HttpRequest, HttpResponse
+from django.utils import timezone
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)
+
+HTTP_REQUESTS = Counter(
+    "synapsia_http_requests",
+    "HTTP requests answered, by route name and status class.",
+    ["route", "status"],
+    registry=REGISTRY,
+)
+HTTP_SECONDS = Histogram(
+    "synapsia_http_request_seconds",
+    "Time to answer an HTTP request, by route name.",
+    ["route"],
+    registry=REGISTRY,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+UNHANDLED_EXCEPTIONS = Counter(
+    "synapsia_unhandled_exceptions",
+    "Requests that ended in an unhandled exception (a 500).",
+    registry=REGISTRY,
+)
+LEDGER_INSERT_SECONDS = Histogram(
+    "synapsia_ledger_event_insert_seconds",
+    "Time to insert one ledger event row (Django's pre_save to post_save; bulk appends are not "
+    "seen). Not the whole append: the head lock and hashing come before it.",
+    registry=REGISTRY,
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+)
+
+# Ids inside rule ids: a UUID, or the start of one (rule ids are cut to 48 characters, which
+# can cut a UUID short), long hex runs and long numbers.
+_ID_IN_RULE = re.compile(r"[0-9a-fA-F]{8}(?:[-.][0-9a-fA-F]{1,12})*|[0-9a-fA-F]{16,}|\d{6,}")
+_SAFE_LABEL = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,47}$")
+
+
+def rule_label(rule: object) -> str:
+    """A rule id as a label: ids inside it become ``id``; anything unexpected, ``other``."""
+    text = _ID_IN_RULE.sub("id", str(rule))
+    return text if _SAFE_LABEL.match(text) else "other"
+
+
+def _window_seconds() -> int:
+    return int(getattr(settings, "SYNAPSIA_METRICS_WINDOW_SECONDS", 3600))
+
+
+class DatabaseCollector(Collector):
+    """Reads the current numbers at scrape time: a handful of grouped COUNT queries."""
+
+    def describe(self) -> Iterator[Metric]:
+        # Registering must not query (it happens at import, before any database exists).
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        # Imported here: the registry is built before the app registry is ready.
+        from gatekeeper.records import Grant, GrantStatus
+        from ledger.models import LedgerEvent
+        from rooms.models import Flare, Message, Room, RoomState
+
+        window = _window_seconds()
+        since = timezone.now() - timedelta(seconds=window)
+
+        rooms = GaugeMetricFamily("synapsia_rooms", "Rooms by state.", labels=["state"])
+        counted = dict(Room.objects.values_list("state").annotate(n=Count("id")).order_by())
+        for state in RoomState.values:
+            rooms.add_metric([state], counted.get(state, 0))
+        yield rooms
+
+        grants = GaugeMetricFamily(
+            "synapsia_grants_pending", "Grants waiting for their owner's answer."
+        )
+        grants.add_metric([], Grant.objects.filter(status=GrantStatus.PENDING).count())
+        yield grants
+
+        flares = GaugeMetricFamily(
+            "synapsia_flares_unanswered",
+            "Signal Flares no owner has answered yet, by reason.",
+            labels=["reason"],
+        )
+        for reason, n in (
+            Flare.objects.filter(resolved_at__isnull=True)
+            .values_list("reason")
+            .annotate(n=Count("id"))
+            .order_by()
+        ):
+            flares.add_metric([rule_label(reason)], n)
+        yield flares
+
+        messages = GaugeMetricFamily(
+            "synapsia_messages_recent",
+            f"Messages said in rooms in the last {window} s.",
+        )
+        messages.add_metric([], Message.objects.filter(created_at__gte=since).count())
+        yield messages
+
+        recent = LedgerEvent.objects.filter(occurred_at__gte=since)
+        kinds = GaugeMetricFamily(
+            "synapsia_ledger_events_recent",
+            f"Ledger events in the last {window} s, by kind.",
+            labels=["kind"],
+        )
+        for kind, n in recent.values_list("kind").annotate(n=Count("id")).order_by():
+            kinds.add_metric([rule_label(kind)], n)
+        yield kinds
+
+        decisions = GaugeMetricFamily(
+            "synapsia_decisions_recent",
+            f"Decisions recorded in the last {window} s: denials by rule, grants by outcome.",
+            labels=["outcome", "rule"],
+        )
+        denied: dict[str, int] = {}
+        for data in recent.filter(kind="denial").values_list("data", flat=True).iterator():
+            label = rule_label((data or {}).get("rule", "other"))
+            denied[label] = denied.get(label, 0) + 1
+        for label, n in sorted(denied.items()):
+            decisions.add_metric(["denied", label], n)
+        grant_outcomes = recent.aggregate(
+            approved=Count("id", filter=Q(kind="grant_approved")),
+            refused=Count("id", filter=Q(kind="grant_denied")),
+            expired=Count("id", filter=Q(kind="grant_expired")),
+        )
+        for outcome, n in grant_outcomes.items():
+            decisions.add_metric([f"grant_{outcome}", "grant"], n)
+        yield decisions
+
+        purged = GaugeMetricFamily(
+            "synapsia_purged_ledger_events_recent",
+            f"Ledger events removed by retention purges in the last {window} s.",
+        )
+        total = 0
+        for data in recent.filter(kind="retention_purge").values_list("data", flat=True).iterator():
+            total += int((data or {}).get("events_purged", 0))
+        purged.add_metric([], total)
+        yield purged
+
+
+REGISTRY.register(DatabaseCollector())
+
+
+# --- the endpoint ----------------------------------------------------------------------------
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text format for a scraper presenting the configured bearer token."""
+    token = getattr(settings, "SYNAPSIA_METRICS_TOKEN", "")
+    if not token:
+        raise Http404("metrics are off")
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        presented.strip().encode(), token.encode()
+    ):
+        response = HttpResponse(
+            "a bearer token is required\n", status=401, content_type="text/plain"
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
+
+
+# --- in-process series -----------------------------------------------------------------------
+
+
+class RequestMetricsMiddleware:
+    """Counts requests by route name (never the path: paths carry room and grant ids)."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if iscoroutinefunction(self):
+            return self._acall(request)
+        started = time.perf_counter()
+        response = self.get_response(request)
+        self._observe(request, response.status_code, started)
+        return response
+
+    async def _acall(self, request: HttpRequest) -> Any:
+        started = time.perf_counter()
+        response = await self.get_response(request)
+        self._observe(request, response.status_code, started)
+        return response
+
+    @staticmethod
+    def _observe(request: HttpRequest, status: int, started: float) -> None:
+        match = getattr(request, "resolver_match", None)
+        route = (match.view_name if match is not None else None) or "unrouted"
+        route = rule_label(route.replace(":", "."))
+        HTTP_REQUESTS.labels(route=route, status=f"{status // 100}xx").inc()
+        HTTP_SECONDS.labels(route=route).observe(time.perf_counter() - started)
+
+
+def _count_exception(**_: object) -> None:
+    UNHANDLED_EXCEPTIONS.inc()
+
+
+got_request_exception.connect(_count_exception, dispatch_uid="synapsia.metrics.exceptions")
+
+_insert_started = threading.local()
+
+
+def _ledger_pre_save(raw: bool = False, **_: object) -> None:
+    _insert_started.at = time.perf_counter()
+
+
+def _ledger_post_save(created: bool = False, **_: object) -> None:
+    started = getattr(_insert_started, "at", None)
+    if created and started is not None:
+        LEDGER_INSERT_SECONDS.observe(time.perf_counter() - started)
+        _insert_started.at = None
+
+
+pre_save.connect(_ledger_pre_save, sender="ledger.LedgerEvent", dispatch_uid="synapsia.metrics.l0")
+post_save.connect(
+    _ledger_post_save, sender="ledger.LedgerEvent", dispatch_uid="synapsia.metrics.l1"
+)

@@ -1,0 +1,129 @@
+"""/metrics: bearer-protected, off without a token, and free of content and identifiers.
+
+The scrape runs after a negotiation whose every content field is a canary (room purpose and
+charter, messages, whispers, owner names, an agent's name) and whose ledger records a denial
+under a rule that names an agent; neither a canary nor any owner, room or agent id may appear
+anywhere in the scrape.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from ledger.events import Denial, GrantRequested, RetentionPurge, rule_id_from
+from ledger.services import ledger_append
+from rooms.models import Flare, FlareReason, Message, Whisper
+from synapsia import metrics  # noqa: F401 (connects its signals, as Daphne's start-up does)
+
+pytestmark = pytest.mark.django_db
+
+TOKEN = "metrics-test-token-" + "x" * 40
+CANARY = "CANARY7Q"
+
+
+@pytest.fixture
+def scrape(settings: Any) -> Any:
+    settings.SYNAPSIA_METRICS_TOKEN = TOKEN
+
+    def get(**headers: str) -> Any:
+        return Client().get("/metrics", **headers)
+
+    return get
+
+
+def test_without_a_token_configured_metrics_do_not_exist(settings: Any) -> None:
+    settings.SYNAPSIA_METRICS_TOKEN = ""
+    assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer anything").status_code == 404
+
+
+@pytest.mark.parametrize("header", [None, "Bearer wrong", f"Basic {TOKEN}", f"Bearer {TOKEN}x"])
+def test_a_wrong_or_missing_token_is_refused(scrape: Any, header: str | None) -> None:
+    response = scrape(**({"HTTP_AUTHORIZATION": header} if header else {}))
+    assert response.status_code == 401
+    assert b"synapsia_" not in response.content
+
+
+def _negotiate_with_canaries(make_open_room: Any) -> tuple[Any, list[str]]:
+    opened = make_open_room(purpose=f"{CANARY}-purpose dinner", prefix=f"{CANARY.lower()}-owner-")
+    room = opened.room
+    room.charter = f"{CANARY}-charter: never above 80 EUR"
+    room.save(update_fields=["charter"])
+    opened.a.agent.name = f"{CANARY}-agent-name"
+    opened.a.agent.save(update_fields=["name"])
+    for seq, (agent, text) in enumerate(
+        [(opened.a.agent, f"{CANARY}-message-one"), (opened.b.agent, f"{CANARY}-message-two")],
+        start=1,
+    ):
+        Message.objects.create(room=room, seq=seq, sender=agent, client_id=f"c{seq}", text=text)
+    Whisper.objects.create(
+        room=room, owner=opened.a.owner, agent=opened.a.agent, text=f"{CANARY}-whisper"
+    )
+    seat = room.members.filter(agent=opened.a.agent).first() or room.members.first()
+    Flare.objects.create(room=room, seat=seat, reason=FlareReason.LOOP, raised_by="agent")
+    agent_id = str(opened.b.agent.id)
+    ledger_append(
+        room_id=room.id,
+        event=Denial(
+            rule=rule_id_from(f"policy.deny:db:{agent_id}"),
+            subject_id=agent_id,
+            resource_id=str(room.id),
+        ),
+    )
+    ledger_append(room_id=room.id, event=Denial(rule="slip.expired", subject_id=agent_id))
+    ledger_append(
+        room_id=room.id,
+        event=GrantRequested(grant_id=str(room.id), owner_id=str(opened.a.owner.pk)),
+    )
+    ledger_append(
+        room_id=room.id,
+        event=RetentionPurge(through_seq=1, through_hash="0" * 64, events_purged=7, window_days=90),
+    )
+    identifiers = [
+        str(room.id),
+        agent_id,
+        str(opened.a.agent.id),
+        opened.a.owner.username,
+        opened.b.owner.username,
+        opened.a.token,
+        opened.b.token,
+    ]
+    return opened, identifiers
+
+
+def test_the_scrape_counts_the_negotiation_without_content_or_identifiers(
+    scrape: Any, make_open_room: Any
+) -> None:
+    _opened, identifiers = _negotiate_with_canaries(make_open_room)
+    Client().get("/healthz")  # an in-process series to see
+    response = scrape(HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert response.status_code == 200
+    body = response.content.decode()
+    series = {
+        line.split(" ")[0]: float(line.rsplit(" ", 1)[1])
+        for line in body.splitlines()
+        if line and not line.startswith("#")
+    }
+    assert series['synapsia_rooms{state="open"}'] == 1
+    assert series['synapsia_flares_unanswered{reason="loop"}'] == 1
+    assert series["synapsia_messages_recent"] == 2
+    assert series['synapsia_decisions_recent{outcome="denied",rule="slip.expired"}'] == 1
+    # The policy rule named the agent: the label keeps the rule, not the id.
+    assert series['synapsia_decisions_recent{outcome="denied",rule="policy.deny.db.id"}'] == 1
+    assert series['synapsia_ledger_events_recent{kind="grant_requested"}'] == 1
+    assert series["synapsia_purged_ledger_events_recent"] == 7
+    assert series["synapsia_ledger_event_insert_seconds_count"] >= 4
+    assert series['synapsia_http_requests_total{route="healthz",status="2xx"}'] >= 1
+    # Nothing a person wrote, and no id of a person, room or agent, in any label or value.
+    assert CANARY.lower() not in body.lower()
+    for identifier in identifiers:
+        assert identifier.lower() not in body.lower(), identifier
+        assert identifier.replace("-", "").lower() not in body.lower(), identifier
+    assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}", body)
+    # Owners' integer keys: no label is one (a value of 1 or 2 is a count, not a person).
+    labels = set(re.findall(r'="([^"]*)"', body))
+    assert not labels & {str(_opened.a.owner.pk), str(_opened.b.owner.pk)}
+    assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}", body)
