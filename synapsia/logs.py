@@ -90,24 +90,16 @@ class CorrelationMiddleware:
     def __call__(self, request: HttpRequest) -> Any:
         if iscoroutinefunction(self):
             return self._acall(request)
-        token = request_id.set(self._request_id(request))
-        try:
-            response = self.get_response(request)
-            response["X-Request-ID"] = request_id.get()
-            return response
-        finally:
-            request_id.reset(token)
-            room_id.set(None)
+        self._bind(request)
+        response = self.get_response(request)
+        response["X-Request-ID"] = request_id.get()
+        return response
 
     async def _acall(self, request: HttpRequest) -> Response:
-        token = request_id.set(self._request_id(request))
-        try:
-            response = await self.get_response(request)
-            response["X-Request-ID"] = request_id.get()
-            return response
-        finally:
-            request_id.reset(token)
-            room_id.set(None)
+        self._bind(request)
+        response = await self.get_response(request)
+        response["X-Request-ID"] = request_id.get()
+        return response
 
     def process_view(
         self,
@@ -121,6 +113,11 @@ class CorrelationMiddleware:
             room_id.set(str(room))
 
     @staticmethod
-    def _request_id(request: HttpRequest) -> str:
+    def _bind(request: HttpRequest) -> None:
+        # Not reset when the response leaves: Django logs a 4xx/5xx ("Not Found: ...") after
+        # the middleware chain returned, and that line must carry the id too. Each ASGI request
+        # runs in a context of its own; a thread serving requests one by one rebinds here.
         given = request.headers.get("X-Request-ID", "")
-        return given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        request_id.set(given if _REQUEST_ID.match(given) else uuid.uuid4().hex)
+        room_id.set(None)
+        agent_id.set(None)
