@@ -47,7 +47,7 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 
 # The two passes (embedded; PostgreSQL + Redis) run side by side: tests/run_passes.py.
-test: lint
+test: lint typecheck
 	@mkdir -p var
 	@$(SERVICES_ENV) $(PY) manage.py collectstatic --no-input -v0
 	@$(PY) tests/run_passes.py -- $(SERVICES_ENV)

@@ -33,12 +33,20 @@ from django.db.models import Count, Q
 from django.db.models.signals import post_save, pre_save
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+# No *_created series: they double the series count and tell an operator nothing here.
+disable_created_metrics()
 REGISTRY = CollectorRegistry(auto_describe=True)
 ProcessCollector(registry=REGISTRY)
 

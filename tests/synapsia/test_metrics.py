@@ -9,6 +9,7 @@ anywhere in the scrape.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -127,3 +128,13 @@ def test_the_scrape_counts_the_negotiation_without_content_or_identifiers(
     labels = set(re.findall(r'="([^"]*)"', body))
     assert not labels & {str(_opened.a.owner.pk), str(_opened.b.owner.pk)}
     assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}", body)
+
+
+def test_every_metric_is_documented_for_operators(scrape: Any) -> None:
+    body = scrape(HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content.decode()
+    names = set(re.findall(r"^# TYPE (synapsia_\w+)", body, re.MULTILINE))
+    assert names
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    counters = {"synapsia_http_requests", "synapsia_unhandled_exceptions"}
+    missing = [n for n in names if (f"{n}_total" if n in counters else n) not in docs]
+    assert not missing
