@@ -8,9 +8,12 @@ Rooms and agents are referenced by UUID value, not by foreign key: ``slips`` sit
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 
 
 class KeyCustody(models.TextChoices):
@@ -199,3 +202,16 @@ class SlipConflict(models.Model):
 
     def __str__(self) -> str:
         return f"{self.resource}/{self.operation} {self.field}"
+
+
+@receiver(post_delete, sender=settings.AUTH_USER_MODEL, dispatch_uid="slips-owner-data-key-destroy")
+def _owner_data_key_destroy(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """An account's deletion (``rooms.deletion.account_delete``, ``reapply_deletions``, or any
+    other path) destroys its data key in the key store, inside the deleting transaction: the
+    journal line is already written, so a failed commit is completed by a reapply, and the
+    owner's vault in every older database backup can no longer be opened."""
+    from slips.datakeys import data_keys_destroy, owner_since
+
+    data_keys_destroy(
+        kind="owner", subject=str(instance.pk), since=owner_since(instance.date_joined)
+    )

@@ -5,23 +5,22 @@ Nothing here hands an item to an agent: context assembly (rooms) asks ``vault_sc
 only after ``slips.verification`` has allowed a capability, and gets back only that
 capability's scope (free/busy without titles, a budget range without notes, …).
 
-Key: ``SYNAPSIA_VAULT_KEY`` (32 random bytes, base64) in production, where the vault refuses
-to operate without it; on the embedded profile a key is derived from ``SECRET_KEY``. Each item
-is bound to its owner, id and kind as associated data, so a sealed blob moved to another row
-or owner does not open.
+Keys: each item is sealed under its owner's data key (``slips.datakeys``: wrapped by the master
+key, ``SYNAPSIA_MASTER_KEY`` or ``SYNAPSIA_VAULT_KEY``, and kept in the key store outside the
+database), so deleting the account destroys the key and the owner's vault in older database
+backups cannot be opened. Items sealed before (version 1, one key for all) still open and are
+resealed by migration ``slips 0003``. Each item is bound to its owner, id and kind as
+associated data, so a sealed blob moved to another row or owner does not open.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 from datetime import date, datetime, time, timedelta, tzinfo
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone as django_timezone
@@ -36,13 +35,14 @@ from pydantic import (
 )
 
 from slips.capabilities import Capability
-from slips.config import slips_setting
 from slips.errors import Malformed, Misconfigured, NotFound
 from slips.models import VaultItem
 from slips.money import budget_band
 
-SEAL_VERSION = b"\x01"
+SEAL_VERSION = b"\x01"  # the single vault key of before (and server-held secrets)
+OWNER_SEAL_VERSION = b"\x02"  # the owner's data key (slips.datakeys)
 _AAD_PREFIX = b"synapsia-vault-v1|"
+_OWNER_AAD_PREFIX = b"synapsia-vault-v2|"
 _SECRET_AAD_PREFIX = b"synapsia-vault-secret-v1|"
 MAX_ICS_BYTES = 1024 * 1024
 MAX_WINDOWS = 2000
@@ -216,23 +216,18 @@ def vault_content_check(data: Any) -> BaseModel:
 # --- sealing ---------------------------------------------------------------------------------
 
 
-def _vault_key() -> bytes:
+def _legacy_keys() -> list[bytes]:
+    """The single vault key of before (version 1 seals): derived from each configured master
+    key (current, then retired), so secrets and not-yet-migrated items still open."""
+    from slips.datakeys import master_keys
+
+    return [_hkdf_vault(m.material) for m in master_keys()]
+
+
+def _hkdf_vault(material: bytes) -> bytes:
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-    configured = slips_setting("VAULT_KEY")
-    if configured:
-        try:
-            material = base64.b64decode(configured + "=" * (-len(configured) % 4), altchars=b"-_")
-        except (binascii.Error, ValueError):
-            raise Misconfigured("vault_key", "SYNAPSIA_VAULT_KEY is not base64.") from None
-        if len(material) < 32:
-            raise Misconfigured("vault_key", "SYNAPSIA_VAULT_KEY must hold 32+ random bytes.")
-    elif settings.PROFILE == "embedded":
-        material = settings.SECRET_KEY.encode()
-    else:
-        # Production never falls back to a key derived from something else.
-        raise Misconfigured("vault_key", "The vault is unavailable: SYNAPSIA_VAULT_KEY is unset.")
     hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"synapsia-vault-v1")
     return hkdf.derive(material)
 
@@ -241,12 +236,16 @@ def _aad(*, owner_id: Any, item_id: UUID, kind: str) -> bytes:
     return _AAD_PREFIX + f"{owner_id}|{item_id}|{kind}".encode()
 
 
+def _owner_aad(*, owner_id: Any, item_id: UUID, kind: str) -> bytes:
+    return _OWNER_AAD_PREFIX + f"{owner_id}|{item_id}|{kind}".encode()
+
+
 def _seal(plaintext: bytes, aad: bytes) -> bytes:
-    """AES-256-GCM under the vault key: version byte + 96-bit nonce + ciphertext and tag."""
+    """AES-256-GCM under the master-derived key: version 1 + 96-bit nonce + ciphertext+tag."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     nonce = os.urandom(12)
-    return SEAL_VERSION + nonce + AESGCM(_vault_key()).encrypt(nonce, plaintext, aad)
+    return SEAL_VERSION + nonce + AESGCM(_legacy_keys()[0]).encrypt(nonce, plaintext, aad)
 
 
 def _open(blob: bytes, aad: bytes, *, what: str) -> bytes:
@@ -255,30 +254,98 @@ def _open(blob: bytes, aad: bytes, *, what: str) -> bytes:
 
     if blob[:1] != SEAL_VERSION or len(blob) < 1 + 12 + 16:
         raise Misconfigured("vault_sealed", f"{what} is in an unknown format.")
-    try:
-        return AESGCM(_vault_key()).decrypt(blob[1:13], blob[13:], aad)
-    except InvalidTag:
-        raise Misconfigured("vault_sealed", f"{what} does not open with this key.") from None
+    for key in _legacy_keys():
+        try:
+            return AESGCM(key).decrypt(blob[1:13], blob[13:], aad)
+        except InvalidTag:
+            continue
+    raise Misconfigured("vault_sealed", f"{what} does not open with this key.")
 
 
-def vault_seal(*, owner_id: Any, item_id: UUID, kind: str, content: dict[str, Any]) -> bytes:
-    """AES-256-GCM-encrypt ``content`` for one row (version byte + 96-bit nonce + ciphertext)."""
+def _owner_subject(owner_id: Any) -> str:
+    return str(owner_id)
+
+
+def vault_seal_for_owner(
+    *, owner_id: Any, owner_joined: datetime, item_id: UUID, kind: str, content: dict[str, Any]
+) -> bytes:
+    """AES-256-GCM-encrypt ``content`` under its owner's data key (``slips.datakeys``):
+    version 2 + the key's id (16 bytes) + 96-bit nonce + ciphertext and tag, with the owner,
+    item id and kind as associated data (a blob moved to another row or owner does not open)."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from slips.datakeys import data_key_for, owner_since
+
+    key = data_key_for(
+        kind="owner", subject=_owner_subject(owner_id), since=owner_since(owner_joined)
+    )
     plaintext = json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode()
-    return _seal(plaintext, _aad(owner_id=owner_id, item_id=item_id, kind=kind))
+    nonce = os.urandom(12)
+    aad = _owner_aad(owner_id=owner_id, item_id=item_id, kind=kind)
+    return (
+        OWNER_SEAL_VERSION + key.id.bytes + nonce + AESGCM(key.key).encrypt(nonce, plaintext, aad)
+    )
+
+
+def _owner_open(blob: bytes, *, owner_id: Any, item_id: UUID, kind: str) -> bytes:
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from slips.datakeys import data_key_open
+
+    if len(blob) < 1 + 16 + 12 + 16:
+        raise Misconfigured("vault_sealed", "A vault item is in an unknown format.")
+    key = data_key_open(UUID(bytes=blob[1:17]), kind="owner", subject=_owner_subject(owner_id))
+    try:
+        return AESGCM(key).decrypt(
+            blob[17:29], blob[29:], _owner_aad(owner_id=owner_id, item_id=item_id, kind=kind)
+        )
+    except InvalidTag:
+        raise Misconfigured("vault_sealed", "A vault item does not open with its key.") from None
+
+
+def vault_seal(*, owner: User, item_id: UUID, kind: str, content: dict[str, Any]) -> bytes:
+    """Seal ``content`` for one row of ``owner``'s vault, under the owner's data key."""
+    return vault_seal_for_owner(
+        owner_id=owner.pk,
+        owner_joined=owner.date_joined,
+        item_id=item_id,
+        kind=kind,
+        content=content,
+    )
+
+
+def vault_plaintext(*, blob: bytes, owner_id: Any, item_id: UUID, kind: str) -> bytes:
+    """The JSON a stored blob seals, whichever version it is (1: the single key of before,
+    2: the owner's data key). ``DataKeyDestroyed`` (fails closed) for a deleted owner's."""
+    if blob[:1] == OWNER_SEAL_VERSION:
+        return _owner_open(blob, owner_id=owner_id, item_id=item_id, kind=kind)
+    return _open(blob, _aad(owner_id=owner_id, item_id=item_id, kind=kind), what="A vault item")
 
 
 def vault_open(item: VaultItem) -> BaseModel:
     """Decrypt and re-validate one stored item."""
-    plaintext = _open(
-        bytes(item.sealed),
-        _aad(owner_id=item.owner_id, item_id=item.id, kind=item.kind),
-        what="A vault item",
+    plaintext = vault_plaintext(
+        blob=bytes(item.sealed), owner_id=item.owner_id, item_id=item.id, kind=item.kind
     )
     return vault_content_parse(json.loads(plaintext))
 
 
+def vault_reseal(
+    *, blob: bytes, owner_id: Any, owner_joined: datetime, item_id: UUID, kind: str
+) -> bytes | None:
+    """A version-1 blob resealed under its owner's data key; None if it already is one (the
+    migration and ``rewrap_data_keys`` use this, with historical or live rows alike)."""
+    if blob[:1] == OWNER_SEAL_VERSION:
+        return None
+    content = json.loads(vault_plaintext(blob=blob, owner_id=owner_id, item_id=item_id, kind=kind))
+    return vault_seal_for_owner(
+        owner_id=owner_id, owner_joined=owner_joined, item_id=item_id, kind=kind, content=content
+    )
+
+
 def vault_secret_seal(*, binding: str, secret: bytes) -> bytes:
-    """Seal a server-held secret (bytes, not a vault item) under the vault key.
+    """Seal a server-held secret (bytes, not a vault item) under the master-derived key.
 
     ``binding`` names what the secret belongs to (e.g. ``demo-device-key|<owner>|<key id>``)
     and is authenticated as associated data, under a prefix no vault item uses: the blob opens
@@ -289,7 +356,8 @@ def vault_secret_seal(*, binding: str, secret: bytes) -> bytes:
 
 def vault_secret_open(*, binding: str, sealed: bytes) -> bytes:
     """Open what ``vault_secret_seal`` sealed for ``binding``; ``Misconfigured`` (fails
-    closed) if it was altered, moved to another binding, or the vault key changed."""
+    closed) if it was altered, moved to another binding, or the master key changed (a
+    retired master key still opens it)."""
     return _open(bytes(sealed), _SECRET_AAD_PREFIX + binding.encode(), what="A sealed secret")
 
 
@@ -306,7 +374,7 @@ def vault_item_create(*, owner: User, content: dict[str, Any]) -> VaultItem:
     parsed = vault_content_check(content)
     item = VaultItem(owner=owner, kind=parsed.kind)  # type: ignore[attr-defined]
     item.sealed = vault_seal(
-        owner_id=owner.pk, item_id=item.id, kind=item.kind, content=_content_dump(parsed)
+        owner=owner, item_id=item.id, kind=item.kind, content=_content_dump(parsed)
     )
     item.save()
     return item
@@ -328,7 +396,7 @@ def vault_item_update(*, owner: User, item_id: UUID, content: dict[str, Any]) ->
     if parsed.kind != item.kind:  # type: ignore[attr-defined]
         raise Malformed("invalid_vault_item", "An item's kind cannot change.")
     item.sealed = vault_seal(
-        owner_id=owner.pk, item_id=item.id, kind=item.kind, content=_content_dump(parsed)
+        owner=owner, item_id=item.id, kind=item.kind, content=_content_dump(parsed)
     )
     item.save(update_fields=["sealed", "updated_at"])
     return item

@@ -54,6 +54,7 @@ elif any(
         "REDIS_URL",
         "SYNAPSIA_SECRET_KEY",
         "SYNAPSIA_VAULT_KEY",
+        "SYNAPSIA_MASTER_KEY",
         "SYNAPSIA_LEDGER_SIGNING_KEY",
     )
 ):
@@ -439,6 +440,15 @@ SLIPS = {
     # base64 of 32+ random bytes. Required in production, where the vault refuses to operate
     # without it; the embedded profile derives a key from SECRET_KEY instead.
     "VAULT_KEY": env.str("SYNAPSIA_VAULT_KEY", default=""),
+    # The master key that wraps every data key (slips.datakeys; docs/data-lifecycle.md, "Keys");
+    # SYNAPSIA_VAULT_KEY is used when it is unset. Rotation: the old one goes in RETIRED
+    # (comma-separated) until `manage.py rewrap_data_keys` has run.
+    "MASTER_KEY": env.str("SYNAPSIA_MASTER_KEY", default=""),
+    "MASTER_KEYS_RETIRED": env.str("SYNAPSIA_MASTER_KEYS_RETIRED", default=""),
+    # The wrapped data keys, OUTSIDE the database (a backup of it must not hold them).
+    "KEY_STORE_PATH": env.str(
+        "SYNAPSIA_KEY_STORE_PATH", default=str(BASE_DIR / "var" / "keys.sqlite3")
+    ),
     # How long a key-enrolment challenge can be signed (single use either way).
     "CHALLENGE_TTL_SECONDS": env.int("SYNAPSIA_SLIP_CHALLENGE_TTL_SECONDS", default=300),
     # Tolerated difference between a browser's clock and ours for a slip's issued_at.
@@ -451,7 +461,7 @@ if PROFILE == "production":
     # vault cannot open, so refuse to start rather than fail on the first request.
     for variable, value in (
         ("SYNAPSIA_LEDGER_SIGNING_KEY", SYNAPSIA["LEDGER_SIGNING_KEY"]),
-        ("SYNAPSIA_VAULT_KEY", SLIPS["VAULT_KEY"]),
+        ("SYNAPSIA_MASTER_KEY (or SYNAPSIA_VAULT_KEY)", SLIPS["MASTER_KEY"] or SLIPS["VAULT_KEY"]),
     ):
         if not value:
             raise ImproperlyConfigured(

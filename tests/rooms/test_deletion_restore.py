@@ -158,3 +158,57 @@ def test_a_journalled_account_id_of_another_database_deletes_no_one(
         call_command("reapply_deletions")
         assert User.objects.filter(pk=carol.pk).exists()
     assert not AccountDeletion.objects.exists()
+
+
+def test_a_restored_backup_cannot_open_a_deleted_accounts_vault(
+    make_owner: Callable[[str], Any], tmp_path: Path, settings: Any
+) -> None:
+    """Crypto-shredding: the data keys live in a key store outside the database, so restoring
+    only the database (as a backup is) brings the deleted owner's vault rows back sealed under a
+    key that no longer exists: they fail closed, no canary opens anywhere; reapply removes them."""
+    if connection.vendor == "postgresql" and not shutil.which("pg_restore"):
+        pytest.skip("pg_dump/pg_restore are not installed")
+    from slips.datakeys import DataKeyDestroyed
+    from slips.models import VaultItem
+    from slips.vault import vault_item_create, vault_open
+
+    key_store = tmp_path / "keys.sqlite3"
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "DELETION_JOURNAL_PATH": str(tmp_path / "j.jsonl")}
+    settings.SLIPS = {**settings.SLIPS, "KEY_STORE_PATH": str(key_store)}
+    vault_canary = "vault-canary-5c1e"
+    gone, kept = make_owner("gone"), make_owner("kept")
+    for owner in (gone, kept):
+        vault_item_create(owner=owner, content={"kind": "note", "text": vault_canary})
+        vault_item_create(
+            owner=owner,
+            content={"kind": "budget", "currency": "EUR", "minimum": 3000, "maximum": 8000,
+                     "notes": vault_canary},
+        )  # fmt: skip
+    backup = tmp_path / "backup.db"
+    _backup(backup)
+    key_store_before = key_store.read_bytes()
+
+    gone_id = gone.pk
+    account_delete(owner=gone)
+    _restore(backup)  # the database only: the key store is not part of its backup
+
+    restored = list(VaultItem.objects.filter(owner_id=gone_id))
+    assert len(restored) == 2  # the rows are back ...
+    for row in restored:
+        with pytest.raises(DataKeyDestroyed) as caught:
+            vault_open(row)  # ... and none opens: fail closed, in words
+        assert "owner's data key was destroyed" in caught.value.message
+    readable = []
+    for row in VaultItem.objects.all():
+        try:
+            readable.append(vault_open(row).model_dump_json())
+        except DataKeyDestroyed:
+            continue
+    assert len(readable) == 2 and all(vault_canary in text for text in readable)  # kept's only
+    assert canaries_in_database(vault_canary) == []  # sealed, never plaintext
+    for blob in (key_store.read_bytes(), key_store_before):
+        assert vault_canary.encode() not in blob
+
+    call_command("reapply_deletions")
+    assert not VaultItem.objects.filter(owner_id=gone_id).exists()
+    assert VaultItem.objects.filter(owner_id=kept.pk).count() == 2
