@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -177,6 +177,7 @@ class HeadClaim:
     seq: int
     hash: str
     source: str  # "head row", "signed head #3", ...
+    signed_at: str = ""  # a signed head's time (chain form); empty for the head row
 
 
 @dataclass(frozen=True)
@@ -293,6 +294,7 @@ def stored_chain_check(
     claims: Iterable[HeadClaim] = (),
     tip: HeadClaim | None = None,
     recheck: Callable[[int, bytes], str | None] | None = None,
+    marks: list[ChainMark] | None = None,
 ) -> ChainVerdict:
     """Verify a room's chain from its **stored bytes**, at hashing speed.
 
@@ -368,9 +370,13 @@ def stored_chain_check(
             for claim in by_seq[seq]:
                 if claim.hash != digest:
                     return bad(seq, f"{claim.source} names a different hash at this number")
-        if kind == "retention_purge":
-            purge = json.loads(stored)["data"]
-            last_purge = (purge.get("through_seq"), purge.get("through_hash"))
+        if kind in REQUIRES_HEAD:
+            marked = json.loads(stored)["data"]
+            if kind == "retention_purge":
+                last_purge = (marked.get("through_seq"), marked.get("through_hash"))
+            if marks is not None:  # for head_rules_problem, after the chain checks out
+                at = f"{occurred_at[:10]}T{occurred_at[11:]}Z"
+                marks.append(ChainMark(seq, kind, at, marked))
         expected_seq, expected_prev = seq + 1, digest
     last_seq = expected_seq - 1
     beyond = sorted(seq for seq in by_seq if seq > last_seq)
@@ -433,3 +439,126 @@ def _same_json(a: Any, b: Any) -> bool:
         return rfc8785.dumps(a) == rfc8785.dumps(b)
     except (rfc8785.CanonicalizationError, TypeError, ValueError):
         return False
+
+
+# --- Required signed heads and purge rules (docs/ledger.md, "Heads the database cannot skip")
+#
+# The chain alone proves only that its events agree with each other; whoever writes the
+# database can recompute a whole consistent chain. Signed heads pin it, but only if the chain
+# cannot do without them: these rules make a head *required* at every pause, close and
+# purge and at least every ``every_events`` events, and they check a purge against the
+# retention policy and against every head the server signed before it.
+
+# Kinds after which the server signs the head in the same transaction (ledger_append).
+REQUIRES_HEAD = frozenset({"room_paused", "room_closed", "retention_purge"})
+_KIND_WORDS = {
+    "room_paused": "a pause",
+    "room_closed": "the room's closing",
+    "retention_purge": "a retention purge",
+}
+_CHAIN_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+@dataclass(frozen=True)
+class HeadPolicy:
+    """What the server promises about signed heads and retention (its settings)."""
+
+    every_events: int = 64
+    retention_days: int = 90
+    # How late a head may be signed after the events it covers (the beat's T plus a margin).
+    grace_seconds: int = 2 * 3600
+
+
+@dataclass(frozen=True)
+class ChainMark:
+    """An event the rules look at: one of ``REQUIRES_HEAD``; for a purge, its fields."""
+
+    seq: int
+    kind: str
+    occurred_at: str  # chain form
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SignedClaim:
+    seq: int
+    hash: str
+    signed_at: str  # chain form
+    source: str
+
+
+def chain_time(text: str) -> datetime:
+    return datetime.strptime(text, _CHAIN_TIME).replace(tzinfo=UTC)
+
+
+def head_rules_problem(
+    *,
+    marks: Iterable[ChainMark],
+    signed: Iterable[SignedClaim],
+    checkpoint_seq: int,
+    last_seq: int,
+    policy: HeadPolicy,
+) -> tuple[int, str] | None:
+    """The first broken head or purge rule as ``(seq, problem in words)``, or None.
+
+    1. every pause, close and purge has a signed head at or after it;
+    2. no run of more than ``every_events`` events goes without a signed head;
+    3. a purge states a window no shorter than the policy's, and no head the server signed
+       contradicts it: a signed head at or below the purge's checkpoint must have been signed
+       before the purge's cutoff (purge time minus the policy's window, plus the grace), and a
+       head at the checkpoint itself must name the checkpoint's hash.
+    """
+    heads = sorted(signed, key=lambda c: c.seq)
+    latest = heads[-1].seq if heads else -1
+    marks = list(marks)
+    for mark in marks:
+        if latest < mark.seq:
+            return (
+                mark.seq,
+                f"event {mark.seq} records {_KIND_WORDS.get(mark.kind, mark.kind)}, which the "
+                "server always signs, but no signed head covers it (signed heads were removed "
+                "or this event was written without the server)",
+            )
+    n = policy.every_events
+    previous = checkpoint_seq
+    for point in [c.seq for c in heads if c.seq > checkpoint_seq] + [last_seq]:
+        if point - previous > n:
+            return (
+                previous + n + 1,
+                f"more than {n} events follow event {previous} without a signed head (the "
+                f"server signs at least every {n}): signed heads were removed",
+            )
+        previous = max(previous, point)
+    for mark in marks:
+        if mark.kind != "retention_purge":
+            continue
+        window = mark.data.get("window_days")
+        if type(window) is not int or window < policy.retention_days:
+            return (
+                mark.seq,
+                f"the purge at event {mark.seq} claims a retention window of {window} days; "
+                f"the policy keeps events {policy.retention_days} days",
+            )
+        through_seq, through_hash = mark.data.get("through_seq"), mark.data.get("through_hash")
+        if type(through_seq) is not int:
+            return mark.seq, f"the purge at event {mark.seq} does not say what it removed"
+        cutoff = chain_time(mark.occurred_at) - timedelta(days=policy.retention_days)
+        latest_allowed = cutoff + timedelta(seconds=policy.grace_seconds)
+        for claim in heads:
+            if claim.seq > through_seq:
+                break
+            if claim.seq == through_seq and claim.hash != through_hash:
+                return (
+                    mark.seq,
+                    f"the purge at event {mark.seq} names a last removed event that {claim.source} "
+                    "attested differently",
+                )
+            if claim.seq > 0 and chain_time(claim.signed_at) > latest_allowed:
+                return (
+                    mark.seq,
+                    f"the purge at event {mark.seq} removed events up to #{through_seq}, but "
+                    f"{claim.source} shows event #{claim.seq} was recorded less than "
+                    f"{policy.retention_days} days before the purge: the retention policy "
+                    "forbids removing it",
+                )
+    return None

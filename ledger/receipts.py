@@ -36,7 +36,12 @@ from ledger.events import (
     event_record_parse,
 )
 from ledger.models import LedgerEvent
-from ledger.signing import LedgerSigningUnavailable, ledger_key_id, ledger_public_key
+from ledger.signing import (
+    LedgerSigningUnavailable,
+    ledger_key_id,
+    ledger_policy_stated,
+    ledger_public_key,
+)
 from ledger.verification import CHUNK_SIZE, ledger_verify_room
 
 EXPORT_FORMAT = "synapsia-ledger-export/1"
@@ -354,5 +359,6 @@ def receipt_export(room_id: UUID) -> dict[str, Any]:
         "signed_heads": selectors.ledger_signed_heads(room_id=room_id),
         "signed_message_prefix": HEAD_SIGNATURE_PREFIX.decode(),
         "server_public_key": server_key,
+        "policy": ledger_policy_stated(),
         "receipt": receipt_build(room_id=room_id).model_dump(mode="json"),
     }

@@ -13,12 +13,14 @@ that as a deny, and the exception unwinding their atomic block rolls back the ef
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
 import rfc8785
+from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 from pydantic import BaseModel
@@ -26,12 +28,15 @@ from pydantic import BaseModel
 from ledger.chain import (
     GENESIS_HASH,
     MAX_CANONICAL_BYTES,
+    REQUIRES_HEAD,
     CanonicalData,
     envelope_bytes,
     occurred_at_text,
 )
 from ledger.events import LedgerEventRecord
 from ledger.models import LedgerEvent, LedgerHead
+
+logger = logging.getLogger(__name__)
 
 
 class LedgerError(Exception):
@@ -100,6 +105,7 @@ def ledger_append(*, room_id: UUID, event: LedgerEventRecord) -> AppendedEvent:
             canonical=canonical,
         )
         LedgerHead.objects.filter(room_id=room_id).update(seq=seq, hash=digest)
+        _sign_if_required(room_id, head.seq, seq, digest, (kind,))
     except (LedgerAppendError, DatabaseError, rfc8785.CanonicalizationError, ValueError) as exc:
         # Fail closed: the caller's atomic block rolls back even if it catches this error,
         # so the effect this event guarded cannot commit without its record.
@@ -161,6 +167,7 @@ def ledger_append_many(
             ).update(seq=appended[-1].seq, hash=appended[-1].hash)
             if moved == 1:
                 LedgerEvent.objects.bulk_create(rows)
+                _sign_appended(room_id, head_seen[0], appended)
                 return appended
         head = ledger_head_locked(room_id)
         rows, appended = _chained(room_id, events, (head.seq, head.hash))
@@ -168,12 +175,39 @@ def ledger_append_many(
         LedgerHead.objects.filter(room_id=room_id).update(
             seq=appended[-1].seq, hash=appended[-1].hash
         )
+        _sign_appended(room_id, head.seq, appended)
     except (LedgerAppendError, DatabaseError, rfc8785.CanonicalizationError, ValueError) as exc:
         transaction.set_rollback(True)
         if isinstance(exc, LedgerAppendError):
             raise
         raise LedgerAppendError(f"ledger append failed: {exc}") from exc
     return appended
+
+
+def _sign_appended(room_id: UUID, before: int, appended: list[AppendedEvent]) -> None:
+    last = appended[-1]
+    _sign_if_required(room_id, before, last.seq, last.hash, [a.kind for a in appended])
+
+
+def _sign_if_required(
+    room_id: UUID, before: int, seq: int, digest: str, kinds: Sequence[str]
+) -> None:
+    """Sign the new tip, in the append's transaction (the head row is locked), when the
+    chain requires a head there: after a pause, a close or a purge, and whenever the
+    numbers pass a multiple of ``LEDGER_HEAD_EVERY_EVENTS``. Verification fails a chain
+    without them (``ledger.chain.head_rules_problem``), so the database cannot rewrite a
+    room alone. One Ed25519 signature and one INSERT, every N events."""
+    every = int(settings.SYNAPSIA.get("LEDGER_HEAD_EVERY_EVENTS", 64))
+    if seq // every == before // every and REQUIRES_HEAD.isdisjoint(kinds):
+        return
+    from ledger import signing  # signing imports this module
+
+    try:
+        signing.sign_locked_head(room_id=room_id, seq=seq, head_hash=digest)
+    except signing.LedgerSigningUnavailable:
+        # Production without a key: the append stands (the effect it records happened);
+        # verification will report the missing head, and the settings check names the key.
+        logger.warning("ledger head at %s#%s left unsigned: no signing key", room_id, seq)
 
 
 def _chained(

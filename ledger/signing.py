@@ -20,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 from nacl.signing import SigningKey
 
-from ledger.chain import head_signed_bytes, occurred_at_text
+from ledger.chain import HeadPolicy, head_signed_bytes, occurred_at_text
 from ledger.models import SignedHead
 from ledger.services import LedgerError, ledger_head_locked
 
@@ -85,6 +85,48 @@ def ledger_trusted_public_keys() -> frozenset[str]:
         return retired
 
 
+def ledger_head_policy() -> HeadPolicy:
+    """The promises verification holds the chain to (settings; docs/ledger.md)."""
+    conf = settings.SYNAPSIA
+    every_seconds = int(conf.get("LEDGER_HEAD_EVERY_SECONDS", 3600))
+    return HeadPolicy(
+        every_events=int(conf.get("LEDGER_HEAD_EVERY_EVENTS", 64)),
+        retention_days=int(conf["LEDGER_RETENTION_DAYS"]),
+        grace_seconds=every_seconds + int(conf.get("LEDGER_HEAD_GRACE_SECONDS", 3600)),
+    )
+
+
+def ledger_policy_stated() -> dict[str, int]:
+    """The policy as the API and the export state it, for the browser and offline checks."""
+    policy = ledger_head_policy()
+    return {
+        "retention_days": policy.retention_days,
+        "head_every_events": policy.every_events,
+        "head_grace_seconds": policy.grace_seconds,
+    }
+
+
+def sign_locked_head(*, room_id: UUID, seq: int, head_hash: str) -> SignedHead:
+    """Sign ``(seq, head_hash)``, the tip of a head row the caller holds locked (the append
+    path and the purge). Signing the same tip twice stores one head."""
+    latest = SignedHead.objects.filter(room_id=room_id).order_by("-seq", "-id").first()
+    if latest is not None and (latest.seq, latest.hash) == (seq, head_hash):
+        return latest
+    key = _signing_key()
+    signed_at = occurred_at_text(timezone.now())
+    signature = key.sign(
+        head_signed_bytes(room_id=room_id, seq=seq, head_hash=head_hash, signed_at=signed_at)
+    ).signature
+    return SignedHead.objects.create(
+        room_id=room_id,
+        seq=seq,
+        hash=head_hash,
+        signed_at=signed_at,
+        public_key=base64.b64encode(bytes(key.verify_key)).decode(),
+        signature=base64.b64encode(signature).decode(),
+    )
+
+
 def ledger_sign_head(*, room_id: UUID) -> SignedHead:
     """Sign and store the room's current head (seq, hash). Call on pause and close.
 
@@ -92,19 +134,7 @@ def ledger_sign_head(*, room_id: UUID) -> SignedHead:
     pair is exactly the chain's tip. A room with no events signs ``(0, GENESIS_HASH)``.
     Raises ``LedgerSigningUnavailable`` when production has no key.
     """
-    key = _signing_key()
+    _signing_key()  # raises before anything is locked when there is no key
     with transaction.atomic():
         head = ledger_head_locked(room_id)
-        seq, head_hash = head.seq, head.hash
-        signed_at = occurred_at_text(timezone.now())
-        signature = key.sign(
-            head_signed_bytes(room_id=room_id, seq=seq, head_hash=head_hash, signed_at=signed_at)
-        ).signature
-        return SignedHead.objects.create(
-            room_id=room_id,
-            seq=seq,
-            hash=head_hash,
-            signed_at=signed_at,
-            public_key=base64.b64encode(bytes(key.verify_key)).decode(),
-            signature=base64.b64encode(signature).decode(),
-        )
+        return sign_locked_head(room_id=room_id, seq=head.seq, head_hash=head.hash)

@@ -37,16 +37,19 @@ from nacl.signing import VerifyKey
 
 from ledger.chain import (
     GENESIS_HASH,
+    ChainMark,
     ChainVerdict,
     HeadClaim,
+    SignedClaim,
     StoredRow,
+    head_rules_problem,
     head_signed_bytes,
     occurred_at_text,
     stored_bytes_problem,
     stored_chain_check,
 )
 from ledger.models import LedgerEvent, LedgerHead, SignedHead
-from ledger.signing import ledger_trusted_public_keys
+from ledger.signing import ledger_head_policy, ledger_trusted_public_keys
 
 CHUNK_SIZE = 10_000
 _PREFETCH_VENDORS = {"postgresql"}
@@ -262,7 +265,9 @@ def _claims(
                 rid, False, 0, 0, GENESIS_HASH, signed.seq,
                 f"signed head #{signed.id} has an invalid signature",
             )  # fmt: skip
-        claims.append(HeadClaim(signed.seq, signed.hash, f"signed head #{signed.id}"))
+        claims.append(
+            HeadClaim(signed.seq, signed.hash, f"signed head #{signed.id}", signed.signed_at)
+        )
     return claims
 
 
@@ -272,7 +277,8 @@ def _check(
     claims: list[HeadClaim],
     rows: Iterable[StoredRow],
 ) -> ChainVerdict:
-    return stored_chain_check(
+    marks: list[ChainMark] = []
+    verdict = stored_chain_check(
         room_id=str(room_id),
         rows=rows,
         checkpoint_seq=head.checkpoint_seq,
@@ -280,7 +286,22 @@ def _check(
         claims=claims,
         tip=HeadClaim(head.seq, head.hash, "the head row"),
         recheck=_recheck(room_id),
+        marks=marks,
     )
+    if not verdict.ok:
+        return verdict
+    # A consistent chain is not enough: the heads it requires must be there, and every
+    # purge must agree with the policy and with the heads signed before it.
+    broken = head_rules_problem(
+        marks=marks,
+        signed=[SignedClaim(c.seq, c.hash, c.signed_at, c.source) for c in claims if c.signed_at],
+        checkpoint_seq=head.checkpoint_seq,
+        last_seq=verdict.last_seq,
+        policy=ledger_head_policy(),
+    )
+    if broken is None:
+        return verdict
+    return replace(verdict, ok=False, first_bad_seq=broken[0], problem=broken[1])
 
 
 def _checked_room(

@@ -17,6 +17,7 @@ import binascii
 import hashlib
 import json
 import sys
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import rfc8785
@@ -45,7 +46,90 @@ def _hash(room_id: str, event: dict[str, Any]) -> str:
     return hashlib.sha256(rfc8785.dumps(envelope)).hexdigest()
 
 
-def verify(export: dict[str, Any], *, pinned_key: str | None = None) -> str:
+# The head and purge rules (docs/ledger.md, "Heads the database cannot skip"), written again
+# here so this file stays standalone: ledger.chain.head_rules_problem is the server's copy.
+REQUIRES_HEAD = {"room_paused": "a pause", "room_closed": "the room's closing",
+                 "retention_purge": "a retention purge"}  # fmt: skip
+_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def _when(text: str) -> datetime:
+    return datetime.strptime(text, _TIME).replace(tzinfo=UTC)
+
+
+def _policy(export: dict[str, Any], retention_days: int | None) -> dict[str, int]:
+    """The policy the server states in the file; ``--retention-days`` can only lengthen the
+    window (a file cannot talk a verifier into accepting a shorter one)."""
+    stated = export.get("policy") or {}
+    policy = {
+        "every_events": int(stated.get("head_every_events", 64)),
+        "retention_days": int(stated.get("retention_days", 90)),
+        "grace_seconds": int(stated.get("head_grace_seconds", 7200)),
+    }
+    if retention_days is not None:
+        policy["retention_days"] = max(policy["retention_days"], retention_days)
+    return policy
+
+
+def _head_rules(
+    *,
+    marks: list[dict[str, Any]],
+    heads: list[dict[str, Any]],
+    checkpoint_seq: int,
+    last_seq: int,
+    policy: dict[str, int],
+) -> None:
+    heads = sorted(heads, key=lambda h: int(h["seq"]))
+    latest = int(heads[-1]["seq"]) if heads else -1
+    for mark in marks:
+        if latest < mark["seq"]:
+            raise Broken(
+                mark["seq"],
+                f"event {mark['seq']} records {REQUIRES_HEAD[mark['kind']]}, which the server "
+                "always signs, but no signed head covers it",
+            )
+    n, previous = policy["every_events"], checkpoint_seq
+    for point in [int(h["seq"]) for h in heads if int(h["seq"]) > checkpoint_seq] + [last_seq]:
+        if point - previous > n:
+            raise Broken(
+                previous + n + 1,
+                f"more than {n} events follow event {previous} without a signed head",
+            )
+        previous = max(previous, point)
+    days = policy["retention_days"]
+    for mark in marks:
+        if mark["kind"] != "retention_purge":
+            continue
+        data = mark["data"]
+        window = data.get("window_days")
+        if type(window) is not int or window < days:
+            raise Broken(
+                mark["seq"], f"a purge claims a {window}-day window; the policy keeps {days} days"
+            )
+        through = data.get("through_seq")
+        if type(through) is not int:
+            raise Broken(mark["seq"], "a purge does not say what it removed")
+        latest_allowed = (
+            _when(mark["occurred_at"]) - timedelta(days=days)
+            + timedelta(seconds=policy["grace_seconds"])
+        )  # fmt: skip
+        for head in heads:
+            seq = int(head["seq"])
+            if seq > through:
+                break
+            if seq == through and head["hash"] != data.get("through_hash"):
+                raise Broken(mark["seq"], "a purge's last removed event was signed differently")
+            if seq > 0 and _when(head["signed_at"]) > latest_allowed:
+                raise Broken(
+                    mark["seq"],
+                    f"a purge removed events up to #{through}, but a signed head shows #{seq} "
+                    f"was recorded less than {days} days before it",
+                )
+
+
+def verify(
+    export: dict[str, Any], *, pinned_key: str | None = None, retention_days: int | None = None
+) -> str:
     """Return a one-line success summary, or raise ``Broken``."""
     if export.get("format") != FORMAT:
         raise Broken(None, f"not a {FORMAT} file")
@@ -56,6 +140,7 @@ def verify(export: dict[str, Any], *, pinned_key: str | None = None) -> str:
         raise Broken(1, "a chain without a checkpoint must start from the genesis hash")
     hashes: dict[int, str] = {int(checkpoint["seq"]): expected_prev}
     last_purge: tuple[Any, Any] | None = None
+    marks: list[dict[str, Any]] = []
     for event in export["events"]:
         seq = event.get("seq")
         if type(seq) is not int or seq != expected_seq:
@@ -72,6 +157,8 @@ def verify(export: dict[str, Any], *, pinned_key: str | None = None) -> str:
             raise Broken(seq, "stored hash does not match the recomputed hash")
         if event["kind"] == "retention_purge":
             last_purge = (event["data"].get("through_seq"), event["data"].get("through_hash"))
+        if event["kind"] in REQUIRES_HEAD:
+            marks.append(event)
         hashes[seq] = recomputed
         expected_seq, expected_prev = seq + 1, recomputed
     last_seq = expected_seq - 1
@@ -107,6 +194,13 @@ def verify(export: dict[str, Any], *, pinned_key: str | None = None) -> str:
             raise Broken(last_seq + 1, f"signed head at {signed['seq']}: the chain is truncated")
         if signed["seq"] in hashes and hashes[signed["seq"]] != signed["hash"]:
             raise Broken(signed["seq"], "a signed head names a different hash at this number")
+    _head_rules(
+        marks=marks,
+        heads=list(export.get("signed_heads", [])),
+        checkpoint_seq=int(checkpoint["seq"]),
+        last_seq=last_seq,
+        policy=_policy(export, retention_days),
+    )
     signed_count = len(export.get("signed_heads", []))
     return (
         f"room {room_id}: intact, events {int(checkpoint['seq']) + 1}..{last_seq}, "
@@ -118,11 +212,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("file", help="a ledger export (JSON)")
     parser.add_argument("--public-key", help="the server's Ed25519 key (base64) to trust")
+    parser.add_argument(
+        "--retention-days", type=int, help="the retention window you expect (lengthens only)"
+    )
     args = parser.parse_args(argv)
     try:
         with open(args.file, encoding="utf-8") as handle:
             export = json.load(handle)
-        print(verify(export, pinned_key=args.public_key))
+        print(verify(export, pinned_key=args.public_key, retention_days=args.retention_days))
     except Broken as broken:
         where = f" at seq {broken.seq}" if broken.seq is not None else ""
         print(f"BROKEN{where}: {broken.problem}", file=sys.stderr)

@@ -25,7 +25,7 @@ REQUIRED_KINDS = {
     "grant_approved", "grant_denied", "grant_expired", "action_executed", "fork_opened",
     "fork_resolved", "flare_raised", "injection_suspected", "room_paused", "room_resumed",
     "room_closed", "room_content_deleted", "retention_purge", "outcome_recorded",
-    "offer_sealed", "offers_revealed",
+    "offer_sealed", "offers_revealed", "abuse_reported", "abuse_report_resolved",
 }  # fmt: skip
 
 

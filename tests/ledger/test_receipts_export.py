@@ -127,7 +127,8 @@ def test_export_verifies_standalone_and_tampering_fails(make_chain, tmp_path) ->
     good.write_text(json.dumps(export))
     result = _run_verifier(good)
     assert result.returncode == 0, result.stderr
-    assert "intact, events 1..10, 1 signed head(s) verified" in result.stdout
+    # heads at the pauses (#4, #8, signed on append) and the one signed here (#10)
+    assert "intact, events 1..10, 3 signed head(s) verified" in result.stdout
     # The module form works too (no Django imported).
     module = subprocess.run(
         [sys.executable, "-m", "ledger.verify_export", str(good)],
