@@ -238,6 +238,8 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER: bool = env.bool("SYNAPSIA_TASKS_EAGER", default=not REDIS_URL)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
+# Worker and beat log through LOGGING (JSON lines in production) instead of Celery's own format.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Ledger retention: delete events past the window, leaving a verifiable checkpoint. Also
     # run by the retention purge below; kept for deployments that call it by name (a second
