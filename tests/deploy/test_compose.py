@@ -128,3 +128,10 @@ def test_the_procfile_runs_the_same_topology_with_the_images_flags() -> None:
         assert commands[name][0] == "daphne" and commands[name][5:] == image_flags
     assert commands["worker"][:4] == ["celery", "-A", "synapsia", "worker"]
     assert [n for n, c in commands.items() if "beat" in c] == ["beat"]
+
+
+def test_every_app_process_shares_the_deletion_journal_volume() -> None:
+    services: dict[str, Any] = COMPOSE["services"]
+    for name in APP_SERVICES:
+        assert "journal:/var/lib/synapsia" in services[name]["volumes"], name
+    assert "journal" in COMPOSE["volumes"]

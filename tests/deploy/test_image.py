@@ -51,6 +51,9 @@ def _absolute_paths() -> list[str]:
                     paths.add(words[-1].rstrip("/"))
                 if "from" in step.flags:
                     paths.update(w.rstrip("/") for w in words[:-1])
+            if step.keyword == "RUN" and "mkdir -p " in step.args:
+                created = step.args.split("mkdir -p ", 1)[1].split("&&")[0].split()
+                paths.update(w.rstrip("/") for w in created if w.startswith("/"))
     return sorted(paths, key=len, reverse=True)
 
 
@@ -150,6 +153,11 @@ def test_the_image_holds_every_app_and_no_tests_or_local_state(image: dict[str, 
     static = app / "var" / "static"
     assert (static / "frontend" / "synapsia.css").is_file()
     assert (static / "admin").is_dir()
+    # The deletion journal's directory exists for its volume; the image points the app at it.
+    journal = dict(image["env"])["SYNAPSIA_DELETION_JOURNAL_PATH"]  # type: ignore[call-overload]
+    assert Path(journal).parent.is_dir() and str(Path(journal).parent).startswith(
+        str(image["root"])
+    )
     print("replayed RUN steps (s):", image["timings"])
 
 

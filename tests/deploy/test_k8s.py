@@ -110,3 +110,14 @@ def test_only_the_proxy_reaches_daphne() -> None:
     assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
     assert "networkpolicy.yaml" in kustomization["resources"]
+
+
+def test_web_and_worker_append_to_one_shared_deletion_journal() -> None:
+    claim = DOCS[("PersistentVolumeClaim", "synapsia-deletion-journal")]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    for name in ("synapsia-web", "synapsia-worker"):
+        pod = DOCS[("Deployment", name)]["spec"]["template"]["spec"]
+        mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+        assert mounts["deletion-journal"] == "/var/lib/synapsia", name
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert "deletion-journal.yaml" in kustomization["resources"]
