@@ -26,6 +26,7 @@ from gatekeeper.reasons import event_sentence, rule_sentence, tool_words, vault_
 from gatekeeper.records import ActionRecord
 from ledger import selectors as ledger_selectors
 from ledger.receipts import NO_PLAN_REASON_WORDS, Receipt, receipt_build, receipt_export
+from ledger.signing import ledger_policy_stated
 from rooms import selectors
 from rooms.models import Agent, RoomMember
 from slips.models import VaultItem
@@ -56,6 +57,12 @@ class SignedHeadOut(Schema):
     signature: str
 
 
+class LedgerPolicyOut(Schema):
+    retention_days: int
+    head_every_events: int
+    head_grace_seconds: int
+
+
 class LedgerPageOut(Schema):
     room_id: UUID
     head: CheckpointOut
@@ -63,6 +70,7 @@ class LedgerPageOut(Schema):
     events: list[LedgerEventOut]
     next_after: int | None  # pass as ``after`` for the next page; None on the last
     signed_heads: list[SignedHeadOut]
+    policy: LedgerPolicyOut  # what the chain is held to: heads required, retention window
 
 
 class ReceiptOut(Receipt):
@@ -301,6 +309,7 @@ def room_ledger(
         "events": events,
         "next_after": events[-1]["seq"] if len(events) == limit else None,
         "signed_heads": ledger_selectors.ledger_signed_heads(room_id=rid),
+        "policy": ledger_policy_stated(),
     }
 
 

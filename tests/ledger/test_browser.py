@@ -7,6 +7,7 @@ import pytest
 from ledger.models import LedgerEvent, LedgerHead, SignedHead
 from ledger.signing import ledger_sign_head
 from tests.ledger.conftest import append_events
+from tests.ledger.test_rewrite_attacks import _forge, _joins
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -96,3 +97,42 @@ def test_ledger_page_is_for_the_room_owners_only(client, make_open_room, make_ow
     assert client.get(f"/rooms/{opened.room.id}/ledger/").status_code == 200
     client.force_login(make_owner("mallory"))
     assert client.get(f"/rooms/{opened.room.id}/ledger/").status_code == 404
+
+
+def test_browser_refuses_a_rewrite_disguised_as_a_retention_purge(
+    live_daphne, opened, browser_page
+) -> None:
+    # Issue 13, finding 2: the browser used to say "the part you saw has since been purged".
+    page, base = browser_page, live_daphne
+    room_id = opened.room.id
+    append_events(room_id, 6)  # a pause at #6 (the append signs it)
+    ledger_sign_head(room_id=room_id)
+    log_in(page, base, opened.a.owner.get_username())
+    page.goto(f"{base}/rooms/{room_id}/ledger/")
+    wait_checked(page)
+    assert state(page, "#ledger-verdict") == "verified", page.inner_text("#ledger-verdict")
+
+    # A database writer deletes the minutes-old room's events, moves the checkpoint past
+    # what this browser saw, and writes a purge event naming it, then new events.
+    last = LedgerEvent.objects.filter(room_id=room_id).order_by("-seq").first()
+    through = last.seq
+    LedgerEvent.objects.filter(room_id=room_id).delete()
+    LedgerHead.objects.filter(room_id=room_id).update(
+        checkpoint_seq=through, checkpoint_hash=last.hash
+    )
+    purge = {"through_seq": through, "through_hash": last.hash, "events_purged": through,
+             "window_days": 90}  # fmt: skip
+    _forge(room_id, [("retention_purge", purge), *_joins(2)], after=(through, last.hash))
+    page.reload()
+    wait_checked(page)
+    verdict = page.inner_text("#ledger-verdict")
+    assert state(page, "#ledger-verdict") == "broken", verdict
+    assert f"Broken at event #{through + 1}" in verdict and "retention purge" in verdict
+    assert "purged" not in page.inner_text("#ledger-history")
+
+    # Even with every signature the server made deleted as well.
+    SignedHead.objects.filter(room_id=room_id).delete()
+    page.reload()
+    wait_checked(page)
+    assert state(page, "#ledger-verdict") == "broken"
+    assert "purged" not in page.inner_text("#ledger-history")

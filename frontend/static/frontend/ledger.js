@@ -67,16 +67,53 @@
       if (page.events.length) after = page.events[page.events.length - 1].seq;
       // Keep reading while pages are full or the head moved past what we have.
     } while (page.next_after !== null || (page.head.seq > after && page.events.length));
-    return { events, head: page.head, checkpoint: page.checkpoint, signedHeads: page.signed_heads };
+    return { events, head: page.head, checkpoint: page.checkpoint, signedHeads: page.signed_heads, policy: page.policy };
   }
 
   // Mirrors ledger.chain.chain_check: returns {ok, firstBad, problem, hashes, lastSeq}.
   // ``problem`` says in words what is wrong at ``firstBad``.
-  async function verifyChain({ events, head, checkpoint, signedHeads }) {
+  // Mirrors ledger.chain.head_rules_problem: the record cannot do without its signed heads
+  // (one at every pause, close and purge, and at least every N events), and a purge must
+  // keep to the stated retention window and agree with every head signed before it.
+  const REQUIRES_HEAD = { room_paused: "a pause", room_closed: "the room's closing", retention_purge: "a retention purge" };
+  const DAY_MS = 86400 * 1000;
+
+  function headRulesProblem(marks, signedHeads, checkpointSeq, lastSeq, policy) {
+    const heads = [...signedHeads].sort((a, b) => a.seq - b.seq);
+    const latest = heads.length ? heads[heads.length - 1].seq : -1;
+    for (const mark of marks) {
+      if (latest < mark.seq) return [mark.seq, `it records ${REQUIRES_HEAD[mark.kind]}, which the server always signs, but no signature covers it (signatures were removed, or the event was written without the server)`];
+    }
+    const n = policy.head_every_events;
+    let previous = checkpointSeq;
+    for (const point of [...heads.filter((h) => h.seq > checkpointSeq).map((h) => h.seq), lastSeq]) {
+      if (point - previous > n) return [previous + n + 1, `more than ${n} events follow #${previous} without a signature by the server, which signs at least every ${n}`];
+      previous = Math.max(previous, point);
+    }
+    for (const mark of marks) {
+      if (mark.kind !== "retention_purge") continue;
+      const data = mark.data;
+      if (!Number.isInteger(data.window_days) || data.window_days < policy.retention_days) {
+        return [mark.seq, `it purges events after ${data.window_days} days, but the room keeps them ${policy.retention_days} days`];
+      }
+      const latestAllowed = Date.parse(mark.occurred_at) - policy.retention_days * DAY_MS + policy.head_grace_seconds * 1000;
+      for (const signed of heads) {
+        if (signed.seq > data.through_seq) break;
+        if (signed.seq === data.through_seq && signed.hash !== data.through_hash) return [mark.seq, "the purge names a last removed event the server signed differently"];
+        if (signed.seq > 0 && Date.parse(signed.signed_at) > latestAllowed) {
+          return [mark.seq, `it claims to have purged events up to #${data.through_seq} as older than ${policy.retention_days} days, but the server signed #${signed.seq} more recently than that, so this purge is not allowed`];
+        }
+      }
+    }
+    return null;
+  }
+
+  async function verifyChain({ events, head, checkpoint, signedHeads, policy }) {
     let expectedSeq = checkpoint.seq + 1;
     let expectedPrev = checkpoint.hash;
     const hashes = new Map([[checkpoint.seq, checkpoint.hash]]);
     let lastPurge = null;
+    const marks = [];
     const bad = (seq, problem) => ({ ok: false, firstBad: seq, problem, hashes, lastSeq: expectedSeq - 1 });
     if (checkpoint.seq === 0 && checkpoint.hash !== GENESIS) return bad(1, "the record does not start at its beginning");
     for (const event of events) {
@@ -93,6 +130,7 @@
       if (recomputed !== event.hash) return bad(event.seq, "its content does not match the fingerprint recorded for it");
       if (event.seq > head.seq) return bad(event.seq, "it lies beyond what the server calls its latest event");
       if (event.kind === "retention_purge") lastPurge = event.data;
+      if (Object.hasOwn(REQUIRES_HEAD, event.kind)) marks.push(event);
       hashes.set(event.seq, recomputed);
       expectedSeq = event.seq + 1;
       expectedPrev = recomputed;
@@ -106,11 +144,15 @@
       if (signed.seq > lastSeq) return bad(lastSeq + 1, `the server once signed the record up to #${signed.seq}, so events after #${lastSeq} are missing`);
       if (hashes.has(signed.seq) && hashes.get(signed.seq) !== signed.hash) return bad(signed.seq, "the server signed a different version of this event");
     }
+    if (policy) {
+      const broken = headRulesProblem(marks, signedHeads, checkpoint.seq, lastSeq, policy);
+      if (broken) return bad(broken[0], broken[1]);
+    }
     return { ok: true, firstBad: null, problem: "", hashes, lastSeq };
   }
 
   async function verifySignatures(signedHeads, publishedKey) {
-    if (!signedHeads.length) return { state: "none", text: "None yet. The server signs the record each time the room pauses or closes." };
+    if (!signedHeads.length) return { state: "none", text: "None yet. The server signs the record each time the room pauses, closes or purges old events, and at least every few dozen events." };
     let key;
     try {
       key = await crypto.subtle.importKey("raw", fromBase64(publishedKey), { name: "Ed25519" }, false, ["verify"]);
