@@ -12,16 +12,18 @@ import binascii
 import functools
 import hashlib
 import os
+from datetime import datetime, timedelta
 from pathlib import Path
 from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 from nacl.signing import SigningKey
 
 from ledger.chain import HeadPolicy, head_signed_bytes, occurred_at_text
-from ledger.models import SignedHead
+from ledger.models import LedgerEvent, LedgerHead, SignedHead
 from ledger.services import LedgerError, ledger_head_locked
 
 
@@ -138,3 +140,26 @@ def ledger_sign_head(*, room_id: UUID) -> SignedHead:
     with transaction.atomic():
         head = ledger_head_locked(room_id)
         return sign_locked_head(room_id=room_id, seq=head.seq, head_hash=head.hash)
+
+
+def ledger_sign_stale_heads(*, now: datetime | None = None) -> int:
+    """Sign the tip of every room whose oldest unsigned event is older than
+    ``LEDGER_HEAD_EVERY_SECONDS`` (the beat runs this; a quiet room's last events get a head
+    within that time, so a purge ninety days on can be checked against it). Returns how many
+    heads were signed."""
+    seconds = int(settings.SYNAPSIA.get("LEDGER_HEAD_EVERY_SECONDS", 3600))
+    cutoff = (now or timezone.now()) - timedelta(seconds=seconds)
+    signed_through = dict(
+        SignedHead.objects.values("room_id").annotate(top=Max("seq")).values_list("room_id", "top")
+    )
+    signed = 0
+    for room_id, seq in LedgerHead.objects.filter(seq__gt=0).values_list("room_id", "seq"):
+        through = signed_through.get(room_id, 0)
+        if seq <= through:
+            continue
+        if LedgerEvent.objects.filter(
+            room_id=room_id, seq__gt=through, occurred_at__lte=cutoff
+        ).exists():
+            ledger_sign_head(room_id=room_id)
+            signed += 1
+    return signed

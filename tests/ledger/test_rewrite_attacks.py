@@ -30,8 +30,9 @@ from ledger.chain import (
 from ledger.events import Join, RoomClosed
 from ledger.models import LedgerEvent, LedgerHead, SignedHead
 from ledger.receipts import receipt_export
+from ledger.retention import ledger_purge_expired
 from ledger.services import ledger_append
-from ledger.signing import ledger_public_key, ledger_sign_head
+from ledger.signing import ledger_public_key, ledger_sign_head, ledger_sign_stale_heads
 from ledger.verification import ledger_verify_room
 from tests.ledger.conftest import append_events
 
@@ -209,3 +210,27 @@ def test_a_purge_agrees_with_the_policy_and_earlier_heads() -> None:
     # the offline verifier applies the same rules, and a file cannot shorten the window
     export_policy = verify_export._policy({"policy": {"retention_days": 1}}, 90)
     assert export_policy["retention_days"] == 90
+
+
+def test_a_quiet_room_gets_a_head_from_the_beat_and_its_honest_purge_verifies(settings) -> None:
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "LEDGER_HEAD_EVERY_SECONDS": 3600}
+    room_id = uuid.uuid4()
+    past = timezone.now() - timedelta(days=100)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("django.utils.timezone.now", lambda: past)
+        with transaction.atomic():
+            for i in range(3):
+                ledger_append(
+                    room_id=room_id, event=Join(participant_id=f"a{i}", participant_kind="agent")
+                )
+        assert ledger_sign_stale_heads() == 0  # not an hour old yet
+        mp.setattr("django.utils.timezone.now", lambda: past + timedelta(hours=1, minutes=5))
+        assert ledger_sign_stale_heads() == 1 and ledger_sign_stale_heads() == 0
+    assert list(SignedHead.objects.filter(room_id=room_id).values_list("seq", flat=True)) == [3]
+    with transaction.atomic():
+        ledger_append(room_id=room_id, event=Join(participant_id="late", participant_kind="owner"))
+    assert ledger_purge_expired().events_purged == 3
+    assert ledger_verify_room(room_id=room_id).ok
+    verify_export.verify(
+        json.loads(json.dumps(receipt_export(room_id))), pinned_key=ledger_public_key()
+    )
