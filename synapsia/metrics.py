@@ -4,7 +4,8 @@ Protected by a bearer token (``SYNAPSIA_METRICS_TOKEN``, compared in constant ti
 token configured the endpoint does not exist (404). Two kinds of series:
 
 * **gathered at scrape time from the database** (the same numbers from every process, so
-  aggregate them with ``max``, not ``sum``): rooms by state, grants pending, unanswered
+  aggregate them with ``max``, not ``sum``): rooms by state, seats of open rooms by standing,
+  messages not yet acknowledged, context turns, grants pending, unanswered
   flares by reason, messages and ledger events by kind in the last window, decisions (denials
   by rule; grants by outcome), and what retention purges removed in the window;
 * **in-process** (per Daphne process; ``sum`` them): HTTP requests by route name and status
@@ -29,7 +30,7 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.core.signals import got_request_exception
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q, Sum
 from django.db.models.signals import post_save, pre_save
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
@@ -103,7 +104,7 @@ class DatabaseCollector(Collector):
         # Imported here: the registry is built before the app registry is ready.
         from gatekeeper.records import Grant, GrantStatus
         from ledger.models import LedgerEvent
-        from rooms.models import Flare, Message, Room, RoomState
+        from rooms.models import Flare, Message, Room, RoomMember, RoomState, SeatStanding
 
         window = _window_seconds()
         since = timezone.now() - timedelta(seconds=window)
@@ -113,6 +114,33 @@ class DatabaseCollector(Collector):
         for state in RoomState.values:
             rooms.add_metric([state], counted.get(state, 0))
         yield rooms
+
+        open_seats = RoomMember.objects.filter(room__state=RoomState.OPEN, agent__isnull=False)
+        seats = GaugeMetricFamily(
+            "synapsia_seats_open_rooms",
+            "Agent seats in open rooms, by standing.",
+            labels=["standing"],
+        )
+        by_standing = dict(open_seats.values_list("standing").annotate(n=Count("id")).order_by())
+        for standing in SeatStanding.values:
+            seats.add_metric([standing], by_standing.get(standing, 0))
+        yield seats
+        seat_totals = open_seats.aggregate(
+            backlog=Sum(F("room__last_seq") - F("acked_seq")), turns=Sum("context_turn")
+        )
+        backlog = GaugeMetricFamily(
+            "synapsia_messages_unacknowledged",
+            "Over agent seats of open rooms: the room's last message number minus the last one the "
+            "seat's agent acknowledged (a delivery backlog).",
+        )
+        backlog.add_metric([], max(int(seat_totals["backlog"] or 0), 0))
+        yield backlog
+        turns = GaugeMetricFamily(
+            "synapsia_context_turns_open_rooms",
+            "Context turns assembled so far for the agents of open rooms.",
+        )
+        turns.add_metric([], int(seat_totals["turns"] or 0))
+        yield turns
 
         grants = GaugeMetricFamily(
             "synapsia_grants_pending", "Grants waiting for their owner's answer."

@@ -111,6 +111,10 @@ def test_the_scrape_counts_the_negotiation_without_content_or_identifiers(
     assert series['synapsia_rooms{state="open"}'] == 1
     assert series['synapsia_flares_unanswered{reason="loop"}'] == 1
     assert series["synapsia_messages_recent"] == 2
+    assert series['synapsia_seats_open_rooms{standing="active"}'] == 2
+    # The room's last_seq was not bumped by the direct inserts: nothing counts as unacknowledged.
+    assert series["synapsia_messages_unacknowledged"] == 0
+    assert series["synapsia_context_turns_open_rooms"] == 0
     assert series['synapsia_decisions_recent{outcome="denied",rule="slip.expired"}'] == 1
     # The policy rule named the agent: the label keeps the rule, not the id.
     assert series['synapsia_decisions_recent{outcome="denied",rule="policy.deny.db.id"}'] == 1
