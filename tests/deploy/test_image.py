@@ -178,6 +178,23 @@ def test_placeholders_cannot_serve(image: dict[str, object]) -> None:
     )
     assert result.returncode != 0
     assert "build-only placeholder" in result.stderr
+    # In build mode the same values load, and no host is served (every request is a 400).
+    built = subprocess.run(
+        [
+            "python",
+            "-c",
+            "import django; django.setup(); from django.conf import settings; "
+            "print(settings.ALLOWED_HOSTS, settings.PROFILE)",
+        ],
+        cwd=str(image["app"]),
+        env={**env, "SYNAPSIA_BUILD_ONLY": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    assert built.stdout.strip() == "[] production"
 
 
 def test_the_image_starts_and_answers_healthz(image: dict[str, object], tmp_path: Path) -> None:
