@@ -60,6 +60,7 @@ from rooms.models import (
     SealedOffer,
     Whisper,
 )
+from slips.datakeys import data_keys_destroy
 from slips.models import RoomTier, Slip, SlipConflict
 
 
@@ -379,6 +380,9 @@ def deletions_reapply() -> Reapplied:
                 transaction.on_commit(_sqlite_wal_truncate)
     accounts_deleted = 0
     for user_id, entry in accounts.items():
+        if entry.get("date_joined") is not None:
+            # A restored key store brings the account's data key back: destroy it again.
+            data_keys_destroy(kind="owner", subject=str(user_id), since=str(entry["date_joined"]))
         with transaction.atomic():
             user = User.objects.filter(pk=user_id).first()
             if user is None:

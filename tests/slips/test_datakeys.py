@@ -228,3 +228,28 @@ def test_production_refuses_without_a_master_key(make_owner, settings) -> None:
     # The vault key of before is still accepted as the master key.
     settings.SLIPS = {**settings.SLIPS, "VAULT_KEY": KEY_B}
     assert master_key_current().id
+
+
+def _sqlite_copy(source: Path, target: Path) -> None:
+    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+        src.backup(dst)
+
+
+def test_reapply_destroys_again_a_key_a_restored_key_store_brought_back(
+    make_owner, key_store: Path, settings: Any, tmp_path: Path
+) -> None:
+    from rooms.deletion import account_delete
+
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "DELETION_JOURNAL_PATH": str(tmp_path / "j.jsonl")}
+    alice = make_owner("alice")
+    kept = VaultItem.objects.get(id=_note(alice).id)
+    backup = tmp_path / "keys-backup.sqlite3"
+    _sqlite_copy(key_store, backup)  # a key store backup from before the deletion (WAL included)
+    account_delete(owner=alice)
+    with pytest.raises(DataKeyDestroyed):
+        vault_open(kept)
+    _sqlite_copy(backup, key_store)  # the key store restored
+    assert vault_open(kept).text == CANARY  # type: ignore[attr-defined]  # the key is back ...
+    call_command("reapply_deletions")
+    with pytest.raises(DataKeyDestroyed):
+        vault_open(kept)  # ... and destroyed again by the journal's account deletion
