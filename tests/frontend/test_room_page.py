@@ -287,7 +287,10 @@ def test_flares_read_in_words(make_open_room: Callable[..., Any]) -> None:
 
 def test_a_grant_request_says_what_the_agent_asked_for_and_why_in_words(
     negotiation: Negotiation,  # noqa: F811 (the imported fixture)
+    settings: Any,
 ) -> None:
+    # The operator's tool policy lets agents ask (production's default denies every tool).
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
     asked = negotiation.act(OVER)
     assert asked.status == "awaiting_grant"
     client = Client()
