@@ -45,7 +45,8 @@ def ledger_purge_expired(*, now: datetime | None = None) -> PurgeReport:
     it, never leave an expired one), moves the checkpoint, and appends ``retention_purge``.
     """
     window_days: int = settings.SYNAPSIA["LEDGER_RETENTION_DAYS"]
-    cutoff = (now or timezone.now()) - timedelta(days=window_days)
+    as_of = now or timezone.now()
+    cutoff = as_of - timedelta(days=window_days)
     room_ids = list(
         LedgerEvent.objects.filter(occurred_at__lt=cutoff)
         .values_list("room_id", flat=True)
@@ -54,12 +55,13 @@ def ledger_purge_expired(*, now: datetime | None = None) -> PurgeReport:
     purged = [
         p
         for room_id in room_ids
-        if (p := _room_purge(room_id=room_id, cutoff=cutoff, window_days=window_days))
+        if (p := _room_purge(room_id=room_id, as_of=as_of, window_days=window_days))
     ]
     return PurgeReport(cutoff=cutoff, rooms=purged)
 
 
-def _room_purge(*, room_id: UUID, cutoff: datetime, window_days: int) -> RoomPurge | None:
+def _room_purge(*, room_id: UUID, as_of: datetime, window_days: int) -> RoomPurge | None:
+    cutoff = as_of - timedelta(days=window_days)
     with transaction.atomic():
         # Lock the head first: no append can interleave with moving the checkpoint.
         head = LedgerHead.objects.select_for_update().filter(room_id=room_id).first()
@@ -86,5 +88,8 @@ def _room_purge(*, room_id: UUID, cutoff: datetime, window_days: int) -> RoomPur
                 events_purged=deleted,
                 window_days=window_days,
             ),
+            # Verifiers judge a purge by its own time (purge time minus the window must lie
+            # after every head it covers), so it is recorded as of the moment it purged for.
+            occurred_at=as_of,
         )
         return RoomPurge(room_id=room_id, through_seq=through_seq, events_purged=deleted)

@@ -58,7 +58,9 @@ class AppendedEvent:
     hash: str
 
 
-def ledger_append(*, room_id: UUID, event: LedgerEventRecord) -> AppendedEvent:
+def ledger_append(
+    *, room_id: UUID, event: LedgerEventRecord, occurred_at: datetime | None = None
+) -> AppendedEvent:
     """Append ``event`` to ``room_id``'s chain; must run inside ``transaction.atomic()``.
 
     Three queries in the usual case: lock the room's head row (``SELECT … FOR UPDATE`` on
@@ -67,6 +69,9 @@ def ledger_append(*, room_id: UUID, event: LedgerEventRecord) -> AppendedEvent:
     ``LedgerAppendError`` (nothing recorded) when not in an atomic block, when the record is
     not a ledger event, or when the database refuses; it then marks the caller's atomic
     block for rollback, so the guarded effect cannot commit even if the error is caught.
+
+    ``occurred_at`` is for the retention purge only: a purge run "as of" a given moment is
+    recorded at that moment, since verification judges the purge by its own time.
     """
     if not transaction.get_connection().in_atomic_block:
         raise LedgerAppendError(
@@ -80,7 +85,7 @@ def ledger_append(*, room_id: UUID, event: LedgerEventRecord) -> AppendedEvent:
     try:
         head = ledger_head_locked(room_id)
         seq = head.seq + 1
-        occurred_at = timezone.now()
+        occurred_at = occurred_at or timezone.now()
         # Canonicalised once, here: the bytes are stored and hashed, never recomputed.
         data_canonical = rfc8785.dumps(data)
         canonical = envelope_bytes(
