@@ -27,6 +27,15 @@ from tests.e2e.daphne import running_daphne
 SERVICES_PASS = os.environ.get("SYNAPSIA_TEST_SERVICES") == "1"
 SERVICES_REQUIRED = os.environ.get("SYNAPSIA_REQUIRE_SERVICES") == "1"
 
+# The Gatekeeper denies a check slower than 1 s (production's default): right for a server,
+# a source of false denials on a test machine running both passes on 2 cores, where a cold
+# first check can take longer. Tests of the timeout set their own (tests/gatekeeper,
+# tests/rooms/test_context.py); servers the tests start inherit this through the environment.
+TEST_GATEKEEPER_TIMEOUT = "10"
+if "SYNAPSIA_GATEKEEPER_TIMEOUT_SECONDS" not in os.environ:
+    os.environ["SYNAPSIA_GATEKEEPER_TIMEOUT_SECONDS"] = TEST_GATEKEEPER_TIMEOUT
+    settings.SYNAPSIA["GATEKEEPER_TIMEOUT_SECONDS"] = float(TEST_GATEKEEPER_TIMEOUT)
+
 
 def _reachable(url: str, default_port: int) -> str | None:
     parts = urlsplit(url)
