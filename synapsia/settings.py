@@ -447,9 +447,11 @@ SLIPS = {
     # (comma-separated) until `manage.py rewrap_data_keys` has run.
     "MASTER_KEY": env.str("SYNAPSIA_MASTER_KEY", default=""),
     "MASTER_KEYS_RETIRED": env.str("SYNAPSIA_MASTER_KEYS_RETIRED", default=""),
-    # The wrapped data keys, OUTSIDE the database (a backup of it must not hold them).
+    # The wrapped data keys, OUTSIDE the database (a backup of it must not hold them); by
+    # default beside the deletion journal, on its volume (var/ embedded, the image's volume).
     "KEY_STORE_PATH": env.str(
-        "SYNAPSIA_KEY_STORE_PATH", default=str(BASE_DIR / "var" / "keys.sqlite3")
+        "SYNAPSIA_KEY_STORE_PATH",
+        default=str(Path(SYNAPSIA["DELETION_JOURNAL_PATH"]).parent / "keys.sqlite3"),
     ),
     # How long a key-enrolment challenge can be signed (single use either way).
     "CHALLENGE_TTL_SECONDS": env.int("SYNAPSIA_SLIP_CHALLENGE_TTL_SECONDS", default=300),

@@ -253,3 +253,37 @@ def test_reapply_destroys_again_a_key_a_restored_key_store_brought_back(
     call_command("reapply_deletions")
     with pytest.raises(DataKeyDestroyed):
         vault_open(kept)  # ... and destroyed again by the journal's account deletion
+
+
+def test_the_migration_leaves_items_readable_where_the_key_store_is_not_mounted(
+    make_owner, settings, tmp_path: Path, capsys
+) -> None:
+    import importlib
+    import json
+    import os
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from django.apps import apps
+
+    migration = importlib.import_module("slips.migrations.0003_vault_per_owner_keys")
+    alice = make_owner("alice")
+    item = _note(alice)
+    nonce = os.urandom(12)
+    legacy = (
+        b"\x01"
+        + nonce
+        + AESGCM(_legacy_keys()[0]).encrypt(
+            nonce,
+            json.dumps({"kind": "note", "text": "old"}).encode(),
+            _aad(owner_id=alice.pk, item_id=item.id, kind="note"),
+        )
+    )
+    VaultItem.objects.filter(id=item.id).update(sealed=legacy)
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    settings.SLIPS = {**settings.SLIPS, "KEY_STORE_PATH": str(blocker / "keys.sqlite3")}
+    migration.reseal_under_owner_keys(apps, connection.schema_editor())
+    assert "Run `python manage.py rewrap_data_keys`" in capsys.readouterr().out
+    row = VaultItem.objects.get(id=item.id)
+    assert bytes(row.sealed) == legacy
+    assert vault_open(row).text == "old"  # type: ignore[attr-defined]

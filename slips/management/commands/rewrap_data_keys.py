@@ -36,6 +36,8 @@ class Command(BaseCommand):
             if sealed is not None:
                 VaultItem.objects.filter(id=row.id).update(sealed=sealed)
                 resealed += 1
+                if resealed % 500 == 0:
+                    self.stdout.write(f"vault items resealed so far: {resealed}")
         if resealed:
             self.stdout.write(f"vault items resealed under their owner's data key: {resealed}")
         others = {m: n for m, n in data_keys_by_master().items() if m not in (None, done.master_id)}
