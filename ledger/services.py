@@ -110,7 +110,7 @@ def ledger_append(
             canonical=canonical,
         )
         LedgerHead.objects.filter(room_id=room_id).update(seq=seq, hash=digest)
-        _sign_if_required(room_id, head.seq, seq, digest, (kind,))
+        _sign_appended(room_id, [AppendedEvent(room_id, seq, kind, occurred_at, head.hash, digest)])
     except (LedgerAppendError, DatabaseError, rfc8785.CanonicalizationError, ValueError) as exc:
         # Fail closed: the caller's atomic block rolls back even if it catches this error,
         # so the effect this event guarded cannot commit without its record.
@@ -172,7 +172,7 @@ def ledger_append_many(
             ).update(seq=appended[-1].seq, hash=appended[-1].hash)
             if moved == 1:
                 LedgerEvent.objects.bulk_create(rows)
-                _sign_appended(room_id, head_seen[0], appended)
+                _sign_appended(room_id, appended)
                 return appended
         head = ledger_head_locked(room_id)
         rows, appended = _chained(room_id, events, (head.seq, head.hash))
@@ -180,7 +180,7 @@ def ledger_append_many(
         LedgerHead.objects.filter(room_id=room_id).update(
             seq=appended[-1].seq, hash=appended[-1].hash
         )
-        _sign_appended(room_id, head.seq, appended)
+        _sign_appended(room_id, appended)
     except (LedgerAppendError, DatabaseError, rfc8785.CanonicalizationError, ValueError) as exc:
         transaction.set_rollback(True)
         if isinstance(exc, LedgerAppendError):
@@ -189,30 +189,29 @@ def ledger_append_many(
     return appended
 
 
-def _sign_appended(room_id: UUID, before: int, appended: list[AppendedEvent]) -> None:
-    last = appended[-1]
-    _sign_if_required(room_id, before, last.seq, last.hash, [a.kind for a in appended])
-
-
-def _sign_if_required(
-    room_id: UUID, before: int, seq: int, digest: str, kinds: Sequence[str]
-) -> None:
-    """Sign the new tip, in the append's transaction (the head row is locked), when the
-    chain requires a head there: after a pause, a close or a purge, and whenever the
-    numbers pass a multiple of ``LEDGER_HEAD_EVERY_EVENTS``. Verification fails a chain
-    without them (``ledger.chain.head_rules_problem``), so the database cannot rewrite a
-    room alone. One Ed25519 signature and one INSERT, every N events."""
+def _sign_appended(room_id: UUID, appended: Sequence[AppendedEvent]) -> None:
+    """Sign, in the append's transaction (the head row is locked), every head the chain
+    requires among the events just appended: each event numbered a multiple of
+    ``LEDGER_HEAD_EVERY_EVENTS`` (inside a batch too, so no run exceeds N), and the new tip
+    after a pause, a close or a purge. Verification fails a chain without them
+    (``ledger.chain.head_rules_problem``), so the database cannot rewrite a room alone.
+    One Ed25519 signature and one INSERT, every N events."""
     every = int(settings.SYNAPSIA.get("LEDGER_HEAD_EVERY_EVENTS", 64))
-    if seq // every == before // every and REQUIRES_HEAD.isdisjoint(kinds):
+    due = [a for a in appended if a.seq % every == 0]
+    last = appended[-1]
+    if any(a.kind in REQUIRES_HEAD for a in appended) and (not due or due[-1] is not last):
+        due.append(last)
+    if not due:
         return
     from ledger import signing  # signing imports this module
 
     try:
-        signing.sign_locked_head(room_id=room_id, seq=seq, head_hash=digest)
+        for a in due:
+            signing.sign_locked_head(room_id=room_id, seq=a.seq, head_hash=a.hash, fresh=True)
     except signing.LedgerSigningUnavailable:
         # Production without a key: the append stands (the effect it records happened);
         # verification will report the missing head, and the settings check names the key.
-        logger.warning("ledger head at %s#%s left unsigned: no signing key", room_id, seq)
+        logger.warning("ledger head at %s#%s left unsigned: no signing key", room_id, last.seq)
 
 
 def _chained(

@@ -108,12 +108,14 @@ def ledger_policy_stated() -> dict[str, int]:
     }
 
 
-def sign_locked_head(*, room_id: UUID, seq: int, head_hash: str) -> SignedHead:
-    """Sign ``(seq, head_hash)``, the tip of a head row the caller holds locked (the append
-    path and the purge). Signing the same tip twice stores one head."""
-    latest = SignedHead.objects.filter(room_id=room_id).order_by("-seq", "-id").first()
-    if latest is not None and (latest.seq, latest.hash) == (seq, head_hash):
-        return latest
+def sign_locked_head(*, room_id: UUID, seq: int, head_hash: str, fresh: bool = False) -> SignedHead:
+    """Sign ``(seq, head_hash)``, the tip of a head row the caller holds locked. Signing the
+    same tip twice stores one head; ``fresh`` (the append path: a tip just written cannot
+    have been signed) skips that look-up, so the append costs one statement, the INSERT."""
+    if not fresh:
+        latest = SignedHead.objects.filter(room_id=room_id).order_by("-seq", "-id").first()
+        if latest is not None and (latest.seq, latest.hash) == (seq, head_hash):
+            return latest
     key = _signing_key()
     signed_at = occurred_at_text(timezone.now())
     signature = key.sign(

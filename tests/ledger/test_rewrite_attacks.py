@@ -31,7 +31,7 @@ from ledger.events import Join, RoomClosed
 from ledger.models import LedgerEvent, LedgerHead, SignedHead
 from ledger.receipts import receipt_export
 from ledger.retention import ledger_purge_expired
-from ledger.services import ledger_append
+from ledger.services import ledger_append, ledger_append_many
 from ledger.signing import ledger_public_key, ledger_sign_head, ledger_sign_stale_heads
 from ledger.verification import ledger_verify_room
 from tests.ledger.conftest import append_events
@@ -234,3 +234,16 @@ def test_a_quiet_room_gets_a_head_from_the_beat_and_its_honest_purge_verifies(se
     verify_export.verify(
         json.loads(json.dumps(receipt_export(room_id))), pinned_key=ledger_public_key()
     )
+
+
+def test_a_batch_across_a_multiple_of_n_signs_the_event_at_it() -> None:
+    room_id = uuid.uuid4()
+    append_events(room_id, 50)
+    with transaction.atomic():
+        ledger_append_many(
+            room_id=room_id,
+            events=[Join(participant_id=f"b{i}", participant_kind="agent") for i in range(21)],
+        )
+    seqs = set(SignedHead.objects.filter(room_id=room_id).values_list("seq", flat=True))
+    assert 64 in seqs and 71 not in seqs
+    assert ledger_verify_room(room_id=room_id).ok
