@@ -30,7 +30,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -156,7 +156,11 @@ def _store() -> Iterator[sqlite3.Connection]:
         conn = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
         if fresh:
             os.chmod(path, 0o600)
-        conn.execute("PRAGMA journal_mode=WAL")
+        # A rollback journal, not WAL: the store may sit on a volume several hosts mount
+        # (WAL needs shared memory on one host), and a plain copy of the file is then whole.
+        # (If another process holds it in WAL, switching needs it alone: it works as it is.)
+        with suppress(sqlite3.OperationalError):
+            conn.execute("PRAGMA journal_mode=DELETE")
         conn.execute("PRAGMA secure_delete=ON")  # a destroyed key's bytes are overwritten
         conn.execute(_SCHEMA)
         connections[str(path)] = conn
@@ -289,7 +293,6 @@ def data_keys_destroy(*, kind: KeyKind, subject: str, since: str | None = None) 
                 "created_at, destroyed_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (str(uuid.uuid4()), kind, subject, since, _now(), _now()),
             )
-        store.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return int(destroyed)
 
 
