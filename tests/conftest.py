@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,26 @@ TEST_GATEKEEPER_TIMEOUT = "10"
 if "SYNAPSIA_GATEKEEPER_TIMEOUT_SECONDS" not in os.environ:
     os.environ["SYNAPSIA_GATEKEEPER_TIMEOUT_SECONDS"] = TEST_GATEKEEPER_TIMEOUT
     settings.SYNAPSIA["GATEKEEPER_TIMEOUT_SECONDS"] = float(TEST_GATEKEEPER_TIMEOUT)
+
+# Connections end with each request or hop, as the services pass already runs (SERVICES_ENV):
+# a test that restores the database file from a backup (tests/rooms/test_deletion_restore.py)
+# stands for a restore with the server stopped, and a connection another thread kept open
+# across it would read the rewritten file through a stale index ("disk I/O error").
+if "SYNAPSIA_CONN_MAX_AGE" not in os.environ:
+    os.environ["SYNAPSIA_CONN_MAX_AGE"] = "0"
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+# What lives outside the database (the data-key store, the deletion journal) is per test run:
+# make test's two passes run side by side and must not share these files (nor leave rows in
+# var/). Servers the tests start inherit the paths through the environment.
+_RUN_FILES = Path(tempfile.mkdtemp(prefix="synapsia-test-run-"))
+for _variable, _group, _key, _name in (
+    ("SYNAPSIA_KEY_STORE_PATH", "SLIPS", "KEY_STORE_PATH", "keys.sqlite3"),
+    ("SYNAPSIA_DELETION_JOURNAL_PATH", "SYNAPSIA", "DELETION_JOURNAL_PATH", "deletions.jsonl"),
+):
+    if _variable not in os.environ:
+        os.environ[_variable] = str(_RUN_FILES / _name)
+        getattr(settings, _group)[_key] = os.environ[_variable]
 
 
 def _reachable(url: str, default_port: int) -> str | None:
