@@ -253,6 +253,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
     # Grants not answered by their deadline end as denials (docs/gatekeeper.md).
     "gatekeeper-grants-expire": {"task": "gatekeeper.grants_expire", "schedule": 60.0},
+    # Well inside LEDGER_HEAD_EVERY_SECONDS: a quiet room's last events get their head in time.
+    "ledger-sign-stale-heads": {"task": "ledger.sign_stale_heads", "schedule": 15 * 60.0},
 }
 
 # --- Auth, i18n, static ---------------------------------------------------------------------
@@ -378,6 +380,12 @@ SYNAPSIA = {
     "OPERATOR_MIN_ROOMS": env.int("SYNAPSIA_OPERATOR_MIN_ROOMS", default=3),
     # Trust ledger (docs/ledger.md): events older than this many days are purged daily.
     "LEDGER_RETENTION_DAYS": env.int("SYNAPSIA_LEDGER_RETENTION_DAYS", default=90),
+    # Signed heads the database cannot skip (docs/ledger.md): at every pause, close and purge,
+    # at every Nth event, and (beat: ledger-sign-stale-heads) for a tip unsigned longer than T;
+    # verifiers allow T plus the grace before they call a purge's heads inconsistent.
+    "LEDGER_HEAD_EVERY_EVENTS": env.int("SYNAPSIA_LEDGER_HEAD_EVERY_EVENTS", default=64),
+    "LEDGER_HEAD_EVERY_SECONDS": env.int("SYNAPSIA_LEDGER_HEAD_EVERY_SECONDS", default=3600),
+    "LEDGER_HEAD_GRACE_SECONDS": env.int("SYNAPSIA_LEDGER_HEAD_GRACE_SECONDS", default=3600),
     # Retention per data class (docs/data-lifecycle.md; rooms/retention.py shows them all):
     # transcript (messages, whispers, fork snapshots) after the room closes; shared artifacts;
     # exit notes; telemetry (logs: kept by the log system, never room content); abuse evidence

@@ -73,7 +73,7 @@ def test_production_check_deploy_is_clean() -> None:
         ({"SYNAPSIA_DEBUG": "true"}, "SYNAPSIA_DEBUG must be off"),
         ({"REDIS_URL": ""}, "needs both DATABASE_URL and REDIS_URL"),
         ({"SYNAPSIA_LEDGER_SIGNING_KEY": ""}, "set SYNAPSIA_LEDGER_SIGNING_KEY"),
-        ({"SYNAPSIA_VAULT_KEY": ""}, "set SYNAPSIA_VAULT_KEY"),
+        ({"SYNAPSIA_VAULT_KEY": ""}, "set SYNAPSIA_MASTER_KEY (or SYNAPSIA_VAULT_KEY)"),
     ],
 )
 def test_production_refuses_to_start_unsafely(override: dict[str, str], complaint: str) -> None:
