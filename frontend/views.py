@@ -152,6 +152,8 @@ DIGEST_WORDS: dict[str, tuple[str, str]] = {
     "room_closed": ("closing", "closings"),
     "room_content_deleted": ("content deletion", "content deletions"),
     "retention_purge": ("retention purge", "retention purges"),
+    "abuse_reported": ("report to the operator", "reports to the operator"),
+    "abuse_report_resolved": ("report resolved", "reports resolved"),
 }
 
 
