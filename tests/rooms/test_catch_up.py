@@ -86,7 +86,9 @@ async def test_idle_sockets_issue_no_query_but_the_sweep_one_per_pass(
     passes = sweep.sweeps - before
     assert passes >= 3
     # One statement per sweep, whatever the number of sockets (2 or 8): nothing per socket.
-    assert len(statements) == passes, statements
+    # (A sweep in flight at either end of the window counts its statement and its pass on
+    # different sides of it: one either way.)
+    assert abs(len(statements) - passes) <= 1, (passes, statements)
     assert all("last_seq" in sql for sql in statements)
     for socket in sockets:
         assert await socket.receive_nothing(timeout=0.01)
