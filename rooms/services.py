@@ -25,13 +25,12 @@ from gatekeeper.policy import tool_hints_validate
 from ledger.events import InjectionSuspected, Join, Leave, RoomClosed, RoomPaused, RoomResumed
 from ledger.services import LedgerAppendError, ledger_append
 from ledger.signing import ledger_sign_head
-from rooms import realtime
+from rooms import realtime, selectors
 from rooms.bearer import AGENT_TOKEN_PREFIX, INVITE_TOKEN_PREFIX, secret_digest, secret_issue
 from rooms.errors import Invalid, InvalidState, InviteUnusable, NotFound
 from rooms.models import (
     WHISPER_MAX_CHARS,
     Agent,
-    Flare,
     MemberRole,
     Message,
     Room,
@@ -284,14 +283,10 @@ def _refuse_resume_over_a_flare(owner: User, room: Room) -> None:
     """A Signal Flare is its agent's owner's to answer: while one of the OTHER owner's agent
     is unanswered, this owner may not resume the room around them (answering the flare
     resumes it). An owner may resume over their own agent's flare."""
-    waiting = (
-        Flare.objects.filter(room=room, resolved_at__isnull=True)
-        .exclude(seat__owner=owner)
-        .select_related("seat__owner")
-        .first()
-    )
-    if waiting is not None:
-        other = waiting.seat.owner
+    # The same set the room page reads to offer Resume or not (one definition of "waiting").
+    waiting = selectors.flares_unanswered_of_others(owner=owner, room_id=room.id)
+    if waiting:
+        other = waiting[0].seat.owner
         name = other.get_full_name() or other.get_username()
         raise InvalidState(
             f"{name}'s agent raised a Signal Flare that {name} has not answered yet. The room "
