@@ -25,7 +25,7 @@ from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
 from rooms.deletion import account_delete, room_delete
 from rooms.models import AccountDeletion, Room, RoomDeletion
-from tests.conftest import OpenRoom
+from tests.conftest import OpenRoom, service_unavailable
 from tests.rooms.test_retention import CANARY, _fill, canaries_in_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -128,7 +128,9 @@ def test_a_restored_backup_gives_back_no_deleted_content(
     make_open_room: Callable[..., OpenRoom], tmp_path: Path, settings: Any
 ) -> None:
     if connection.vendor == "postgresql" and not shutil.which("pg_restore"):
-        pytest.skip("pg_dump/pg_restore are not installed")
+        service_unavailable(
+            "pg_dump/pg_restore are not installed (apt-get install postgresql-client)"
+        )
     journal = tmp_path / "deletions.jsonl"
     settings.SYNAPSIA = {**settings.SYNAPSIA, "DELETION_JOURNAL_PATH": str(journal)}
     deleted_room, account_room, kept = (make_open_room(prefix=p) for p in ("d-", "acc-", "k-"))
@@ -215,7 +217,9 @@ def test_a_restored_backup_cannot_open_a_deleted_accounts_vault(
     only the database (as a backup is) brings the deleted owner's vault rows back sealed under a
     key that no longer exists: they fail closed, no canary opens anywhere; reapply removes them."""
     if connection.vendor == "postgresql" and not shutil.which("pg_restore"):
-        pytest.skip("pg_dump/pg_restore are not installed")
+        service_unavailable(
+            "pg_dump/pg_restore are not installed (apt-get install postgresql-client)"
+        )
     from slips.datakeys import DataKeyDestroyed
     from slips.models import VaultItem
     from slips.vault import vault_item_create, vault_open
