@@ -300,12 +300,25 @@ _NO_PLAN_WORDS: dict[str, str] = {
     "no_reply": "the other side stopped answering",
 }
 
+# Why a flare was raised, for the room page's flare card and the ledger's digest alike.
 _FLARE_WORDS: dict[str, str] = {
-    "loop": "it seemed stuck in a loop",
-    "contradiction": "it contradicted itself",
-    "distress": "it asked its owner for help",
-    "repeated_denials": "it was refused several times in a row",
+    "loop": "it seems stuck in a loop, saying the same thing again and again",
+    "contradiction": (
+        "it asked for something that contradicts what it already did here (a second booking "
+        "or a different spend), so the room stopped it"
+    ),
+    "distress": "it says it is in trouble and needs its owner",
+    "repeated_denials": (
+        "the room refused its requests several times in a few minutes; it may keep trying "
+        "something its slip does not allow"
+    ),
 }
+
+
+def flare_reason_words(reason: object) -> str:
+    """Why a flare was raised, as a clause: "it seems stuck in a loop, ..."."""
+    return _FLARE_WORDS.get(str(reason), "it asked its owner to decide what happens next")
+
 
 _RESOLUTION_WORDS: dict[str, str] = {
     "approved": "{by} approved, so the room went on.",
@@ -518,7 +531,7 @@ def _offers_revealed(w: _Words) -> str:
 
 
 def _flare_raised(w: _Words) -> str:
-    why = _FLARE_WORDS.get(str(w.data.get("reason")), "it needed its owner")
+    why = flare_reason_words(w.data.get("reason"))
     return f"{w.agent()} raised a flare: {why}. The room paused for its owner."
 
 

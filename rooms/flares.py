@@ -16,6 +16,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from gatekeeper.reasons import flare_reason_words
 from gatekeeper.records import ActionRecord, ActionStatus
 from gatekeeper.tools.registry import tool_get
 from ledger.events import FlareRaised, ForkResolved, RoomResumed
@@ -64,20 +65,9 @@ _STANDING_AFTER: dict[FlareChoice, SeatStanding] = {
 }
 
 
-# A flare's reason and its answer in words, for both owners' pages (the codes stay in the
-# ledger and the API's ``reason``/``choice``).
-_REASON_SENTENCES: dict[str, str] = {
-    FlareReason.LOOP: "it seems stuck in a loop, saying the same thing again and again",
-    FlareReason.CONTRADICTION: (
-        "it asked for something that contradicts what it already did here (a second booking "
-        "or a different spend), so the room stopped it"
-    ),
-    FlareReason.DISTRESS: "it says it is in trouble and needs its owner",
-    FlareReason.REPEATED_DENIALS: (
-        "the room refused its requests several times in a few minutes; it may keep trying "
-        "something its slip does not allow"
-    ),
-}
+# Who raised a flare and how it was answered, in words, for both owners' pages (the codes stay
+# in the ledger and the API's ``reason``/``choice``; why it was raised is
+# ``gatekeeper.reasons.flare_reason_words``, shared with the ledger's digest).
 _RAISED_BY_WORDS: dict[str, str] = {
     "agent": "The agent raised it itself.",
     "server": "The room raised it on the agent's behalf.",
@@ -118,7 +108,7 @@ def _view(flare: Flare, viewer: User | None = None) -> FlareView:
         if viewer is not None and owner.pk == viewer.pk
         else f"{name}'s agent ({agent})"
     )
-    reason = _REASON_SENTENCES.get(flare.reason, "it asked its owner to decide what happens next")
+    reason = flare_reason_words(flare.reason)
     return FlareView(
         id=flare.id,
         agent_id=flare.seat.agent_id,
