@@ -135,3 +135,12 @@ def test_every_app_process_shares_the_deletion_journal_volume() -> None:
     for name in APP_SERVICES:
         assert "journal:/var/lib/synapsia" in services[name]["volumes"], name
     assert "journal" in COMPOSE["volumes"]
+
+
+def test_every_app_process_opens_the_key_store_on_the_shared_volume() -> None:
+    """migrate seals vault items too: it must write the data keys where web will read them."""
+    services: dict[str, Any] = COMPOSE["services"]
+    for name in APP_SERVICES:
+        path = services[name]["environment"]["SYNAPSIA_KEY_STORE_PATH"]
+        assert path.startswith("/var/lib/synapsia/"), name
+        assert "journal:/var/lib/synapsia" in services[name]["volumes"], name

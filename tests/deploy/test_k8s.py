@@ -121,3 +121,27 @@ def test_web_and_worker_append_to_one_shared_deletion_journal() -> None:
         assert mounts["deletion-journal"] == "/var/lib/synapsia", name
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
     assert "deletion-journal.yaml" in kustomization["resources"]
+
+
+def test_migrations_web_and_worker_open_the_same_key_store() -> None:
+    """A migration that seals vault items writes data keys: without the claim the migrate Job
+    would write them to its own throw-away file (or fail on the read-only root), and web would
+    never find them."""
+    key_store = DOCS[("ConfigMap", "synapsia")]["data"]["SYNAPSIA_KEY_STORE_PATH"]
+    pods = {
+        "synapsia-migrate-": DOCS[("Job", "synapsia-migrate-")],
+        "synapsia-web": DOCS[("Deployment", "synapsia-web")],
+        "synapsia-worker": DOCS[("Deployment", "synapsia-worker")],
+    }
+    for name, doc in pods.items():
+        pod = doc["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        assert {"configMapRef": {"name": "synapsia"}} in container["envFrom"], name
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert key_store.startswith(mounts["deletion-journal"] + "/"), name
+        claims = {
+            v["name"]: v["persistentVolumeClaim"]["claimName"]
+            for v in pod["volumes"]
+            if "persistentVolumeClaim" in v
+        }
+        assert claims["deletion-journal"] == "synapsia-deletion-journal", name
