@@ -265,6 +265,19 @@ def data_key_open(key_id: uuid.UUID, *, kind: KeyKind, subject: str) -> bytes:
     return _unwrap(master_id, bytes(wrapped), _wrap_aad(str(key_id), kind, subject))
 
 
+def data_key_live(key_id: uuid.UUID) -> bool:
+    """Whether ``key_id`` is in the key store and not destroyed: one indexed read, no unwrap.
+
+    What a process cache of *key material* (rooms.sealing) re-checks before every use, so a
+    key destroyed by another process is refused at once; it decides no permission (the
+    Gatekeeper decides every read), it only tells whether the key still exists."""
+    with _store() as store:
+        row = store.execute(
+            "SELECT wrapped IS NOT NULL FROM data_keys WHERE key_id = ?", (str(key_id),)
+        ).fetchone()
+    return bool(row and row[0])
+
+
 def _destroyed(kind: KeyKind) -> DataKeyDestroyed:
     whose = "this owner's" if kind == "owner" else "this room's"
     return DataKeyDestroyed(
