@@ -5,3 +5,10 @@ from django.apps import AppConfig
 
 class FrontendConfig(AppConfig):
     name = "frontend"
+
+    def ready(self) -> None:
+        from frontend.login_throttle import login_records_purge_expired
+        from rooms.retention import retention_purge_register
+
+        # Failed-login records are the telemetry the database holds (logs live elsewhere).
+        retention_purge_register("telemetry", login_records_purge_expired)

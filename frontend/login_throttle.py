@@ -9,15 +9,20 @@ are settings (``synapsia/settings.py``, "Throttling"); ``docs/threat-model.md`` 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
 from axes.backends import AxesStandaloneBackend
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from axes.utils import reset as axes_reset
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+
+if TYPE_CHECKING:
+    from rooms.retention import Purged
 
 logger = logging.getLogger(__name__)
 # What a cache backend raises when its store is unreachable (Redis in production).
@@ -76,6 +81,26 @@ class LoginThrottleBackend(AxesStandaloneBackend):
 def login_lockout_lift(*, username: str) -> None:
     """Forget the failed logins counted against ``username`` (after a completed reset)."""
     axes_reset(username=username)
+
+
+def login_records_purge_expired(now: datetime) -> Purged:
+    """The telemetry row's purge: axes' records of failed (and, if the access log is on, all)
+    logins older than the telemetry window. They name a username and an address, so they are
+    personal data kept for security only; a lockout needs minutes of them, never 30 days."""
+    from rooms.retention import Purged, retention_row
+
+    row = retention_row("telemetry")
+    cutoff = row.cutoff(now)
+    rows = sum(
+        model.objects.filter(attempt_time__lt=cutoff).delete()[0]
+        for model in (AccessAttempt, AccessFailureLog, AccessLog)
+    )
+    return Purged(
+        key=row.key,
+        rows=rows,
+        rooms=0,
+        summary=f"login records: deleted {rows} older than {row.days} days",
+    )
 
 
 def _client_address(request: HttpRequest) -> str:

@@ -221,6 +221,7 @@ def test_another_app_registers_its_purge_and_a_failing_row_does_not_stop_the_res
         "transcript",
         "ledger",
         "exit_notes",
+        "telemetry",
         "deletion_notices",
     }
     assert _transcript_rows(opened.room.id) == EMPTY

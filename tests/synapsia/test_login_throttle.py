@@ -213,3 +213,29 @@ def test_probing_usernames_at_signup_is_throttled_per_address(make_owner: Any) -
     assert "Too many usernames refused from your network" in throttled.content.decode()
     assert not User.objects.filter(username="a-free-name").exists()
     assert _signup("a-free-name", address=ELSEWHERE).status_code == 302
+
+
+def test_failed_login_records_are_purged_with_the_telemetry_row(make_owner: Any) -> None:
+    """The records axes keeps of failed logins (a username, an address) are telemetry: the
+    scheduled retention purge removes those past its window and keeps the recent ones."""
+    from rooms.retention import retention_purge_all, retention_row
+
+    make_owner("alice")
+    for _ in range(2):
+        _login("alice", "wrong")  # counted on one AccessAttempt row (and its failure log)
+    _login("alice", "wrong", address=ELSEWHERE)
+    window = retention_row("telemetry").days
+    old = timezone.now() - timedelta(days=window + 1)
+    AccessAttempt.objects.filter(ip_address=ATTACKER).update(attempt_time=old)
+    kept = AccessAttempt.objects.filter(ip_address=ELSEWHERE).count()
+    assert kept == 1
+
+    telemetry = [p for p in retention_purge_all() if p.key == "telemetry"]
+
+    assert len(telemetry) == 1 and telemetry[0].rows >= 1
+    assert not AccessAttempt.objects.filter(ip_address=ATTACKER).exists()
+    assert AccessAttempt.objects.filter(ip_address=ELSEWHERE).count() == kept
+    assert "login records: deleted" in telemetry[0].summary
+    # A second run finds nothing more past the window (purges are idempotent).
+    again = [p for p in retention_purge_all() if p.key == "telemetry"]
+    assert again[0].rows == 0
