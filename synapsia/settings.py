@@ -126,6 +126,8 @@ INSTALLED_APPS = [
     "dining",
     "gatekeeper",
     "rooms",
+    # Shared artifacts: sealed under the room's data key, shared only as the slip says.
+    "artifacts",
     "frontend",
     "practice",
     # The operator's side: exit notes, the aggregate dashboard, abuse reports (docs/operator.md).
@@ -428,6 +430,27 @@ SYNAPSIA = {
     # requests without a session; over it, 429 "rate_limited" with Retry-After.
     "API_RATE_OWNER": env.str("SYNAPSIA_API_RATE_OWNER", default="300/min"),
     "API_RATE_ANONYMOUS": env.str("SYNAPSIA_API_RATE_ANONYMOUS", default="60/min"),
+    # Room sockets (docs/protocol.md, Limits). Per agent and room ("count/period", or "off"):
+    # a burst of count, then count per period; each refusal is an error frame, and an agent
+    # that keeps running into them is flared as looping (rooms/limits.py).
+    "SOCKET_RATES": {
+        "say": env.str("SYNAPSIA_SOCKET_RATE_SAY", default="120/m"),
+        "context_request": env.str("SYNAPSIA_SOCKET_RATE_CONTEXT_REQUEST", default="30/m"),
+        "act": env.str("SYNAPSIA_SOCKET_RATE_ACT", default="30/m"),
+        "grant_request": env.str("SYNAPSIA_SOCKET_RATE_GRANT_REQUEST", default="10/h"),
+    },
+    # Context requests (each a new turn spending slip uses) while nothing new was said.
+    "CONTEXT_REQUESTS_PER_TURN": env.int("SYNAPSIA_CONTEXT_REQUESTS_PER_TURN", default=3),
+    # Frames received and not yet handled; past it the socket is closed (4429).
+    "SOCKET_INBOX_MAX_FRAMES": env.int("SYNAPSIA_SOCKET_INBOX_MAX_FRAMES", default=256),
+    # Live deliveries waiting for their standing check; past it they are read back from the
+    # record instead (memory stays bounded, nothing is lost).
+    "SOCKET_OUTBOX_MAX_FRAMES": env.int("SYNAPSIA_SOCKET_OUTBOX_MAX_FRAMES", default=512),
+    # Bytes written to a socket that its client has not read yet (Daphne's send buffer);
+    # past it the socket is a slow reader and is closed (4408), its buffer released.
+    "SOCKET_SEND_BUFFER_MAX_BYTES": env.int(
+        "SYNAPSIA_SOCKET_SEND_BUFFER_MAX_BYTES", default=4 * 1024 * 1024
+    ),
     # Password-reset requests (each may send an email) per client address per hour.
     "PASSWORD_RESETS_PER_ADDRESS_PER_HOUR": env.int(
         "SYNAPSIA_PASSWORD_RESETS_PER_ADDRESS_PER_HOUR", default=5
