@@ -2,6 +2,11 @@
 ``SandboxEffect`` row keyed by its idempotency key (unique in the database), so "executed
 exactly once" is a query, and a replayed key returns the stored outcome with no second row,
 even when two workers race (the unique index decides; the loser reads the winner's row).
+
+``publish_artifact`` really publishes: the artifact is stored in the room, sealed under the
+room's data key (``artifacts.services.artifact_publish``), in the same savepoint as its
+effect row. That row keeps digests of the title and body, never the text: the artifact is
+room content and lives only sealed.
 """
 
 from __future__ import annotations
@@ -60,11 +65,47 @@ def _send_invitation(a: Any, key: str) -> BaseModel:
     return c.SendInvitationOut(invitation_id=_reference("inv", key), recipient=a.recipient)
 
 
-def _publish_artifact(a: Any, key: str) -> BaseModel:
-    return c.PublishArtifactOut(
-        artifact_id=_reference("art", key),
-        body_sha256=hashlib.sha256(a.body.encode()).hexdigest(),
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _publish_artifact(
+    a: Any, key: str, context: ExecutionContext
+) -> tuple[BaseModel | None, AdapterOutcome | None]:
+    """Store the artifact (or find the one this call stored): its output, or a refusal."""
+    # Imported here: artifacts sits above gatekeeper (it reads rooms and fences text).
+    from artifacts.services import ArtifactRefused, artifact_publish
+
+    try:
+        published = artifact_publish(
+            room_id=context.room_id,
+            agent_id=context.agent_id,
+            owner_id=context.owner_id,
+            action_key=key,
+            title=a.title,
+            body=a.body,
+            media_format=a.format,
+        )
+    except ArtifactRefused as refused:
+        return None, outcome_refused(f"artifact_{refused.code}", refused.message)
+    return (
+        c.PublishArtifactOut(
+            artifact_id=f"art-{published.artifact_id.hex}", body_sha256=published.body_sha256
+        ),
+        None,
     )
+
+
+def _recorded_arguments(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """What the effect row keeps of the arguments: an artifact's title and body only as
+    digests (the artifact itself is stored sealed)."""
+    if tool != "publish_artifact":
+        return arguments
+    return {
+        **arguments,
+        "title": f"sha256:{_digest(str(arguments['title']))}",
+        "body": f"sha256:{_digest(str(arguments['body']))}",
+    }
 
 
 # What "doing" each tool means in the sandbox. A tool without an entry is refused here.
@@ -74,9 +115,10 @@ SANDBOX_EFFECTS: Mapping[str, Callable[[Any, str], BaseModel]] = MappingProxyTyp
         "book_table": _book_table,
         "spend": _spend,
         "send_invitation": _send_invitation,
-        "publish_artifact": _publish_artifact,
     }
 )
+# Tools whose effect needs to know where it runs (the room, the agent, its owner).
+ROOM_EFFECTS = frozenset({"publish_artifact"})
 
 
 def _stored(row: SandboxEffect) -> AdapterOutcome:
@@ -94,20 +136,32 @@ class SandboxAdapter(PreparedAdapter):
         if existing is not None:
             return self._replay(prepared, existing)
         effect = SANDBOX_EFFECTS.get(spec.name)
-        if effect is None:
+        if effect is None and spec.name not in ROOM_EFFECTS:
             return outcome_refused("sandbox_unsupported", f"The sandbox cannot run {spec.name}.")
-        result = effect(prepared.model, prepared.idempotency_key)
-        # Checked against the tool's own output schema: what we return is what we publish.
-        output = spec.output_model.model_validate(result.model_dump()).model_dump(mode="json")
         try:
-            # A savepoint, so losing the race does not break the caller's transaction.
+            # A savepoint, so losing the race does not break the caller's transaction, and
+            # an artifact stored by the loser goes with it.
             with transaction.atomic():
+                if effect is not None:
+                    result: BaseModel | None = effect(prepared.model, prepared.idempotency_key)
+                else:
+                    result, refused = _publish_artifact(
+                        prepared.model, prepared.idempotency_key, context
+                    )
+                    if refused is not None:
+                        return refused
+                assert result is not None
+                # Checked against the tool's own output schema: what we return is what we
+                # publish.
+                output = spec.output_model.model_validate(result.model_dump()).model_dump(
+                    mode="json"
+                )
                 row = SandboxEffect.objects.create(
                     idempotency_key=prepared.idempotency_key,
                     tool=spec.name,
                     schema_version=spec.schema_version,
                     arguments_sha256=prepared.arguments_sha256,
-                    arguments=prepared.arguments,
+                    arguments=_recorded_arguments(spec.name, prepared.arguments),
                     output=output,
                     room_id=context.room_id,
                     agent_id=context.agent_id,

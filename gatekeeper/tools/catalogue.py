@@ -11,9 +11,17 @@ Rules every tool here keeps:
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
 
 from dining.formats import Allergen, City, Venue
 from gatekeeper.tools.manifest import CapabilityManifest
@@ -24,6 +32,9 @@ from gatekeeper.tools.spec import ToolSpec
 MAX_AMOUNT_MINOR = 10_000_000
 MAX_TITLE_CHARS = 120
 MAX_BODY_CHARS = 20_000
+# An artifact's body is also bounded in bytes (what is stored and fenced): 20,000 characters
+# of a script that needs 3-4 bytes each would otherwise be 80 KB.
+MAX_BODY_BYTES = 32_000
 
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
 Currency = Literal["EUR", "USD", "GBP", "CHF", "CAD", "AUD", "JPY", "SEK", "NOK", "DKK"]
@@ -109,10 +120,54 @@ class SendInvitationOut(ToolModel):
 # --- publish_artifact --------------------------------------------------------------------------
 
 
+def _refuse_unencodable(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (it holds a lone surrogate)") from None
+
+
+def _artifact_title_checked(title: str) -> str:
+    _refuse_unencodable(title)
+    if any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in title):
+        raise ValueError("must be one line without control characters")
+    if not title.strip():
+        raise ValueError("must not be blank")
+    return title
+
+
+# Control characters other than tab, line feed and carriage return are never document text.
+_BODY_CONTROLS_ALLOWED = frozenset("\t\n\r")
+
+
+def _artifact_body_checked(body: str) -> str:
+    _refuse_unencodable(body)
+    size = len(body.encode("utf-8"))
+    if size > MAX_BODY_BYTES:
+        raise ValueError(
+            f"is {size:,} bytes in UTF-8; an artifact's body may be at most {MAX_BODY_BYTES:,}"
+        )
+    if any(unicodedata.category(ch) == "Cc" and ch not in _BODY_CONTROLS_ALLOWED for ch in body):
+        raise ValueError("must not contain control characters (other than tabs and line breaks)")
+    if not body.strip():
+        raise ValueError("must not be blank")
+    return body
+
+
 class PublishArtifactIn(ToolModel):
-    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
-    # Room content: shown fenced as untrusted text, never interpreted.
-    body: str = Field(min_length=1, max_length=MAX_BODY_CHARS)
+    # Room content (stored sealed, shown escaped, given to the other agent only fenced as
+    # untrusted text): checked for shape here, never interpreted.
+    title: Annotated[
+        str,
+        Field(min_length=1, max_length=MAX_TITLE_CHARS),
+        AfterValidator(_artifact_title_checked),
+    ]
+    body: Annotated[
+        str,
+        Field(min_length=1, max_length=MAX_BODY_CHARS),
+        AfterValidator(_artifact_body_checked),
+    ]
+    # The artifact's media type, from the allowed list: text/plain or text/markdown.
     format: Literal["markdown", "plain"]
 
 

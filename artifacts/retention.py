@@ -1,0 +1,62 @@
+"""Shared artifacts' row of the retention schedule (``rooms.retention``: 90 days by default,
+``SYNAPSIA_ARTIFACT_RETENTION_DAYS``) and their part of a room's deletion (``rooms.deletion``).
+Both are registered from ``ArtifactsConfig.ready``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from uuid import UUID
+
+from django.db import transaction
+
+from artifacts.models import Artifact
+from ledger.services import ledger_append
+from rooms.deletion import ContentCounts
+from rooms.retention import Purged, retention_row
+from slips.datakeys import data_keys_destroy
+
+
+def artifacts_purge_expired(now: datetime) -> Purged:
+    """Delete every artifact published more than the window before ``now``: one transaction
+    per room, each recorded in that room's ledger as ``room_content_deleted`` with the count
+    (never a title or body). Idempotent: a second run finds nothing."""
+    row = retention_row("artifacts")
+    cutoff = row.cutoff(now)
+    per_room = Counter(
+        Artifact.objects.filter(created_at__lt=cutoff).values_list("room_id", flat=True)
+    )
+    rows = 0
+    for room_id in per_room:
+        with transaction.atomic():
+            deleted, _ = Artifact.objects.filter(room_id=room_id, created_at__lt=cutoff).delete()
+            if deleted:
+                ledger_append(
+                    room_id=room_id,
+                    event=ContentCounts(artifacts=deleted).ledger_event(
+                        by="retention", reason="retention", window_days=row.days
+                    ),
+                )
+                rows += deleted
+    return Purged(
+        key=row.key,
+        rows=rows,
+        rooms=len(per_room),
+        summary=(
+            f"shared artifacts: deleted {rows} older than {row.days} days from "
+            f"{len(per_room)} room(s)"
+        ),
+    )
+
+
+def artifacts_delete_for_room(room_id: UUID) -> int:
+    """A deleted room's artifacts (``rooms.deletion.room_content_delete`` calls it inside its
+    transaction). Once that transaction commits, the room's data key is destroyed too, so a
+    copy of an artifact in an older backup can never be opened (``rooms.deletion`` destroys
+    the room's key as well; destroying is idempotent, and never happens for a deletion that
+    rolled back)."""
+    deleted, _ = Artifact.objects.filter(room_id=room_id).delete()
+    transaction.on_commit(
+        lambda: data_keys_destroy(kind="room", subject=str(room_id), since=""), robust=True
+    )
+    return deleted
