@@ -9,6 +9,7 @@ refused for another.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,7 @@ class ToolSpec:
     output_model: type[BaseModel]
     manifest: CapabilityManifest | None
     schema_version: str = field(init=False)
+    _descriptor_json: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not TOOL_NAME.match(self.name):
@@ -71,8 +73,15 @@ class ToolSpec:
                 raise ValueError(f"money_argument {manifest.money_argument!r} is not an int field")
             if manifest.currency_argument not in self.input_model.model_fields:
                 raise ValueError(f"currency_argument {manifest.currency_argument!r} is missing")
-        digest = hashlib.sha256(rfc8785.dumps(self._descriptor_unversioned())).hexdigest()
+        described = self._descriptor_unversioned()
+        digest = hashlib.sha256(rfc8785.dumps(described)).hexdigest()
         object.__setattr__(self, "schema_version", digest[:SCHEMA_VERSION_HEX])
+        # The descriptor is a pure function of the tool's code (its models, texts and
+        # manifest), so it is built once, here, not on every connect: pydantic's
+        # ``model_json_schema`` was about half of an agent socket's connect time. Which tools
+        # an agent is shown is still decided live per connect (``gatekeeper.policy``).
+        described["_meta"][f"{META_PREFIX}schemaVersion"] = self.schema_version
+        object.__setattr__(self, "_descriptor_json", json.dumps(described))
 
     @property
     def manifested(self) -> bool:
@@ -107,7 +116,7 @@ class ToolSpec:
         }
 
     def descriptor(self) -> dict[str, Any]:
-        """The tool as an MCP tool definition (a fresh dict each call; callers may keep it)."""
-        described = self._descriptor_unversioned()
-        described["_meta"][f"{META_PREFIX}schemaVersion"] = self.schema_version
+        """The tool as an MCP tool definition (a fresh dict each call; callers may keep it
+        and change it), from the one built when the tool was registered."""
+        described: dict[str, Any] = json.loads(self._descriptor_json)
         return described
