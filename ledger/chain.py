@@ -34,6 +34,9 @@ import rfc8785
 GENESIS_HASH = "0" * 64
 # Domain separation: these bytes can never be mistaken for another signed Synapsia payload.
 HEAD_SIGNATURE_PREFIX = b"synapsia-ledger-head-v1\n"
+# An owner's countersignature of a signed head (``witness_signed_bytes``): its own prefix, so
+# no slip, key proof or server head signature can pass for one, nor one for them.
+WITNESS_SIGNATURE_PREFIX = b"synapsia-ledger-witness-v1\n"
 # An event's canonical form is small metadata; anything bigger is a bug or an attempt.
 MAX_CANONICAL_BYTES = 4096
 
@@ -154,6 +157,24 @@ def head_signed_bytes(*, room_id: UUID | str, seq: int, head_hash: str, signed_a
     """What the server signs for a room's head: the domain prefix + RFC 8785 JSON."""
     return HEAD_SIGNATURE_PREFIX + rfc8785.dumps(
         {"room_id": str(room_id), "seq": seq, "hash": head_hash, "signed_at": signed_at}
+    )
+
+
+def witness_signed_bytes(
+    *, room_id: UUID | str, seq: int, head_hash: str, signed_at: str, owner_id: str, key_id: str
+) -> bytes:
+    """What an owner's device key signs to witness a server-signed head: the witness prefix
+    + RFC 8785 JSON of the head (room, seq, hash, the server's ``signed_at``) and who signs
+    (owner id, device key id). The browser builds the same bytes (``ledger.js``)."""
+    return WITNESS_SIGNATURE_PREFIX + rfc8785.dumps(
+        {
+            "room_id": str(room_id),
+            "seq": seq,
+            "hash": head_hash,
+            "signed_at": signed_at,
+            "owner_id": owner_id,
+            "key_id": key_id,
+        }
     )
 
 
@@ -295,6 +316,8 @@ def stored_chain_check(
     tip: HeadClaim | None = None,
     recheck: Callable[[int, bytes], str | None] | None = None,
     marks: list[ChainMark] | None = None,
+    watch_seq: int | None = None,
+    watched: list[str] | None = None,
 ) -> ChainVerdict:
     """Verify a room's chain from its **stored bytes**, at hashing speed.
 
@@ -306,7 +329,9 @@ def stored_chain_check(
     exact test (RFC 8785 of the columns as the application reads them), which returns the
     problem in words, or None when the row is in fact consistent. Rows beyond ``tip`` end the
     walk: they were appended after the head was read (the caller checks the head as it
-    stands now).
+    stands now). ``watch_seq``: the event whose time (chain form) is appended to ``watched``
+    (the first event no signed head covers, for ``head_rules_problem``'s quiet-tail rule);
+    it rides on the claims look-up, so other rows pay nothing for it.
     """
     expected_seq, expected_prev = checkpoint_seq + 1, checkpoint_hash
     by_seq: dict[int, list[HeadClaim]] = {}
@@ -326,6 +351,8 @@ def stored_chain_check(
     for claim in by_seq.get(checkpoint_seq, []):
         if claim.hash != checkpoint_hash:
             return bad(checkpoint_seq + 1, f"{claim.source} does not match the checkpoint")
+    if watch_seq is not None and watched is not None:
+        by_seq.setdefault(watch_seq, [])
     if not _HEX64.fullmatch(checkpoint_hash):
         return bad(checkpoint_seq + 1, "the checkpoint hash is not a SHA-256 hex digest")
     # prev_hash equals the previous (verified hex) hash and room_id is ours: both plain.
@@ -370,6 +397,8 @@ def stored_chain_check(
             for claim in by_seq[seq]:
                 if claim.hash != digest:
                     return bad(seq, f"{claim.source} names a different hash at this number")
+            if seq == watch_seq and watched is not None:
+                watched.append(f"{occurred_at[:10]}T{occurred_at[11:]}Z")
         if kind in REQUIRES_HEAD:
             marked = json.loads(stored)["data"]
             if kind == "retention_purge":
@@ -379,7 +408,7 @@ def stored_chain_check(
                 marks.append(ChainMark(seq, kind, at, marked))
         expected_seq, expected_prev = seq + 1, digest
     last_seq = expected_seq - 1
-    beyond = sorted(seq for seq in by_seq if seq > last_seq)
+    beyond = sorted(seq for seq, found in by_seq.items() if seq > last_seq and found)
     if beyond:
         claim = by_seq[beyond[0]][0]
         return bad(last_seq + 1, f"{claim.source} is at {claim.seq}: the chain is truncated")
@@ -467,6 +496,8 @@ class HeadPolicy:
     retention_days: int = 90
     # How late a head may be signed after the events it covers (the beat's T plus a margin).
     grace_seconds: int = 2 * 3600
+    # T: the server signs a room's unsigned events within this many seconds (the beat).
+    every_seconds: int = 3600
 
 
 @dataclass(frozen=True)
@@ -487,8 +518,25 @@ class SignedClaim:
     source: str
 
 
+def duration_words(seconds: int) -> str:
+    """``7200`` -> "2 hours", ``90`` -> "90 seconds": for the verdicts' sentences."""
+    for size, unit in ((86400, "day"), (3600, "hour"), (60, "minute")):
+        if seconds >= size and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}{'' if n == 1 else 's'}"
+    return f"{seconds} seconds"
+
+
+def unsigned_tail_seq(*, signed_seqs: Iterable[int], checkpoint_seq: int) -> int:
+    """The first event no signed head covers (it may not exist yet): for the quiet-tail rule."""
+    return max([checkpoint_seq, *signed_seqs]) + 1
+
+
 def chain_time(text: str) -> datetime:
-    return datetime.strptime(text, _CHAIN_TIME).replace(tzinfo=UTC)
+    try:
+        return datetime.strptime(text, _CHAIN_TIME).replace(tzinfo=UTC)
+    except ValueError:  # a time stored in another equivalent form (no fraction, say)
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def head_rules_problem(
@@ -498,6 +546,8 @@ def head_rules_problem(
     checkpoint_seq: int,
     last_seq: int,
     policy: HeadPolicy,
+    tail: tuple[int, str] | None = None,
+    now: datetime | None = None,
 ) -> tuple[int, str] | None:
     """The first broken head or purge rule as ``(seq, problem in words)``, or None.
 
@@ -506,7 +556,11 @@ def head_rules_problem(
     3. a purge states a window no shorter than the policy's, and no head the server signed
        contradicts it: a signed head at or below the purge's checkpoint must have been signed
        before the purge's cutoff (purge time minus the policy's window, plus the grace), and a
-       head at the checkpoint itself must name the checkpoint's hash.
+       head at the checkpoint itself must name the checkpoint's hash;
+    4. when the verifier knows the time (``now``): ``tail`` (seq, time), the first event no
+       signed head covers, is not older than the grace (T plus a margin), since the server
+       signs a quiet room's events within T: an older unsigned tail means heads were removed
+       (a cut tail's own head, say). Events of the last T stay unpinned by this rule.
     """
     heads = sorted(signed, key=lambda c: c.seq)
     latest = heads[-1].seq if heads else -1
@@ -529,6 +583,15 @@ def head_rules_problem(
                 f"server signs at least every {n}): signed heads were removed",
             )
         previous = max(previous, point)
+    if tail is not None and now is not None:
+        seq, at = tail
+        if chain_time(at) < now - timedelta(seconds=policy.grace_seconds):
+            return (
+                seq,
+                f"event {seq} was recorded more than {duration_words(policy.grace_seconds)} "
+                "ago and no signed head covers it, but the server signs a quiet room's events "
+                f"within {duration_words(policy.every_seconds)}: signed heads were removed",
+            )
     for mark in marks:
         if mark.kind != "retention_purge":
             continue

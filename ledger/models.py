@@ -69,3 +69,32 @@ class SignedHead(models.Model):
 
     def __str__(self) -> str:
         return f"{self.room_id}@{self.seq} signed {self.signed_at}"
+
+
+class HeadWitness(models.Model):
+    """An owner's countersignature of a signed head their browser verified, made with their
+    device key (the private half never leaves that device). A witness pins history outside
+    the database: whoever rewrites at or below it, even re-signing with the server key, cannot
+    make a signature by the owner's key over the new hash. Never updated, never purged."""
+
+    id = models.BigAutoField(primary_key=True)
+    room_id = models.UUIDField(db_index=True)
+    seq = models.PositiveBigIntegerField()
+    hash = models.CharField(max_length=64)
+    signed_at = models.CharField(max_length=32)  # the server head's time, as both signed it
+    owner_id = models.CharField(max_length=64)  # the owner's id, as signed
+    key_id = models.CharField(max_length=64)  # the device key's id, as signed
+    public_key = models.CharField(max_length=64)  # base64 Ed25519 public key that signed
+    signature = models.CharField(max_length=128)  # base64 Ed25519 signature
+    witnessed_at = models.DateTimeField()  # when the server stored it (not signed)
+
+    class Meta:
+        constraints = [
+            # A key countersigns a given head once: a replayed witness stores nothing new.
+            models.UniqueConstraint(
+                fields=["room_id", "key_id", "seq"], name="ledger_witness_room_key_seq"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.room_id}@{self.seq} witnessed by key {self.key_id}"

@@ -7,10 +7,16 @@ from collections import Counter
 from typing import Any
 from uuid import UUID
 
+from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
 from ledger import selectors
-from ledger.chain import GENESIS_HASH, HEAD_SIGNATURE_PREFIX, occurred_at_text
+from ledger.chain import (
+    GENESIS_HASH,
+    HEAD_SIGNATURE_PREFIX,
+    WITNESS_SIGNATURE_PREFIX,
+    occurred_at_text,
+)
 from ledger.events import (
     ActionExecuted,
     ActionRequested,
@@ -358,6 +364,13 @@ def receipt_export(room_id: UUID) -> dict[str, Any]:
         "events": selectors.ledger_events(room_id=room_id),
         "signed_heads": selectors.ledger_signed_heads(room_id=room_id),
         "signed_message_prefix": HEAD_SIGNATURE_PREFIX.decode(),
+        # Owners' device-key countersignatures of signed heads: checkpoints a verifier holds
+        # history to (keep an export: it proves a witness the database may later lose).
+        "witnesses": selectors.ledger_witnesses_out(room_id=room_id),
+        "witness_signed_message_prefix": WITNESS_SIGNATURE_PREFIX.decode(),
+        # When the server wrote this file: the offline verifier judges the unsigned tail's
+        # age against it (a tail the server should have signed by then).
+        "exported_at": occurred_at_text(timezone.now()),
         "server_public_key": server_key,
         "policy": ledger_policy_stated(),
         "receipt": receipt_build(room_id=room_id).model_dump(mode="json"),

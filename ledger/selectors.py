@@ -6,7 +6,7 @@ from typing import Any
 from uuid import UUID
 
 from ledger.chain import GENESIS_HASH, occurred_at_text
-from ledger.models import LedgerEvent, LedgerHead, SignedHead
+from ledger.models import HeadWitness, LedgerEvent, LedgerHead, SignedHead
 
 PAGE_LIMIT = 1000
 
@@ -61,4 +61,22 @@ def ledger_signed_heads(*, room_id: UUID) -> list[dict[str, Any]]:
             "signature": s.signature,
         }
         for s in SignedHead.objects.filter(room_id=room_id).order_by("seq", "id")
+    ]
+
+
+def ledger_witnesses_out(*, room_id: UUID) -> list[dict[str, Any]]:
+    """The owners' countersignatures of signed heads, as exported and served (each signed
+    field exactly as signed, plus when the server stored it)."""
+    return [
+        {
+            "seq": w.seq,
+            "hash": w.hash,
+            "signed_at": w.signed_at,
+            "owner_id": w.owner_id,
+            "key_id": w.key_id,
+            "public_key": w.public_key,
+            "signature": w.signature,
+            "witnessed_at": occurred_at_text(w.witnessed_at),
+        }
+        for w in HeadWitness.objects.filter(room_id=room_id).order_by("seq", "id")
     ]

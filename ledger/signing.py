@@ -95,6 +95,7 @@ def ledger_head_policy() -> HeadPolicy:
         every_events=int(conf.get("LEDGER_HEAD_EVERY_EVENTS", 64)),
         retention_days=int(conf["LEDGER_RETENTION_DAYS"]),
         grace_seconds=every_seconds + int(conf.get("LEDGER_HEAD_GRACE_SECONDS", 3600)),
+        every_seconds=every_seconds,
     )
 
 
@@ -105,6 +106,7 @@ def ledger_policy_stated() -> dict[str, int]:
         "retention_days": policy.retention_days,
         "head_every_events": policy.every_events,
         "head_grace_seconds": policy.grace_seconds,
+        "head_every_seconds": policy.every_seconds,
     }
 
 
@@ -145,12 +147,13 @@ def ledger_sign_head(*, room_id: UUID) -> SignedHead:
 
 
 def ledger_sign_stale_heads(*, now: datetime | None = None) -> int:
-    """Sign the tip of every room whose oldest unsigned event is older than
-    ``LEDGER_HEAD_EVERY_SECONDS`` (the beat runs this; a quiet room's last events get a head
-    within that time, so a purge ninety days on can be checked against it). Returns how many
-    heads were signed."""
+    """Sign the tip of every room whose oldest unsigned event is older than half of T
+    (``LEDGER_HEAD_EVERY_SECONDS``). The beat runs this at least every T/2 (settings: every
+    15 minutes), so every event is under a signed head within T of being recorded: a purge
+    ninety days on can be checked against it, and a verifier that finds an unsigned tail
+    older than T plus the grace knows heads were removed. Returns how many heads were signed."""
     seconds = int(settings.SYNAPSIA.get("LEDGER_HEAD_EVERY_SECONDS", 3600))
-    cutoff = (now or timezone.now()) - timedelta(seconds=seconds)
+    cutoff = (now or timezone.now()) - timedelta(seconds=seconds / 2)
     signed_through = dict(
         SignedHead.objects.values("room_id").annotate(top=Max("seq")).values_list("room_id", "top")
     )

@@ -32,6 +32,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import CharField, F, Func, IntegerField, OuterRef, Subquery, Value
 from django.db.models.functions import Cast
 from django.db.models.sql.compiler import SQLCompiler
+from django.utils import timezone
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
@@ -47,9 +48,11 @@ from ledger.chain import (
     occurred_at_text,
     stored_bytes_problem,
     stored_chain_check,
+    unsigned_tail_seq,
 )
-from ledger.models import LedgerEvent, LedgerHead, SignedHead
+from ledger.models import HeadWitness, LedgerEvent, LedgerHead, SignedHead
 from ledger.signing import ledger_head_policy, ledger_trusted_public_keys
+from ledger.witnesses import witness_valid
 
 CHUNK_SIZE = 10_000
 _PREFETCH_VENDORS = {"postgresql"}
@@ -249,11 +252,35 @@ def signed_head_valid(head: SignedHead) -> bool:
 
 
 def _claims(
-    room_id: UUID, signed_heads: Iterable[SignedHead], trusted: frozenset[str]
+    room_id: UUID,
+    signed_heads: Iterable[SignedHead],
+    trusted: frozenset[str],
+    witnesses: Iterable[HeadWitness] = (),
 ) -> list[HeadClaim] | ChainVerdict:
-    """The room's signed heads as claims, or the verdict of the first one that is not valid."""
+    """The room's signed heads and witnessed heads as claims, or the verdict of the first one
+    that is not valid. A witness (an owner's device-key countersignature) must be a valid
+    signature over its own fields and name a signed head that is still there, exactly: a
+    writer holding the server key may re-sign a rewritten history, but cannot make the
+    owner's key sign it, nor drop the head the owner confirmed (signed heads are never
+    purged). Witness claims carry no ``signed_at``: they are not the server's heads."""
     rid = str(room_id)
     claims: list[HeadClaim] = []
+    signed_heads = list(signed_heads)
+    present = {(s.seq, s.hash, s.signed_at) for s in signed_heads}
+    for witness in witnesses:
+        if not witness_valid(witness):
+            return ChainVerdict(
+                rid, False, 0, 0, GENESIS_HASH, witness.seq,
+                f"witness #{witness.id} (an owner's confirmation of event {witness.seq}) has "
+                "an invalid signature: its stored record was changed",
+            )  # fmt: skip
+        if (witness.seq, witness.hash, witness.signed_at) not in present:
+            return ChainVerdict(
+                rid, False, 0, 0, GENESIS_HASH, witness.seq,
+                f"witness #{witness.id}: an owner confirmed a signed head at event "
+                f"{witness.seq} that is no longer among the room's signed heads",
+            )  # fmt: skip
+        claims.append(HeadClaim(witness.seq, witness.hash, f"witness #{witness.id}"))
     for signed in signed_heads:
         if trusted and signed.public_key not in trusted:
             return ChainVerdict(
@@ -278,6 +305,11 @@ def _check(
     rows: Iterable[StoredRow],
 ) -> ChainVerdict:
     marks: list[ChainMark] = []
+    signed = [SignedClaim(c.seq, c.hash, c.signed_at, c.source) for c in claims if c.signed_at]
+    tail_seq = unsigned_tail_seq(
+        signed_seqs=[c.seq for c in signed], checkpoint_seq=head.checkpoint_seq
+    )
+    tail_at: list[str] = []
     verdict = stored_chain_check(
         room_id=str(room_id),
         rows=rows,
@@ -287,17 +319,22 @@ def _check(
         tip=HeadClaim(head.seq, head.hash, "the head row"),
         recheck=_recheck(room_id),
         marks=marks,
+        watch_seq=tail_seq,
+        watched=tail_at,
     )
     if not verdict.ok:
         return verdict
-    # A consistent chain is not enough: the heads it requires must be there, and every
-    # purge must agree with the policy and with the heads signed before it.
+    # A consistent chain is not enough: the heads it requires must be there, every purge
+    # must agree with the policy and with the heads signed before it, and no unsigned tail
+    # may be older than the server lets one get.
     broken = head_rules_problem(
         marks=marks,
-        signed=[SignedClaim(c.seq, c.hash, c.signed_at, c.source) for c in claims if c.signed_at],
+        signed=signed,
         checkpoint_seq=head.checkpoint_seq,
         last_seq=verdict.last_seq,
         policy=ledger_head_policy(),
+        tail=(tail_seq, tail_at[0]) if tail_at else None,
+        now=timezone.now(),
     )
     if broken is None:
         return verdict
@@ -351,6 +388,7 @@ def ledger_verify_room(*, room_id: UUID, recanonicalise: bool = False) -> ChainV
         room_id,
         SignedHead.objects.filter(room_id=room_id).order_by("seq", "id"),
         ledger_trusted_public_keys(),
+        HeadWitness.objects.filter(room_id=room_id).order_by("seq", "id"),
     )
     if isinstance(claims, ChainVerdict):
         return claims
@@ -367,6 +405,7 @@ def ledger_room_ids() -> list[UUID]:
     ids = set(LedgerHead.objects.values_list("room_id", flat=True))
     ids.update(LedgerEvent.objects.values_list("room_id", flat=True).distinct())
     ids.update(SignedHead.objects.values_list("room_id", flat=True).distinct())
+    ids.update(HeadWitness.objects.values_list("room_id", flat=True).distinct())
     return sorted(ids, key=str)
 
 
@@ -387,8 +426,11 @@ def ledger_verify_all(
     signed: dict[UUID, list[SignedHead]] = {}
     for s in SignedHead.objects.order_by("room_id", "seq", "id"):
         signed.setdefault(s.room_id, []).append(s)
+    witnessed: dict[UUID, list[HeadWitness]] = {}
+    for w in HeadWitness.objects.order_by("room_id", "seq", "id"):
+        witnessed.setdefault(w.room_id, []).append(w)
     trusted = ledger_trusted_public_keys()
-    total = len(heads.keys() | signed.keys())
+    total = len(heads.keys() | signed.keys() | witnessed.keys())
     done: set[UUID] = set()
     verdicts: list[ChainVerdict] = []
 
@@ -405,7 +447,9 @@ def ledger_verify_all(
                 if head is None:  # no head when we began: a room created since, or a fault
                     finish(room_id, ledger_verify_room(room_id=room_id))
                     continue
-                claims = _claims(room_id, signed.get(room_id, ()), trusted)
+                claims = _claims(
+                    room_id, signed.get(room_id, ()), trusted, witnessed.get(room_id, ())
+                )
                 if isinstance(claims, ChainVerdict):
                     finish(room_id, claims)
                     continue
@@ -415,7 +459,7 @@ def ledger_verify_all(
         rest = [r for r in ledger_room_ids() if r not in done]
         verdicts += _verify_rooms_one_by_one(rest, on_room, recanonicalise=False, start=len(done))
         done.update(rest)
-    for room_id in sorted(heads.keys() | signed.keys(), key=str):
+    for room_id in sorted(heads.keys() | signed.keys() | witnessed.keys(), key=str):
         if room_id not in done:  # no events at all (a fresh head, or a deleted chain)
             finish(room_id, ledger_verify_room(room_id=room_id))
     failures = [v for v in verdicts if not v.ok]

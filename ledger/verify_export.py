@@ -4,9 +4,12 @@ Self-contained on purpose: needs only the standard library, ``rfc8785`` and ``Py
 imports nothing else from Synapsia, so a third party can copy this one file and run it. It
 re-implements the encoding in docs/ledger.md independently of the server's code.
 
-Exit status 0 when the chain, checkpoint, head and every signed head verify; 1 otherwise,
-naming the first bad sequence number. ``--public-key BASE64`` pins the server key you
-obtained yourself (e.g. from ``GET /api/ledger/public-key``) instead of trusting the file's.
+Exit status 0 when the chain, checkpoint, head, every signed head and every owner's witness
+verify; 1 otherwise, naming the first bad sequence number. ``--public-key BASE64`` pins the
+server key you obtained yourself (e.g. from ``GET /api/ledger/public-key``) instead of
+trusting the file's. ``--earlier OLD.json`` (repeatable) holds this file to an export you
+kept before: every signed head and owner's witness in it must still be here, so a database
+writer who deleted witness rows (and rewrote history below them) is caught.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from nacl.signing import VerifyKey
 
 GENESIS = "0" * 64
 FORMAT = "synapsia-ledger-export/1"
+HEAD_PREFIX = b"synapsia-ledger-head-v1\n"
+WITNESS_PREFIX = b"synapsia-ledger-witness-v1\n"
 
 
 class Broken(Exception):
@@ -54,7 +59,10 @@ _TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def _when(text: str) -> datetime:
-    return datetime.strptime(text, _TIME).replace(tzinfo=UTC)
+    try:
+        return datetime.strptime(text, _TIME).replace(tzinfo=UTC)
+    except ValueError:  # a time the server stored without a fraction, say
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def _policy(export: dict[str, Any], retention_days: int | None) -> dict[str, int]:
@@ -65,6 +73,7 @@ def _policy(export: dict[str, Any], retention_days: int | None) -> dict[str, int
         "every_events": int(stated.get("head_every_events", 64)),
         "retention_days": int(stated.get("retention_days", 90)),
         "grace_seconds": int(stated.get("head_grace_seconds", 7200)),
+        "every_seconds": int(stated.get("head_every_seconds", 3600)),
     }
     if retention_days is not None:
         policy["retention_days"] = max(policy["retention_days"], retention_days)
@@ -78,6 +87,8 @@ def _head_rules(
     checkpoint_seq: int,
     last_seq: int,
     policy: dict[str, int],
+    tail: tuple[int, str] | None = None,
+    as_of: datetime | None = None,
 ) -> None:
     heads = sorted(heads, key=lambda h: int(h["seq"]))
     latest = int(heads[-1]["seq"]) if heads else -1
@@ -96,6 +107,16 @@ def _head_rules(
                 f"more than {n} events follow event {previous} without a signed head",
             )
         previous = max(previous, point)
+    # The server signs a quiet room's events within T: an unsigned tail older than T plus
+    # the grace, when the file was written, means its heads were removed.
+    stale = as_of - timedelta(seconds=policy["grace_seconds"]) if as_of else None
+    if tail is not None and stale is not None and _when(tail[1]) < stale:
+        raise Broken(
+            tail[0],
+            f"event {tail[0]} was recorded more than {policy['grace_seconds']} seconds "
+            "before the export and no signed head covers it (the server signs within "
+            f"{policy['every_seconds']} seconds)",
+        )
     days = policy["retention_days"]
     for mark in marks:
         if mark["kind"] != "retention_purge":
@@ -127,10 +148,79 @@ def _head_rules(
                 )
 
 
+def _witness_message(room_id: str, witness: dict[str, Any]) -> bytes:
+    return WITNESS_PREFIX + rfc8785.dumps(
+        {
+            "room_id": room_id,
+            "seq": witness["seq"],
+            "hash": witness["hash"],
+            "signed_at": witness["signed_at"],
+            "owner_id": witness["owner_id"],
+            "key_id": witness["key_id"],
+        }
+    )
+
+
+def _witness_checked(room_id: str, witness: dict[str, Any]) -> None:
+    """An owner's countersignature must verify under the key it names (a forged or edited
+    one is refused; a witness can only add checkpoints, so the file's key is enough)."""
+    try:
+        VerifyKey(base64.b64decode(witness["public_key"], validate=True)).verify(
+            _witness_message(room_id, witness),
+            base64.b64decode(witness["signature"], validate=True),
+        )
+    except (BadSignatureError, binascii.Error, ValueError, KeyError, TypeError) as exc:
+        raise Broken(
+            witness.get("seq"), f"an owner's witness has an invalid signature ({exc!r})"
+        ) from None
+
+
+def _same(a: dict[str, Any], b: dict[str, Any], names: tuple[str, ...]) -> bool:
+    return all(a.get(n) == b.get(n) for n in names)
+
+
+_HEAD_FIELDS = ("seq", "hash", "signed_at", "public_key", "signature")
+_WITNESS_FIELDS = ("seq", "hash", "signed_at", "owner_id", "key_id", "public_key", "signature")
+
+
+def _earlier_kept(export: dict[str, Any], earlier: list[dict[str, Any]]) -> None:
+    """Everything an earlier export attested must still be in this one: its signed heads and
+    its owners' witnesses (validly signed), field for field. Rows deleted from the database
+    since are caught here, whatever the server shows now."""
+    room_id = str(export["room_id"])
+    heads = export.get("signed_heads", [])
+    witnesses = export.get("witnesses", [])
+    for old in earlier:
+        if str(old.get("room_id")) != room_id:
+            raise Broken(None, "an earlier export given is of another room")
+        for witness in old.get("witnesses", []):
+            _witness_checked(room_id, witness)
+            if not any(_same(witness, w, _WITNESS_FIELDS) for w in witnesses):
+                raise Broken(
+                    witness["seq"],
+                    f"an owner's witness of event {witness['seq']} in the earlier export is "
+                    "missing from this one (witness rows were deleted)",
+                )
+        for head in old.get("signed_heads", []):
+            if not any(_same(head, h, _HEAD_FIELDS) for h in heads):
+                raise Broken(
+                    head["seq"],
+                    f"the signed head at event {head['seq']} in the earlier export is missing "
+                    "from this one (signed heads were deleted)",
+                )
+
+
 def verify(
-    export: dict[str, Any], *, pinned_key: str | None = None, retention_days: int | None = None
+    export: dict[str, Any],
+    *,
+    pinned_key: str | None = None,
+    retention_days: int | None = None,
+    earlier: list[dict[str, Any]] | None = None,
+    now: datetime | None = None,
 ) -> str:
-    """Return a one-line success summary, or raise ``Broken``."""
+    """Return a one-line success summary, or raise ``Broken``. ``earlier``: exports of the
+    same room kept before, whose signed heads and witnesses this one must still hold.
+    ``now`` (default: this machine's clock) caps the file's own ``exported_at``."""
     if export.get("format") != FORMAT:
         raise Broken(None, f"not a {FORMAT} file")
     room_id = str(export["room_id"])
@@ -171,7 +261,7 @@ def verify(
     server = export.get("server_public_key") or {}
     trusted = pinned_key or server.get("public_key")
     prefix = str(export.get("signed_message_prefix", "")).encode()
-    if prefix != b"synapsia-ledger-head-v1\n":
+    if prefix != HEAD_PREFIX:
         raise Broken(None, "unexpected signed message prefix")
     for signed in export.get("signed_heads", []):
         if trusted is None or signed["public_key"] != trusted:
@@ -194,17 +284,45 @@ def verify(
             raise Broken(last_seq + 1, f"signed head at {signed['seq']}: the chain is truncated")
         if signed["seq"] in hashes and hashes[signed["seq"]] != signed["hash"]:
             raise Broken(signed["seq"], "a signed head names a different hash at this number")
+    # Owners' witnesses: checkpoints history must extend. Each names a signed head of this
+    # file exactly, and the chain must hold its hash (a rewrite at or below it, even one the
+    # server key re-signed, cannot carry the owner's signature).
+    signed_heads = list(export.get("signed_heads", []))
+    witnesses = list(export.get("witnesses", []))
+    if witnesses and str(export.get("witness_signed_message_prefix", "")).encode() != (
+        WITNESS_PREFIX
+    ):
+        raise Broken(None, "unexpected witness message prefix")
+    _earlier_kept(export, earlier or [])
+    for witness in witnesses:
+        _witness_checked(room_id, witness)
+        seq = witness["seq"]
+        if not any(_same(witness, h, ("seq", "hash", "signed_at")) for h in signed_heads):
+            raise Broken(seq, f"an owner confirmed a signed head at {seq} that is not in the file")
+        if seq > last_seq:
+            raise Broken(last_seq + 1, f"an owner confirmed event {seq}: the chain is truncated")
+        if seq in hashes and hashes[seq] != witness["hash"]:
+            raise Broken(seq, "an owner's witness names a different hash at this number")
+    tail_seq = max([int(checkpoint["seq"])] + [int(h["seq"]) for h in signed_heads]) + 1
+    tail_event = next((e for e in export["events"] if e["seq"] == tail_seq), None)
+    # Only a file that says when it was written can show a tail left unsigned too long (an
+    # older export may be verified years later); the file's time is capped by this clock.
+    as_of = None
+    if export.get("exported_at"):
+        as_of = min(now or datetime.now(UTC), _when(str(export["exported_at"])))
     _head_rules(
         marks=marks,
-        heads=list(export.get("signed_heads", [])),
+        heads=signed_heads,
         checkpoint_seq=int(checkpoint["seq"]),
         last_seq=last_seq,
         policy=_policy(export, retention_days),
+        tail=(tail_seq, tail_event["occurred_at"]) if tail_event else None,
+        as_of=as_of,
     )
-    signed_count = len(export.get("signed_heads", []))
+    witnessed = f", {len(witnesses)} owner witness(es)" if witnesses else ""
     return (
         f"room {room_id}: intact, events {int(checkpoint['seq']) + 1}..{last_seq}, "
-        f"{signed_count} signed head(s) verified"
+        f"{len(signed_heads)} signed head(s) verified{witnessed}"
     )
 
 
@@ -215,11 +333,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--retention-days", type=int, help="the retention window you expect (lengthens only)"
     )
+    parser.add_argument(
+        "--earlier",
+        action="append",
+        default=[],
+        metavar="OLD.json",
+        help="an export of the same room you kept before: its heads and witnesses must remain",
+    )
     args = parser.parse_args(argv)
     try:
         with open(args.file, encoding="utf-8") as handle:
             export = json.load(handle)
-        print(verify(export, pinned_key=args.public_key, retention_days=args.retention_days))
+        earlier = []
+        for name in args.earlier:
+            with open(name, encoding="utf-8") as handle:
+                earlier.append(json.load(handle))
+        print(
+            verify(
+                export,
+                pinned_key=args.public_key,
+                retention_days=args.retention_days,
+                earlier=earlier,
+            )
+        )
     except Broken as broken:
         where = f" at seq {broken.seq}" if broken.seq is not None else ""
         print(f"BROKEN{where}: {broken.problem}", file=sys.stderr)

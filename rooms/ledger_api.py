@@ -8,6 +8,11 @@ seats (``gatekeeper.reasons.event_sentence``). ``words`` is outside the hashed e
 (room_id, seq, kind, occurred_at, data, prev_hash): it is the server's reading of ``data``,
 never part of what the browser verifies. The receipt likewise keeps its machine fields and
 adds ``words``.
+
+Owners also **witness** the record: after the browser verified the chain, it countersigns the
+latest server-signed head with the owner's device key (``POST …/ledger/witnesses``). Which key
+may witness is decided here, from the owner's own registered keys (``slips.selectors``); the
+signature and the head are checked by ``ledger.witnesses``.
 """
 
 from __future__ import annotations
@@ -19,17 +24,25 @@ from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.http import HttpRequest, JsonResponse
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from ninja.security import django_auth
+from pydantic import Field
 
 from gatekeeper.reasons import event_sentence, rule_sentence, tool_words, vault_kind_words
 from gatekeeper.records import ActionRecord
 from ledger import selectors as ledger_selectors
 from ledger.receipts import NO_PLAN_REASON_WORDS, Receipt, receipt_build, receipt_export
 from ledger.signing import ledger_policy_stated
+from ledger.witnesses import (
+    WitnessClaim,
+    WitnessRefused,
+    ledger_witness_record,
+    signature_decode,
+)
 from rooms import selectors
 from rooms.models import Agent, RoomMember
-from slips.models import VaultItem
+from slips.models import KeyCustody, VaultItem
+from slips.selectors import keys_of_owner
 
 router = Router(auth=django_auth, tags=["ledger"])
 
@@ -61,6 +74,36 @@ class LedgerPolicyOut(Schema):
     retention_days: int
     head_every_events: int
     head_grace_seconds: int
+    head_every_seconds: int
+
+
+class WitnessOut(Schema):
+    seq: int
+    hash: str
+    signed_at: str
+    owner_id: str
+    key_id: str
+    public_key: str
+    signature: str
+    witnessed_at: str  # when the server stored it (chain time form); not signed
+    by_you: bool  # not signed: whether the reader made it
+    owner_name: str  # not signed: the owner's name in this room
+
+
+class WitnessIn(Schema):
+    """The head the browser verified and its device key's signature over
+    ``ledger.chain.witness_signed_bytes`` (owner id: the signed-in owner's)."""
+
+    seq: int = Field(ge=1, le=2**53 - 1)
+    hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+    signed_at: str = Field(max_length=32)
+    key_id: UUID
+    signature: str = Field(max_length=128)
+
+
+class WitnessErrorOut(Schema):
+    code: str
+    message: str
 
 
 class LedgerPageOut(Schema):
@@ -70,6 +113,8 @@ class LedgerPageOut(Schema):
     events: list[LedgerEventOut]
     next_after: int | None  # pass as ``after`` for the next page; None on the last
     signed_heads: list[SignedHeadOut]
+    witnesses: list[WitnessOut]  # owners' countersignatures: checkpoints history must extend
+    viewer_owner_id: str  # who reads: the owner id a witness by this reader signs
     policy: LedgerPolicyOut  # what the chain is held to: heads required, retention window
 
 
@@ -309,8 +354,76 @@ def room_ledger(
         "events": events,
         "next_after": events[-1]["seq"] if len(events) == limit else None,
         "signed_heads": ledger_selectors.ledger_signed_heads(room_id=rid),
+        "witnesses": _witnesses_out(request, rid),
+        "viewer_owner_id": _viewer_id(request),
         "policy": ledger_policy_stated(),
     }
+
+
+def _viewer_id(request: HttpRequest) -> str:
+    assert isinstance(request.user, User)  # django_auth
+    return str(request.user.pk)
+
+
+def _witnesses_out(request: HttpRequest, room_id: UUID) -> list[dict[str, Any]]:
+    me = _viewer_id(request)
+    names = ledger_names(room_id=room_id, data=[]).names
+    return [
+        {**w, "by_you": w["owner_id"] == me, "owner_name": names.get(w["owner_id"], "an owner")}
+        for w in ledger_selectors.ledger_witnesses_out(room_id=room_id)
+    ]
+
+
+@router.post(
+    "/rooms/{room_id}/ledger/witnesses",
+    response={200: WitnessOut, 201: WitnessOut, 400: WitnessErrorOut},
+)
+def room_ledger_witness(
+    request: HttpRequest, room_id: UUID, payload: WitnessIn
+) -> Status[WitnessOut] | Status[WitnessErrorOut]:
+    """Countersign a signed head of this room with one of your device keys (the one your
+    browser holds): 201 stored, 200 already stored (a replay), 400 refused with a code.
+    Only a key of yours that is registered, not revoked, not rotated away and held by your
+    device (not a practice key the server holds) may witness: the point is a signature the
+    server's database cannot make."""
+    rid = _room_id(request, room_id)
+    assert isinstance(request.user, User)
+    key = (
+        keys_of_owner(owner=request.user)
+        .filter(
+            id=payload.key_id,
+            revoked_at__isnull=True,
+            retired_at__isnull=True,
+            custody=KeyCustody.DEVICE,
+        )
+        .first()
+    )
+    try:
+        if key is None:
+            raise WitnessRefused(
+                "witness_key_unusable",
+                "That is not a device key of yours that can sign: enroll one on this device.",
+            )
+        witness, created = ledger_witness_record(
+            room_id=rid,
+            owner_id=_viewer_id(request),
+            key_id=str(key.id),
+            public_key=bytes(key.public_key),
+            claim=WitnessClaim(
+                seq=payload.seq,
+                hash=payload.hash,
+                signed_at=payload.signed_at,
+                signature=signature_decode(payload.signature),
+            ),
+        )
+    except WitnessRefused as refused:
+        return Status(400, WitnessErrorOut(code=refused.code, message=refused.message))
+    out = next(
+        w
+        for w in _witnesses_out(request, rid)
+        if (w["key_id"], w["seq"]) == (witness.key_id, witness.seq)
+    )
+    return Status(201 if created else 200, WitnessOut(**out))
 
 
 @router.get("/rooms/{room_id}/receipt", response=ReceiptOut)
