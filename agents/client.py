@@ -496,7 +496,7 @@ class RoomClient:
 
     async def _on_whisper(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
         body = frame["body"]
-        self.whispers.put_nowait(Whisper(str(body["id"]), body["text"], str(body["sent_at"])))
+        self.whispers.put_nowait(Whisper.model_validate(body))
 
     async def _on_notice(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
         self.notices.put_nowait(Notice(frame["body"]["code"], frame["body"]["message"]))

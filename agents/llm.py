@@ -370,7 +370,7 @@ def tools_for_model(room_tools: Iterable[Mapping[str, Any]]) -> list[dict[str, A
 def system_message(context: TurnContext) -> dict[str, str]:
     """Only the trusted parts of the turn: nothing here comes from the other side."""
     own_items = [
-        {"item_id": i.item_id, "resource": i.resource, "scope": i.scope, "content": i.content}
+        {"item_id": str(i.item_id), "resource": i.resource, "scope": i.scope, "content": i.content}
         for i in context.own_items
     ]
     sections = [

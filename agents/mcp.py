@@ -400,8 +400,8 @@ class Bridge:
             content=context_content(ctx),
             structured_content={
                 "turn": ctx.turn,
-                "room_id": ctx.room_id,
-                "agent_id": ctx.agent_id,
+                "room_id": str(ctx.room_id),
+                "agent_id": str(ctx.agent_id),
                 "own_items": len(ctx.own_items),
                 "peer_items": len(ctx.peer_items),
                 "peer_messages": len(ctx.peer_messages),

@@ -1,508 +1,138 @@
-"""The room WebSocket protocol: one versioned JSON envelope, typed by pydantic.
+"""The room WebSocket protocol, as the server uses it: the ``synapsia_protocol`` package.
 
-Every frame, either way, is ``{"v": 1, "type": ..., "id": ..., "body": {...}}``.
-``docs/protocol.md`` explains it for agent authors and ``docs/schemas/*.json`` are generated
-from the models here (``python manage.py protocol_schemas``); a test fails when they are stale.
+Every frame, body, error and close code lives in ``synapsia_protocol`` (no Django, shared with
+the agent SDK, so server and SDK cannot drift); this module only re-exports it for the server's
+own imports. ``docs/protocol.md`` explains the protocol; ``docs/schemas/*.json`` and
+``docs/asyncapi.yaml`` are generated from the package (``make schemas``) and a test fails when
+they are stale.
 """
 
 from __future__ import annotations
 
-import enum
-import json
-import secrets
-from datetime import datetime
-from typing import Annotated, Any, Literal
-from uuid import UUID
-
-from pydantic import (
-    AwareDatetime,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    TypeAdapter,
-    ValidationError,
+from synapsia_protocol import (
+    CLIENT_FRAME_TYPES,
+    MAX_MESSAGE_CHARS,
+    PROTOCOL_VERSION,
+    SERVER_FRAME_TYPES,
+    UNSETTLED,
+    AckBody,
+    AckFrame,
+    ActBody,
+    ActFrame,
+    ActionResultBody,
+    ActionResultFrame,
+    AgentContext,
+    AnyClientFrame,
+    AnyServerFrame,
+    ClearedItem,
+    ClientFrame,
+    CloseCode,
+    ContextFrame,
+    ContextMessage,
+    ContextRequestBody,
+    ContextRequestFrame,
+    ContextWhisper,
+    EmptyBody,
+    ErrorBody,
+    ErrorCode,
+    ErrorFrame,
+    FlareBody,
+    FlareFrame,
+    FrameError,
+    FrameId,
+    MessageBody,
+    MessageFrame,
+    NoticeBody,
+    NoticeFrame,
+    OfferPlan,
+    OffersRevealedBody,
+    OffersRevealedFrame,
+    PeerItem,
+    PingFrame,
+    PongFrame,
+    RevealedOffer,
+    RoomStateBody,
+    RoomStateFrame,
+    RoomSummary,
+    SayBody,
+    SayFrame,
+    SealOfferBody,
+    SealOfferFrame,
+    SentBody,
+    SentFrame,
+    ServerFrame,
+    VaultKind,
+    WelcomeBody,
+    WelcomeFrame,
+    WhisperBody,
+    WhisperFrame,
+    error_frame,
+    frame_schemas,
+    new_frame_id,
+    parse_client_frame,
+    parse_server_frame,
 )
 
-PROTOCOL_VERSION = 1
-MAX_MESSAGE_CHARS = 8_000
-FrameId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
-# The kinds of vault item an owner can clear (slips.capabilities.VAULT_KINDS; a test keeps the
-# two equal), spelled out here so the published schema names them.
-VaultKind = Literal[
-    "availability",
-    "budget",
-    "food_likes",
-    "food_dislikes",
-    "allergies",
-    "neighbourhood",
-    "link",
-    "note",
+__all__ = [
+    "CLIENT_FRAME_TYPES",
+    "MAX_MESSAGE_CHARS",
+    "PROTOCOL_VERSION",
+    "SERVER_FRAME_TYPES",
+    "UNSETTLED",
+    "AckBody",
+    "AckFrame",
+    "ActBody",
+    "ActFrame",
+    "ActionResultBody",
+    "ActionResultFrame",
+    "AgentContext",
+    "AnyClientFrame",
+    "AnyServerFrame",
+    "ClearedItem",
+    "ClientFrame",
+    "CloseCode",
+    "ContextFrame",
+    "ContextMessage",
+    "ContextRequestBody",
+    "ContextRequestFrame",
+    "ContextWhisper",
+    "EmptyBody",
+    "ErrorBody",
+    "ErrorCode",
+    "ErrorFrame",
+    "FlareBody",
+    "FlareFrame",
+    "FrameError",
+    "FrameId",
+    "MessageBody",
+    "MessageFrame",
+    "NoticeBody",
+    "NoticeFrame",
+    "OfferPlan",
+    "OffersRevealedBody",
+    "OffersRevealedFrame",
+    "PeerItem",
+    "PingFrame",
+    "PongFrame",
+    "RevealedOffer",
+    "RoomStateBody",
+    "RoomStateFrame",
+    "RoomSummary",
+    "SayBody",
+    "SayFrame",
+    "SealOfferBody",
+    "SealOfferFrame",
+    "SentBody",
+    "SentFrame",
+    "ServerFrame",
+    "VaultKind",
+    "WelcomeBody",
+    "WelcomeFrame",
+    "WhisperBody",
+    "WhisperFrame",
+    "error_frame",
+    "frame_schemas",
+    "new_frame_id",
+    "parse_client_frame",
+    "parse_server_frame",
 ]
-
-
-class ErrorCode(enum.StrEnum):
-    """Stable codes carried by ``error`` frames. The connection stays open after each."""
-
-    MALFORMED = "malformed"  # not a JSON object with v, type, id and body
-    OVERSIZED = "oversized"  # frame larger than the server's limit
-    UNSUPPORTED_VERSION = "unsupported_version"
-    UNKNOWN_TYPE = "unknown_type"
-    INVALID_BODY = "invalid_body"  # body does not match the type's schema
-    ROOM_NOT_OPEN = "room_not_open"  # e.g. saying something while the room is paused
-    NOT_ALLOWED = "not_allowed"  # this participant may not send this type
-    WITHDRAWN = "withdrawn"  # your owner muted you or stepped in to speak in person
-    INVALID_ACK = "invalid_ack"  # acknowledging a message that does not exist
-
-
-class CloseCode(enum.IntEnum):
-    """WebSocket close codes. Handshake refusals are sent before any room data."""
-
-    UNAUTHENTICATED = 4401  # no, malformed, unknown or revoked credentials
-    FORBIDDEN = 4403  # not a member of this room, or no such room (indistinguishable)
-    ORIGIN_NOT_ALLOWED = 4406  # a browser Origin outside the allowed hosts
-    ROOM_NOT_JOINABLE = 4409  # the room is a draft or closed
-    REPLACED = 4001  # the same agent connected again; the older socket is closed
-    TRY_AGAIN = 1013  # the join could not be recorded in the ledger; retry later
-    NO_CLEARANCE = 4412  # the owner's slip stopped clearing this agent (its key was revoked)
-
-
-def _exact_version(value: Any) -> Any:
-    # Python (and pydantic's lax Literal) takes true and 1.0 for 1; the envelope's version is
-    # the JSON integer 1 and nothing that merely compares equal to it (docs/protocol.md).
-    if type(value) is not int:
-        raise ValueError("v must be the integer 1")
-    return value
-
-
-class _Frame(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    v: Annotated[Literal[1], BeforeValidator(_exact_version)] = 1
-    id: FrameId
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-# --- agent → server -----------------------------------------------------------------------
-
-
-class SayBody(_Body):
-    # No U+0000: PostgreSQL cannot store it, and no message needs it.
-    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, pattern=r"^[^\x00]*$")
-
-
-class AckBody(_Body):
-    seq: int = Field(ge=1, le=2**53 - 1)
-
-
-class EmptyBody(_Body):
-    pass
-
-
-class ActBody(_Body):
-    tool: str = Field(min_length=1, max_length=64)
-    # Typed arguments, validated against the tool's input schema by the Gatekeeper.
-    arguments: dict[str, Any]
-
-
-class SayFrame(_Frame):
-    """Say something to the room. Resending the same ``id`` never stores it twice."""
-
-    type: Literal["say"]
-    body: SayBody
-
-
-class AckFrame(_Frame):
-    """Acknowledge every message up to and including ``seq``."""
-
-    type: Literal["ack"]
-    body: AckBody
-
-
-class PingFrame(_Frame):
-    type: Literal["ping"]
-    body: EmptyBody
-
-
-class ContextRequestBody(_Body):
-    # Kinds of the other owner's vault items the agent asks for. Whatever the other owner's
-    # slip clears is in the answer anyway; each asked kind it does not clear is a denial in
-    # the ledger (both owners see the ask), and a trusted notice in the answer.
-    ask: list[VaultKind] = Field(default_factory=list, max_length=8)
-
-
-class ContextRequestFrame(_Frame):
-    """Ask for this turn's assembled context; answered with a ``context`` frame. Each request
-    is a new turn: every vault item in the answer was cleared, spent and recorded for it."""
-
-    type: Literal["context_request"]
-    body: ContextRequestBody
-
-
-class FlareBody(_Body):
-    reason: Literal["loop", "contradiction", "distress"]
-
-
-class FlareFrame(_Frame):
-    """Raise a Signal Flare: stop, pause the room, and ask your owner (reset and resume, mute
-    or block you, or step in personally). Answered with a ``room_state`` of ``paused``."""
-
-    type: Literal["flare"]
-    body: FlareBody
-
-
-class ActFrame(_Frame):
-    """Ask for a typed action (a tool call). The frame ``id`` is its idempotency key: resending
-    it never runs the action twice."""
-
-    type: Literal["act"]
-    body: ActBody
-
-
-def _iso_text(value: Any) -> Any:
-    # JSON has no datetime: only ISO 8601 text is a start (never a number of seconds).
-    if not isinstance(value, str):
-        raise ValueError("start must be ISO 8601 text with a UTC offset")
-    return value
-
-
-class OfferPlan(_Body):
-    """One typed plan an agent seals: a venue of the room's catalogue, a start with its UTC
-    offset, the party, and the price per person in minor units (cents) of ``currency``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    venue_id: str = Field(max_length=63, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
-    start: Annotated[AwareDatetime, BeforeValidator(_iso_text), Field(strict=False)]
-    party_size: int = Field(ge=1, le=20)
-    price_per_person_minor: int = Field(ge=0, le=10_000_000)
-    currency: str = Field(pattern=r"^[A-Z]{3}$")
-
-
-class SealOfferBody(_Body):
-    offer: OfferPlan
-
-
-class SealOfferFrame(_Frame):
-    """Seal your offer: nobody sees it until both agents have sealed (or the deadline passes),
-    then both are revealed at once (``offers_revealed``). One per agent per room; resending the
-    same ``id`` is harmless."""
-
-    type: Literal["seal_offer"]
-    body: SealOfferBody
-
-
-AnyClientFrame = (
-    SayFrame | AckFrame | PingFrame | ActFrame | ContextRequestFrame | FlareFrame | SealOfferFrame
-)
-ClientFrame = Annotated[AnyClientFrame, Field(discriminator="type")]
-CLIENT_FRAME_TYPES = frozenset(
-    {"say", "ack", "ping", "act", "context_request", "flare", "seal_offer"}
-)
-_client_frame: TypeAdapter[AnyClientFrame] = TypeAdapter(ClientFrame)
-
-
-# --- server → agent -----------------------------------------------------------------------
-
-
-class RoomSummary(_Body):
-    id: UUID
-    purpose: str
-    charter: str
-    state: str
-    # The room's dinner terms (docs/dining.md): catalogue, time_zone, horizon_days,
-    # dinner_minutes, first_start, last_start, start_step_minutes, party_size,
-    # travel_limit_minutes. Null for a room that is not a dinner. Trusted.
-    terms: dict[str, Any] | None = None
-
-
-class WelcomeBody(_Body):
-    room: RoomSummary
-    participant: Literal["agent", "owner"]
-    agent_id: UUID | None
-    acked_seq: int
-    max_frame_bytes: int
-    # MCP tool definitions of the tools this agent may request (empty for owners).
-    tools: list[dict[str, Any]]
-
-
-class MessageBody(_Body):
-    seq: int
-    sender_agent_id: UUID
-    # For an agent: the peer's text after stripping (exactly what sits between the fence's
-    # boundary lines), and ``fenced``, the same as one nonce-bounded untrusted block to place
-    # in a model's context. For an owner's browser: the text as written (``fenced`` null);
-    # render it as text, never as markup.
-    text: str
-    fenced: str | None
-    # Suspicion rule ids raised on this message (docs/untrusted.md); the message is delivered
-    # either way.
-    flags: list[str]
-    sent_at: datetime
-    # "owner": the sender's owner stepped in at a Signal Flare and wrote this in person.
-    author: Literal["agent", "owner"] = "agent"
-
-
-class ClearedItem(_Body):
-    """One vault item cleared for this turn, cut to the capability's scope."""
-
-    item_id: UUID
-    owner_id: str
-    resource: str
-    scope: str
-    content: dict[str, Any]
-
-
-class PeerItem(ClearedItem):
-    """A vault item the other owner's slip cleared for you: untrusted. ``content``'s strings
-    are stripped like peer text; ``fenced`` is the same content as one fenced block."""
-
-    fenced: str
-    nonce: str
-
-
-class ContextWhisper(_Body):
-    id: UUID
-    text: str
-    sent_at: datetime
-
-
-class ContextMessage(_Body):
-    seq: int
-    sender_agent_id: UUID
-    fenced: str  # untrusted: the peer's text inside a nonce-bounded fence
-    nonce: str
-    flags: list[str]
-    truncated: bool
-    sent_at: datetime
-
-
-class AgentContext(_Body):
-    """One turn's context for one agent: assembled from the charter, signed slips and cleared
-    material only (SYN-TRUST-005). Trusted and untrusted parts are separate fields."""
-
-    room_id: UUID
-    agent_id: UUID
-    turn: int
-    # Trusted: written only from the fields below it that the room itself vouches for.
-    preamble: str
-    purpose: str
-    charter: str
-    # The room's dinner terms, as in the welcome (null when the room is not a dinner).
-    terms: dict[str, Any] | None = None
-    own_items: list[ClearedItem]
-    whispers: list[ContextWhisper]
-    notices: list[str]
-    # Untrusted: data from the other side, never instructions.
-    peer_items: list[PeerItem]
-    peer_messages: list[ContextMessage]
-
-
-class WhisperBody(_Body):
-    id: UUID
-    text: str
-    sent_at: datetime
-
-
-class SentBody(_Body):
-    ref: str
-    seq: int
-    duplicate: bool
-
-
-class ActionResultBody(_Body):
-    ref: str
-    action_id: UUID | None
-    status: Literal["executed", "pending", "failed", "awaiting_grant", "denied"]
-    rule: str
-    detail: str
-    output: dict[str, Any] | None
-    replay: bool
-
-
-class NoticeBody(_Body):
-    code: str
-    message: str
-
-
-class ErrorBody(_Body):
-    code: ErrorCode
-    message: str
-    ref: str | None
-
-
-class RoomStateBody(_Body):
-    state: str
-
-
-class WelcomeFrame(_Frame):
-    """First frame after the handshake: the room, who you are, and your last acknowledgement."""
-
-    type: Literal["welcome"]
-    body: WelcomeBody
-
-
-class MessageFrame(_Frame):
-    """A message from the room's record, in sequence order, delivered once per ``seq``."""
-
-    type: Literal["message"]
-    body: MessageBody
-
-
-class SentFrame(_Frame):
-    """Your ``say`` frame ``ref`` is recorded as message ``seq``."""
-
-    type: Literal["sent"]
-    body: SentBody
-
-
-class ErrorFrame(_Frame):
-    type: Literal["error"]
-    body: ErrorBody
-
-
-class RoomStateFrame(_Frame):
-    type: Literal["room_state"]
-    body: RoomStateBody
-
-
-class PongFrame(_Frame):
-    type: Literal["pong"]
-    body: EmptyBody
-
-
-class ActionResultFrame(_Frame):
-    """What became of an ``act`` frame (``ref``). ``awaiting_grant``: the room pauses until the
-    owner decides; a later ``action_result`` with the same ``ref`` reports the outcome."""
-
-    type: Literal["action_result"]
-    body: ActionResultBody
-
-
-class ContextFrame(_Frame):
-    """This turn's assembled context (answer to ``context_request``, same ``id``)."""
-
-    type: Literal["context"]
-    body: AgentContext
-
-
-class WhisperFrame(_Frame):
-    """Your own owner whispered to you. Trusted; nobody else in the room sees it."""
-
-    type: Literal["whisper"]
-    body: WhisperBody
-
-
-class NoticeFrame(_Frame):
-    """A trusted system notice from the room itself (never from the other agent)."""
-
-    type: Literal["notice"]
-    body: NoticeBody
-
-
-class RevealedOffer(_Body):
-    agent_id: UUID
-    offer: OfferPlan
-    # The random salt of the ledger's ``offer_sealed`` commitment: SHA-256 of the RFC 8785 form
-    # of ``{"offer": offer, "salt": salt}``. Unsalted, a plan this small could be guessed from
-    # its hash before the reveal.
-    salt: str
-
-
-class OffersRevealedBody(_Body):
-    offers: list[RevealedOffer]
-    # False: the deadline passed with only some agents sealed; those are all there is.
-    complete: bool
-
-
-class OffersRevealedFrame(_Frame):
-    """The room's sealed offers, revealed to both agents at once (sent again after a
-    reconnect). The frame ``id`` is the same every time for a room."""
-
-    type: Literal["offers_revealed"]
-    body: OffersRevealedBody
-
-
-ServerFrame = Annotated[
-    WelcomeFrame
-    | MessageFrame
-    | SentFrame
-    | ErrorFrame
-    | RoomStateFrame
-    | PongFrame
-    | ActionResultFrame
-    | NoticeFrame
-    | ContextFrame
-    | WhisperFrame
-    | OffersRevealedFrame,
-    Field(discriminator="type"),
-]
-
-
-class FrameError(Exception):
-    """A client frame was refused; ``ref`` is its ``id`` when one could be read."""
-
-    def __init__(self, code: ErrorCode, message: str, ref: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.ref = ref
-
-
-def new_frame_id() -> str:
-    return secrets.token_hex(8)
-
-
-def parse_client_frame(raw: str | None, *, max_bytes: int) -> AnyClientFrame:
-    """Decode and validate one client frame, or raise ``FrameError`` with a stable code."""
-    if raw is None:
-        raise FrameError(ErrorCode.MALFORMED, "Binary frames are not part of the protocol.")
-    if len(raw) > max_bytes or len(raw.encode()) > max_bytes:
-        raise FrameError(ErrorCode.OVERSIZED, f"Frames are limited to {max_bytes} bytes.")
-    try:
-        data: Any = json.loads(raw)
-    except ValueError:  # also an integer beyond Python's digit limit
-        raise FrameError(ErrorCode.MALFORMED, "Frame is not valid JSON.") from None
-    except RecursionError:  # thousands of nested brackets fit in one frame
-        raise FrameError(ErrorCode.MALFORMED, "Frame nests too deeply.") from None
-    if not isinstance(data, dict):
-        raise FrameError(ErrorCode.MALFORMED, "Frame must be a JSON object.")
-    ref = data.get("id") if isinstance(data.get("id"), str) else None
-    if ref is not None and len(ref) > 64:
-        ref = None
-    if set(data) != {"v", "type", "id", "body"}:
-        raise FrameError(ErrorCode.MALFORMED, "Frame needs exactly: v, type, id, body.", ref)
-    # type() and not ==: true == 1 == 1.0 in Python, and neither is the version.
-    if type(data["v"]) is not int or data["v"] != PROTOCOL_VERSION:
-        raise FrameError(
-            ErrorCode.UNSUPPORTED_VERSION, f"This server speaks v{PROTOCOL_VERSION}.", ref
-        )
-    # A list or object as the type is unhashable: refuse it before the set lookup raises.
-    if not isinstance(data["type"], str) or data["type"] not in CLIENT_FRAME_TYPES:
-        raise FrameError(ErrorCode.UNKNOWN_TYPE, f"Unknown frame type {data['type']!r}.", ref)
-    try:
-        return _client_frame.validate_python(data)
-    except ValidationError as exc:
-        detail = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'frame'}: {err['msg']}"
-            for err in exc.errors(include_url=False)
-        )
-        code = ErrorCode.INVALID_BODY if ref is not None else ErrorCode.MALFORMED
-        raise FrameError(code, detail, ref) from None
-
-
-def error_frame(code: ErrorCode, message: str, ref: str | None) -> str:
-    return ErrorFrame(
-        type="error", id=new_frame_id(), body=ErrorBody(code=code, message=message, ref=ref)
-    ).model_dump_json()
-
-
-def frame_schemas() -> dict[str, dict[str, Any]]:
-    """JSON Schemas of every frame, keyed by file stem, for ``docs/schemas``."""
-    return {
-        "client-frame": TypeAdapter(ClientFrame).json_schema(),
-        "server-frame": TypeAdapter(ServerFrame).json_schema(),
-    }

@@ -244,8 +244,8 @@ def turn_message(
     server fenced it; ``seen_seq`` marks which peer messages are new since the last turn."""
     room = {
         "turn": context.turn,
-        "room_id": context.room_id,
-        "agent_id": context.agent_id,
+        "room_id": str(context.room_id),
+        "agent_id": str(context.agent_id),
         "purpose": context.purpose,
         "charter": context.charter,
         "terms": context.terms,
@@ -266,14 +266,14 @@ def turn_message(
             {
                 "own_items": [
                     {
-                        "item_id": i.item_id,
+                        "item_id": str(i.item_id),
                         "resource": i.resource,
                         "scope": i.scope,
                         "content": i.content,
                     }
                     for i in context.own_items
                 ],
-                "whispers": [{"text": w.text, "sent_at": w.sent_at} for w in context.whispers],
+                "whispers": [{"text": w.text, "sent_at": w.sent_at.isoformat()} for w in context.whispers],
                 "notices": list(context.notices),
             },
             {**TRUSTED_OWNER, "field": "owner"},

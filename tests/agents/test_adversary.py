@@ -267,7 +267,9 @@ def test_every_attempt_is_stopped_flagged_or_held_at_a_fork(scene: Any) -> None:
 
     # 2. The context probe: Alice's budget exists and reaches her own agent; the adversary's
     #    context was given her free/busy (no titles) and never her budget.
-    assert [i.item_id for i in alices_context.own_items if i.resource == "budget"] == [budget_id]
+    assert [str(i.item_id) for i in alices_context.own_items if i.resource == "budget"] == [
+        budget_id
+    ]
     probe = results["data.context_probe"]
     assert probe.outcome == "denied", probe
     denied, given = probe.detail.split("; given: ")
@@ -288,7 +290,7 @@ def test_every_attempt_is_stopped_flagged_or_held_at_a_fork(scene: Any) -> None:
     }
     [bobs_context] = bobs_contexts  # what the server actually sent the adversary
     assert [i.resource for i in bobs_context.peer_items] == ["availability"]
-    assert [i.item_id for i in bobs_context.peer_items] == [availability_id]
+    assert [str(i.item_id) for i in bobs_context.peer_items] == [availability_id]
     assert "title" not in json.dumps([i.content for i in bobs_context.peer_items])
     assert "CANARY" not in json.dumps([i.content for i in bobs_context.peer_items])
     assert list(bobs_context.own_items) == []

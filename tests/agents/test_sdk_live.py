@@ -73,7 +73,7 @@ def test_context_arrives_typed_with_only_what_the_slips_clear(make_open_room, tm
     assert (alice_1.turn, alice_2.turn) == (1, 2)
     assert list(alice_1.peer("neighbourhood")) == [{"name": "Kreuzberg"}]
     assert list(alice_1.peer("budget")) == []  # withheld from the peer's agent
-    assert alice_1.own_items == ()
+    assert alice_1.own_items == []
     assert alice_1.peer_items[0].fenced.startswith("<<untrusted")
     assert "untrusted" in alice_1.preamble
     # No scope named: the band (rounded to 10 whole units), never the exact range by default.

@@ -1,0 +1,31 @@
+"""Stable codes of the room protocol: ``error`` frame codes and WebSocket close codes."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorCode(enum.StrEnum):
+    """Stable codes carried by ``error`` frames. The connection stays open after each."""
+
+    MALFORMED = "malformed"  # not a JSON object with v, type, id and body
+    OVERSIZED = "oversized"  # frame larger than the server's limit
+    UNSUPPORTED_VERSION = "unsupported_version"
+    UNKNOWN_TYPE = "unknown_type"
+    INVALID_BODY = "invalid_body"  # body does not match the type's schema
+    ROOM_NOT_OPEN = "room_not_open"  # e.g. saying something while the room is paused
+    NOT_ALLOWED = "not_allowed"  # this participant may not send this type
+    WITHDRAWN = "withdrawn"  # your owner muted you or stepped in to speak in person
+    INVALID_ACK = "invalid_ack"  # acknowledging a message that does not exist
+
+
+class CloseCode(enum.IntEnum):
+    """WebSocket close codes. Handshake refusals are sent before any room data."""
+
+    UNAUTHENTICATED = 4401  # no, malformed, unknown or revoked credentials
+    FORBIDDEN = 4403  # not a member of this room, or no such room (indistinguishable)
+    ORIGIN_NOT_ALLOWED = 4406  # a browser Origin outside the allowed hosts
+    ROOM_NOT_JOINABLE = 4409  # the room is a draft or closed
+    REPLACED = 4001  # the same agent connected again; the older socket is closed
+    TRY_AGAIN = 1013  # the join could not be recorded in the ledger; retry later
+    NO_CLEARANCE = 4412  # the owner's slip stopped clearing this agent (its key was revoked)

@@ -1,0 +1,101 @@
+"""Reading and writing frames: the checks every receiver makes before trusting a frame."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+from pydantic import ValidationError
+
+from synapsia_protocol.codes import ErrorCode
+from synapsia_protocol.frames import (
+    CLIENT_FRAME_TYPES,
+    PROTOCOL_VERSION,
+    SERVER_FRAME_TYPES,
+    AnyClientFrame,
+    AnyServerFrame,
+    ErrorBody,
+    ErrorFrame,
+    _client_frame,
+    _server_frame,
+)
+
+
+class FrameError(Exception):
+    """A client frame was refused; ``ref`` is its ``id`` when one could be read."""
+
+    def __init__(self, code: ErrorCode, message: str, ref: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.ref = ref
+
+
+def new_frame_id() -> str:
+    return secrets.token_hex(8)
+
+
+def parse_client_frame(raw: str | None, *, max_bytes: int) -> AnyClientFrame:
+    """Decode and validate one client frame, or raise ``FrameError`` with a stable code."""
+    if raw is None:
+        raise FrameError(ErrorCode.MALFORMED, "Binary frames are not part of the protocol.")
+    if len(raw) > max_bytes or len(raw.encode()) > max_bytes:
+        raise FrameError(ErrorCode.OVERSIZED, f"Frames are limited to {max_bytes} bytes.")
+    try:
+        data: Any = json.loads(raw)
+    except ValueError:  # also an integer beyond Python's digit limit
+        raise FrameError(ErrorCode.MALFORMED, "Frame is not valid JSON.") from None
+    except RecursionError:  # thousands of nested brackets fit in one frame
+        raise FrameError(ErrorCode.MALFORMED, "Frame nests too deeply.") from None
+    if not isinstance(data, dict):
+        raise FrameError(ErrorCode.MALFORMED, "Frame must be a JSON object.")
+    ref = data.get("id") if isinstance(data.get("id"), str) else None
+    if ref is not None and len(ref) > 64:
+        ref = None
+    if set(data) != {"v", "type", "id", "body"}:
+        raise FrameError(ErrorCode.MALFORMED, "Frame needs exactly: v, type, id, body.", ref)
+    # type() and not ==: true == 1 == 1.0 in Python, and neither is the version.
+    if type(data["v"]) is not int or data["v"] != PROTOCOL_VERSION:
+        raise FrameError(
+            ErrorCode.UNSUPPORTED_VERSION, f"This server speaks v{PROTOCOL_VERSION}.", ref
+        )
+    # A list or object as the type is unhashable: refuse it before the set lookup raises.
+    if not isinstance(data["type"], str) or data["type"] not in CLIENT_FRAME_TYPES:
+        raise FrameError(ErrorCode.UNKNOWN_TYPE, f"Unknown frame type {data['type']!r}.", ref)
+    try:
+        return _client_frame.validate_python(data)
+    except ValidationError as exc:
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'frame'}: {err['msg']}"
+            for err in exc.errors(include_url=False)
+        )
+        code = ErrorCode.INVALID_BODY if ref is not None else ErrorCode.MALFORMED
+        raise FrameError(code, detail, ref) from None
+
+
+def error_frame(code: ErrorCode, message: str, ref: str | None) -> str:
+    return ErrorFrame(
+        type="error", id=new_frame_id(), body=ErrorBody(code=code, message=message, ref=ref)
+    ).model_dump_json()
+
+
+def parse_server_frame(raw: str | bytes) -> AnyServerFrame | None:
+    """Decode one frame from the server into its typed model (what the SDK does with each).
+
+    ``None`` for a frame type this package does not know (a newer server may add some; a
+    client ignores them). Anything else that does not match its schema raises ``FrameError``:
+    a client never acts on a frame it could not read."""
+    try:
+        data: Any = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise FrameError(ErrorCode.MALFORMED, "Frame is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise FrameError(ErrorCode.MALFORMED, "Frame must be a JSON object.")
+    kind = data.get("type")
+    if isinstance(kind, str) and kind not in SERVER_FRAME_TYPES:
+        return None
+    try:
+        return _server_frame.validate_python(data)
+    except ValidationError as exc:
+        raise FrameError(ErrorCode.INVALID_BODY, str(exc)) from None
