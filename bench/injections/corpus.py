@@ -16,6 +16,19 @@ bastioncorpus 0.6.0 (MIT; its ``malicious`` rows, and its ``benign`` rows as an 
 false flags) and pyrit 1.1.0 (Microsoft, MIT; its jailbreak templates with a neutral request
 in place of ``{{ prompt }}``). Their loaders too were written from file names and keys only.
 
+Round 3. After the round-2 figures were taken, bastioncorpus and pyrit were opened and the
+rules improved on them (three new families: unrestricted persona, output hijack, tool-call
+coercion): from then on they count as tuning too. A third held-out set, from three packages
+that no earlier round had loaded, was chosen then and measured once, with the rules frozen:
+agent-injection-bench 0.1.0 (Sentinel, MIT; ``aib/data/attacks.jsonl``, its ``control`` rows
+as an extra check of false flags), prompt-security-fuzzer 2.1.1 (Prompt Security, MIT; the
+attack prompts in ``ps_fuzz/attacks/*.py``) and langkit 0.0.35 (WhyLabs, Apache-2.0; the
+``jailbreak`` examples of ``themes.json``, and ``reference_chats.json``'s archived chats as
+ordinary third-party chat). Their loaders were written from file names, variable names and
+JSON keys only. Jailbreak collections copy each other, so a round-3 text whose word 5-grams
+mostly (half or more) occur in the tuning corpora is left out as a near duplicate, and the
+number left out is reported.
+
 A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
 fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
 and the 90% goal is about the rest.
@@ -34,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-Split = Literal["tuning", "held_out", "held_out_2"]
+Split = Literal["tuning", "held_out", "held_out_2", "held_out_3"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +70,10 @@ PACKAGES: tuple[Package, ...] = (
     # Round 2 (see the module docstring): held out while agentdojo and spikee became tuning.
     Package("bastioncorpus", "0.6.0", "held_out_2", "MIT"),
     Package("pyrit", "1.1.0", "held_out_2", "MIT"),
+    # Round 3: held out while bastioncorpus and pyrit became tuning.
+    Package("agent-injection-bench", "0.1.0", "held_out_3", "MIT"),
+    Package("prompt-security-fuzzer", "2.1.1", "held_out_3", "MIT"),
+    Package("langkit", "0.0.35", "held_out_3", "Apache-2.0"),
 )
 
 
@@ -81,7 +98,9 @@ def fetch(directory: Path) -> None:
     """``pip download --no-deps`` every pinned package into ``directory`` (idempotent)."""
     directory.mkdir(parents=True, exist_ok=True)
     missing = [
-        p.requirement for p in PACKAGES if not list(directory.glob(f"{p.name}-{p.version}-*.whl"))
+        p.requirement
+        for p in PACKAGES
+        if not list(directory.glob(f"{p.name.replace('-', '_')}-{p.version}-*.whl"))
     ]
     if missing:
         subprocess.run(
@@ -102,7 +121,9 @@ def fetch(directory: Path) -> None:
 
 
 def _wheel(directory: Path, package: Package) -> zipfile.ZipFile:
-    found = sorted(directory.glob(f"{package.name}-{package.version}-*.whl"))
+    # Wheel file names spell the project name with underscores (PEP 427).
+    stem = package.name.replace("-", "_")
+    found = sorted(directory.glob(f"{stem}-{package.version}-*.whl"))
     if not found:
         raise FileNotFoundError(f"{package.requirement} is not in {directory} (run with --fetch)")
     return zipfile.ZipFile(found[0])
@@ -365,8 +386,12 @@ def _bastion(wheel: zipfile.ZipFile) -> Iterator[Sample]:
             continue
         row = json.loads(line)
         translated = row.get("lang", "en") != "en"
+        # Round 3: the corpus labels its own encodings (tactic "enc-base64", "enc-binary",
+        # "enc-morse", "enc-rot13", "enc-leet", "enc-reversed" …); round 2 missed that label
+        # and counted 17 such rows as non-encoded.
+        encoding = str(row.get("tactic") or "").startswith("enc-")
         source = "bastioncorpus:" + ("malicious" if row.get("label") == "malicious" else "benign")
-        yield Sample(row["text"], source, "held_out_2", encoded=translated)
+        yield Sample(row["text"], source, "held_out_2", encoded=translated or encoding)
 
 
 def _pyrit(wheel: zipfile.ZipFile) -> Iterator[Sample]:
@@ -400,3 +425,114 @@ def load_held_out_2(directory: Path) -> tuple[list[Sample], list[str]]:
     with _wheel(directory, pyrit) as wheel:
         samples += list(_pyrit(wheel))
     return _dedupe(samples), benign
+
+
+# --- round 3 held-out: agent-injection-bench, prompt-security-fuzzer, langkit -------------
+
+
+def _agent_injection_bench(wheel: zipfile.ZipFile) -> Iterator[tuple[Sample, bool]]:
+    """(sample, is_control): the ``injected`` text of each row; ``control`` rows are benign.
+    The ``baseline`` row ("same payload typed by the user, in-band. Not an injection", says its
+    description) is neither for a fence that reads peer text, and is left out."""
+    raw = wheel.read("aib/data/attacks.jsonl").decode()
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        family = str(row.get("family") or "")
+        if family == "baseline":
+            continue
+        text = str(row.get("injected") or "")
+        sample = Sample(
+            text, f"agent-injection-bench:{family}", "held_out_3", encoded=family == "encoding"
+        )
+        yield sample, family == "control"
+
+
+# Module-level strings of ps_fuzz/attacks/*.py that are prompts *for the attacker's model*
+# (they ask it to invent tasks or attacks), not attacks, judged by their variable names.
+_PS_FUZZ_META = ("generation_prompt", "gen_template", "error_msg", "question")
+# Attacks that are an encoding by their file name: a translation and a letter scramble.
+_PS_FUZZ_ENCODED = ("translation.py", "typoglycemia.py", "base64_injection.py")
+
+
+def _ps_fuzz(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    base = "ps_fuzz/attacks/"
+    for name in sorted(wheel.namelist()):
+        if not (name.startswith(base) and name.endswith(".py")):
+            continue
+        tree = ast.parse(wheel.read(name).decode())
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)):
+                continue
+            if any(part in node.targets[0].id for part in _PS_FUZZ_META):
+                continue
+            value = node.value
+            if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+                continue
+            text = re.sub(r"\{[^{}\n]{0,40}\}", NEUTRAL_REQUEST, value.value)
+            encoded = name.endswith(_PS_FUZZ_ENCODED)
+            yield Sample(text, "prompt-security-fuzzer", "held_out_3", encoded=encoded)
+
+
+def _langkit(wheel: zipfile.ZipFile) -> tuple[list[Sample], list[str]]:
+    themes = json.loads(wheel.read("langkit/themes.json"))
+    samples = [Sample(str(t), "langkit:jailbreak", "held_out_3") for t in themes["jailbreak"]]
+    chats = json.loads(wheel.read("langkit/whylogs/reference_chats.json"))
+    benign = [
+        str(chat[key])
+        for chat in chats["archived_chats"]
+        for key in ("prompt", "response")
+        if chat.get(key)
+    ]
+    return samples, benign
+
+
+def _shingles(text: str) -> set[str]:
+    """Word 5-grams of ``text`` without the neutral request every template was filled with."""
+    words = re.findall(r"[a-z0-9]+", text.replace(NEUTRAL_REQUEST, " ").lower())
+    if len(words) < 5:
+        return {" ".join(words)} if words else set()
+    return {" ".join(words[i : i + 5]) for i in range(len(words) - 4)}
+
+
+def drop_near_duplicates(
+    samples: list[Sample], reference: list[str], *, threshold: float = 0.5
+) -> tuple[list[Sample], list[Sample]]:
+    """(kept, dropped): a sample is dropped when ``threshold`` or more of its word 5-grams
+    occur anywhere in ``reference`` (collections copy each other's jailbreaks)."""
+    seen: set[str] = set()
+    for text in reference:
+        seen |= _shingles(text)
+    kept: list[Sample] = []
+    dropped: list[Sample] = []
+    for sample in samples:
+        grams = _shingles(sample.text)
+        share = len(grams & seen) / len(grams) if grams else 1.0
+        (dropped if share >= threshold else kept).append(sample)
+    return kept, dropped
+
+
+def load_held_out_3(
+    directory: Path, reference: list[str]
+) -> tuple[list[Sample], list[str], list[Sample]]:
+    """Round-3 held-out injections (near duplicates of ``reference`` left out), the benign
+    third-party texts (agent-injection-bench controls, langkit's archived chats), and the
+    samples left out as near duplicates."""
+    aib, ps_fuzz, langkit = PACKAGES[6], PACKAGES[7], PACKAGES[8]
+    samples: list[Sample] = []
+    benign: list[str] = []
+    with _wheel(directory, aib) as wheel:
+        for sample, control in _agent_injection_bench(wheel):
+            if control:
+                benign.append(sample.text)
+            else:
+                samples.append(sample)
+    with _wheel(directory, ps_fuzz) as wheel:
+        samples += list(_ps_fuzz(wheel))
+    with _wheel(directory, langkit) as wheel:
+        jailbreaks, chats = _langkit(wheel)
+        samples += jailbreaks
+        benign += chats
+    kept, dropped = drop_near_duplicates(_dedupe(samples), reference)
+    return kept, benign, dropped
