@@ -14,13 +14,14 @@ Inside (each file listed in ``manifest.json`` with its SHA-256 and size):
 
 ``manifest.sig`` is the server's Ed25519 signature (the ledger's head-signing key, with its
 own prefix) over the exact bytes of ``manifest.json``, which also names the room and the
-ledger head it was exported at: a changed file, a re-hashed manifest, or a ledger from
-another export fails the check.
+ledger head it was exported at (signed as of the export): a changed file, a re-hashed
+manifest, or a ledger from another export fails the check.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import io
 import json
@@ -36,6 +37,7 @@ from django.utils import timezone
 
 from artifacts.selectors import artifacts_for_owner
 from ledger.receipts import receipt_export
+from ledger.signing import LedgerSigningUnavailable, ledger_sign_head
 from rooms import selectors as room_selectors
 from rooms.ledger_api import receipt_with_words
 from rooms.notifications import owner_time_zone
@@ -129,7 +131,6 @@ def _transcript(*, owner: User, room_id: UUID, zone: Any) -> dict[str, Any]:
 def _manifest_signature(manifest: bytes) -> dict[str, str] | None:
     # The ledger's own key (ledger.signing keeps it); None where the server has none.
     from ledger.signing import (
-        LedgerSigningUnavailable,
         _signing_key,  # private: ledger/ has no public signer of other bytes yet
         ledger_public_key,
     )
@@ -155,6 +156,11 @@ def project_package_build(
     zone = owner_time_zone(owner=owner)
     moment = (now or timezone.now()).astimezone(zone)
     filename = f"synapsia-project-package-{moment:%Y-%m-%d}.zip"
+    # The chain's tip as of the export, signed (once: an already signed tip is reused), so
+    # the package's ledger ends at a head the server vouches for. Without a key the package
+    # has no manifest.sig, and the offline check says so.
+    with contextlib.suppress(LedgerSigningUnavailable):
+        ledger_sign_head(room_id=seat.room_id)
     ledger = receipt_export(seat.room_id)
     files: dict[str, bytes] = {
         "README.txt": README.format(

@@ -7,6 +7,7 @@ from frontend import (
     account_views,
     deletion_views,
     ledger_views,
+    package_views,
     room_views,
     settings_views,
     slip_views,
@@ -43,6 +44,7 @@ urlpatterns = [
     path("agents/<uuid:agent_id>/revoke/", views.agent_revoke, name="agent-revoke"),
     path("rooms/<uuid:room_id>/", room_views.room, name="room"),
     path("rooms/<uuid:room_id>/ledger/", ledger_views.room_ledger, name="room-ledger"),
+    path("rooms/<uuid:room_id>/package/", package_views.room_package, name="room-package"),
     path("rooms/<uuid:room_id>/close/", deletion_views.room_close, name="room-close"),
     path("rooms/<uuid:room_id>/delete/", deletion_views.room_delete_confirm, name="room-delete"),
     path(
