@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,6 +35,7 @@ from ledger.chain import (
     occurred_at_text,
 )
 from ledger.events import LedgerEventRecord
+from ledger.metrics import LEDGER_APPEND_SECONDS
 from ledger.models import LedgerEvent, LedgerHead
 
 logger = logging.getLogger(__name__)
@@ -82,6 +84,7 @@ def ledger_append(
         raise LedgerAppendError(f"not a ledger event record: {type(event).__name__}")
     kind: str = event.kind
     data = event.model_dump(mode="json", exclude={"kind"})
+    started = time.perf_counter()
     try:
         head = ledger_head_locked(room_id)
         seq = head.seq + 1
@@ -118,6 +121,8 @@ def ledger_append(
         if isinstance(exc, LedgerAppendError):
             raise
         raise LedgerAppendError(f"ledger append failed: {exc}") from exc
+    # Successful appends only: a failed one is a denial, counted by its caller.
+    LEDGER_APPEND_SECONDS.labels(path="one").observe(time.perf_counter() - started)
     return AppendedEvent(
         room_id=room_id,
         seq=seq,
@@ -164,6 +169,7 @@ def ledger_append_many(
             "ledger_append_many must run inside the caller's transaction.atomic() block, so "
             "the events and the effects they record commit together."
         )
+    started = time.perf_counter()
     try:
         if head_seen is not None:
             rows, appended = _chained(room_id, events, head_seen)
@@ -173,6 +179,7 @@ def ledger_append_many(
             if moved == 1:
                 LedgerEvent.objects.bulk_create(rows)
                 _sign_appended(room_id, appended)
+                LEDGER_APPEND_SECONDS.labels(path="batch").observe(time.perf_counter() - started)
                 return appended
         head = ledger_head_locked(room_id)
         rows, appended = _chained(room_id, events, (head.seq, head.hash))
@@ -186,6 +193,7 @@ def ledger_append_many(
         if isinstance(exc, LedgerAppendError):
             raise
         raise LedgerAppendError(f"ledger append failed: {exc}") from exc
+    LEDGER_APPEND_SECONDS.labels(path="batch").observe(time.perf_counter() - started)
     return appended
 
 
