@@ -29,6 +29,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
+from artifacts.models import Artifact
 from gatekeeper.records import Grant
 from rooms import flares, services
 from rooms.models import FlareReason, Message, Room, Whisper
@@ -91,6 +92,16 @@ def _canary_room(make_owner: Any) -> CanaryRoom:
         tool="publish_artifact",
         arguments={"title": f"Plan {CANARY}", "body": f"Itinerary {CANARY}", "format": "text"},
     )
+    # A shared artifact really stored (sealed), so its admin pages and the room's package
+    # download are in the matrix with content behind them.
+    published = action_for_agent(
+        room_id=room.id,
+        agent_id=agent_a.agent.id,
+        client_id="publish-2",
+        tool="publish_artifact",
+        arguments={"title": f"Plan {CANARY}", "body": f"Itinerary {CANARY}", "format": "plain"},
+    )
+    assert published.status == "executed" and Artifact.objects.filter(room_id=room.id).exists()
     flare = flares.flare_raise(
         room_id=room.id, agent_id=agent_b.agent.id, reason=FlareReason.DISTRESS, raised_by="agent"
     )
