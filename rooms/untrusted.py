@@ -768,7 +768,7 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"|boundless) (?:and (?:\w+ )?)?(?:ai|chatbot|bot|model|assistant|language model|llm"
             r"|responses?|answers?|persona|character|version|entity|generator|programmer|output"
             r"|mode|gpt|confidant|alter ego|twin|counterpart)",
-            r"(?:unfilteredly|unrestrictedly|uncensoredly)",
+            r"(?:amoral|unfilteredly|unrestrictedly|uncensoredly)",
             r"(?:doesn ?t|does not|doesnt|don ?t|do not|dont|won ?t|will not|never|no longer|not)"
             r" (?:have|has|need to|needs to|have to|has to|care about|care for|follow|abide by"
             r"|adhere to|obey|respect|comply with|bother with|worry about|consider|align with"
@@ -781,9 +781,9 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"|unethical|harmful|dangerous|explicit|offensive)",
             r"(?:never|not|won ?t|will not|don ?t|do not|cannot|can ?t|shouldn ?t|should not|must"
             r" not|mustn ?t) (?:\w+ ){0,3}?(?:(?:refuse|decline) (?:any |to )?(?:requests?"
-            r"|questions?|prompts?|answer|respond|reply|comply)|say (?:that )?(?:you|it|he|she"
-            r"|they) (?:can ?t|cannot|can not|are unable|is unable|won ?t)|tell (?:\w+ ){0,2}?"
-            r"(?:that )?(?:you|it|he|she|they) (?:can ?t|cannot|can not))",
+            r"|questions?|prompts?|answer|respond|reply|comply)|(?:say|says) (?:that )?(?:you|it"
+            r"|he|she|they) (?:can ?t|cannot|can not|are unable|is unable|won ?t)|(?:tell|tells"
+            r"|says) (?:\w+ ){0,2}?(?:that )?(?:you|it|he|she|they) (?:can ?t|cannot|can not))",
             r"(?:warnings?|disclaimers?|refusals?|caveats?)(?: or| and| nor)? (?:\w+ )?(?:warnings?"
             r"|disclaimers?|refusals?|caveats?|alerts?)",
             r"(?:without|not|never|don ?t|do not|no need to|avoid|omit) (?:\w+ ){0,3}?"
@@ -821,7 +821,6 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"(?:ethics|safety|content|profanity|nsfw|moral) filters? ?:? (?:\w+ )?(?:disabled"
             r"|off|removed|bypassed|deactivated|level|set to)",
             r"(?:broken|break|breaking|broke|breaks) free (?:of|from)",
-            r"escaped? (?:from )?the matrix",
             r"(?:exempt|freed|released|liberated|unbound|unshackled) from (?:\w+ ){0,2}?"
             r"(?:restrictions|rules|constraints|guidelines|limits|limitations|confines|policies"
             r"|filters|programming|ethics|shackles|chains)",
@@ -866,6 +865,13 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"|reproduced|prepended|appended) (?:\w+ ){0,3}?(?:in|into|at the (?:end|start|top)"
             r" of) (?:every|each|all|any|your|the) (?:\w+ )?(?:summar(?:y|ies)|responses?"
             r"|repl(?:y|ies)|answers?|outputs?|reports?)",
+            r"(?:make sure|ensure|be sure) (?:\w+ ){0,5}?(?:is|are|gets?) (?:included|quoted"
+            r"|shown|mentioned|repeated|added|copied) (?:\w+ ){0,3}?in (?:your|every|each|all|the)"
+            r" (?:\w+ )?(?:summar(?:y|ies)|responses?|repl(?:y|ies)|answers?|outputs?|reports?)",
+            r"(?:in|at the (?:end|start|top|bottom) of) (?:every|each|all|all future|any) (?:\w+ )?"
+            r"(?:summar(?:y|ies)|responses?|repl(?:y|ies)|answers?|outputs?|reports?) (?:\w+ )"
+            r"{0,4}?(?:add|include|insert|append|prepend|put|mention|write|say|use|start|end"
+            r"|begin|sign)",
             r"(?:is|are) (?:shown|displayed|included|repeated) (?:\w+ ){0,3}?in (?:every|each|all)"
             r" (?:\w+ )?(?:summar(?:y|ies)|responses?|repl(?:y|ies)|answers?|outputs?|reports?)",
             r"(?:prefix|preface) (?:\w+ ){0,2}?(?:answers?|responses?|repl(?:y|ies)|outputs?"
