@@ -1,0 +1,633 @@
+"""``make soak``: a bounded soak of the production profile, then a verdict and a summary table.
+
+    python -m bench.soak [--seconds 150] [--rooms 6] [--database soak_synapsia] [--redis-db 11]
+
+On a throwaway PostgreSQL database and Redis db (dropped and flushed first, dropped after unless
+``--keep``) it runs the deployment's processes as separate OS processes: two Daphnes, one
+Celery worker and exactly one beat. For ``--seconds`` it keeps ``--rooms`` rooms in flight, a
+new one starting as each ends, in turn of three kinds:
+
+* **reference**: two reference negotiators (agents/negotiator.py) plan and book a dinner; the
+  host's booking waits for her approval, given by a stand-in with her demo-held key;
+* **adversary**: the host's negotiator against the adversarial agent (agents/adversary.py),
+  whose attempts the boundaries must stop;
+* **chatter**: two agents trade a burst of plain messages (delivery under volume).
+
+Each room's two agents are on different Daphnes. Then it checks, and exits 1 if any fails:
+
+* every message stored in a room was handed to the other agent exactly once, in order, and
+  every ``say`` that was not stored was refused with a reason (an error code);
+* no adversarial action executed;
+* every room's ledger verifies;
+* memory is flat after warm-up: each process's RSS over the last quarter of the run (median)
+  is within ``max(16 MiB, 10 %)`` of its RSS over the second quarter.
+
+Progress lines while it runs; ``--json`` writes the figures. Not part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from uuid import UUID
+
+ROOT = Path(__file__).resolve().parents[1]
+POSTGRES_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+# Only ever used against the throwaway soak database on loopback.
+SOAK_SECRET_KEY = "soak-only-secret-key-for-a-throwaway-loopback-database-never-deploy"  # noqa: S105
+CHATTER_EACH = 60  # messages each side of a chatter room says
+ROOM_TIMEOUT = 240.0  # the bound on one room, start to end
+DRAIN_TIMEOUT = 20.0  # how long a finished agent may take to be handed the peer's last messages
+FLAT_MIB = 16.0
+FLAT_SHARE = 0.10
+
+Kind = Literal["reference", "adversary", "chatter"]
+KINDS: tuple[Kind, ...] = ("reference", "adversary", "chatter")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.soak", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--seconds", type=float, default=150.0, help="how long new rooms start")
+    parser.add_argument("--rooms", type=int, default=6, help="rooms in flight at once")
+    parser.add_argument("--database", default="soak_synapsia", help="throwaway PostgreSQL db")
+    parser.add_argument("--redis-db", type=int, default=11, help="throwaway Redis db number")
+    parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "soak")
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    args = parser.parse_args(argv)
+    if not args.database.replace("_", "").isalnum():
+        parser.error("--database: letters, digits and underscores only")
+    if args.rooms < 1 or args.seconds <= 0:
+        parser.error("--rooms and --seconds must be positive")
+    return args
+
+
+# --- the stack ------------------------------------------------------------------------------
+
+
+def _postgres(*statements: str) -> None:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def _redis_flush(url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+def production_env(args: argparse.Namespace) -> dict[str, str]:
+    """The production profile on the throwaway database, with throwaway keys (new each run)."""
+    workdir: Path = args.workdir
+    return {
+        "DJANGO_SETTINGS_MODULE": "synapsia.settings",
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{args.database}",
+        "REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db}",
+        "SYNAPSIA_SECRET_KEY": SOAK_SECRET_KEY,
+        "SYNAPSIA_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "SYNAPSIA_SECURE_SSL_REDIRECT": "false",
+        "SYNAPSIA_MASTER_KEY": base64.b64encode(os.urandom(32)).decode(),
+        "SYNAPSIA_LEDGER_SIGNING_KEY": base64.b64encode(os.urandom(32)).decode(),
+        "SYNAPSIA_KEY_STORE_PATH": str(workdir / "keys.sqlite3"),
+        "SYNAPSIA_DELETION_JOURNAL_PATH": str(workdir / "deletions.jsonl"),
+        "SYNAPSIA_LOG_LEVEL": "WARNING",
+        # A check slower than this is a denial (fail closed). Production's 1 s assumes a
+        # server of its own; this machine also runs the agents, the stand-in owners and the
+        # database. A denial still counts as "refused with a reason" below.
+        "SYNAPSIA_GATEKEEPER_TIMEOUT_SECONDS": os.environ.get(
+            "SYNAPSIA_GATEKEEPER_TIMEOUT_SECONDS", "5"
+        ),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@contextlib.contextmanager
+def child(
+    args: list[str], log_path: Path, env: dict[str, str]
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A process of the deployment (its log to ``log_path``), always stopped afterwards."""
+    from synapsia.serving import stop
+
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            yield process
+        finally:
+            stop(process, grace=20)
+
+
+# --- memory ---------------------------------------------------------------------------------
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of ``pid`` and its children (a prefork worker's pool), in MiB."""
+    total = 0.0
+    pids = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            pids += [int(p) for p in (task / "children").read_text().split()]
+    for each in pids:
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{each}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+    return total
+
+
+class MemorySampler(threading.Thread):
+    """Samples each process's RSS every ``every`` seconds while the soak runs."""
+
+    def __init__(self, processes: dict[str, int], every: float = 2.0) -> None:
+        super().__init__(name="soak-rss", daemon=True)
+        self.processes = processes
+        self.every = every
+        self.samples: dict[str, list[tuple[float, float]]] = {name: [] for name in processes}
+        self._done = threading.Event()
+        self.started_at = time.monotonic()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            now = time.monotonic() - self.started_at
+            for name, pid in self.processes.items():
+                self.samples[name].append((now, rss_mib(pid)))
+            self._done.wait(self.every)
+
+    def finish(self) -> None:
+        self._done.set()
+        self.join(timeout=10)
+
+    def latest(self) -> dict[str, float]:
+        return {name: s[-1][1] for name, s in self.samples.items() if s}
+
+
+@dataclass
+class Memory:
+    process: str
+    start_mib: float
+    warm_mib: float  # median over the second quarter of the run
+    end_mib: float  # median over the last quarter
+    growth_mib: float
+    flat: bool
+
+
+def memory_verdict(samples: dict[str, list[tuple[float, float]]]) -> list[Memory]:
+    """Per process: flat when the last quarter's median is within the allowance of the second
+    quarter's (the first quarter is warm-up: imports, caches, connection pools)."""
+    verdicts = []
+    for name, points in samples.items():
+        if len(points) < 8:
+            verdicts.append(Memory(name, 0, 0, 0, 0, False))
+            continue
+        quarter = len(points) // 4
+        warm = statistics.median(v for _, v in points[quarter : 2 * quarter])
+        end = statistics.median(v for _, v in points[-quarter:])
+        growth = end - warm
+        flat = growth <= max(FLAT_MIB, FLAT_SHARE * warm)
+        verdicts.append(Memory(name, points[0][1], warm, end, growth, flat))
+    return verdicts
+
+
+# --- one room -------------------------------------------------------------------------------
+
+
+def _recording_client(url: str, token: str) -> Any:
+    """A RoomClient that remembers every message it hands out (the agent code is unchanged)."""
+    from agents import RoomClient
+    from agents.client import RoomMessage
+
+    class Recording(RoomClient):
+        def __init__(self) -> None:
+            super().__init__(url, token, max_backoff=2)
+            self.handed_out: list[int] = []
+
+        async def next_message(self, timeout: float | None = None) -> RoomMessage:
+            message = await super().next_message(timeout)
+            self.handed_out.append(message.seq)
+            return message
+
+    return Recording()
+
+
+@dataclass
+class RoomRun:
+    number: int
+    kind: Kind
+    room_id: str = ""
+    host_agent: str = ""
+    guest_agent: str = ""
+    outcome: str = ""  # booked, no_deal, failed, done...
+    handed_out: dict[str, list[int]] = field(default_factory=dict)  # agent id -> seqs
+    refused: list[str] = field(default_factory=list)  # error codes of refused says
+    unanswered: int = 0  # says the server never answered (neither stored nor refused)
+    breaches: int = 0  # adversarial actions that executed
+    error: str = ""
+    seconds: float = 0.0
+
+
+def seed_room(run: RoomRun, tag: str) -> Any:
+    """Two fresh demo owners (their keys server-held: DEMO ONLY) with the practice scenario's
+    vaults and slips, in an open room; the guest is the adversary in an adversary room."""
+    from django.db import close_old_connections
+    from django.utils import timezone
+
+    from practice import scenario
+    from practice.models import AgentRole
+    from practice.seeding import SeatPlan, room_seed
+
+    close_old_connections()
+    now = timezone.now()
+    guest_role = AgentRole.ADVERSARY if run.kind == "adversary" else AgentRole.NEGOTIATOR
+    practice = room_seed(
+        host=SeatPlan(
+            username=f"soak-{tag}-{run.number}-host",
+            vault=scenario.vault_items("host", now),
+            records=scenario.slip_capabilities("host"),
+            role=AgentRole.HOST,
+        ),
+        guest=SeatPlan(
+            username=f"soak-{tag}-{run.number}-guest",
+            vault=scenario.vault_items("guest", now),
+            records=scenario.slip_capabilities("guest"),
+            role=guest_role,
+        ),
+        purpose=f"Soak room {run.number}",
+        charter=scenario.ROOM_CHARTER,
+        close_earlier=False,
+    )
+    run.room_id = str(practice.room_id)
+    run.host_agent, run.guest_agent = str(practice.host.agent_id), str(practice.guest.agent_id)
+    return practice
+
+
+def stored_seqs_by_sender(room_id: str) -> dict[str, list[int]]:
+    from django.db import close_old_connections
+
+    from rooms.models import Message
+
+    close_old_connections()
+    found: dict[str, list[int]] = {}
+    for sender, seq in (
+        Message.objects.filter(room_id=room_id).order_by("seq").values_list("sender_id", "seq")
+    ):
+        found.setdefault(str(sender), []).append(seq)
+    return found
+
+
+async def _chatter(client: Any, name: str, run: RoomRun) -> None:
+    from agents.client import FrameRefusedError
+
+    for n in range(CHATTER_EACH):
+        try:
+            await client.say(f"{name} {n}: does seven work for you?")
+        except FrameRefusedError as refused:
+            run.refused.append(refused.code)
+        except TimeoutError:
+            run.unanswered += 1
+
+
+async def _drain(client: Any, expected: int) -> None:
+    """Take the peer's messages the agent had not asked for yet, until all ``expected``."""
+    deadline = asyncio.get_running_loop().time() + DRAIN_TIMEOUT
+    while len(client.handed_out) < expected:
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await client.next_message(timeout=remaining)
+
+
+async def run_room(run: RoomRun, practice: Any, hosts: tuple[str, str]) -> None:
+    """Both agents of one room, on different Daphnes, to the end; then drain and record."""
+    from agents.adversary import run_adversary
+    from agents.negotiator import negotiate
+
+    started = time.monotonic()
+    host_url = f"ws://{hosts[0]}/ws/rooms/{practice.room_id}/"
+    guest_url = f"ws://{hosts[1]}/ws/rooms/{practice.room_id}/"
+    host = _recording_client(host_url, practice.host.token)
+    guest = _recording_client(guest_url, practice.guest.token)
+    try:
+        async with host, guest:
+            if run.kind == "reference":
+                results = await asyncio.gather(
+                    negotiate(host, reply_timeout=60, grant_timeout=90),
+                    negotiate(guest, reply_timeout=60, grant_timeout=90),
+                )
+                run.outcome = "/".join(sorted({r.status for r in results}))
+            elif run.kind == "adversary":
+                # Facing the adversary, the host gives up once nothing sensible arrives.
+                result, report = await asyncio.gather(
+                    negotiate(host, reply_timeout=20, grant_timeout=30),
+                    run_adversary(guest, pause_timeout=5.0),
+                )
+                run.outcome = f"host {result.status}"
+                run.breaches = len(report.executed)
+                for attempt in report.results:
+                    if attempt.outcome == "no_answer":
+                        run.unanswered += 1
+                    elif attempt.kind == "say" and attempt.outcome == "refused":
+                        run.refused.append(attempt.detail)  # the error frame's code
+                    elif attempt.kind == "say" and attempt.outcome == "blocked":
+                        run.refused.append("room_not_open")  # paused at a fork, said nothing
+                    elif attempt.kind == "act" and attempt.outcome != "executed":
+                        run.refused.append(attempt.detail.split(":")[0])  # the rule
+            else:
+                await asyncio.gather(_chatter(host, "host", run), _chatter(guest, "guest", run))
+                run.outcome = "done"
+            stored = await asyncio.to_thread(stored_seqs_by_sender, run.room_id)
+            await asyncio.gather(
+                _drain(host, len(stored.get(run.guest_agent, []))),
+                _drain(guest, len(stored.get(run.host_agent, []))),
+            )
+            run.handed_out = {run.host_agent: host.handed_out, run.guest_agent: guest.handed_out}
+    except Exception as exc:  # reported in the table; the soak goes on
+        run.error = f"{type(exc).__name__}: {exc}"[:200]
+    run.seconds = time.monotonic() - started
+
+
+# --- the soak -------------------------------------------------------------------------------
+
+
+@dataclass
+class RoomVerdict:
+    number: int
+    kind: Kind
+    outcome: str
+    messages: int
+    delivered_once: bool
+    ledger_ok: bool
+    refused: int
+    unanswered: int
+    breaches: int
+    error: str
+
+
+def judge(run: RoomRun) -> RoomVerdict:
+    """Exactly once, in order: what each agent was handed is the peer's stored messages."""
+    from ledger.verification import ledger_verify_room
+
+    stored = stored_seqs_by_sender(run.room_id) if run.room_id else {}
+    delivered = bool(run.room_id) and not run.error
+    if delivered:
+        for receiver, sender in (
+            (run.host_agent, run.guest_agent),
+            (run.guest_agent, run.host_agent),
+        ):
+            if run.handed_out.get(receiver, []) != stored.get(sender, []):
+                delivered = False
+    ledger_ok = bool(run.room_id) and ledger_verify_room(room_id=UUID(run.room_id)).ok
+    return RoomVerdict(
+        run.number,
+        run.kind,
+        run.outcome or "-",
+        sum(len(seqs) for seqs in stored.values()),
+        delivered,
+        ledger_ok,
+        len(run.refused),
+        run.unanswered,
+        run.breaches,
+        run.error,
+    )
+
+
+async def soak(args: argparse.Namespace, hosts: list[str], sampler: MemorySampler) -> list[RoomRun]:
+    """Keep ``args.rooms`` rooms in flight until ``args.seconds`` have passed."""
+    from practice.demo import StandInOwners
+
+    tag = f"{int(time.time())}"
+    kinds = itertools.cycle(KINDS)
+    numbers = itertools.count(1)
+    runs: list[RoomRun] = []
+    in_flight: set[asyncio.Task[None]] = set()
+    stand_ins: list[StandInOwners] = []
+    started = time.monotonic()
+    last_progress = 0.0
+
+    async def one(run: RoomRun) -> None:
+        practice = await asyncio.to_thread(seed_room, run, tag)
+        owners = StandInOwners(practice, say=lambda line: None)
+        owners.start()
+        stand_ins.append(owners)
+        # Alternate which Daphne carries the host, so both carry both roles.
+        pair = (hosts[0], hosts[1]) if run.number % 2 else (hosts[1], hosts[0])
+        try:
+            await asyncio.wait_for(run_room(run, practice, pair), ROOM_TIMEOUT)
+        except TimeoutError:
+            run.error = f"did not finish within {ROOM_TIMEOUT:.0f}s"
+        finally:
+            await asyncio.to_thread(owners.finish)
+
+    try:
+        while time.monotonic() - started < args.seconds:
+            while len(in_flight) < args.rooms:
+                run = RoomRun(next(numbers), next(kinds))
+                runs.append(run)
+                task = asyncio.create_task(one(run))
+                in_flight.add(task)
+                task.add_done_callback(in_flight.discard)
+            await asyncio.wait(in_flight, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+            elapsed = time.monotonic() - started
+            if elapsed - last_progress >= 10:
+                last_progress = elapsed
+                _progress(elapsed, args.seconds, runs, sampler)
+        print(f"[{time.monotonic() - started:6.0f}s] no new rooms; {len(in_flight)} finishing")
+        if in_flight:
+            await asyncio.wait(in_flight, timeout=ROOM_TIMEOUT + 30)
+    finally:
+        for task in in_flight:
+            task.cancel()
+    for owners in stand_ins:
+        if owners.failure is not None:
+            print(f"stand-in owner failed: {owners.failure!r}")
+    return runs
+
+
+def _progress(elapsed: float, total: float, runs: list[RoomRun], sampler: MemorySampler) -> None:
+    done = [r for r in runs if r.seconds]
+    outcomes = Counter(r.outcome or "error" for r in done)
+    memory = " ".join(f"{name} {mib:.0f}MiB" for name, mib in sampler.latest().items())
+    print(
+        f"[{elapsed:6.0f}s/{total:.0f}s] rooms started {len(runs)}, finished {len(done)} "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(outcomes.items())) or '-'}); {memory}",
+        flush=True,
+    )
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def summary(verdicts: list[RoomVerdict], memory: list[Memory], seconds: float) -> tuple[str, bool]:
+    rows = [["kind", "rooms", "outcomes", "messages", "delivered once", "refused (reason)",
+             "unanswered", "breaches", "ledgers verify", "errors"]]  # fmt: skip
+    for kind in KINDS:
+        of_kind = [v for v in verdicts if v.kind == kind]
+        if not of_kind:
+            continue
+        outcomes = Counter(v.outcome for v in of_kind)
+        rows.append(
+            [
+                kind,
+                str(len(of_kind)),
+                ", ".join(f"{k} {n}" for k, n in sorted(outcomes.items())),
+                str(sum(v.messages for v in of_kind)),
+                f"{sum(v.delivered_once for v in of_kind)}/{len(of_kind)}",
+                str(sum(v.refused for v in of_kind)),
+                str(sum(v.unanswered for v in of_kind)),
+                str(sum(v.breaches for v in of_kind)),
+                f"{sum(v.ledger_ok for v in of_kind)}/{len(of_kind)}",
+                str(sum(bool(v.error) for v in of_kind)),
+            ]
+        )
+    mem_rows = [["process", "RSS start", "after warm-up", "end", "growth", "flat"]]
+    for m in memory:
+        mem_rows.append(
+            [
+                m.process,
+                f"{m.start_mib:.0f} MiB",
+                f"{m.warm_mib:.0f} MiB",
+                f"{m.end_mib:.0f} MiB",
+                f"{m.growth_mib:+.1f} MiB",
+                "yes" if m.flat else "NO",
+            ]
+        )
+    ok = (
+        bool(verdicts)
+        and all(
+            v.delivered_once and v.ledger_ok and not v.breaches and not v.error for v in verdicts
+        )
+        and all(v.unanswered == 0 for v in verdicts)
+        and all(m.flat for m in memory)
+    )
+    errors = [f"  room {v.number} ({v.kind}): {v.error}" for v in verdicts if v.error]
+    text = "\n".join(
+        [
+            f"soak: {len(verdicts)} rooms over {seconds:.0f} s, production profile "
+            "(PostgreSQL, Redis, 2 Daphnes, 1 worker, 1 beat)",
+            "",
+            table(rows),
+            "",
+            table(mem_rows),
+            *(["", "errors:", *errors] if errors else []),
+            "",
+            f"verdict: {'PASS' if ok else 'FAIL'} (every message delivered exactly once or refused "
+            f"with a reason; no adversarial action executed; every ledger verifies; RSS growth "
+            f"after warm-up within max({FLAT_MIB:.0f} MiB, {FLAT_SHARE:.0%}))",
+        ]
+    )
+    return text, ok
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    workdir: Path = args.workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    for stale in ("keys.sqlite3", "deletions.jsonl", "beat-schedule"):
+        with contextlib.suppress(FileNotFoundError):
+            (workdir / stale).unlink()
+    env = production_env(args)
+    database = args.database
+    _postgres(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)", f"CREATE DATABASE {database}")
+    _redis_flush(env["REDIS_URL"])
+    os.environ.update(env)
+    child_env = {**os.environ, **env}
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from synapsia.serving import running_daphne
+
+    began = time.monotonic()
+    try:
+        call_command("migrate", verbosity=0)
+        print(f"soak: database {database}, Redis db {args.redis_db}; logs in {workdir}", flush=True)
+        celery = ["-m", "celery", "-A", "synapsia"]
+        with (
+            running_daphne(log_path=workdir / "daphne-1.log", env=child_env) as one,
+            running_daphne(log_path=workdir / "daphne-2.log", env=child_env) as two,
+            child([*celery, "worker", "--loglevel", "WARNING", "--concurrency", "2"],
+                  workdir / "worker.log", child_env) as worker,
+            child([*celery, "beat", "--loglevel", "WARNING", "--schedule",
+                   str(workdir / "beat-schedule")], workdir / "beat.log", child_env),
+        ):  # fmt: skip
+            sampler = MemorySampler(
+                {"daphne-1": one.process.pid, "daphne-2": two.process.pid, "worker": worker.pid}
+            )
+            sampler.start()
+            print(
+                f"soak: {args.rooms} rooms in flight for {args.seconds:.0f} s "
+                f"({', '.join(KINDS)} in turn)",
+                flush=True,
+            )
+            try:
+                runs = asyncio.run(soak(args, [one.host, two.host], sampler))
+            finally:
+                sampler.finish()
+        verdicts = [judge(run) for run in runs]
+        memory = memory_verdict(sampler.samples)
+        text, ok = summary(verdicts, memory, time.monotonic() - began)
+        print("\n" + text, flush=True)
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(
+                json.dumps(
+                    {
+                        "ok": ok,
+                        "seconds": args.seconds,
+                        "rooms_in_flight": args.rooms,
+                        "rooms": [asdict(v) for v in verdicts],
+                        "memory": [asdict(m) for m in memory],
+                        "rss_samples": sampler.samples,
+                    },
+                    indent=1,
+                )
+            )
+        return 0 if ok else 1
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if not args.keep:
+            with contextlib.suppress(Exception):
+                _postgres(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+            with contextlib.suppress(Exception):
+                _redis_flush(env["REDIS_URL"])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
