@@ -19,7 +19,7 @@ SERVICES_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	SYNAPSIA_LEDGER_SIGNING_KEY=c3luYXBzaWEtdGVzdC1vbmx5LWxlZGdlci1zZWVkISE= \
 	SYNAPSIA_VAULT_KEY=dGVzdC1vbmx5IHZhdWx0IGtleSwgMzIrIGJ5dGVzLi50ZXN0LW9ubHkgdmF1bHQga2V5LCAzMisgYnl0ZXMuLg
 
-.PHONY: run serve test lint typecheck schemas bench eval clean
+.PHONY: run serve test lint typecheck schemas bench eval soak clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Synapsia needs Python 3.11 or newer (found %s); set PYTHON=/path/to/python3.11" % sys.version.split()[0])'
@@ -66,6 +66,13 @@ bench: $(STAMP)
 eval: $(STAMP)
 	@mkdir -p var/eval
 	$(PY) -m bench.eval --json var/eval/held-out.json
+
+# A bounded soak of the production profile (throwaway PostgreSQL db soak_synapsia, Redis db 11;
+# two Daphnes, a worker, one beat; a few minutes): bench/soak.py. Not part of make test.
+SOAK_ARGS ?=
+soak: $(STAMP)
+	@mkdir -p var/soak
+	$(PY) -m bench.soak --json var/soak/soak.json $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
