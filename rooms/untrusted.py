@@ -709,6 +709,8 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"\x5b ?(?:system|developer|admin|administrator|operator|synapsia|moderator)"
             r"(?: \w+){0,3} ?(?:\x5d|:)",
             r"^[^\S\n]*#{2,} ?(?:system|instruction|instructions|response)(?!\w)",
+            # A memo addressed to the model ("TO: Writing Room AI Assistant"): round 3.
+            r"^[^\S\n]*to ?: (?:\w+ ){0,4}?(?:ai|llm|model instance|language model|chatbot|gpt)",
             rf"(?:message|notice|note|alert|update|instructions?|request|word|orders?) from (?:the"
             rf" )?{_AUTHORITIES}",
             rf"(?:message|notice|note|alert|update|instructions?|request|orders?) from your"
