@@ -6,9 +6,9 @@ owner's deletion, an account's, ``reapply_deletions``) goes through it, and the 
 purge goes through its transcript part, ``transcript_delete``. Deletion is synchronous: the
 rows are deleted in the requesting transaction, so nothing of the content is readable, by any
 page, API or socket, once it commits, and it is gone from primary storage at that moment (not
-within 24 hours: at once). Crypto-shredding slots in here: when room content is encrypted
-under a per-room data key, ``room_content_delete`` destroys that key in the same transaction,
-which makes copies in older backups unreadable too.
+within 24 hours: at once). Crypto-shredding: room content is sealed under the room's data key
+(``rooms.sealing``), and ``room_content_delete`` destroys that key in the same transaction
+(after the journal line), which makes copies in older database backups unreadable too.
 
 What stays: the room's ledger (non-content events, for its own window; it still verifies),
 and a ``RoomDeletion`` record (room id, when, by whom: no content), also appended to a journal
@@ -60,6 +60,7 @@ from rooms.models import (
     SealedOffer,
     Whisper,
 )
+from rooms.sealing import room_key_destroy
 from slips.datakeys import data_keys_destroy
 from slips.models import RoomTier, Slip, SlipConflict
 
@@ -141,7 +142,10 @@ def room_content_delete(room_id: UUID) -> ContentCounts:
     registered app's content (artifacts, exit notes), then the room and its seats. Idempotent:
     a room already deleted deletes nothing. Must run inside ``transaction.atomic()``.
 
-    (Crypto-shredding: destroy the room's data key here, in the same transaction.)"""
+    Last, it destroys the room's data key (crypto-shredding): whatever of the room an older
+    database backup holds can never be opened again. The key store does not roll back with
+    the database, so callers journal the deletion first (``room_delete``); if the commit
+    then fails, ``reapply_deletions`` finishes what the owner asked for."""
     counts = transcript_delete(room_id)
     other = (
         _deleted(RoomOutcome.objects.filter(room_id=room_id).delete())
@@ -156,6 +160,7 @@ def room_content_delete(room_id: UUID) -> ContentCounts:
         registered[counted_as] += deleter(room_id)
     # Seats, the practice room's row and anything else with a foreign key cascade with it.
     other += _deleted(Room.objects.filter(id=room_id).delete())
+    room_key_destroy(room_id)
     return counts + ContentCounts(
         artifacts=registered["artifacts"],
         notes=registered["notes"],
@@ -238,11 +243,9 @@ def room_delete(
             .exclude(owner=owner)
             .select_related("owner")
         ]
-        counts = room_content_delete(room_id)
         now = timezone.now()
-        RoomDeletion.objects.create(
-            room_id=room_id, deleted_at=now, deleted_by_id=owner.pk, reason=reason
-        )
+        # The journal line first: the content delete destroys the room key, which no rollback
+        # brings back, so the deletion is on record before (reapply finishes a failed commit).
         _journal_append(
             {
                 "kind": "room",
@@ -251,6 +254,10 @@ def room_delete(
                 "deleted_by_id": owner.pk,
                 "reason": str(reason),
             }
+        )
+        counts = room_content_delete(room_id)
+        RoomDeletion.objects.create(
+            room_id=room_id, deleted_at=now, deleted_by_id=owner.pk, reason=reason
         )
         ledger_append(
             room_id=room_id,

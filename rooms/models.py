@@ -11,6 +11,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from rooms.sealing import SealedContent, SealedJSONField
+
 
 class Agent(models.Model):
     """An AI agent an owner sends into rooms. It authenticates with an API token.
@@ -160,6 +162,9 @@ class Message(models.Model):
             models.UniqueConstraint(fields=["room", "seq"], name="gapless_room_seq"),
             models.UniqueConstraint(fields=["room", "sender", "client_id"], name="idempotent_send"),
         ]
+        # The operator's metric of messages in the last minutes (synapsia_messages_recent)
+        # counts by time across rooms: without it, a scan of every message.
+        indexes = [models.Index(fields=["created_at"], name="message_created_at")]
 
     def __str__(self) -> str:
         return f"message {self.seq} in room {self.room_id}"
@@ -273,7 +278,7 @@ class RoomOutcome(models.Model):
         return f"outcome {self.kind} in room {self.room_id}"
 
 
-class SealedOffer(models.Model):
+class SealedOffer(SealedContent):
     """An agent's sealed offer in a room (rooms.sealed): room content, read by no one until the
     reveal (``revealed_at`` set for all of the room's offers at once). The ledger holds only
     that and when it was sealed, and a salted commitment to it."""
@@ -282,8 +287,9 @@ class SealedOffer(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
     # The ``seal_offer`` frame's id: resending it is not a second offer.
     client_id = models.CharField(max_length=64)
-    # The validated plan (rooms.protocol.OfferPlan, JSON form).
-    offer = models.JSONField()
+    # The validated plan (rooms.protocol.OfferPlan, JSON form), sealed at rest under the
+    # room's data key like the transcript (rooms.sealing).
+    offer = SealedJSONField(sealed_as="sealed_offer.offer")
     # Hex of 32 random bytes; the commitment is SHA-256 of RFC 8785 {"offer": ..., "salt": ...}.
     salt = models.CharField(max_length=64)
     commitment = models.CharField(max_length=64)

@@ -68,7 +68,9 @@ def messages_after(
     messages = Message.objects.filter(room_id=room_id, seq__gt=after_seq).order_by("seq")
     if exclude_sender is not None:
         messages = messages.exclude(sender_id=exclude_sender)
-    return list(messages.only("seq", "sender_id", "text", "flags", "author", "created_at")[:limit])
+    # room_id too: loading checks each sealed text was sealed for this room (rooms.sealing).
+    fields = ("room_id", "seq", "sender_id", "text", "flags", "author", "created_at")
+    return list(messages.only(*fields)[:limit])
 
 
 def tools_listed(*, participant: Participant) -> list[dict[str, Any]]:

@@ -1,0 +1,525 @@
+"""Room content sealed at rest under the room's data key (boundary spec, "Data":
+crypto-shredding). Every read of a sealed column decrypts here, and every write seals here.
+
+- Each room has one data key (``slips.datakeys``, kind ``room``, subject ``str(room_id)``),
+  kept wrapped by the master key in the key store outside the database. Deleting the room
+  destroys it (``room_key_destroy``, from ``rooms.deletion.room_content_delete``), so the
+  room's content in any older database backup can never be read again.
+- A sealed value is text: ``rc1:`` + base64url(room id, key id, nonce, AES-256-GCM
+  ciphertext). The associated data binds the room and the column (``message.text``,
+  ``whisper.text``, ``sealed_offer.offer``): a value copied to another column fails to open,
+  and one copied to another room's row is refused by every reader that knows the row's room
+  (the model's ``from_db`` for instances, ``room_content_open(room_id=...)`` for raw SQL).
+- Through the ORM it is transparent: ``SealedTextField`` / ``SealedJSONField`` seal in
+  ``pre_save`` (``create``, ``save``, ``bulk_create``) and open in ``from_db_value`` (so a
+  sealed column reads as its value, in instances and in ``values_list``). A bare plaintext value
+  never reaches the database: a queryset ``update(text=...)`` or a lookup on a sealed column
+  raises instead (nothing can search ciphertext anyway).
+- Raw SQL that selects a sealed column gets the sealed value and opens it with
+  ``room_content_open`` / ``room_text_open``; raw SQL that writes one seals with a
+  ``RoomSealer`` (one key look-up per room for a whole run).
+
+Which columns are sealed: ``CONTENT_COLUMNS`` whose field is a sealed one (docs/
+data-lifecycle.md lists them, and the ones not sealed yet).
+
+A value without the ``rc1:`` prefix is a row written before its column was sealed: it is read
+as it is (it is plaintext at rest already) until the data migration or ``python manage.py
+seal_room_content`` seals it. Every write seals.
+
+Keys: unwrapping costs a key-store read and an AES unwrap. A small process cache keeps
+unwrapped *key material* by key id, and every use first re-reads the key's destroyed mark in
+the key store (``data_key_live``, one indexed read): a key destroyed by any process is
+refused at once, and dropped from the cache. This caches no trust decision: the Gatekeeper
+still decides every read and disclosure; the cache only saves re-unwrapping a key that the
+key store says still exists.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Collection
+from typing import Any, Self
+from uuid import UUID
+
+from django.db import models
+
+from slips.datakeys import (
+    DataKeyDestroyed,
+    data_key_for,
+    data_key_live,
+    data_key_open,
+    data_keys_destroy,
+)
+from slips.errors import Misconfigured
+
+SEALED_PREFIX = "rc1:"
+_AAD = b"synapsia-room-content-v1|"
+_NONCE = 12
+_HEAD = 16 + 16 + _NONCE  # room id, key id, nonce
+_CACHE_MAX = 1024
+
+
+class RoomContentRefused(Misconfigured):
+    """A sealed value that does not open where it is read: tampered, cut, copied from another
+    room or column, or sealed under a key that is not this room's. Fails closed."""
+
+    status = 500
+
+
+def _refused(why: str) -> RoomContentRefused:
+    return RoomContentRefused(
+        "room_content_refused", f"This room content cannot be read: {why}. Nothing was shown."
+    )
+
+
+# --- key material ------------------------------------------------------------------------
+
+
+class _KeyCache:
+    """Unwrapped room keys by key id (bounded, least recently used out). Never consulted
+    without the key store's destroyed mark first (``data_key_live``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_id: OrderedDict[UUID, tuple[UUID, Any]] = OrderedDict()  # -> (room, AESGCM)
+        self._by_room: dict[UUID, UUID] = {}
+
+    def get(self, key_id: UUID) -> tuple[UUID, Any] | None:
+        with self._lock:
+            found = self._by_id.get(key_id)
+            if found is not None:
+                self._by_id.move_to_end(key_id)
+            return found
+
+    def for_room(self, room_id: UUID) -> UUID | None:
+        with self._lock:
+            return self._by_room.get(room_id)
+
+    def put(self, key_id: UUID, room_id: UUID, key: bytes) -> Any:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        aead = AESGCM(key)
+        with self._lock:
+            self._by_id[key_id] = (room_id, aead)
+            self._by_room[room_id] = key_id
+            while len(self._by_id) > _CACHE_MAX:
+                _, (old_room, _) = self._by_id.popitem(last=False)
+                self._by_room.pop(old_room, None)
+        return aead
+
+    def drop_room(self, room_id: UUID) -> None:
+        with self._lock:
+            key_id = self._by_room.pop(room_id, None)
+            if key_id is not None:
+                self._by_id.pop(key_id, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._by_id.clear()
+            self._by_room.clear()
+
+
+_keys = _KeyCache()
+
+
+def _subject(room_id: UUID) -> str:
+    return str(room_id)  # the subject shared with every user of the room key (artifacts too)
+
+
+def _sealing_key(room_id: UUID) -> tuple[UUID, Any]:
+    """The room's key to seal with: made the first time; ``DataKeyDestroyed`` for a deleted
+    room (nothing new is ever sealed under a destroyed room)."""
+    key_id = _keys.for_room(room_id)
+    if key_id is not None:
+        cached = _keys.get(key_id)
+        if cached is not None and data_key_live(key_id):
+            return key_id, cached[1]
+        _keys.drop_room(room_id)
+    key = data_key_for(kind="room", subject=_subject(room_id), since="")
+    return key.id, _keys.put(key.id, room_id, key.key)
+
+
+def _opening_key(key_id: UUID, room_id: UUID) -> Any:
+    cached = _keys.get(key_id)
+    if cached is not None:
+        if cached[0] != room_id:
+            raise _refused("it was sealed under another room's key")
+        if data_key_live(key_id):
+            return cached[1]
+        _keys.drop_room(room_id)
+    # Missing, destroyed or another subject's key: data_key_open says which, and refuses.
+    try:
+        key = data_key_open(key_id, kind="room", subject=_subject(room_id))
+    except DataKeyDestroyed:
+        raise
+    except Misconfigured as error:
+        if error.code == "vault_sealed":  # the key exists but belongs to another subject
+            raise _refused("it was sealed under another room's key") from None
+        raise
+    return _keys.put(key_id, room_id, key)
+
+
+def room_key_destroy(room_id: UUID) -> int:
+    """Destroy the room's data key (a tombstone stays, so nothing is sealed under the room
+    again) and drop it from this process's cache; other processes refuse it at their next use
+    (the destroyed mark). Not undone by any database rollback: call it once the deletion is
+    journalled. Idempotent."""
+    _keys.drop_room(room_id)
+    return data_keys_destroy(kind="room", subject=_subject(room_id), since="")
+
+
+def room_keys_forget() -> None:
+    """Drop every cached key (tests that swap the key store)."""
+    _keys.clear()
+
+
+# --- sealing and opening -----------------------------------------------------------------
+
+
+def _aad(column: str, room_id: UUID) -> bytes:
+    return _AAD + column.encode() + b"|" + room_id.bytes
+
+
+class RoomSealer:
+    """Seals many values for one hop: each room's key is looked up once per sealer (the say
+    path seals a run of messages of several rooms with one)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[UUID, tuple[UUID, Any]] = {}
+
+    def seal(self, *, room_id: UUID, column: str, plaintext: bytes) -> str:
+        if room_id not in self._keys:
+            self._keys[room_id] = _sealing_key(room_id)
+        key_id, aead = self._keys[room_id]
+        nonce = os.urandom(_NONCE)
+        sealed = aead.encrypt(nonce, plaintext, _aad(column, room_id))
+        raw = room_id.bytes + key_id.bytes + nonce + sealed
+        return SEALED_PREFIX + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+    def text(self, *, room_id: UUID, column: str, text: str) -> str:
+        return self.seal(room_id=room_id, column=column, plaintext=text.encode("utf-8"))
+
+
+def room_content_seal(*, room_id: UUID, column: str, plaintext: bytes) -> str:
+    """Seal one value of ``room_id``'s ``column`` under the room's data key."""
+    return RoomSealer().seal(room_id=room_id, column=column, plaintext=plaintext)
+
+
+def is_sealed(value: str) -> bool:
+    return value.startswith(SEALED_PREFIX)
+
+
+def room_content_open(*, sealed: str, column: str, room_id: UUID | None = None) -> bytes:
+    """Open a sealed value of ``column``. ``room_id``: the room of the row it was read from
+    (raw SQL readers pass it): a value sealed for another room is refused. Raises
+    ``DataKeyDestroyed`` (a deleted room), ``DataKeyMissing`` (a key store that does not
+    belong with this database) or ``RoomContentRefused`` (tampered, moved)."""
+    from cryptography.exceptions import InvalidTag
+
+    opened = _open(sealed, column)
+    if room_id is not None and opened[0] != room_id:
+        raise _refused("it was sealed for another room")
+    sealed_room, key_id, nonce, body = opened
+    aead = _opening_key(key_id, sealed_room)
+    try:
+        return bytes(aead.decrypt(nonce, body, _aad(column, sealed_room)))
+    except InvalidTag:
+        raise _refused("it was altered, or copied from another column") from None
+
+
+def _open(sealed: str, column: str) -> tuple[UUID, UUID, bytes, bytes]:
+    if not is_sealed(sealed):
+        raise _refused("it is not sealed")
+    encoded = sealed[len(SEALED_PREFIX) :]
+    try:
+        raw = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+    except (binascii.Error, ValueError):
+        raise _refused("it is malformed") from None
+    if len(raw) < _HEAD + 16:  # the GCM tag alone is 16 bytes
+        raise _refused("it is cut short")
+    return UUID(bytes=raw[:16]), UUID(bytes=raw[16:32]), raw[32:_HEAD], raw[_HEAD:]
+
+
+def sealed_room(sealed: str) -> UUID:
+    """The room a sealed value says it belongs to (no key needed, nothing decrypted)."""
+    return _open(sealed, "")[0]
+
+
+def room_text_open(value: str, *, column: str, room_id: UUID | None = None) -> OpenedText:
+    """Text of a sealed text column (a legacy unsealed row reads as it is)."""
+    if not is_sealed(value):
+        return OpenedText(value, room_id)
+    plain = room_content_open(sealed=value, column=column, room_id=room_id)
+    return OpenedText(plain.decode("utf-8"), sealed_room(value))
+
+
+class OpenedText(str):
+    """Opened text that remembers the room it was sealed for, so a model row can check it is
+    that room's (``SealedContent.from_db``). ``None``: a legacy unsealed row."""
+
+    sealed_for: UUID | None
+
+    def __new__(cls, value: str, sealed_for: UUID | None) -> OpenedText:
+        text = super().__new__(cls, value)
+        text.sealed_for = sealed_for
+        return text
+
+
+def opened_for_room(texts: Any, *, room_id: UUID) -> list[str]:
+    """Texts of a sealed column read with ``values_list`` (no model row to check them), each
+    checked to have been sealed for ``room_id``: one copied from another room is refused."""
+    opened = list(texts)
+    for text in opened:
+        sealed_for = getattr(text, "sealed_for", None)
+        if sealed_for is not None and sealed_for != room_id:
+            raise _refused("it was sealed for another room")
+    return opened
+
+
+class OpenedJSON(dict[str, Any]):
+    """An opened JSON object (sealed offers are objects), with its room, as ``OpenedText``."""
+
+    sealed_for: UUID | None = None
+
+
+# --- model fields --------------------------------------------------------------------------
+
+
+class SealedValue(str):
+    """A value already sealed in ``pre_save``: the only kind a sealed column writes."""
+
+
+class _SealedField(models.TextField):
+    """Base of the sealed columns: the row's ``room_id`` picks the key; ``sealed_as`` names
+    the column in the associated data (stable across table or column renames)."""
+
+    def __init__(self, *args: Any, sealed_as: str, **kwargs: Any) -> None:
+        self.sealed_as = sealed_as
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self) -> Any:
+        name, path, args, kwargs = super().deconstruct()
+        kwargs["sealed_as"] = self.sealed_as
+        return name, path, args, kwargs
+
+    def _plaintext(self, value: Any) -> bytes:
+        raise NotImplementedError
+
+    def pre_save(self, model_instance: models.Model, add: bool) -> Any:
+        value = getattr(model_instance, self.attname)
+        if value is None:
+            return None
+        room_id = model_instance.room_id  # type: ignore[attr-defined]
+        if not isinstance(room_id, UUID):
+            room_id = UUID(str(room_id))
+        return SealedValue(
+            room_content_seal(
+                room_id=room_id, column=self.sealed_as, plaintext=self._plaintext(value)
+            )
+        )
+
+    def get_prep_value(self, value: Any) -> Any:
+        if value is None or isinstance(value, SealedValue):
+            return None if value is None else str(value)
+        raise _refused(
+            "room content is written through its model (create, save, bulk_create), which "
+            "seals it; a bare value (a queryset update, a lookup) is refused"
+        )
+
+    def to_python(self, value: Any) -> Any:
+        return value
+
+
+class SealedTextField(_SealedField):
+    """Text sealed under the row's room key; reads back as text."""
+
+    def _plaintext(self, value: Any) -> bytes:
+        return str(value).encode("utf-8")
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        if value is None:
+            return None
+        return room_text_open(str(value), column=self.sealed_as)
+
+
+class SealedJSONField(_SealedField):
+    """A JSON value sealed under the row's room key; reads back as the value."""
+
+    # What django-stubs reads as the attribute's types (any JSON value, as JSONField).
+    _pyi_private_set_type: Any
+    _pyi_private_get_type: Any
+
+    def _plaintext(self, value: Any) -> bytes:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        if value is None:
+            return None
+        text = str(value)
+        if not is_sealed(text):
+            return json.loads(text)  # a legacy unsealed row (the JSON of before)
+        loaded = json.loads(room_content_open(sealed=text, column=self.sealed_as))
+        if isinstance(loaded, dict):
+            opened = OpenedJSON(loaded)
+            opened.sealed_for = sealed_room(text)
+            return opened
+        return loaded
+
+
+class SealedContent(models.Model):
+    """A model with sealed columns and a ``room`` foreign key: a row whose sealed value was
+    sealed for another room (copied across rooms in the database) is refused when loaded."""
+
+    class Meta:
+        abstract = True
+
+    @classmethod
+    def from_db(
+        cls, db: str | None, field_names: Collection[str], values: Collection[Any], **kwargs: Any
+    ) -> Self:
+        instance = super().from_db(db, field_names, values, **kwargs)
+        room_id = instance.__dict__.get("room_id")  # deferred: no extra query to check
+        if room_id is None:
+            return instance
+        for field in cls._meta.concrete_fields:
+            if isinstance(field, _SealedField):
+                value = instance.__dict__.get(field.attname)
+                sealed_for = getattr(value, "sealed_for", None)
+                if sealed_for is not None and sealed_for != room_id:
+                    raise _refused("it was sealed for another room")
+        return instance
+
+
+# --- sealing what was stored before (the 0013 migration, ``seal_room_content``) ----------
+
+# The columns that hold room content; each is sealed once its field is a sealed one (in the
+# model state the caller passes: a migration's historical models, or the live ones).
+CONTENT_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("rooms", "Message", "text"),
+    ("rooms", "Whisper", "text"),
+    ("rooms", "SealedOffer", "offer"),
+)
+_BATCH = 500
+
+
+def _columns(get_model: Any) -> list[tuple[str, str, str, str, str]]:
+    """(label, table, primary key column, sealed column, column's AAD name) per sealed column."""
+    found = []
+    for app, name, field_name in CONTENT_COLUMNS:
+        meta = get_model(app, name)._meta
+        field = meta.get_field(field_name)
+        if not isinstance(field, _SealedField):
+            continue
+        sealed_as = field.sealed_as
+        found.append(
+            (
+                f"{app}.{name}.{field_name}",
+                meta.db_table,
+                meta.pk.column,
+                str(field.column),
+                sealed_as,
+            )
+        )
+    return found
+
+
+def _room(value: Any) -> UUID:
+    return value if isinstance(value, UUID) else UUID(str(value))
+
+
+def room_content_seal_existing(
+    get_model: Any, connection: Any, write: Any = None
+) -> dict[str, int]:
+    """Seal every row of every sealed column still in plaintext (written before sealing),
+    500 at a time, under its room's key; returns how many per column. Raw SQL on purpose: a
+    plaintext value cannot go through the sealed fields (they refuse it). Run again after an
+    interruption: sealed rows are skipped. A row of a room whose key was destroyed (a restored
+    backup of a deleted room) cannot be sealed: it is left for ``reapply_deletions``."""
+    q = connection.ops.quote_name
+    counts: dict[str, int] = {}
+    for label, table, pk, column, sealed_as in _columns(get_model):
+        sealed = 0
+        last: Any = None
+        while True:
+            # SUBSTR, not LIKE: SQLite's LIKE ignores case.
+            where = f"SUBSTR({q(column)}, 1, 4) <> %s" + (
+                f" AND {q(pk)} > %s" if last is not None else ""
+            )
+            params: list[Any] = [SEALED_PREFIX] + ([last] if last is not None else [])
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT {q(pk)}, room_id, {q(column)} FROM {q(table)} "  # noqa: S608
+                    f"WHERE {where} ORDER BY {q(pk)} LIMIT {_BATCH}",
+                    params,
+                )
+                rows = cursor.fetchall()
+            if not rows:
+                break
+            sealer = RoomSealer()
+            for row_pk, room_id, value in rows:
+                try:
+                    token = sealer.text(room_id=_room(room_id), column=sealed_as, text=str(value))
+                except DataKeyDestroyed:
+                    continue
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        f"UPDATE {q(table)} SET {q(column)} = %s WHERE {q(pk)} = %s",  # noqa: S608
+                        [token, row_pk],
+                    )
+                sealed += 1
+            last = rows[-1][0]
+            if write is not None:
+                write(f"{label}: {sealed} sealed so far")
+        counts[label] = sealed
+    return counts
+
+
+def room_content_unseal_existing(
+    get_model: Any, connection: Any, write: Any = None
+) -> dict[str, int]:
+    """The reverse of ``room_content_seal_existing`` (migrating back): every sealed value
+    opened and written back in plaintext. A row under a destroyed key stays sealed (it can
+    never be opened: it is deleted content a restore brought back); counted apart."""
+    q = connection.ops.quote_name
+    counts: dict[str, int] = {}
+    for label, table, pk, column, sealed_as in _columns(get_model):
+        opened = unreadable = 0
+        last: Any = None
+        while True:
+            where = f"SUBSTR({q(column)}, 1, 4) = %s" + (
+                f" AND {q(pk)} > %s" if last is not None else ""
+            )
+            params: list[Any] = [SEALED_PREFIX] + ([last] if last is not None else [])
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT {q(pk)}, room_id, {q(column)} FROM {q(table)} "  # noqa: S608
+                    f"WHERE {where} ORDER BY {q(pk)} LIMIT {_BATCH}",
+                    params,
+                )
+                rows = cursor.fetchall()
+            if not rows:
+                break
+            for row_pk, room_id, value in rows:
+                try:
+                    plain = room_content_open(
+                        sealed=str(value), column=sealed_as, room_id=_room(room_id)
+                    )
+                except DataKeyDestroyed:
+                    unreadable += 1
+                    continue
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        f"UPDATE {q(table)} SET {q(column)} = %s WHERE {q(pk)} = %s",  # noqa: S608
+                        [plain.decode("utf-8"), row_pk],
+                    )
+                opened += 1
+            last = rows[-1][0]
+        counts[label] = opened
+        if write is not None and unreadable:
+            write(f"{label}: {unreadable} left sealed under destroyed keys")
+    return counts
