@@ -11,7 +11,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from rooms.sealing import SealedContent, SealedJSONField
+from rooms.sealing import SEALED_OFFER, SealedContent, SealedJSONField
 
 
 class Agent(models.Model):
@@ -289,7 +289,7 @@ class SealedOffer(SealedContent):
     client_id = models.CharField(max_length=64)
     # The validated plan (rooms.protocol.OfferPlan, JSON form), sealed at rest under the
     # room's data key like the transcript (rooms.sealing).
-    offer = SealedJSONField(sealed_as="sealed_offer.offer")
+    offer = SealedJSONField(sealed_as=SEALED_OFFER)
     # Hex of 32 random bytes; the commitment is SHA-256 of RFC 8785 {"offer": ..., "salt": ...}.
     salt = models.CharField(max_length=64)
     commitment = models.CharField(max_length=64)

@@ -57,6 +57,11 @@ from slips.datakeys import (
 )
 from slips.errors import Misconfigured
 
+# Each sealed column's name in the associated data (stable across table or column renames).
+MESSAGE_TEXT = "message.text"
+WHISPER_TEXT = "whisper.text"
+SEALED_OFFER = "sealed_offer.offer"
+
 SEALED_PREFIX = "rc1:"
 _AAD = b"synapsia-room-content-v1|"
 _NONCE = 12
