@@ -51,7 +51,6 @@ from typing import Any
 from uuid import UUID
 
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -80,8 +79,8 @@ from rooms.protocol import (
     PeerItem,
 )
 from rooms.untrusted import FencedText, fence, trusted_preamble
-from slips.models import RoomTier, Slip, VaultItem
-from slips.vault import vault_item_scoped_view
+from slips.models import RoomTier, Slip
+from slips.vault import TurnKeys, vault_item_scoped_view, vault_items_read
 from slips.verification import (
     UsesNotSpent,
     capability_uses_spend,
@@ -314,13 +313,10 @@ def _disclosures(
             p.awaiting = grants.ask(ask, now=now, events=p.events) is AskState.WAITING
     showing = [p for p in placed if p.decision.allowed or p.grant is not None]
     # Lock the items so none changes between spending the use and recording what was shown.
-    rows: dict[tuple[int, str], list[VaultItem]] = {}
-    if showing:
-        wanted = Q()
-        for p in showing:
-            wanted |= Q(owner_id=p.source.owner_id, kind=p.source.resource)
-        for row in VaultItem.objects.select_for_update().filter(wanted):
-            rows.setdefault((row.owner_id, row.kind), []).append(row)
+    rows = vault_items_read(
+        wanted=[(p.source.owner_id, p.source.resource) for p in showing], lock=True
+    )
+    keys = TurnKeys()  # each owner's data key opened once this turn
     spend: list[int] = []
     for p in showing:
         found = rows.get((p.source.owner_id, p.source.resource), [])
@@ -334,7 +330,7 @@ def _disclosures(
         spend.append(p.decision.record_id)  # the record that cleared it pays the use
         p.items = []
         for row in found:
-            view = vault_item_scoped_view(row, capability=capability, now=now)
+            view = vault_item_scoped_view(row, capability=capability, now=now, keys=keys)
             if view is None:
                 continue
             p.events.append(

@@ -15,14 +15,17 @@ associated data, so a sealed blob moved to another row or owner does not open.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone as django_timezone
 from pydantic import (
     BaseModel,
@@ -287,7 +290,9 @@ def vault_seal_for_owner(
     )
 
 
-def _owner_open(blob: bytes, *, owner_id: Any, item_id: UUID, kind: str) -> bytes:
+def _owner_open(
+    blob: bytes, *, owner_id: Any, item_id: UUID, kind: str, keys: TurnKeys | None = None
+) -> bytes:
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -295,7 +300,11 @@ def _owner_open(blob: bytes, *, owner_id: Any, item_id: UUID, kind: str) -> byte
 
     if len(blob) < 1 + 16 + 12 + 16:
         raise Misconfigured("vault_sealed", "A vault item is in an unknown format.")
-    key = data_key_open(UUID(bytes=blob[1:17]), kind="owner", subject=_owner_subject(owner_id))
+    key_id, subject = UUID(bytes=blob[1:17]), _owner_subject(owner_id)
+    if keys is None:
+        key = data_key_open(key_id, kind="owner", subject=subject)
+    else:
+        key = keys.open(key_id, subject=subject)
     try:
         return AESGCM(key).decrypt(
             blob[17:29], blob[29:], _owner_aad(owner_id=owner_id, item_id=item_id, kind=kind)
@@ -315,20 +324,91 @@ def vault_seal(*, owner: User, item_id: UUID, kind: str, content: dict[str, Any]
     )
 
 
-def vault_plaintext(*, blob: bytes, owner_id: Any, item_id: UUID, kind: str) -> bytes:
+class TurnKeys:
+    """The owners' data keys one context turn opens, each read from the key store and
+    unwrapped once per turn however many of that owner's items the turn shows (as each slip's
+    signature is verified once per turn). Made for one turn and dropped with it: nothing is
+    kept from one turn to the next, so a key destroyed before a turn is refused by it."""
+
+    def __init__(self) -> None:
+        self._opened: dict[tuple[UUID, str], bytes] = {}
+
+    def open(self, key_id: UUID, *, subject: str) -> bytes:
+        from slips.datakeys import data_key_open
+
+        opened = self._opened.get((key_id, subject))
+        if opened is None:
+            opened = data_key_open(key_id, kind="owner", subject=subject)
+            self._opened[(key_id, subject)] = opened
+        return opened
+
+
+def vault_plaintext(
+    *, blob: bytes, owner_id: Any, item_id: UUID, kind: str, keys: TurnKeys | None = None
+) -> bytes:
     """The JSON a stored blob seals, whichever version it is (1: the single key of before,
     2: the owner's data key). ``DataKeyDestroyed`` (fails closed) for a deleted owner's."""
     if blob[:1] == OWNER_SEAL_VERSION:
-        return _owner_open(blob, owner_id=owner_id, item_id=item_id, kind=kind)
+        return _owner_open(blob, owner_id=owner_id, item_id=item_id, kind=kind, keys=keys)
     return _open(blob, _aad(owner_id=owner_id, item_id=item_id, kind=kind), what="A vault item")
 
 
-def vault_open(item: VaultItem) -> BaseModel:
+@dataclass(frozen=True, slots=True)
+class VaultRow:
+    """A stored vault item as a turn reads it (``vault_items_read``): no model instance."""
+
+    id: UUID
+    owner_id: int
+    kind: str
+    sealed: bytes
+
+
+def vault_open(item: VaultItem | VaultRow, *, keys: TurnKeys | None = None) -> BaseModel:
     """Decrypt and re-validate one stored item."""
     plaintext = vault_plaintext(
-        blob=bytes(item.sealed), owner_id=item.owner_id, item_id=item.id, kind=item.kind
+        blob=bytes(item.sealed), owner_id=item.owner_id, item_id=item.id, kind=item.kind, keys=keys
     )
     return vault_content_parse(json.loads(plaintext))
+
+
+@functools.cache
+def _items_read_sql(vendor: str, pairs: int, lock: bool) -> str:
+    """The items of ``pairs`` (owner, kind) pairs in one statement, written once per shape
+    (no ORM compilation per turn); only our own table name is interpolated."""
+    table = connection.ops.quote_name(VaultItem._meta.db_table)
+    wanted = " OR ".join(["(owner_id = %s AND kind = %s)"] * pairs)
+    sql = (
+        f"SELECT id, owner_id, kind, sealed FROM {table} WHERE {wanted} "  # noqa: S608
+        "ORDER BY kind, created_at, id"
+    )
+    return sql + " FOR UPDATE" if lock and connection.features.has_select_for_update else sql
+
+
+def vault_items_read(
+    *, wanted: Collection[tuple[int, str]], lock: bool
+) -> dict[tuple[int, str], list[VaultRow]]:
+    """Every stored item of each wanted (owner id, kind), in one statement, in the vault's
+    order (kind, then age); locked when ``lock`` (PostgreSQL; SQLite's write transaction
+    already serialises), so none changes before the turn that shows them commits."""
+    found: dict[tuple[int, str], list[VaultRow]] = {}
+    pairs = sorted(set(wanted))
+    if not pairs:
+        return found
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _items_read_sql(connection.vendor, len(pairs), lock),
+            [value for pair in pairs for value in pair],
+        )
+        rows = cursor.fetchall()
+    for item_id, owner_id, kind, sealed in rows:
+        row = VaultRow(
+            id=item_id if isinstance(item_id, UUID) else UUID(str(item_id)),
+            owner_id=int(owner_id),
+            kind=str(kind),
+            sealed=bytes(sealed),
+        )
+        found.setdefault((row.owner_id, row.kind), []).append(row)
+    return found
 
 
 def vault_reseal(
@@ -709,11 +789,16 @@ def vault_scoped_view(
 
 
 def vault_item_scoped_view(
-    row: VaultItem, *, capability: Capability, now: datetime
+    row: VaultItem | VaultRow,
+    *,
+    capability: Capability,
+    now: datetime,
+    keys: TurnKeys | None = None,
 ) -> dict[str, Any] | None:
     """One vault item cut to ``capability``'s scope (context assembly reads the turn's items
-    in one query and cuts each here); None for a kind no scope shows."""
-    item = vault_open(row)
+    in one query, ``vault_items_read``, and cuts each here with the turn's ``keys``); None
+    for a kind no scope shows."""
+    item = vault_open(row, keys=keys)
     if isinstance(item, Availability):
         return _free_busy(item, horizon=_HORIZONS[capability.scope], now=now)
     if isinstance(item, Budget):

@@ -9,6 +9,7 @@ rules for shared resources. Nothing is cached across calls. Any error is a denia
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from slips.canonical import SLIP_TAG, payload_parse_canonical
@@ -29,7 +30,7 @@ from slips.capabilities import (
     tier_narrowest,
 )
 from slips.config import slips_setting
-from slips.models import RoomTier, Slip, SlipCapability
+from slips.models import DeviceKey, RoomTier, Slip, SlipCapability
 from slips.payload import SlipPayload, slip_payload_read
 from slips.services import live_slip_capabilities
 from slips.signatures import signature_valid
@@ -72,25 +73,79 @@ def room_tier(*, room_id: UUID) -> str:
     return tier_narrowest(tiers).value
 
 
+@dataclass(frozen=True, slots=True)
+class SlipRow:
+    """A stored slip as a check needs it, with its key's columns: what one row of the turn's
+    read carries (``room_slips_read``), or a ``Slip`` model's (``SlipRow.of``)."""
+
+    id: UUID
+    owner_id: int
+    room_id: UUID
+    agent_id: UUID
+    key_id: UUID
+    payload: bytes
+    signature: bytes
+    nonce: str
+    issued_at: int
+    expires_at: int
+    key_owner_id: int
+    key_revoked: bool
+    public_key: bytes
+
+    @classmethod
+    def of(cls, slip: Slip) -> SlipRow:
+        key = slip.key
+        return cls(
+            id=slip.id,
+            owner_id=slip.owner_id,
+            room_id=slip.room_id,
+            agent_id=slip.agent_id,
+            key_id=key.id,
+            payload=bytes(slip.payload),
+            signature=bytes(slip.signature),
+            nonce=slip.nonce,
+            issued_at=slip.issued_at,
+            expires_at=slip.expires_at,
+            key_owner_id=key.owner_id,
+            key_revoked=key.revoked_at is not None,
+            public_key=bytes(key.public_key),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityRow:
+    """One capability record's use counter as the turn's read returned it."""
+
+    id: int
+    slip: SlipRow
+    position: int
+    resource: str
+    operation: str
+    uses_left: int
+
+
+# What ``_judge`` reads of a record: a model row (per-call path) or the turn's read.
+_Record = SlipCapability | CapabilityRow
+
+
 @dataclass(frozen=True)
 class _CheckedSlip:
     """A live slip checked once (key, signature, lookup columns against the signed bytes):
     ``signed`` when it holds up, else ``failure`` names why every use under it is denied."""
 
-    slip: Slip
+    slip: SlipRow
     signed: SlipPayload | None
     failure: str | None
 
 
-def _slip_check(slip: Slip) -> _CheckedSlip:
-    key = slip.key
-    if key.owner_id != slip.owner_id:
+def _slip_check(slip: SlipRow) -> _CheckedSlip:
+    if slip.key_owner_id != slip.owner_id:
         return _CheckedSlip(slip, None, "foreign_key")
-    if key.revoked_at is not None:
+    if slip.key_revoked:
         return _CheckedSlip(slip, None, "key_revoked")
-    raw = bytes(slip.payload)
+    raw = slip.payload
     if not signature_valid(
-        public_key=bytes(key.public_key), message=SLIP_TAG + raw, signature=bytes(slip.signature)
+        public_key=slip.public_key, message=SLIP_TAG + raw, signature=slip.signature
     ):
         return _CheckedSlip(slip, None, "bad_signature")
     signed = slip_payload_read(payload_parse_canonical(raw))
@@ -99,7 +154,7 @@ def _slip_check(slip: Slip) -> _CheckedSlip:
         signed.room_id != slip.room_id
         or signed.agent_id != slip.agent_id
         or signed.owner_id != str(slip.owner_id)
-        or signed.key_id != key.id
+        or signed.key_id != slip.key_id
         or signed.nonce != slip.nonce
         or (signed.issued_at, signed.expires_at) != (slip.issued_at, slip.expires_at)
     ):
@@ -117,10 +172,10 @@ def _judge(
     operation: str,
     recipient: str,
     now: datetime,
-    record_at: Callable[[int], SlipCapability | None],
+    record_at: Callable[[int], _Record | None],
     tier_of: Callable[[], str],
     live_capabilities: Callable[[], dict[str, tuple[Capability, ...]]],
-) -> tuple[CapabilityVerdict, SlipCapability | None]:
+) -> tuple[CapabilityVerdict, _Record | None]:
     """One use decided against one checked slip: the rules, in order, with no reads of their
     own (the callers pass how to find the capability record, the tier and the other owners'
     rules: one query each per call, or one set-based read per turn)."""
@@ -190,7 +245,7 @@ def _evaluate(
     recipient: str,
     now: datetime,
     lock: bool,
-) -> tuple[CapabilityVerdict, SlipCapability | None]:
+) -> tuple[CapabilityVerdict, _Record | None]:
     slip = (
         Slip.objects.select_related("key")
         .filter(owner_id=owner_id, room_id=room_id, agent_id=agent_id, superseded_at__isnull=True)
@@ -204,7 +259,7 @@ def _evaluate(
         return (rows.select_for_update() if lock else rows).first()
 
     return _judge(
-        _slip_check(slip),
+        _slip_check(SlipRow.of(slip)),
         room_id=room_id,
         owner_id=owner_id,
         agent_id=agent_id,
@@ -334,7 +389,7 @@ class RoomSlips:
     room_id: UUID
     tier: str
     slips: dict[tuple[str, UUID], _CheckedSlip] = field(default_factory=dict)
-    records: dict[UUID, dict[int, SlipCapability]] = field(default_factory=dict)
+    records: dict[UUID, dict[int, CapabilityRow]] = field(default_factory=dict)
     _live: dict[str, tuple[Capability, ...]] | None = None
 
     def verdict(
@@ -346,7 +401,7 @@ class RoomSlips:
         operation: str,
         recipient: str,
         now: datetime,
-    ) -> tuple[CapabilityVerdict, SlipCapability | None]:
+    ) -> tuple[CapabilityVerdict, _Record | None]:
         """As ``capability_verdict``, from this turn's read; any error is a denial."""
         checked = self.slips.get((str(owner_id), agent_id))
         if checked is None:
@@ -375,14 +430,43 @@ class RoomSlips:
         if self._live is None:
             live: dict[str, tuple[Capability, ...]] = {}
             for (owner, _agent), checked in sorted(self.slips.items(), key=lambda kv: kv[0][0]):
-                parsed = slip_payload_read(payload_parse_canonical(bytes(checked.slip.payload)))
+                parsed = slip_payload_read(payload_parse_canonical(checked.slip.payload))
                 live[owner] = live.get(owner, ()) + parsed.capabilities
             self._live = live
         return self._live
 
-    def vault_records(self) -> list[SlipCapability]:
+    def vault_records(self) -> list[CapabilityRow]:
         """Every capability record of these slips (a shortlist for context assembly)."""
         return [row for rows in self.records.values() for row in rows.values()]
+
+
+@functools.cache
+def _room_slips_sql(vendor: str, lock: bool) -> str:
+    """The room's live slips, their keys and capability records in one statement, written
+    once per process (no ORM compilation per turn). Only our own table names are
+    interpolated; the room is a parameter."""
+    q = connection.ops.quote_name
+    record, slip, key = (q(m._meta.db_table) for m in (SlipCapability, Slip, DeviceKey))
+    sql = (
+        "SELECT c.id, c.position, c.resource, c.operation, c.uses_left, "  # noqa: S608
+        "s.id, s.owner_id, s.room_id, s.agent_id, s.key_id, s.payload, s.signature, s.nonce, "
+        "s.issued_at, s.expires_at, k.owner_id, "
+        "CASE WHEN k.revoked_at IS NULL THEN 0 ELSE 1 END, k.public_key "
+        f"FROM {record} c JOIN {slip} s ON s.id = c.slip_id JOIN {key} k ON k.id = s.key_id "
+        "WHERE s.room_id = %s AND s.superseded_at IS NULL ORDER BY c.position, c.id"
+    )
+    # Only the use counters are locked (the slips and keys are read as they stand: a revoked
+    # key or a superseding slip committed before this statement is seen by it).
+    if lock and connection.features.has_select_for_update_of:
+        sql += " FOR UPDATE OF c"
+    elif lock and connection.features.has_select_for_update:
+        sql += " FOR UPDATE"
+    return sql
+
+
+def _as_uuid(value: Any) -> UUID:
+    # PostgreSQL's driver returns UUIDs; SQLite stores them as 32 hex digits.
+    return value if isinstance(value, UUID) else UUID(str(value))
 
 
 def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
@@ -392,24 +476,63 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
 
     Only slips with at least one record are read: a slip without any clears nothing, and
     the room's tier comes from the caller (``room_tier_from_ranks``), which counts it."""
-    rows = SlipCapability.objects.select_related("slip", "slip__key").filter(
-        slip__room_id=room_id, slip__superseded_at__isnull=True
-    )
-    if lock:
-        rows = rows.select_for_update(of=("self",))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _room_slips_sql(connection.vendor, lock),
+            [Slip._meta.get_field("room_id").get_db_prep_value(room_id, connection)],
+        )
+        rows = cursor.fetchall()
     snapshot = RoomSlips(room_id=room_id, tier=tier)
+    slips: dict[UUID, SlipRow] = {}
     for row in rows:
-        slip = row.slip
-        snapshot.records.setdefault(slip.id, {})[row.position] = row
-        place = (str(slip.owner_id), slip.agent_id)
+        record_id, position, resource, operation, uses_left = row[:5]
+        slip_id = _as_uuid(row[5])
+        stored = slips.get(slip_id)
+        if stored is None:
+            stored = slips[slip_id] = SlipRow(
+                id=slip_id,
+                owner_id=int(row[6]),
+                room_id=_as_uuid(row[7]),
+                agent_id=_as_uuid(row[8]),
+                key_id=_as_uuid(row[9]),
+                payload=bytes(row[10]),
+                signature=bytes(row[11]),
+                nonce=str(row[12]),
+                issued_at=int(row[13]),
+                expires_at=int(row[14]),
+                key_owner_id=int(row[15]),
+                key_revoked=bool(row[16]),
+                public_key=bytes(row[17]),
+            )
+        snapshot.records.setdefault(slip_id, {})[int(position)] = CapabilityRow(
+            id=int(record_id),
+            slip=stored,
+            position=int(position),
+            resource=str(resource),
+            operation=str(operation),
+            uses_left=int(uses_left),
+        )
+        place = (str(stored.owner_id), stored.agent_id)
         if place in snapshot.slips:
             continue
         try:
-            snapshot.slips[place] = _slip_check(slip)  # verified once per turn
+            snapshot.slips[place] = _slip_check(stored)  # verified once per turn
         except Exception:
             logger.exception("slip check failed: denying every use under it")
-            snapshot.slips[place] = _CheckedSlip(slip, None, "verification_error")
+            snapshot.slips[place] = _CheckedSlip(stored, None, "verification_error")
     return snapshot
+
+
+@functools.cache
+def _uses_spend_sql(vendor: str, count: int) -> str:
+    """One use off each of ``count`` records, only where one is left (written once per count:
+    no ORM compilation per turn)."""
+    table = connection.ops.quote_name(SlipCapability._meta.db_table)
+    marks = ", ".join(["%s"] * count)
+    return (
+        f"UPDATE {table} SET uses_left = uses_left - 1 "  # noqa: S608
+        f"WHERE id IN ({marks}) AND uses_left > 0"
+    )
 
 
 class UsesNotSpent(Exception):
@@ -424,8 +547,8 @@ def capability_uses_spend(*, record_ids: list[int]) -> None:
         return
     if len(set(record_ids)) != len(record_ids):
         raise UsesNotSpent("a record would be spent twice in one turn")
-    spent = SlipCapability.objects.filter(id__in=record_ids, uses_left__gt=0).update(
-        uses_left=F("uses_left") - 1
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_uses_spend_sql(connection.vendor, len(record_ids)), record_ids)
+        spent = cursor.rowcount
     if spent != len(record_ids):
         raise UsesNotSpent(f"{len(record_ids) - spent} of {len(record_ids)} uses were gone")
