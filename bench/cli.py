@@ -38,6 +38,9 @@ from bench.ledger import cell_ledger
 from bench.stack import ROOT, Server, Stack, provisioned, running_daphne
 
 CELLS = ("say", "turn", "idle", "ledger", "fence", "decision")
+# Turns per room per run: below the most uses a record may grant (1,000), so no record runs
+# out during a run (each run starts from full uses).
+TURNS_PER_ROOM = 900
 
 
 def _ints(text: str) -> list[int]:
@@ -161,6 +164,26 @@ class ProfileRun:
     def say(self, message: str) -> None:
         print(f"==> {self.profile}: {message}", flush=True)
 
+    def refill_uses(self) -> None:
+        """Top the turn rooms' records up to their full uses (``django_tasks.refill_uses``)."""
+        assert self.turn is not None
+        seeded = self.stack.workdir / "refill.json"
+        out = self.stack.workdir / "refill-result.json"
+        seeded.write_text(json.dumps(self.turn))
+        try:
+            _python_module(
+                "bench.django_tasks",
+                "refill",
+                "--seed-file",
+                str(seeded),
+                "--out",
+                str(out),
+                env=self.stack.env,
+                timeout=120,
+            )
+        finally:
+            seeded.unlink()  # it holds agent tokens
+
 
 def _rooms_config(
     run: ProfileRun, server: Server, mode: str, seeded: list[dict[str, Any]]
@@ -224,13 +247,18 @@ def cell_turn(run: ProfileRun) -> dict[str, Any]:
                     f"turn, {rooms} rooms, round {round_no}/{args.rounds}, {mode}: "
                     f"<= {args.duration:g}s"
                 )
+                if mode == "synapsia":
+                    run.refill_uses()
                 config = {
                     "cell": "turn",
                     "mode": mode,
                     "tag": f"turn-{rooms}-r{round_no}{mode[0]}",
                     "rooms": _rooms_config(run, server, mode, run.turn["rooms"][:rooms]),
                     "duration": args.duration,
-                    "turns_per_room": 10_000,
+                    # Within the uses each record was given (refilled before each run), so
+                    # every turn of the run clears the same items; a room that gets there
+                    # before the duration ends its run early (the rate is per elapsed second).
+                    "turns_per_room": TURNS_PER_ROOM,
                     "text_bytes": args.text_bytes,
                 }
                 result = run.loadgen(server, config, args.duration + 240)

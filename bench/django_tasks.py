@@ -79,13 +79,13 @@ def seed_turn_rooms(rooms: int) -> dict[str, Any]:
             host=SeatPlan(
                 username=f"bench-turn-{index}-host",
                 vault=scenario.vault_items("host", now),
-                records=scenario.slip_capabilities("host"),
+                records=_most_uses(scenario.slip_capabilities("host")),
                 role=AgentRole.HOST,
             ),
             guest=SeatPlan(
                 username=f"bench-turn-{index}-guest",
                 vault=scenario.vault_items("guest", now),
-                records=scenario.slip_capabilities("guest"),
+                records=_most_uses(scenario.slip_capabilities("guest")),
                 role=AgentRole.NEGOTIATOR,
             ),
             purpose=f"Benchmark turn room {index}",
@@ -101,6 +101,32 @@ def seed_turn_rooms(rooms: int) -> dict[str, Any]:
         }
 
     return {"rooms": [open_room(i) for i in range(rooms)], "probe": open_room(rooms)}
+
+
+def _most_uses(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The practice slip with every sharing record allowed the most uses a slip may grant:
+    the demo's 100 run out after 100 turns, and a turn that clears nothing is not the turn
+    the cell measures (``refill_uses`` tops them up again before each run)."""
+    from slips.capabilities import MAX_USES_LIMIT
+
+    return [
+        {**r, "max_uses": MAX_USES_LIMIT} if r.get("operation") in ("read", "disclose") else r
+        for r in records
+    ]
+
+
+def refill_uses(seeded: dict[str, Any]) -> dict[str, Any]:
+    """Every sharing record of the seeded turn rooms' slips back to its full uses (the
+    signed records are unchanged, ``_most_uses`` gave each the limit; only the server's count
+    of uses left is reset), so each turn of the next run clears the same items."""
+    from slips.capabilities import MAX_USES_LIMIT
+    from slips.models import SlipCapability
+
+    rooms = [UUID(r["room_id"]) for r in [*seeded["rooms"], seeded["probe"]]]
+    refilled = SlipCapability.objects.filter(
+        slip__room_id__in=rooms, operation__in=("read", "disclose")
+    ).update(uses_left=MAX_USES_LIMIT)
+    return {"records_refilled": refilled}
 
 
 def count_context(probe: dict[str, Any], *, turns: int = 20) -> dict[str, Any]:
@@ -198,7 +224,7 @@ def count_queries(probe: dict[str, Any], *, messages: int, text_bytes: int) -> d
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("task", choices=["seed", "seed-turn", "queries", "context"])
+    parser.add_argument("task", choices=["seed", "seed-turn", "queries", "context", "refill"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rooms", type=int, default=10)
     parser.add_argument("--seed-file", type=Path, help="queries: the seed's output")
@@ -210,6 +236,8 @@ def main() -> int:
         result = seed(args.rooms)
     elif args.task == "seed-turn":
         result = seed_turn_rooms(args.rooms)
+    elif args.task == "refill":
+        result = refill_uses(json.loads(args.seed_file.read_text()))
     elif args.task == "context":
         result = count_context(json.loads(args.seed_file.read_text())["probe"])
     else:

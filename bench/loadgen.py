@@ -385,6 +385,7 @@ class TurnRun:
         self.context_ms: list[float] = []
         self.turn_ms: list[float] = []
         self.context_bytes: list[int] = []
+        self.context_items: list[int] = []
         self.sent = 0
         self.delivered = 0
         self.duplicates = 0
@@ -444,6 +445,13 @@ class TurnRun:
                 got_context = time.monotonic()
                 self.context_ms.append((got_context - started) * 1000)
                 self.context_bytes.append(len(json.dumps(context)))
+                body = context.get("body") or {}
+                if self.synapsia:
+                    # What the turn cleared: a run that cleared fewer than the seeded items
+                    # (a record run out, a refusal) is not the turn the cell claims to price.
+                    self.context_items.append(
+                        len(body.get("own_items") or []) + len(body.get("peer_items") or [])
+                    )
                 for ws, side in ((a, "a"), (b, "b")):
                     text = f"{self.tag}|{index}{side}|{turn}|{self.padding}"
                     frame_id = f"{self.tag}-{index}{side}-{turn}"
@@ -482,6 +490,8 @@ class TurnRun:
             "context_bytes_median": statistics.median(self.context_bytes)
             if self.context_bytes
             else None,
+            "context_items_min": min(self.context_items) if self.context_items else None,
+            "context_items_max": max(self.context_items) if self.context_items else None,
             "sent": self.sent,
             "delivered": self.delivered,
             "lost": self.sent - self.delivered,

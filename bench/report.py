@@ -46,7 +46,13 @@ def turn_line(run: dict[str, Any]) -> str:
         f"{run['mode']:8s} {run['turns_per_s']:7.1f} turns/s  {run['turns']} turns in "
         f"{run['elapsed_s']:.1f}s  context p50 {_fmt(ctx['p50'])} p99 {_fmt(ctx['p99'])} ms  "
         f"turn p50 {_fmt(turn['p50'])} p99 {_fmt(turn['p99'])} ms  lost {run['lost']} dup "
-        f"{run['duplicates']}" + (f"  errors {run['errors'][:2]}" if run["errors"] else "")
+        f"{run['duplicates']}"
+        + (
+            f"  items cleared {run['context_items_min']}-{run['context_items_max']}"
+            if run.get("context_items_min") is not None
+            else ""
+        )
+        + (f"  errors {run['errors'][:2]}" if run["errors"] else "")
     )
 
 

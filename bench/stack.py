@@ -1,7 +1,8 @@
 """The throwaway stack a benchmark runs on: database, channel layer and Daphne processes.
 
 Two profiles, as in ``synapsia/settings.py``: **embedded** (a temporary SQLite file and the
-in-memory layer) and **services** (PostgreSQL database ``bench_synapsia`` and Redis db 12).
+in-memory layer) and **services** (PostgreSQL database ``bench_synapsia`` and Redis db 12,
+or ``BENCH_PG_DATABASE`` and ``BENCH_REDIS_DB``).
 Everything started here is stopped here, also on errors and Ctrl-C.
 """
 
@@ -23,9 +24,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 POSTGRES_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-BENCH_DATABASE = "bench_synapsia"
+# Overridable so two benchmarks on one machine (several people, or CI jobs) do not drop each
+# other's database or flush each other's Redis db.
+BENCH_DATABASE = os.environ.get("BENCH_PG_DATABASE", "bench_synapsia")
+if not BENCH_DATABASE.replace("_", "").isalnum():
+    raise SystemExit("BENCH_PG_DATABASE: letters, digits and underscores only")
 BENCH_DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{BENCH_DATABASE}"
-BENCH_REDIS_URL = "redis://127.0.0.1:6379/12"
+BENCH_REDIS_URL = f"redis://127.0.0.1:6379/{int(os.environ.get('BENCH_REDIS_DB', '12'))}"
 # Only ever used against the throwaway benchmark database on loopback.
 BENCH_SECRET_KEY = "bench-only-secret-key-for-a-throwaway-loopback-database-never-deploy"  # noqa: S105
 DAPHNE_MAX_MESSAGE_BYTES = 1_048_576
