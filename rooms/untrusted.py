@@ -476,7 +476,11 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             rf"(?:an? |the |my )?{_W}{{0,2}}?(?:ai|assistant|model|dan|bot|llm|persona|character"
             rf"|admin|administrator|developer|terminal|linux terminal|unrestricted|jailbroken|evil"
             rf"|different|new|hacker|root)",
-            r"pretend (?:to be|you are|you're|that you|you have|you can)",
+            r"(?:pretend|pretending|pretends) (?:to be|you are|you're|that you|you have|you can)",
+            r"reprogram(?:med|ming|s)?",
+            r"your (?:\w+ )?(?:goal|task|job|purpose|objective|mission) (?:is|will be) to"
+            r" (?:output|respond|reply|answer|say|print|write|produce|generate|act|pretend|ignore"
+            r"|agree)",
             r"role ?-?play(?:ing)? as",
             r"(?:enter|enable|activate|switch to|switch into|turn on|engage|go into|boot into"
             r"|entering|enabling|activating) (?:\w+ ){0,2}?mode",
@@ -505,8 +509,8 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"if you are an? (?:ai|llm|language model|assistant|agent|bot|automated|large language"
             r" model|chatbot)",
             r"(?:note|message|instructions?|attention|directive|notice) (?:to|for) (?:all |any |the"
-            r" )?(?:ai|llm|language model|automated|model|bot|chatbot|gpt|agents?|assistants?"
-            r"|reader|reading (?:agent|model|ai))s?",
+            r" )?(?:chat )?(?:ai|llm|language model|automated|model|bot|chatbot|gpt|agents?"
+            r"|assistants?|reader|reading (?:agent|model|ai))s?",
             r"(?:you|the assistant|the model|the ai) (?:must|will|shall|should) (?:now )?(?:comply"
             r"|obey|follow (?:these|the following|my|this))",
             r"(?:comply|obey)(?: immediately| now| at once)? ?(?:!|:|\.)",
@@ -882,8 +886,12 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"|replies|outputs?|messages?|sentences?) with",
             r"(?:response|output|reply|answer) ?format ?:",
             r"(?:start|begin|end|open) (?:\w+ ){0,3}?with [\"'\u201c\u2018]",
-            r"(?:respond|reply|answer|output|write) (?:\w+ ){0,2}?(?:only )?in (?:\w+ )?(?:json|xml"
-            r"|yaml|code blocks?)(?: format)?",
+            # "Only": asking for JSON is ordinary ("please answer in json since this is how I run
+            # my tests" was a round-3 false flag); insisting on nothing else is the hijack.
+            r"(?:respond|reply|answer|output|write) (?:\w+ ){0,2}?(?:only|solely|exclusively"
+            r"|strictly) in (?:\w+ )?(?:json|xml|yaml|code blocks?)",
+            r"(?:respond|reply|answer|act|behave)(?:ing)? exactly as (?:\w+ ){0,2}?(?:would|does"
+            r"|did)",
             r"(?:respond|reply|answer) to the (?:below|following|above|next) prompt",
             r"format like this",
             r"\x5b ?(?:start|end|begin) (?:of )?output ?[\x5d\x7d]",
