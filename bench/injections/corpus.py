@@ -29,6 +29,16 @@ JSON keys only. Jailbreak collections copy each other, so a round-3 text whose w
 mostly (half or more) occur in the tuning corpora is left out as a near duplicate, and the
 number left out is reported.
 
+Round 4. After the round-3 figure was taken (with the rules frozen at commit abe6c2c), its
+misses and false flags were opened and the rules improved on them: from then on round 3 is
+tuning too. A fourth held-out set was chosen then, from a package no earlier round had
+loaded, and measured once with the rules frozen again: inspect-evals 0.26.0 (UK AI Security
+Institute, MIT), its ``agent_threat_bench`` data (the attack e-mails of ``autonomy_hijack``
+and the other e-mails of the same inboxes as ordinary text; ``data_exfil`` and
+``memory_poison`` material, their ``clean_baseline`` rows as ordinary text) and its
+``ipi_coding_agent`` samples (issue text and repository files, the ``is_benign`` ones as
+ordinary text). Its loaders too were written from file names and JSON keys only.
+
 A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
 fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
 and the 90% goal is about the rest.
@@ -47,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-Split = Literal["tuning", "held_out", "held_out_2", "held_out_3"]
+Split = Literal["tuning", "held_out", "held_out_2", "held_out_3", "held_out_4"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,8 @@ PACKAGES: tuple[Package, ...] = (
     Package("agent-injection-bench", "0.1.0", "held_out_3", "MIT"),
     Package("prompt-security-fuzzer", "2.1.1", "held_out_3", "MIT"),
     Package("langkit", "0.0.35", "held_out_3", "Apache-2.0"),
+    # Round 4: held out while round 3's packages became tuning.
+    Package("inspect-evals", "0.26.0", "held_out_4", "MIT"),
 )
 
 
@@ -536,3 +548,63 @@ def load_held_out_3(
         benign += chats
     kept, dropped = drop_near_duplicates(_dedupe(samples), reference)
     return kept, benign, dropped
+
+
+# --- round 4 held-out: inspect-evals (agent_threat_bench, ipi_coding_agent) ---------------
+
+_THREAT_BENCH = "inspect_evals/agent_threat_bench/data/"
+
+
+def _email(mail: dict[str, Any]) -> str:
+    return f"{mail.get('subject', '')}\n\n{mail.get('body', '')}".strip()
+
+
+def _agent_threat_bench(wheel: zipfile.ZipFile) -> Iterator[tuple[Sample, bool]]:
+    """(sample, is_ordinary): attack e-mails and poisoned material; the other e-mails of each
+    inbox and the ``clean_baseline`` rows' material are ordinary."""
+    for row in json.loads(wheel.read(_THREAT_BENCH + "autonomy_hijack.json")):
+        attacked = set(row.get("attack_email_indices") or [])
+        encoded = row.get("attack_name") == "encoded_payload"
+        for index, mail in enumerate(row.get("inbox") or []):
+            sample = Sample(
+                _email(mail), "inspect-evals:agent_threat_bench", "held_out_4", encoded=encoded
+            )
+            yield sample, index not in attacked
+    for name, material in (
+        ("data_exfil.json", lambda r: [str(c.get("issue", "")) for c in r.get("customer_db", [])]),
+        ("memory_poison.json", lambda r: [str(v) for v in (r.get("memory_store") or {}).values()]),
+    ):
+        for row in json.loads(wheel.read(_THREAT_BENCH + name)):
+            text = "\n\n".join([str(row.get("input", "")), *material(row)]).strip()
+            sample = Sample(text, "inspect-evals:agent_threat_bench", "held_out_4")
+            yield sample, row.get("attack_name") == "clean_baseline"
+
+
+def _ipi_coding_agent(wheel: zipfile.ZipFile) -> Iterator[tuple[Sample, bool]]:
+    """(sample, is_ordinary): each sample's issue text and repository files, as an agent
+    reads them; ``is_benign`` samples are ordinary."""
+    rows = json.loads(wheel.read("inspect_evals/ipi_coding_agent/dataset/samples.json"))
+    for row in rows:
+        files = row.get("repo_files") or {}
+        parts = [str(row.get("issue_text", ""))] + [str(v) for v in files.values() if v]
+        sample = Sample("\n\n".join(parts).strip(), "inspect-evals:ipi_coding_agent", "held_out_4")
+        yield sample, bool(row.get("is_benign"))
+
+
+def load_held_out_4(
+    directory: Path, reference: list[str]
+) -> tuple[list[Sample], list[str], list[Sample]]:
+    """Round-4 held-out injections (near duplicates of ``reference`` left out), the ordinary
+    texts of the same packages, and the samples left out as near duplicates."""
+    samples: list[Sample] = []
+    ordinary: list[str] = []
+    with _wheel(directory, PACKAGES[9]) as wheel:
+        for sample, benign in [*_agent_threat_bench(wheel), *_ipi_coding_agent(wheel)]:
+            if not sample.text:
+                continue
+            if benign:
+                ordinary.append(sample.text)
+            else:
+                samples.append(sample)
+    kept, dropped = drop_near_duplicates(_dedupe(samples), reference)
+    return kept, list(dict.fromkeys(ordinary)), dropped
