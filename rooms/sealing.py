@@ -412,10 +412,15 @@ CONTENT_COLUMNS: tuple[tuple[str, str, str], ...] = (
 _BATCH = 500
 
 
-def _columns(get_model: Any) -> list[tuple[str, str, str, str, str]]:
-    """(label, table, primary key column, sealed column, column's AAD name) per sealed column."""
+def _columns(
+    get_model: Any, only: Collection[str] | None = None
+) -> list[tuple[str, str, str, str, str]]:
+    """(label, table, primary key column, sealed column, column's AAD name) per sealed column
+    (``only``: of these models, ``"rooms.Message"``...)."""
     found = []
     for app, name, field_name in CONTENT_COLUMNS:
+        if only is not None and f"{app}.{name}" not in only:
+            continue
         meta = get_model(app, name)._meta
         field = meta.get_field(field_name)
         if not isinstance(field, _SealedField):
@@ -438,7 +443,7 @@ def _room(value: Any) -> UUID:
 
 
 def room_content_seal_existing(
-    get_model: Any, connection: Any, write: Any = None
+    get_model: Any, connection: Any, write: Any = None, only: Collection[str] | None = None
 ) -> dict[str, int]:
     """Seal every row of every sealed column still in plaintext (written before sealing),
     500 at a time, under its room's key; returns how many per column. Raw SQL on purpose: a
@@ -447,7 +452,7 @@ def room_content_seal_existing(
     backup of a deleted room) cannot be sealed: it is left for ``reapply_deletions``."""
     q = connection.ops.quote_name
     counts: dict[str, int] = {}
-    for label, table, pk, column, sealed_as in _columns(get_model):
+    for label, table, pk, column, sealed_as in _columns(get_model, only):
         sealed = 0
         last: Any = None
         while True:
@@ -485,14 +490,14 @@ def room_content_seal_existing(
 
 
 def room_content_unseal_existing(
-    get_model: Any, connection: Any, write: Any = None
+    get_model: Any, connection: Any, write: Any = None, only: Collection[str] | None = None
 ) -> dict[str, int]:
     """The reverse of ``room_content_seal_existing`` (migrating back): every sealed value
     opened and written back in plaintext. A row under a destroyed key stays sealed (it can
     never be opened: it is deleted content a restore brought back); counted apart."""
     q = connection.ops.quote_name
     counts: dict[str, int] = {}
-    for label, table, pk, column, sealed_as in _columns(get_model):
+    for label, table, pk, column, sealed_as in _columns(get_model, only):
         opened = unreadable = 0
         last: Any = None
         while True:
@@ -528,3 +533,52 @@ def room_content_unseal_existing(
         if write is not None and unreadable:
             write(f"{label}: {unreadable} left sealed under destroyed keys")
     return counts
+
+
+def _key_store_opens() -> bool:
+    import sqlite3
+
+    from slips.datakeys import key_store_path
+
+    try:
+        key_store_path().parent.mkdir(parents=True, exist_ok=True)
+        sqlite3.connect(key_store_path()).close()
+    except (OSError, sqlite3.Error):
+        return False
+    return True
+
+
+def _migration_write(line: str) -> None:
+    import sys
+
+    sys.stdout.write(f"\n  {line}")
+    sys.stdout.flush()
+
+
+def migration_steps(*models: str) -> tuple[Any, Any]:
+    """A data migration's ``RunPython`` pair for ``models`` ("rooms.Message", ...): forward
+    seals what their sealed columns still hold in plaintext, backward writes it back in
+    plaintext (but values under destroyed keys, which can never be opened). Where the key
+    store cannot be opened (a migrate Job without its volume) forward leaves the rows, still
+    readable as they were, and says to run ``python manage.py seal_room_content`` where it is
+    mounted; every new write is sealed regardless."""
+
+    def seal(apps: Any, schema_editor: Any) -> None:
+        if not _key_store_opens():
+            from slips.datakeys import key_store_path
+
+            _migration_write(
+                f"room content left unsealed: the key store {key_store_path()} cannot be "
+                "opened here. Run `python manage.py seal_room_content` where it is mounted."
+            )
+            return
+        room_content_seal_existing(
+            apps.get_model, schema_editor.connection, _migration_write, only=models
+        )
+
+    def unseal(apps: Any, schema_editor: Any) -> None:
+        room_content_unseal_existing(
+            apps.get_model, schema_editor.connection, _migration_write, only=models
+        )
+
+    return seal, unseal

@@ -11,48 +11,11 @@ and stay sealed for ``reapply_deletions`` to remove."""
 
 from __future__ import annotations
 
-import sys
-from typing import Any
-
 from django.db import migrations
 
+from rooms.sealing import migration_steps
 
-def _key_store_opens() -> bool:
-    import sqlite3
-
-    from slips.datakeys import key_store_path
-
-    try:
-        key_store_path().parent.mkdir(parents=True, exist_ok=True)
-        sqlite3.connect(key_store_path()).close()
-    except (OSError, sqlite3.Error):
-        return False
-    return True
-
-
-def _write(line: str) -> None:
-    sys.stdout.write(f"\n  {line}")
-    sys.stdout.flush()
-
-
-def seal(apps: Any, schema_editor: Any) -> None:
-    from rooms.sealing import room_content_seal_existing
-
-    if not _key_store_opens():
-        from slips.datakeys import key_store_path
-
-        _write(
-            f"room content left unsealed: the key store {key_store_path()} cannot be opened "
-            "here. Run `python manage.py seal_room_content` where it is mounted (a web pod)."
-        )
-        return
-    room_content_seal_existing(apps.get_model, schema_editor.connection, _write)
-
-
-def unseal(apps: Any, schema_editor: Any) -> None:
-    from rooms.sealing import room_content_unseal_existing
-
-    room_content_unseal_existing(apps.get_model, schema_editor.connection, _write)
+seal, unseal = migration_steps("rooms.SealedOffer")
 
 
 class Migration(migrations.Migration):
