@@ -78,6 +78,7 @@ from rooms.protocol import (
     ContextWhisper,
     PeerItem,
 )
+from rooms.sealing import MESSAGE_TEXT, WHISPER_TEXT, room_text_open
 from rooms.untrusted import FencedText, fence, trusted_preamble
 from slips.models import RoomTier, Slip
 from slips.vault import TurnKeys, vault_item_scoped_view, vault_items_read
@@ -522,12 +523,24 @@ def _recent(
         )
         rows = cursor.fetchall()
     said = sorted((r for r in rows if r[0] == 0), key=lambda r: int(r[1]))
+    # Transcript text is sealed at rest under the room's key (rooms.sealing); raw SQL reads
+    # the sealed value and opens it here, refusing one sealed for another room.
     whispered = sorted(
-        ((_when(r[5]), _uuid(r[2]), str(r[3])) for r in rows if r[0] == 1), key=lambda w: w[0]
+        (
+            (
+                _when(r[5]),
+                _uuid(r[2]),
+                room_text_open(str(r[3]), column=WHISPER_TEXT, room_id=room_id),
+            )
+            for r in rows
+            if r[0] == 1
+        ),
+        key=lambda w: w[0],
     )
     fenced: list[ContextMessage] = []
     for _part, seq, sender, text, flags, created_at in said:
-        block: FencedText = fence(str(text), source="peer", cap_bytes=CONTEXT_MESSAGE_CAP_BYTES)
+        opened = room_text_open(str(text), column=MESSAGE_TEXT, room_id=room_id)
+        block: FencedText = fence(opened, source="peer", cap_bytes=CONTEXT_MESSAGE_CAP_BYTES)
         if isinstance(flags, str | bytes):
             flags = json.loads(flags)
         fenced.append(
@@ -541,7 +554,7 @@ def _recent(
                 sent_at=_when(created_at),
             )
         )
-    whispers = [ContextWhisper(id=wid, text=text, sent_at=at) for at, wid, text in whispered]
+    whispers = [ContextWhisper(id=wid, text=str(text), sent_at=at) for at, wid, text in whispered]
     return fenced, whispers
 
 
