@@ -136,3 +136,121 @@ def test_browser_refuses_a_rewrite_disguised_as_a_retention_purge(
     wait_checked(page)
     assert state(page, "#ledger-verdict") == "broken"
     assert "purged" not in page.inner_text("#ledger-history")
+
+
+def _enroll(page, base: str) -> None:
+    page.goto(f"{base}/keys/")
+    page.fill("#key-label", "Test Chromium")
+    page.click("text=Enroll this device")
+    page.wait_for_selector("#device-keys li:has-text('Test Chromium') .on-this-device:visible")
+
+
+def wait_confirmation(page) -> str:
+    page.wait_for_selector("#ledger-witness:not([data-state=pending])", timeout=20_000)
+    return state(page, "#ledger-witness")
+
+
+def test_the_owner_confirms_the_record_with_her_device_key_and_a_dropped_witness_shows(
+    live_daphne, opened, browser_page
+) -> None:
+    from zoneinfo import ZoneInfo
+
+    from ledger.models import HeadWitness
+    from ledger.verification import ledger_verify_room
+    from slips.models import DeviceKey
+    from tests.ledger.test_witnesses import _rewrite_with_the_server_key
+
+    page, base = browser_page, live_daphne
+    room_id = opened.room.id
+    append_events(room_id, 6)
+    head = ledger_sign_head(room_id=room_id)
+    url = f"{base}/rooms/{room_id}/ledger/"
+    log_in(page, base, opened.a.owner.get_username())
+    _enroll(page, base)
+    page.goto(url)
+    assert wait_confirmation(page) == "confirmed", page.inner_text("#ledger-witness")
+    witness = HeadWitness.objects.get(room_id=room_id)
+    key = DeviceKey.objects.get(owner=opened.a.owner)
+    assert (witness.seq, witness.hash, witness.key_id) == (head.seq, head.hash, str(key.id))
+    zone = ZoneInfo(page.get_attribute("body", "data-time-zone") or "UTC")
+    moment = witness.witnessed_at.astimezone(zone)
+    words = f"{moment.day} {moment:%b %Y}, {moment:%H:%M}"
+    assert page.inner_text("#ledger-witness") == (
+        f"You confirmed this record on {words} (up to event #{head.seq})."
+    )
+    assert ledger_verify_room(room_id=room_id).ok
+    # A second visit signs nothing new.
+    page.reload()
+    assert wait_confirmation(page) == "confirmed"
+    assert HeadWitness.objects.filter(room_id=room_id).count() == 1
+
+    # Bob, in his own browser, has no device key: told so plainly, nothing sent, and he
+    # reads Alice's confirmation.
+    other = page.context.browser.new_context()
+    try:
+        bob = other.new_page()
+        log_in(bob, base, opened.b.owner.get_username())
+        bob.goto(url)
+        assert wait_confirmation(bob) == "no-key"
+        text = bob.inner_text("#ledger-witness")
+        assert "holds no device key of yours" in text
+        assert f"alice confirmed it up to event #{head.seq}" in text
+        assert bob.locator("#ledger-witness-help").is_visible()
+        assert state(bob, "#ledger-verdict") == "verified"
+    finally:
+        other.close()
+    assert HeadWitness.objects.filter(room_id=room_id).count() == 1
+
+    # The database loses the witness row: the server's own check cannot tell, Alice's
+    # browser does (it remembers the witness it made).
+    kept = HeadWitness.objects.get(room_id=room_id)
+    HeadWitness.objects.filter(room_id=room_id).delete()
+    assert ledger_verify_room(room_id=room_id).ok
+    page.reload()
+    assert wait_confirmation(page) == "missing", page.inner_text("#ledger-witness")
+    assert "no longer shows your confirmation" in page.inner_text("#ledger-witness")
+    assert HeadWitness.objects.filter(room_id=room_id).count() == 0  # not silently re-made
+
+    # Worse: history rewritten under the server key as well. The remembered witness is a
+    # checkpoint the rewritten record does not extend.
+    kept.pk = None
+    kept.save()
+    HeadWitness.objects.filter(room_id=room_id).delete()
+    _rewrite_with_the_server_key(room_id)
+    assert ledger_verify_room(room_id=room_id).ok
+    page.reload()
+    wait_checked(page)
+    assert state(page, "#ledger-verdict") == "broken", page.inner_text("#ledger-verdict")
+    assert f"Broken at event #{head.seq}" in page.inner_text("#ledger-verdict")
+    assert "you confirmed" in page.inner_text("#ledger-verdict")
+    assert state(page, "#ledger-witness") == "not-offered"
+
+
+def test_the_browser_flags_an_unsigned_tail_older_than_the_server_allows(
+    live_daphne, opened, browser_page
+) -> None:
+    # Short rooms: events the beat should have signed hours ago, with no head covering them
+    # (their head was deleted with the events after them). The browser judges by its clock.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    page, base = browser_page, live_daphne
+    room_id = opened.room.id
+    head = ledger_sign_head(room_id=room_id)
+    url = f"{base}/rooms/{room_id}/ledger/"
+    log_in(page, base, opened.a.owner.get_username())
+    page.goto(url)
+    wait_checked(page)
+    assert state(page, "#ledger-verdict") == "verified", page.inner_text("#ledger-verdict")
+
+    past = timezone.now() - timedelta(hours=3)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("django.utils.timezone.now", lambda: past)
+        append_events(room_id, 2)
+    page.reload()
+    wait_checked(page)
+    verdict = page.inner_text("#ledger-verdict")
+    assert state(page, "#ledger-verdict") == "broken", verdict
+    assert f"Broken at event #{head.seq + 1}" in verdict and "no signature by the server" in verdict
+    assert state(page, "#ledger-witness") == "not-offered"

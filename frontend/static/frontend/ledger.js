@@ -4,6 +4,10 @@
 // shows a history that does not extend it. Renders server data only via textContent.
 // Each event's ``words`` (the server's sentence for it) is shown, never hashed: the check
 // below reads only the hashed envelope, so what is verified is the raw data, not the words.
+// After a clean check it countersigns the latest server-signed head with the owner's device
+// key (devicekeys.js; the key never leaves this browser): a witness the server's database
+// cannot make. Every owner's witness is a checkpoint the record must extend, and the
+// witnesses made here are remembered, so a server that later drops one is caught.
 (() => {
   "use strict";
   const root = document.getElementById("ledger");
@@ -11,7 +15,10 @@
   const roomId = root.dataset.roomId;
   const GENESIS = "0".repeat(64);
   const PREFIX = "synapsia-ledger-head-v1\n";
+  const WITNESS_PREFIX = "synapsia-ledger-witness-v1\n";
   const storageKey = `synapsia.ledger.head.${roomId}`;
+  // Per owner too: two owners may share a browser, and a witness is its owner's.
+  const witnessKey = (viewer) => `synapsia.ledger.witness.${roomId}.${viewer}`;
 
   // RFC 8785 for the value types the ledger allows: objects, arrays, strings, integers,
   // booleans, null. Floats and unsafe integers are refused (the server never writes them).
@@ -67,7 +74,10 @@
       if (page.events.length) after = page.events[page.events.length - 1].seq;
       // Keep reading while pages are full or the head moved past what we have.
     } while (page.next_after !== null || (page.head.seq > after && page.events.length));
-    return { events, head: page.head, checkpoint: page.checkpoint, signedHeads: page.signed_heads, policy: page.policy };
+    return {
+      events, head: page.head, checkpoint: page.checkpoint, signedHeads: page.signed_heads,
+      policy: page.policy, witnesses: page.witnesses || [], viewer: page.viewer_owner_id,
+    };
   }
 
   // Mirrors ledger.chain.chain_check: returns {ok, firstBad, problem, hashes, lastSeq}.
@@ -78,7 +88,9 @@
   const REQUIRES_HEAD = { room_paused: "a pause", room_closed: "the room's closing", retention_purge: "a retention purge" };
   const DAY_MS = 86400 * 1000;
 
-  function headRulesProblem(marks, signedHeads, checkpointSeq, lastSeq, policy) {
+  const chainMs = (text) => Date.parse(text.replace(/(\.\d{3})\d*Z$/, "$1Z"));
+
+  function headRulesProblem(marks, signedHeads, checkpointSeq, lastSeq, policy, tail) {
     const heads = [...signedHeads].sort((a, b) => a.seq - b.seq);
     const latest = heads.length ? heads[heads.length - 1].seq : -1;
     for (const mark of marks) {
@@ -89,6 +101,10 @@
     for (const point of [...heads.filter((h) => h.seq > checkpointSeq).map((h) => h.seq), lastSeq]) {
       if (point - previous > n) return [previous + n + 1, `more than ${n} events follow #${previous} without a signature by the server, which signs at least every ${n}`];
       previous = Math.max(previous, point);
+    }
+    // The server signs a quiet room's events within T: judged by this browser's own clock.
+    if (tail && Number.isInteger(policy.head_grace_seconds) && Date.now() - chainMs(tail.occurred_at) > policy.head_grace_seconds * 1000) {
+      return [tail.seq, `it was recorded more than ${Math.round(policy.head_grace_seconds / 60)} minutes ago and no signature by the server covers it, though the server signs within ${Math.round((policy.head_every_seconds || 3600) / 60)} minutes: signatures were removed`];
     }
     for (const mark of marks) {
       if (mark.kind !== "retention_purge") continue;
@@ -108,7 +124,25 @@
     return null;
   }
 
-  async function verifyChain({ events, head, checkpoint, signedHeads, policy }) {
+  // Witnesses this browser made, kept across visits (the server may lose or drop its rows).
+  function rememberedWitnesses(viewer) {
+    try {
+      const list = JSON.parse(localStorage.getItem(witnessKey(viewer)) || "[]");
+      return Array.isArray(list) ? list : [];
+    } catch (_) {
+      return [];
+    }
+  }
+
+  function remember(viewer, witness) {
+    const list = rememberedWitnesses(viewer).filter((w) => !(w.seq === witness.seq && w.key_id === witness.key_id));
+    list.push({ seq: witness.seq, hash: witness.hash, signed_at: witness.signed_at, key_id: witness.key_id, witnessed_at: witness.witnessed_at });
+    localStorage.setItem(witnessKey(viewer), JSON.stringify(list));
+  }
+
+  const sameHead = (a, b) => a.seq === b.seq && a.hash === b.hash && a.signed_at === b.signed_at;
+
+  async function verifyChain({ events, head, checkpoint, signedHeads, policy, witnesses = [] }) {
     let expectedSeq = checkpoint.seq + 1;
     let expectedPrev = checkpoint.hash;
     const hashes = new Map([[checkpoint.seq, checkpoint.hash]]);
@@ -144,8 +178,18 @@
       if (signed.seq > lastSeq) return bad(lastSeq + 1, `the server once signed the record up to #${signed.seq}, so events after #${lastSeq} are missing`);
       if (hashes.has(signed.seq) && hashes.get(signed.seq) !== signed.hash) return bad(signed.seq, "the server signed a different version of this event");
     }
+    // Owners' witnesses (and the ones this browser made): checkpoints the record must extend,
+    // even if the server re-signed a rewritten record with its own key.
+    for (const witness of witnesses) {
+      const who = witness.by_you ? "you" : (witness.owner_name || "an owner");
+      if (!signedHeads.some((signed) => sameHead(signed, witness))) return bad(witness.seq, `${who} confirmed the record up to here, but the server's signature that was confirmed is gone`);
+      if (witness.seq > lastSeq) return bad(lastSeq + 1, `${who} confirmed the record up to #${witness.seq}, so events after #${lastSeq} are missing`);
+      if (hashes.has(witness.seq) && hashes.get(witness.seq) !== witness.hash) return bad(witness.seq, `${who} confirmed a different version of this event`);
+    }
     if (policy) {
-      const broken = headRulesProblem(marks, signedHeads, checkpoint.seq, lastSeq, policy);
+      const tailSeq = Math.max(checkpoint.seq, ...signedHeads.map((h) => h.seq)) + 1;
+      const tail = events.find((event) => event.seq === tailSeq) || null;
+      const broken = headRulesProblem(marks, signedHeads, checkpoint.seq, lastSeq, policy, tail);
       if (broken) return bad(broken[0], broken[1]);
     }
     return { ok: true, firstBad: null, problem: "", hashes, lastSeq };
@@ -169,6 +213,60 @@
     }
     const n = signedHeads.length;
     return { state: "verified", text: `Intact: ${n} signature${n === 1 ? "" : "s"} by the server check${n === 1 ? "s" : ""} out with its published key.` };
+  }
+
+  // Each witness must be a valid Ed25519 signature by the key it names over exactly its
+  // fields: an edited witness is as broken as an edited event.
+  async function witnessesValid(witnesses) {
+    for (const witness of witnesses) {
+      const message = new TextEncoder().encode(WITNESS_PREFIX + canonical({
+        room_id: roomId, seq: witness.seq, hash: witness.hash, signed_at: witness.signed_at,
+        owner_id: witness.owner_id, key_id: witness.key_id,
+      }));
+      const key = await crypto.subtle.importKey("raw", fromBase64(witness.public_key), { name: "Ed25519" }, false, ["verify"]);
+      if (!(await crypto.subtle.verify({ name: "Ed25519" }, key, fromBase64(witness.signature), message))) return witness;
+    }
+    return null;
+  }
+
+  // Countersign the latest head the server signed (the record checked out up to there) with
+  // this owner's device key, unless one of their keys already did.
+  async function confirm(ledger) {
+    const heads = [...ledger.signedHeads].sort((a, b) => a.seq - b.seq);
+    const target = heads[heads.length - 1];
+    if (!target) return { state: "none", text: "Nothing to confirm yet: the server has not signed this record." };
+    const mine = ledger.witnesses.filter((w) => w.by_you);
+    const done = mine.find((w) => sameHead(w, target));
+    if (done) return { state: "confirmed", witness: done };
+    const keys = window.SynapsiaKeys;
+    if (!keys || !window.isSecureContext) {
+      return { state: "no-key", help: true, text: "Not added: this browser cannot sign with a device key here, so it cannot add your confirmation. The record itself was still checked." };
+    }
+    let key;
+    try {
+      key = await keys.signingKey();
+    } catch (_) {
+      key = null;
+    }
+    if (!key) {
+      return { state: "no-key", help: true, text: "Not added: this browser holds no device key of yours, so it cannot add your confirmation. The record itself was still checked." };
+    }
+    const text = canonical({ room_id: roomId, seq: target.seq, hash: target.hash, signed_at: target.signed_at, owner_id: ledger.viewer, key_id: key.id });
+    let signature;
+    try {
+      signature = await crypto.subtle.sign({ name: "Ed25519" }, key.privateKey, new TextEncoder().encode(WITNESS_PREFIX + text));
+    } catch (_) {
+      return { state: "no-key", help: true, text: "Not added: this browser could not sign with your device key. The record itself was still checked." };
+    }
+    try {
+      const witness = await keys.api("POST", `/api/rooms/${roomId}/ledger/witnesses`, {
+        seq: target.seq, hash: target.hash, signed_at: target.signed_at, key_id: key.id,
+        signature: keys.b64url(signature),
+      });
+      return { state: "confirmed", witness };
+    } catch (error) {
+      return { state: "error", text: `Your confirmation could not be added: ${error.message}` };
+    }
   }
 
   // Does the history we just verified extend the head this browser saw last time?
@@ -275,7 +373,10 @@
     document.getElementById("ledger-head-seq").textContent = ledger.head.seq ? `#${ledger.head.seq}` : "none yet";
     document.getElementById("ledger-head").textContent = ledger.head.hash;
 
-    const result = await verifyChain(ledger);
+    // Witnesses this browser made but the server no longer lists still bind the record.
+    const remembered = rememberedWitnesses(ledger.viewer);
+    const dropped = remembered.filter((kept) => !ledger.witnesses.some((w) => w.key_id === kept.key_id && sameHead(w, kept)));
+    const result = await verifyChain({ ...ledger, witnesses: [...ledger.witnesses, ...dropped.map((w) => ({ ...w, by_you: true }))] });
     root.dataset.firstBad = result.firstBad === null ? "" : String(result.firstBad);
     markEvents(result.firstBad);
     const count = ledger.events.length;
@@ -295,6 +396,7 @@
 
     if (!result.ok) {
       show("ledger-history", "unchecked", "Not compared: the record does not check out.");
+      show("ledger-witness", "not-offered", "Not offered: you can only confirm a record that checks out.");
       return;
     }
     const history = compareWithStored(result, ledger);
@@ -308,7 +410,57 @@
     if (history.state !== "diverged" && signatures.state !== "broken") {
       localStorage.setItem(storageKey, JSON.stringify({ seq: ledger.head.seq, hash: ledger.head.hash }));
     }
+    await showConfirmation(ledger, signatures, history, dropped);
   }
 
-  run().catch(() => show("ledger-verdict", "error", "Could not check: the record could not be fetched. Reload the page to try again."));
+  function othersWords(ledger) {
+    const latest = new Map();
+    for (const witness of ledger.witnesses) {
+      if (witness.by_you) continue;
+      const before = latest.get(witness.owner_name);
+      if (!before || before.seq < witness.seq) latest.set(witness.owner_name, witness);
+    }
+    return [...latest.values()].map((w) => ` ${w.owner_name} confirmed it up to event #${w.seq} on ${whenText(w.witnessed_at)}.`).join("");
+  }
+
+  async function showConfirmation(ledger, signatures, history, dropped) {
+    if (dropped.length) {
+      const lost = dropped[dropped.length - 1];
+      show("ledger-witness", "missing", `Warning: you confirmed this record up to event #${lost.seq} on ${whenText(lost.witnessed_at)}, but the server no longer shows your confirmation.`);
+      explain("warn", "The server dropped a confirmation this browser made. Whoever controls the server's database may be hiding a change to the room's history. " +
+        "Keep any record you downloaded earlier, and compare with the other owner.");
+      return;
+    }
+    if (signatures.state === "none") {
+      show("ledger-witness", "none", "Nothing to confirm yet: the server has not signed this record.");
+      return;
+    }
+    if (signatures.state !== "verified" || history.state === "diverged") {
+      show("ledger-witness", "not-offered", "Not offered: you confirm only a record whose signatures check out in this browser and that continues the one you saw before." + othersWords(ledger));
+      return;
+    }
+    let bad = null;
+    try {
+      bad = await witnessesValid(ledger.witnesses);
+    } catch (_) {
+      bad = null; // cannot check Ed25519 here: signatures said so already
+    }
+    if (bad) {
+      show("ledger-witness", "broken", `Broken: the confirmation of event #${bad.seq} stored with this record does not check out, so it was changed after it was made.`);
+      return;
+    }
+    const outcome = await confirm(ledger);
+    document.getElementById("ledger-witness-help").hidden = !outcome.help;
+    if (outcome.state !== "confirmed") {
+      show("ledger-witness", outcome.state, outcome.text + othersWords(ledger));
+      return;
+    }
+    remember(ledger.viewer, outcome.witness);
+    show("ledger-witness", "confirmed", `You confirmed this record on ${whenText(outcome.witness.witnessed_at)} (up to event #${outcome.witness.seq}).` + othersWords(ledger));
+  }
+
+  run().catch(() => {
+    show("ledger-verdict", "error", "Could not check: the record could not be fetched. Reload the page to try again.");
+    show("ledger-witness", "not-offered", "Not offered: the record could not be checked.");
+  });
 })();
