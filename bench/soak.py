@@ -387,7 +387,7 @@ class RoomVerdict:
     messages: int
     delivered_once: bool
     ledger_ok: bool
-    refused: int
+    refused: list[str]  # the reason of each refusal
     unanswered: int
     breaches: int
     error: str
@@ -414,7 +414,7 @@ def judge(run: RoomRun) -> RoomVerdict:
         sum(len(seqs) for seqs in stored.values()),
         delivered,
         ledger_ok,
-        len(run.refused),
+        run.refused,
         run.unanswered,
         run.breaches,
         run.error,
@@ -491,7 +491,9 @@ def table(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def summary(verdicts: list[RoomVerdict], memory: list[Memory], seconds: float) -> tuple[str, bool]:
+def summary(
+    verdicts: list[RoomVerdict], memory: list[Memory], seconds: float, load: str
+) -> tuple[str, bool]:
     rows = [["kind", "rooms", "outcomes", "messages", "delivered once", "refused (reason)",
              "unanswered", "breaches", "ledgers verify", "errors"]]  # fmt: skip
     for kind in KINDS:
@@ -506,7 +508,7 @@ def summary(verdicts: list[RoomVerdict], memory: list[Memory], seconds: float) -
                 ", ".join(f"{k} {n}" for k, n in sorted(outcomes.items())),
                 str(sum(v.messages for v in of_kind)),
                 f"{sum(v.delivered_once for v in of_kind)}/{len(of_kind)}",
-                str(sum(v.refused for v in of_kind)),
+                str(sum(len(v.refused) for v in of_kind)),
                 str(sum(v.unanswered for v in of_kind)),
                 str(sum(v.breaches for v in of_kind)),
                 f"{sum(v.ledger_ok for v in of_kind)}/{len(of_kind)}",
@@ -534,12 +536,16 @@ def summary(verdicts: list[RoomVerdict], memory: list[Memory], seconds: float) -
         and all(m.flat for m in memory)
     )
     errors = [f"  room {v.number} ({v.kind}): {v.error}" for v in verdicts if v.error]
+    reasons = Counter(reason for v in verdicts for reason in v.refused)
+    refused = ", ".join(f"{reason} {n}" for reason, n in reasons.most_common()) or "none"
     text = "\n".join(
         [
             f"soak: {len(verdicts)} rooms over {seconds:.0f} s, production profile "
-            "(PostgreSQL, Redis, 2 Daphnes, 1 worker, 1 beat)",
+            f"(PostgreSQL, Redis, 2 Daphnes, 1 worker, 1 beat); load average {load}",
             "",
             table(rows),
+            "",
+            f"refused, by reason: {refused}",
             "",
             table(mem_rows),
             *(["", "errors:", *errors] if errors else []),
@@ -573,6 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from synapsia.serving import running_daphne
 
     began = time.monotonic()
+    load_before = os.getloadavg()[0]
     try:
         call_command("migrate", verbosity=0)
         print(f"soak: database {database}, Redis db {args.redis_db}; logs in {workdir}", flush=True)
@@ -600,7 +607,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sampler.finish()
         verdicts = [judge(run) for run in runs]
         memory = memory_verdict(sampler.samples)
-        text, ok = summary(verdicts, memory, time.monotonic() - began)
+        load = f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+        text, ok = summary(verdicts, memory, time.monotonic() - began, load)
         print("\n" + text, flush=True)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
