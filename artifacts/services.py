@@ -55,7 +55,7 @@ def artifact_publish(
     """Store one artifact, sealed, and decide (and if refused, record) whether the
     publisher's slip shares it with the other agent. Must run inside the action's
     ``transaction.atomic()``. Raises ``ArtifactRefused`` (nothing stored) for a media type
-    outside the allowed list."""
+    outside the allowed list, or when the room does not exist."""
     existing = Artifact.objects.filter(action_key=action_key).first()
     if existing is not None:
         return Published(existing.id, existing.body_sha256, existing.shared_with_peer)
@@ -65,7 +65,10 @@ def artifact_publish(
         raise ArtifactRefused("media_type", f"An artifact's format must be one of: {allowed}.")
     encoded = body.encode("utf-8")
     artifact_id = uuid4()
-    room = Room.objects.only("id", "state", "terms").get(id=room_id)
+    room = Room.objects.only("id", "state", "terms").filter(id=room_id).first()
+    if room is None:
+        # A call with no room behind it (a deleted room's replayed action): nowhere to publish.
+        raise ArtifactRefused("no_room", "There is no room to publish this artifact in.")
     # The slip's answer now; the other agent's seat is decided at each delivery, live.
     decision = decide_guarded(
         ArtifactShareRequest(
