@@ -121,6 +121,8 @@ def test_the_scrape_counts_the_negotiation_without_content_or_identifiers(
     assert series['synapsia_ledger_events_recent{kind="grant_requested"}'] == 1
     assert series["synapsia_purged_ledger_events_recent"] == 7
     assert series["synapsia_ledger_event_insert_seconds_count"] >= 4
+    # The whole append, timed by the ledger service: four single appends above, at least.
+    assert series['synapsia_ledger_append_seconds_count{path="one"}'] >= 4
     assert series['synapsia_http_requests_total{route="healthz",status="2xx"}'] >= 1
     # Nothing a person wrote, and no id of a person, room or agent, in any label or value.
     assert CANARY.lower() not in body.lower()
@@ -142,3 +144,57 @@ def test_every_metric_is_documented_for_operators(scrape: Any) -> None:
     counters = {"synapsia_http_requests", "synapsia_unhandled_exceptions"}
     missing = [n for n in names if (f"{n}_total" if n in counters else n) not in docs]
     assert not missing
+
+
+# Every label the scrape may carry, and what its values look like. A new label (a room, an
+# owner, an agent...) fails here until someone decides it is safe and adds it.
+LABEL_VALUES = {
+    "state": re.compile(r"^(draft|open|paused|closed)$"),
+    "standing": re.compile(r"^[a-z_]+$"),
+    "reason": re.compile(r"^[a-z_.]+$"),
+    "kind": re.compile(r"^[a-z_.]+$"),
+    "outcome": re.compile(r"^(denied|grant_approved|grant_refused|grant_expired)$"),
+    "rule": re.compile(r"^[a-z][a-z0-9_.-]*$"),
+    "route": re.compile(r"^[a-z][a-z0-9_.-]*$"),
+    "status": re.compile(r"^[1-5]xx$"),
+    "path": re.compile(r"^(one|batch)$"),
+    "participant": re.compile(r"^(agent|owner)$"),
+    "le": re.compile(r"^([0-9.]+(e[+-]?[0-9]+)?|\+Inf)$"),
+}
+
+
+def test_every_label_is_a_known_one_with_a_value_that_names_no_one(
+    scrape: Any, make_open_room: Any
+) -> None:
+    _negotiate_with_canaries(make_open_room)
+    Client().get("/healthz")
+    body = scrape(HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content.decode()
+    pairs = re.findall(r'[{,]([a-z_]+)="([^"]*)"', body)
+    assert pairs
+    unknown = sorted({name for name, _ in pairs} - set(LABEL_VALUES))
+    assert not unknown, unknown
+    odd = sorted({(n, v) for n, v in pairs if not LABEL_VALUES[n].match(v)})
+    assert not odd, odd
+    # Rule ids that named an entry keep only "id": no hex run long enough to be one survives.
+    assert not [v for _, v in pairs if re.search(r"[0-9a-f]{8}", v)]
+
+
+def test_the_label_check_catches_a_label_that_names_a_room(
+    scrape: Any, make_open_room: Any
+) -> None:
+    """The check above, on a series an imagined change adds with the room id as a label."""
+    from prometheus_client import Gauge
+
+    from synapsia.metrics import REGISTRY
+
+    opened, _ = _negotiate_with_canaries(make_open_room)
+    leaky = Gauge(
+        "synapsia_test_leaky", "A series that must not exist.", ["room"], registry=REGISTRY
+    )
+    try:
+        leaky.labels(room=str(opened.room.id)).set(1)
+        body = scrape(HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content.decode()
+    finally:
+        REGISTRY.unregister(leaky)
+    names = {name for name, _ in re.findall(r'[{,]([a-z_]+)="([^"]*)"', body)}
+    assert "room" in names and "room" not in LABEL_VALUES
