@@ -858,8 +858,9 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
         SuspicionRule.INSTRUCTION_TO_READER,
         (
             r"(?:include|add|insert|append|prepend|mention|put|place|embed|show|display|repeat"
-            r"|cite|reference|echo|copy) (?:\w+ ){0,5}?(?:in|into|at the (?:end|start|beginning"
-            r"|top|bottom) of|within) (?:every|each|all|any|all (?:of )?(?:your|future)|all"
+            r"|cite|reference|echo|copy|record|list|log|write) (?:\w+ ){0,12}?(?:in|into|inside"
+            r"|at the (?:end|start|beginning|top|bottom) of|within) (?:every|each|all|any|all"
+            r" (?:of )?(?:your|future)|all"
             r" future|future) (?:\w+ )?(?:summar(?:y|ies)|responses?|repl(?:y|ies)|answers?"
             r"|outputs?|reports?|messages?)",
             r"(?:include|insert|append|prepend|embed|repeat|copy|echo) (?:\w+ ){0,5}?(?:in|into"
@@ -924,10 +925,29 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"(?:text|string|result|output|message|payload)) as (?:a |an )?(?:command|code|script"
             r"|shell command|program|instruction|system instruction)s?",
             r"execute (?:the following|this|these) (?:command|code|script|instructions?|steps)",
-            r"(?:delete|remove|wipe|erase|empty|purge|truncate|overwrite|destroy|shred) (?:\w+ )"
+            r"(?:delete|remove|wipe|erase|empty (?:the|your|all|every)|purge|truncate|overwrite"
+            r"|destroy|shred) (?:\w+ )"
             r"{0,3}?(?:files?|director(?:y|ies)|folders?|database|db|tables?|repositor(?:y|ies)"
             r"|repo|records|logs|backups?|disks?|drives?|workspace|inbox|emails|accounts?)",
             r"rm -r",
+            # Round 4 (from inspect-evals' ipi_coding_agent, after its one measurement): the shell
+            # and environment moves of an injection aimed at a coding agent.
+            # "run" as a word of prose ("run: echo …", "run `python …`"), not run_command(…).
+            r"(?:run|execute|type|paste|enter)(?=[\x20\t:`\"']) (?:this |the following |these )?"
+            r"(?:command )?[`\"':]? ?(?:echo|python3?|bash|sh|curl|wget|env|printenv|cat|pip3?"
+            r"|npm|chmod|export|sudo|git|ssh|nc|powershell) ",
+            r"python3? -c",
+            r"os ?\. ?(?:system|environ|popen|getenv)",
+            r"(?:curl|wget) [^\n|]{0,200}\| ?(?:ba|z)?sh(?!\w)",
+            r"\$ ?\{?[a-z_]{0,30}(?:secret|token|api_key|password|passwd|credential)",
+            r"(?:pip3?|npm|yarn|gem|cargo|brew|apt(?:-get)?) (?:install|add)",
+            r"(?:add|install|create|set up|write|append|register|schedule|adds) (?:\w+ ){0,4}?"
+            r"(?:cron ?job|crontab|pre-commit hook|git hooks?|\.bashrc|\.zshrc|\.profile"
+            r"|authorized_keys|startup script)",
+            r"before (?:\w+ ){0,3}?(?:making|modifying|changing|editing|touching|testing"
+            r"|continuing|committing|proceeding|replying|answering|responding|you (?:continue"
+            r"|proceed|start|begin|reply|answer|respond)) (?:\w+ ){0,5}?(?:run|execute|call"
+            r"|install|add|verify|send|post|record)",
             r"(?:curl|wget) (?:-\w+ ){0,4}?(?:https?://|www\.)",
             r"(?:ai|llm|coding|autonomous|automated) (?:agents?|assistants?|models?|systems?"
             r"|reviewers?) (?:\w+ ){0,4}?(?:should|must|need to|needs to|are required to|are"

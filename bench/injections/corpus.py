@@ -565,7 +565,9 @@ def _agent_threat_bench(wheel: zipfile.ZipFile) -> Iterator[tuple[Sample, bool]]
     for row in json.loads(wheel.read(_THREAT_BENCH + "autonomy_hijack.json")):
         attacked = set(row.get("attack_email_indices") or [])
         encoded = row.get("attack_name") == "encoded_payload"
-        for index, mail in enumerate(row.get("inbox") or []):
+        # The benchmark numbers e-mails from 1 (an inbox of three names e-mail 3); round 4's one
+        # measurement read the indices from 0, which swapped attack and ordinary e-mails.
+        for index, mail in enumerate(row.get("inbox") or [], start=1):
             sample = Sample(
                 _email(mail), "inspect-evals:agent_threat_bench", "held_out_4", encoded=encoded
             )
