@@ -279,3 +279,31 @@ def test_a_non_member_gets_the_same_404_as_for_no_room(
     owner = Client()
     owner.force_login(shared_room.a.owner)
     assert owner.get(f"/rooms/{shared_room.room.id}/package/").status_code == 405
+
+
+def test_the_checker_runs_from_a_copy_of_two_files(shared_room: Any, tmp_path: Path) -> None:
+    """As the docs say: copy verify_package.py and verify_export.py into a folder named
+    ``ledger`` and run it there, without Synapsia or Django."""
+    _populated(shared_room)
+    package = project_package_build(owner=shared_room.a.owner, room_id=shared_room.room.id)
+    path = _write(tmp_path, package.content)
+    copy = tmp_path / "standalone" / "ledger"
+    copy.mkdir(parents=True)
+    for name in ("verify_package.py", "verify_export.py"):
+        (copy / name).write_bytes((ROOT / "ledger" / name).read_bytes())
+    script = (
+        "import sys, ledger.verify_package as v\n"
+        "assert v.__file__.startswith(sys.argv[1]), v.__file__\n"
+        "assert 'django' not in sys.modules and 'synapsia' not in sys.modules\n"
+        "sys.exit(v.main(sys.argv[2:]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(copy), str(path), "--public-key", ledger_public_key()],
+        cwd=copy.parent,
+        env={"PYTHONPATH": str(copy.parent), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and "package intact" in done.stdout, done.stderr
