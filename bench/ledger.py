@@ -85,15 +85,19 @@ def _generate(events: int, rooms: int) -> None:
     import uuid
 
     import rfc8785
+    from django.conf import settings
     from django.db import connection, transaction
 
     from ledger.chain import GENESIS_HASH, envelope_suffix
-    from ledger.models import LedgerHead
-    from ledger.signing import ledger_sign_head
+    from ledger.models import LedgerHead, SignedHead
+    from ledger.signing import ledger_sign_head, signed_head_build
 
     per_room, extra = divmod(events, rooms)
     start = datetime(2026, 1, 1, tzinfo=UTC)
     heads: list[LedgerHead] = []
+    # The heads the append path signs every N events: verification requires them.
+    every = int(settings.SYNAPSIA.get("LEDGER_HEAD_EVERY_EVENTS", 64))
+    signed: list[SignedHead] = []
     room_ids = [uuid.UUID(int=(n + 1) * 0x9E3779B97F4A7C15 % 2**128) for n in range(rooms)]
     vendor = connection.vendor
     began, written = time.monotonic(), 0
@@ -136,6 +140,12 @@ def _generate(events: int, rooms: int) -> None:
                         sink.write_row((room_id, seq, kind, when, data, prev, digest, canonical))  # type: ignore[union-attr]
                     prev = digest
                     written += 1
+                    if seq % every == 0:
+                        signed.append(
+                            signed_head_build(
+                                room_id=room_id, seq=seq, head_hash=digest, signed_at=chain_at
+                            )
+                        )
                 if batch:
                     raw.executemany(
                         "INSERT INTO ledger_ledgerevent (room_id, seq, kind, occurred_at, data, "
@@ -147,6 +157,7 @@ def _generate(events: int, rooms: int) -> None:
                     rate = written / max(time.monotonic() - began, 1e-9)
                     _say(f"generated {written:,}/{events:,} events ({rate:,.0f}/s)")
         LedgerHead.objects.bulk_create(heads, batch_size=1000)
+        SignedHead.objects.bulk_create(signed, batch_size=1000)
     for room_id in room_ids:  # a signed head per room, as pausing or closing leaves one
         ledger_sign_head(room_id=room_id)
     with connection.cursor() as cursor:

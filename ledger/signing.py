@@ -118,12 +118,21 @@ def sign_locked_head(*, room_id: UUID, seq: int, head_hash: str, fresh: bool = F
         latest = SignedHead.objects.filter(room_id=room_id).order_by("-seq", "-id").first()
         if latest is not None and (latest.seq, latest.hash) == (seq, head_hash):
             return latest
+    signed = signed_head_build(
+        room_id=room_id, seq=seq, head_hash=head_hash, signed_at=occurred_at_text(timezone.now())
+    )
+    signed.save(force_insert=True)
+    return signed
+
+
+def signed_head_build(*, room_id: UUID, seq: int, head_hash: str, signed_at: str) -> SignedHead:
+    """The server's signature over ``(room, seq, hash, signed_at)``, not yet stored (the
+    append path stores it at once; the ledger bench stores many in one statement)."""
     key = _signing_key()
-    signed_at = occurred_at_text(timezone.now())
     signature = key.sign(
         head_signed_bytes(room_id=room_id, seq=seq, head_hash=head_hash, signed_at=signed_at)
     ).signature
-    return SignedHead.objects.create(
+    return SignedHead(
         room_id=room_id,
         seq=seq,
         hash=head_hash,

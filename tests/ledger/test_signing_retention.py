@@ -187,3 +187,35 @@ def test_purge_task_and_command_apply_the_window(make_chain, settings, capsys) -
     assert list(LedgerEvent.objects.filter(room_id=room_id).values_list("kind", flat=True)) == [
         "retention_purge"
     ]
+
+
+@pytest.mark.parametrize(
+    "room_id, seq, head_hash, signed_at",
+    [
+        ("0b5e4d1c-6a3f-4f1e-9d2c-8a7b6c5d4e3f", 64, "ab" * 32, "2026-12-01T16:00:00.123456Z"),
+        ("room", 0, "0" * 64, ""),
+        ('quote"back\\slash', 2**53 - 1, "h\u00e9", "\u2028 \U0001f600 \x7f"),
+    ],
+)
+def test_head_signed_bytes_are_rfc_8785_built_directly(room_id, seq, head_hash, signed_at) -> None:
+    import rfc8785
+
+    from ledger.chain import HEAD_SIGNATURE_PREFIX, head_signed_bytes
+
+    expected = HEAD_SIGNATURE_PREFIX + rfc8785.dumps(
+        {"room_id": room_id, "seq": seq, "hash": head_hash, "signed_at": signed_at}
+    )
+    assert (
+        head_signed_bytes(room_id=room_id, seq=seq, head_hash=head_hash, signed_at=signed_at)
+        == expected
+    )
+
+
+@pytest.mark.parametrize("seq", [-1, 2**53, True, "3"])
+def test_head_signed_bytes_refuse_numbers_rfc_8785_cannot_carry(seq) -> None:
+    import rfc8785
+
+    from ledger.chain import head_signed_bytes
+
+    with pytest.raises(rfc8785.CanonicalizationError):
+        head_signed_bytes(room_id="r", seq=seq, head_hash="h", signed_at="t")
