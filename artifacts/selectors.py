@@ -48,7 +48,12 @@ def artifacts_for_owner(*, owner: User, room_id: UUID) -> list[ArtifactView]:
     seats = room_selectors.room_seats(room=seat.room)
     agents = {s.agent_id: s for s in seats if s.agent_id is not None}
     views = []
-    for artifact in Artifact.objects.filter(room_id=seat.room_id).order_by("created_at", "id"):
+    rows = (
+        Artifact.objects.filter(room_id=seat.room_id)
+        .select_related("publisher_owner")
+        .order_by("created_at", "id")
+    )
+    for artifact in rows:
         publisher = agents.get(artifact.publisher_agent_id)
         by_you = artifact.publisher_owner_id == owner.pk
         agent_name = publisher.agent.name if publisher and publisher.agent else ""
