@@ -183,6 +183,14 @@ def test_the_owner_confirms_the_record_with_her_device_key_and_a_dropped_witness
     page.reload()
     assert wait_confirmation(page) == "confirmed"
     assert HeadWitness.objects.filter(room_id=room_id).count() == 1
+    # A stored witness edited in the database: the browser checks its signature itself.
+    good = witness.signature
+    forged = ("A" if good[0] != "A" else "B") + good[1:]
+    HeadWitness.objects.filter(pk=witness.pk).update(signature=forged)
+    page.reload()
+    assert wait_confirmation(page) == "broken", page.inner_text("#ledger-witness")
+    assert "does not check out" in page.inner_text("#ledger-witness")
+    HeadWitness.objects.filter(pk=witness.pk).update(signature=good)
 
     # Bob, in his own browser, has no device key: told so plainly, nothing sent, and he
     # reads Alice's confirmation.
