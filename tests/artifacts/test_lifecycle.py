@@ -122,3 +122,35 @@ def test_a_blob_moved_to_another_artifact_or_room_does_not_open(
     tampered[-1] ^= 1
     with pytest.raises(Misconfigured):
         artifact_open(room_id=first.room_id, artifact_id=first.id, blob=bytes(tampered))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restore_brings_back_no_readable_artifact_and_reapply_deletes_it(
+    shared_room: Any,
+) -> None:
+    """A backup taken before the deletion, restored after it: the artifact's row is back but
+    its room's key is destroyed, and ``reapply_deletions`` deletes the row again."""
+    from django.core import serializers
+
+    from rooms.deletion import deletions_reapply
+    from rooms.models import Room, RoomMember
+
+    publish(shared_room, shared_room.a, title="Restored?", body="Must not come back")
+    room_id = shared_room.room.id
+    backup = serializers.serialize(
+        "json",
+        [
+            *Room.objects.filter(id=room_id),
+            *RoomMember.objects.filter(room_id=room_id),
+            *Artifact.objects.filter(room_id=room_id),
+        ],
+    )
+    room_delete(owner=shared_room.a.owner, room_id=room_id)
+    for restored in serializers.deserialize("json", backup):
+        restored.save()
+    artifact = Artifact.objects.get()  # the restore brought the row back...
+    with pytest.raises(DataKeyDestroyed):  # ...but nothing in it can be read
+        artifact_open(room_id=room_id, artifact_id=artifact.id, blob=bytes(artifact.sealed))
+    reapplied = deletions_reapply()
+    assert reapplied.rooms_with_content == 1
+    assert not Artifact.objects.filter(room_id=room_id).exists()
