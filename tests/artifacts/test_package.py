@@ -307,3 +307,18 @@ def test_the_checker_runs_from_a_copy_of_two_files(shared_room: Any, tmp_path: P
         check=False,
     )
     assert done.returncode == 0 and "package intact" in done.stdout, done.stderr
+
+
+def test_a_closed_room_still_exports_and_verifies(shared_room: Any, tmp_path: Path) -> None:
+    from rooms.models import RoomState
+
+    _populated(shared_room)
+    services.room_transition(
+        owner=shared_room.b.owner, room_id=shared_room.room.id, to=RoomState.CLOSED
+    )
+    package = project_package_build(owner=shared_room.b.owner, room_id=shared_room.room.id)
+    path = _write(tmp_path, package.content)
+    summary = verify_package(str(path), pinned_key=ledger_public_key())
+    assert summary.startswith("package intact")
+    ledger = json.loads(_files(package.content)["ledger.json"])
+    assert ledger["events"][-1]["kind"] == "room_closed"
