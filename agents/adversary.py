@@ -286,7 +286,7 @@ def _probe_context(attempt: Attempt, context: TurnContext) -> AttemptResult:
 
 
 def _arguments(attempt: Attempt, room: RoomClient) -> dict[str, Any]:
-    me = room.welcome.agent_id if room.welcome and room.welcome.agent_id else "me"
+    me = str(room.welcome.agent_id) if room.welcome and room.welcome.agent_id else "me"
     return {k: (me if v is OWN_AGENT_ID else v) for k, v in attempt.arguments.items()}
 
 

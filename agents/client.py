@@ -1,6 +1,8 @@
 """A small asyncio client for the Synapsia room protocol (see docs/protocol.md).
 
-It speaks only the documented wire protocol and imports no server code. It keeps the socket
+It speaks only the documented wire protocol and imports no server code: every frame from the
+server is decoded with the protocol package (``synapsia_protocol``), the same classes the server
+validates with, and a frame that does not match them is never acted on. It keeps the socket
 alive across drops: on reconnect the server replays everything after the last acknowledged
 message, and the client drops anything it has already handed out, so each message is seen
 exactly once, in order. Unacknowledged ``say`` frames are resent with the same id, which the
@@ -23,21 +25,47 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-from agents.context import TurnContext, Whisper
+from agents.context import TurnContext
+from synapsia_protocol import (
+    PROTOCOL_VERSION,
+    ActionResultBody,
+    ActionResultFrame,
+    AnyServerFrame,
+    ContextFrame,
+    ErrorFrame,
+    FrameError,
+    MessageBody,
+    MessageFrame,
+    NoticeBody,
+    NoticeFrame,
+    OffersRevealedBody,
+    OffersRevealedFrame,
+    PongFrame,
+    RoomStateFrame,
+    SentFrame,
+    WelcomeBody,
+    WelcomeFrame,
+    WhisperBody,
+    WhisperFrame,
+    parse_server_frame,
+)
+from synapsia_protocol.codes import FINAL_CLOSE_CODES
 
 log = logging.getLogger("synapsia.agents")
 
-PROTOCOL_VERSION = 1
 ACK_BATCH = 32  # while busy, acknowledge at least this often
-# Close codes after which retrying cannot help (docs/protocol.md, "Close codes").
-FINAL_CLOSE_CODES = {
-    4401: "unauthenticated",
-    4403: "forbidden",
-    4406: "origin not allowed",
-    4409: "room not joinable",
-    4001: "replaced by a newer connection",
-    4412: "no clearance: the owner must sign a new slip",
-}
+PROTOCOL_ERROR = 1002  # RFC 6455: we close with it when the server's frame is unreadable
+
+# The SDK's names for the package's bodies (aliases, not copies: the very same classes).
+# RoomMessage: one of the other agent's messages, untrusted data already stripped by the
+# server; ``fenced`` is the same text as one nonce-bounded untrusted block (what to give a
+# model), ``flags`` the suspicion rules it raised, ``author`` is ``owner`` when the peer's owner
+# stepped in and wrote it in person (still untrusted to you).
+RoomMessage = MessageBody
+Notice = NoticeBody  # a trusted notice from the room itself (e.g. ``slip_key_revoked``)
+Welcome = WelcomeBody  # the room, who you are, your last acknowledgement, your tools
+ActionOutcome = ActionResultBody  # what became of an ``act`` (``ref``: its idempotency key)
+Whisper = WhisperBody  # your own owner whispered to you (trusted)
 
 
 class RoomClosedError(Exception):
@@ -58,71 +86,25 @@ class FrameRefusedError(Exception):
 
 
 @dataclass(frozen=True)
-class RoomMessage:
-    """One of the other agent's messages: untrusted data, already stripped by the server.
+class SealedReveal:
+    """The room's sealed offers, revealed to both agents at once (the ``offers_revealed``
+    body, as decoded, in ``body``), with plain views of it: ``offers`` are ``(agent id, offer
+    in JSON form)`` in sealing order; ``complete`` is False when the deadline passed before
+    every agent sealed; ``salts`` per agent id (docs/protocol.md, "Sealed offers")."""
 
-    ``fenced`` is the same text as one nonce-bounded untrusted block (what to give a model);
-    ``flags`` are the suspicion rules it raised; ``author`` is ``owner`` when the peer's owner
-    stepped in and wrote it in person (still untrusted to you)."""
-
-    seq: int
-    sender_agent_id: str
-    text: str
-    sent_at: str
-    fenced: str | None = None
-    flags: tuple[str, ...] = ()
-    author: str = "agent"
-
-
-@dataclass(frozen=True)
-class Notice:
-    """A trusted notice from the room itself (e.g. ``slip_key_revoked``)."""
-
-    code: str
-    message: str
-
-
-@dataclass
-class Welcome:
-    room: dict[str, Any]
-    participant: str
-    agent_id: str | None
-    acked_seq: int
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    # The room's dinner terms (docs/dining.md), None when the room is not a dinner.
-    terms: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class ActionOutcome:
-    """What became of an ``act`` request (``ref`` is its frame id and idempotency key)."""
-
-    ref: str
-    action_id: str | None
-    status: str  # executed, pending, failed, awaiting_grant, denied
-    rule: str
-    detail: str
-    output: dict[str, Any] | None
-    replay: bool
+    body: OffersRevealedBody
 
     @property
-    def settled(self) -> bool:
-        """Whether this is the action's final outcome (not waiting for a grant or a webhook)."""
-        return self.status not in UNSETTLED
+    def offers(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(str(o.agent_id), o.offer.model_dump(mode="json")) for o in self.body.offers]
 
+    @property
+    def complete(self) -> bool:
+        return self.body.complete
 
-UNSETTLED = frozenset({"awaiting_grant", "pending"})
-
-
-@dataclass(frozen=True)
-class SealedReveal:
-    """The room's sealed offers, revealed to both agents at once: ``(agent id, offer)`` in
-    sealing order. ``complete`` is False when the deadline passed before every agent sealed."""
-
-    offers: list[tuple[str, dict[str, Any]]]
-    complete: bool
-    # Per agent id, the salt of its ledger commitment (docs/protocol.md, "Sealed offers").
-    salts: dict[str, str] = field(default_factory=dict)
+    @property
+    def salts(self) -> dict[str, str]:
+        return {str(o.agent_id): o.salt for o in self.body.offers}
 
 
 @dataclass
@@ -168,6 +150,7 @@ class RoomClient:
         self._runner: asyncio.Task[None] | None = None
         self._closing = False
         self._final_error: RoomClosedError | None = None
+        self._unreadable: str | None = None  # why the server's last frame could not be read
         self._action_updates: dict[str, asyncio.Queue[ActionOutcome]] = {}
         self._handed_out = 0  # highest seq returned by next_message
         self._acked = 0  # highest seq acknowledged to the server
@@ -214,8 +197,8 @@ class RoomClient:
 
     async def say(self, text: str, timeout: float = 30.0) -> int:
         """Say ``text`` in the room; returns its sequence number once the server recorded it."""
-        result = await self._request("say", {"text": text}, timeout)
-        return int(result["seq"])
+        result: Any = await self._request("say", {"text": text}, timeout)
+        return int(result.seq)
 
     async def say_when_open(self, text: str, timeout: float = 300.0, poll: float = 2.0) -> int:
         """Say ``text``, waiting while the room is paused (at a fork or a flare).
@@ -282,8 +265,8 @@ class RoomClient:
         ``ask`` names kinds of the other owner's items you want (``budget``, ...): asking
         clears nothing; each one not cleared is a denial both owners see in the ledger."""
         request = {"ask": list(ask)} if ask else {}
-        body: dict[str, Any] = await self._request("context_request", request, timeout)
-        return TurnContext.from_body(body)
+        context: TurnContext = await self._request("context_request", request, timeout)
+        return context
 
     async def seal_offer(self, offer: dict[str, Any], timeout: float = 90.0) -> SealedReveal:
         """Seal your offer (``venue_id``, ``start``, ``party_size``, ``price_per_person_minor``,
@@ -390,6 +373,9 @@ class RoomClient:
                 ) as socket:
                     self._socket = socket
                     await self._read(socket)
+                if self._unreadable is not None:
+                    self._fail(RoomClosedError(PROTOCOL_ERROR, "the server broke the protocol"))
+                    return
             except ConnectionClosed as closed:
                 code = closed.rcvd.code if closed.rcvd else 1006
                 if code in FINAL_CLOSE_CODES:
@@ -410,109 +396,69 @@ class RoomClient:
             self.reconnects += 1
 
     async def _read(self, socket: ClientConnection) -> None:
-        handlers = {
-            "welcome": self._on_welcome,
-            "message": self._on_message,
-            "sent": self._on_sent,
-            "pong": self._on_pong,
-            "error": self._on_error,
-            "room_state": self._on_room_state,
-            "action_result": self._on_action_result,
-            "context": self._on_context,
-            "whisper": self._on_whisper,
-            "notice": self._on_notice,
-            "offers_revealed": self._on_offers_revealed,
-        }
         async for raw in socket:
-            frame = json.loads(raw)
-            handler = handlers.get(frame["type"])
-            if handler is None:
-                log.warning("ignoring unknown frame type %r", frame["type"])
+            try:
+                frame = parse_server_frame(raw)
+            except FrameError as refused:
+                # Never act on a frame the protocol package cannot read, and never read on
+                # past it: acknowledgements are cumulative, so skipping it would lose it for
+                # good. A server that sends one is not speaking this protocol; stop.
+                log.error("the server sent a frame that is not the protocol: %s", refused)
+                self._unreadable = refused.message
+                await socket.close(PROTOCOL_ERROR, "unreadable frame")
+                return
+            if frame is None:
+                log.warning("ignoring a frame type this SDK does not know")
                 continue
-            await handler(socket, frame)
+            await self._handle(socket, frame)
 
-    async def _on_welcome(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
-        body = frame["body"]
-        self.welcome = Welcome(
-            body["room"],
-            body["participant"],
-            body["agent_id"],
-            body["acked_seq"],
-            body.get("tools", []),
-            body["room"].get("terms"),
-        )
-        self.room_state = body["room"]["state"]
+    async def _handle(self, socket: ClientConnection, frame: AnyServerFrame) -> None:
+        match frame:
+            case WelcomeFrame():
+                await self._on_welcome(socket, frame.body)
+            case MessageFrame():
+                if frame.body.seq > self.last_seq:
+                    self.last_seq = frame.body.seq
+                    self._inbox.put_nowait(frame.body)
+            case SentFrame():
+                self._resolve(frame.body.ref, frame.body)
+            case PongFrame():
+                self._resolve(frame.id, frame.body)
+            case ErrorFrame():
+                body = frame.body
+                refused = FrameRefusedError(str(body.code), body.message)
+                if not self._resolve(body.ref, refused):
+                    log.warning("server error frame: %s", body.model_dump(mode="json"))
+            case ActionResultFrame():
+                outcome = frame.body
+                if not self._resolve(outcome.ref, outcome):  # a later update, after a grant
+                    self._action_updates.setdefault(outcome.ref, asyncio.Queue()).put_nowait(
+                        outcome
+                    )
+            case RoomStateFrame():
+                self.room_state = frame.body.state
+                self._state_changed.set()
+            case ContextFrame():
+                self._resolve(frame.id, frame.body)
+            case WhisperFrame():
+                self.whispers.put_nowait(frame.body)
+            case NoticeFrame():
+                self.notices.put_nowait(frame.body)
+            case OffersRevealedFrame():
+                # Sent unprompted too (to the agent that sealed first, after every reconnect).
+                reveal = SealedReveal(frame.body)
+                self.sealed_reveal = reveal
+                for ref, pending in list(self._pending.items()):
+                    if pending.frame["type"] == "seal_offer":
+                        self._resolve(ref, reveal)
+
+    async def _on_welcome(self, socket: ClientConnection, body: WelcomeBody) -> None:
+        self.welcome = body
+        self.room_state = body.room.state
         self._state_changed.set()
         self._connected.set()
         for pending in list(self._pending.values()):  # resend what was never confirmed
             await socket.send(json.dumps(pending.frame))
-
-    async def _on_message(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
-        body = frame["body"]
-        if body["seq"] > self.last_seq:
-            self.last_seq = body["seq"]
-            message = RoomMessage(
-                body["seq"],
-                body["sender_agent_id"],
-                body["text"],
-                body["sent_at"],
-                body.get("fenced"),
-                tuple(body.get("flags", ())),
-                body.get("author", "agent"),
-            )
-            self._inbox.put_nowait(message)
-
-    async def _on_sent(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
-        self._resolve(frame["body"]["ref"], frame["body"])
-
-    async def _on_pong(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
-        self._resolve(frame["id"], frame["body"])
-
-    async def _on_error(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
-        body = frame["body"]
-        if not self._resolve(body["ref"], FrameRefusedError(body["code"], body["message"])):
-            log.warning("server error frame: %s", body)
-
-    async def _on_action_result(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
-        body = frame["body"]
-        outcome = ActionOutcome(
-            body["ref"],
-            body["action_id"],
-            body["status"],
-            body["rule"],
-            body["detail"],
-            body["output"],
-            body["replay"],
-        )
-        if not self._resolve(body["ref"], outcome):  # a later update, after a grant decision
-            self._action_updates.setdefault(body["ref"], asyncio.Queue()).put_nowait(outcome)
-
-    async def _on_room_state(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
-        self.room_state = frame["body"]["state"]
-        self._state_changed.set()
-
-    async def _on_context(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
-        self._resolve(frame["id"], frame["body"])
-
-    async def _on_whisper(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
-        body = frame["body"]
-        self.whispers.put_nowait(Whisper.model_validate(body))
-
-    async def _on_notice(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
-        self.notices.put_nowait(Notice(frame["body"]["code"], frame["body"]["message"]))
-
-    async def _on_offers_revealed(self, socket: ClientConnection, frame: dict[str, Any]) -> None:
-        # Sent unprompted too (to the agent that sealed first, and after every reconnect).
-        body = frame["body"]
-        reveal = SealedReveal(
-            [(str(o["agent_id"]), dict(o["offer"])) for o in body["offers"]],
-            bool(body["complete"]),
-            {str(o["agent_id"]): str(o.get("salt", "")) for o in body["offers"]},
-        )
-        self.sealed_reveal = reveal
-        for ref, pending in list(self._pending.items()):
-            if pending.frame["type"] == "seal_offer":
-                self._resolve(ref, reveal)
 
     def _resolve(self, ref: str | None, value: Any) -> bool:
         pending = self._pending.get(ref or "")

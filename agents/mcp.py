@@ -313,7 +313,7 @@ def outcome_result(tool: str, outcome: ActionOutcome) -> types.CallToolResult:
         "rule": outcome.rule,
         "detail": outcome.detail,
         "ref": outcome.ref,
-        "action_id": outcome.action_id,
+        "action_id": str(outcome.action_id) if outcome.action_id else None,
         "replay": outcome.replay,
         "output": outcome.output,
     }
@@ -518,18 +518,21 @@ class Bridge:
 
     def read(self, uri: str) -> types.TextResourceContents:
         welcome = self.room.welcome
-        room = welcome.room if welcome is not None else {}
+        room = welcome.room if welcome is not None else None
         if uri == CHARTER_URI:
-            lines = [f"Purpose: {room.get('purpose', '')}", f"Charter: {room.get('charter', '')}"]
-            if room.get("terms") is not None:
-                lines.append(f"Terms: {json.dumps(room['terms'], sort_keys=True)}")
+            lines = [
+                f"Purpose: {room.purpose if room else ''}",
+                f"Charter: {room.charter if room else ''}",
+            ]
+            if room is not None and room.terms is not None:
+                lines.append(f"Terms: {json.dumps(room.terms, sort_keys=True)}")
             return types.TextResourceContents(
                 uri=uri, mime_type="text/plain", text="\n".join(lines)
             )
         if uri == RECEIPT_URI:
             receipt = {
-                "room_id": room.get("id"),
-                "agent_id": welcome.agent_id if welcome is not None else None,
+                "room_id": str(room.id) if room is not None else None,
+                "agent_id": str(welcome.agent_id) if welcome and welcome.agent_id else None,
                 "room_state": self.room.room_state,
                 "turns": self.record.turns,
                 "said": self.record.said,

@@ -688,7 +688,7 @@ class _Conversation:
         except (FrameRefusedError, TimeoutError) as exc:
             self.step(f"no sealed opening ({str(exc) or 'timed out'}); proposing in turn")
             return False
-        theirs = [_sealed(o) for agent, o in reveal.offers if agent != welcome.agent_id]
+        theirs = [_sealed(o) for agent, o in reveal.offers if agent != str(welcome.agent_id)]
         peer_offer = next((o for o in theirs if o is not None), None)
         self.step(f"sealed offers revealed ({'both' if reveal.complete else 'not all'} in)")
         if not self.hosting:
@@ -862,7 +862,7 @@ async def main(argv: list[str] | None = None) -> int:
 
     async def run(room: RoomClient) -> int:
         assert room.welcome is not None
-        out(f"joined: {room.welcome.room['purpose']} ({room.welcome.room['state']})")
+        out(f"joined: {room.welcome.room.purpose} ({room.welcome.room.state})")
         result = await negotiate(
             room,
             max_messages=args.max_messages,

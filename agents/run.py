@@ -18,7 +18,7 @@ from agents.client import RoomClient
 
 async def _print_incoming(room: RoomClient) -> None:
     async for message in room:
-        print(f"[{message.seq}] {message.sender_agent_id[:8]}: {message.text}", flush=True)
+        print(f"[{message.seq}] {str(message.sender_agent_id)[:8]}: {message.text}", flush=True)
 
 
 async def _read_stdin_lines(room: RoomClient) -> None:
@@ -41,7 +41,7 @@ async def main(argv: list[str] | None = None) -> int:
 
     async def converse(room: RoomClient) -> int:
         assert room.welcome is not None
-        print(f"joined: {room.welcome.room['purpose']} ({room.welcome.room['state']})", flush=True)
+        print(f"joined: {room.welcome.room.purpose} ({room.welcome.room.state})", flush=True)
         listener = asyncio.create_task(_print_incoming(room))
         if args.say:
             for text in args.say:

@@ -29,3 +29,17 @@ class CloseCode(enum.IntEnum):
     REPLACED = 4001  # the same agent connected again; the older socket is closed
     TRY_AGAIN = 1013  # the join could not be recorded in the ledger; retry later
     NO_CLEARANCE = 4412  # the owner's slip stopped clearing this agent (its key was revoked)
+
+
+# Close codes after which reconnecting cannot help, with what they mean to an agent author
+# (docs/protocol.md, "Close codes"); every other close code is worth a reconnect. A test
+# keeps every CloseCode in exactly one of the two.
+FINAL_CLOSE_CODES: dict[int, str] = {
+    CloseCode.UNAUTHENTICATED: "unauthenticated",
+    CloseCode.FORBIDDEN: "forbidden",
+    CloseCode.ORIGIN_NOT_ALLOWED: "origin not allowed",
+    CloseCode.ROOM_NOT_JOINABLE: "room not joinable",
+    CloseCode.REPLACED: "replaced by a newer connection",
+    CloseCode.NO_CLEARANCE: "no clearance: the owner must sign a new slip",
+}
+RETRYABLE_CLOSE_CODES: frozenset[int] = frozenset({CloseCode.TRY_AGAIN})

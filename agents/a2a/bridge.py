@@ -57,10 +57,12 @@ from a2a.types import (
 )
 from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict, ParseDict
+from pydantic import ValidationError
 
 from agents.a2a.schema import schema_problems
 from agents.client import ActionOutcome, FrameRefusedError, RoomClient, RoomClosedError, Welcome
 from agents.context import TurnContext
+from synapsia_protocol import MAX_MESSAGE_CHARS, ActBody, ActFrame, FlareBody, SayBody
 
 log = logging.getLogger("synapsia.agents.a2a")
 
@@ -69,7 +71,7 @@ TRUSTED_ROOM = {TRUST: "trusted", "source": "room"}
 TRUSTED_OWNER = {TRUST: "trusted", "source": "owner"}
 UNTRUSTED_PEER = {TRUST: "untrusted", "source": "peer"}
 FLARE_REASONS = ("loop", "contradiction", "distress")
-MAX_SAY_CHARS = 8000  # docs/protocol.md, "Limits"
+MAX_SAY_CHARS = MAX_MESSAGE_CHARS  # docs/protocol.md, "Limits"
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _FRAME_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 CARD_PATH = "/.well-known/agent-card.json"
@@ -88,21 +90,12 @@ MOVES_HELP = (
 # =============================================================================================
 
 
-@dataclass(frozen=True)
-class Say:
-    text: str
-
-
-@dataclass(frozen=True)
-class Act:
-    tool: str
-    arguments: dict[str, Any]
-    ref: str
-
-
-@dataclass(frozen=True)
-class Flare:
-    reason: str
+# A say, an act and a flare are the protocol package's own bodies and frame (an act is the
+# whole ``act`` frame: its id is the idempotency key), so a move the package would refuse is
+# refused here, before anything is sent.
+Say = SayBody
+Act = ActFrame
+Flare = FlareBody
 
 
 @dataclass(frozen=True)
@@ -118,7 +111,7 @@ class Refused:
     problem: str
 
 
-Move = Say | Act | Flare | End | Refused
+Move = SayBody | ActFrame | FlareBody | End | Refused
 
 
 def _whole(value: Any) -> Any:
@@ -151,7 +144,19 @@ def _act(data: Mapping[str, Any], tools: Mapping[str, Mapping[str, Any]]) -> Act
             return Refused("act", f"act {tool}: " + "; ".join(problems))
     # A tool the welcome does not list goes to the server as asked: it denies it, and the
     # denial is in the ledger for both owners (and counts towards a flare).
-    return Act(tool, arguments, ref or f"a2a-{uuid.uuid4().hex[:24]}")
+    try:
+        return ActFrame(
+            type="act",
+            id=ref or f"a2a-{uuid.uuid4().hex[:24]}",
+            body=ActBody(tool=tool, arguments=arguments),
+        )
+    except ValidationError as invalid:
+        return Refused("act", f"act {tool}: {_first_problem(invalid)}")
+
+
+def _first_problem(invalid: ValidationError) -> str:
+    error = invalid.errors(include_url=False)[0]
+    return f"{'.'.join(str(p) for p in error['loc']) or 'value'}: {error['msg']}"
 
 
 def data_move(data: Any, tools: Mapping[str, Mapping[str, Any]]) -> Move:
@@ -166,14 +171,17 @@ def data_move(data: Any, tools: Mapping[str, Mapping[str, Any]]) -> Move:
             return Refused("say", "say needs a non-empty text")
         if len(text) > MAX_SAY_CHARS:
             return Refused("say", f"say text is longer than {MAX_SAY_CHARS} characters")
-        return Say(text)
+        try:
+            return SayBody(text=text)
+        except ValidationError as invalid:
+            return Refused("say", f"say {_first_problem(invalid)}")
     if kind == "act":
         return _act(data, tools)
     if kind == "flare":
         reason = data.get("reason")
         if reason not in FLARE_REASONS:
             return Refused("flare", f"flare reason must be one of {', '.join(FLARE_REASONS)}")
-        return Flare(str(reason))
+        return FlareBody(reason=reason)
     if kind == "end":
         return End()
     return Refused(str(kind), "type must be say, act, flare or end")
@@ -206,7 +214,12 @@ def reply_moves(parts: Sequence[Part], tools: Mapping[str, Mapping[str, Any]]) -
     text = "\n".join(p.text for p in parts if p.HasField("text")).strip()
     if not text:
         return []
-    return [Say(text)] if len(text) <= MAX_SAY_CHARS else [Refused("say", "text is too long")]
+    if len(text) > MAX_SAY_CHARS:
+        return [Refused("say", "text is too long")]
+    try:
+        return [SayBody(text=text)]
+    except ValidationError as invalid:
+        return [Refused("say", f"say {_first_problem(invalid)}")]
 
 
 # =============================================================================================
@@ -273,7 +286,9 @@ def turn_message(
                     }
                     for i in context.own_items
                 ],
-                "whispers": [{"text": w.text, "sent_at": w.sent_at.isoformat()} for w in context.whispers],
+                "whispers": [
+                    {"text": w.text, "sent_at": w.sent_at.isoformat()} for w in context.whispers
+                ],
                 "notices": list(context.notices),
             },
             {**TRUSTED_OWNER, "field": "owner"},
@@ -326,7 +341,7 @@ def bridge_card(welcome: Welcome | None, *, url: str = "") -> AgentCard:
 
     The bridge calls the owner's A2A agent; it does not take A2A requests itself, so the card
     lists no interface to call (``url`` is only where the card is served, if anywhere)."""
-    purpose = str(welcome.room.get("purpose", "")) if welcome is not None else ""
+    purpose = welcome.room.purpose if welcome is not None else ""
     skills = [
         AgentSkill(
             id="say",
@@ -516,23 +531,29 @@ class Bridge:
             if isinstance(move, Flare):
                 await self.room.flare(move.reason)
                 return {"move": "flare", "status": "raised", "reason": move.reason}
-            assert isinstance(move, Act)
-            outcome = await self.room.act(move.tool, move.arguments, ref=move.ref)
+            assert isinstance(move, ActFrame)
+            tool, arguments = move.body.tool, move.body.arguments
+            outcome = await self.room.act(tool, arguments, ref=move.id)
             if not outcome.settled:
                 outcome = await self.room.settle(
-                    outcome, move.tool, move.arguments, timeout=self.grant_timeout
+                    outcome, tool, arguments, timeout=self.grant_timeout
                 )
-            reported = _outcome(move.tool, outcome)
+            reported = _outcome(tool, outcome)
             result.actions.append(reported)
             return reported
         except FrameRefusedError as refused:
             return {
-                "move": type(move).__name__.lower(),
+                "move": _move_name(move),
                 "status": "refused",
                 "detail": str(refused),
             }
         except TimeoutError:
-            return {"move": type(move).__name__.lower(), "status": "timeout"}
+            return {"move": _move_name(move), "status": "timeout"}
+
+
+def _move_name(move: Move) -> str:
+    names = {SayBody: "say", ActFrame: "act", FlareBody: "flare", End: "end"}
+    return names.get(type(move), "refused")
 
 
 def _outcome(tool: str, outcome: ActionOutcome) -> dict[str, Any]:

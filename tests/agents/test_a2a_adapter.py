@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -359,17 +360,17 @@ def test_data_parts_map_to_typed_moves_with_whole_numbers() -> None:
         new_text_part("ignored: the reply has data parts"),
     ]
     say, act = reply_moves(parts, TOOLS)
-    assert say == Say("Friday?")
-    assert isinstance(act, Act) and act.arguments == {"venue_id": "a", "party_size": 2}
-    assert type(act.arguments["party_size"]) is int  # not the double a protobuf Value holds
+    assert say == Say(text="Friday?")
+    assert isinstance(act, Act) and act.body.arguments == {"venue_id": "a", "party_size": 2}
+    assert type(act.body.arguments["party_size"]) is int  # not the double a protobuf Value holds
 
 
 def test_free_text_never_becomes_an_action() -> None:
     assert reply_moves([new_text_part("call book_table now")], TOOLS) == [
-        Say("call book_table now")
+        Say(text="call book_table now")
     ]
     assert reply_moves([new_text_part('{"type": "act", "tool": "book_table"}')], TOOLS) == [
-        Say('{"type": "act", "tool": "book_table"}')
+        Say(text='{"type": "act", "tool": "book_table"}')
     ]
 
 
@@ -400,8 +401,15 @@ def test_a_malformed_move_is_refused_with_the_reason(data: dict[str, Any], probl
 
 
 def test_the_seat_publishes_an_agent_card_with_one_skill_per_tool() -> None:
-    welcome = Welcome(
-        {"purpose": "Dinner", "state": "open"}, "agent", "a1", 0, list(TOOLS.values())
+    welcome = Welcome.model_validate(
+        {
+            "room": {"id": str(uuid.uuid4()), "purpose": "Dinner", "charter": "", "state": "open"},
+            "participant": "agent",
+            "agent_id": str(uuid.uuid4()),
+            "acked_seq": 0,
+            "max_frame_bytes": 65536,
+            "tools": list(TOOLS.values()),
+        }
     )
     card = bridge_card(welcome)
     assert [s.id for s in card.skills] == ["say", "flare", "act:book_table"]

@@ -250,7 +250,7 @@ def test_every_attempt_is_stopped_flagged_or_held_at_a_fork(scene: Any) -> None:
         result = results[attempt.name]
         assert result.outcome == "delivered", result
         assert result.detail.startswith(f"seq {message.seq};")
-        rules = (attempt.expect,) if attempt.expect else ()
+        rules = [attempt.expect] if attempt.expect else []
         assert message.flags == rules, attempt.name
         assert Message.objects.get(room=setup.room, seq=message.seq).flags == list(rules)
         assert {r for s, r in suspected if s == message.seq} == set(rules)

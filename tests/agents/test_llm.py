@@ -67,10 +67,25 @@ AGENT_B = "b0000000-0000-4000-8000-00000000000b"
 OWN_ITEM = "c0000000-0000-4000-8000-000000000001"
 PEER_ITEM = "c0000000-0000-4000-8000-000000000009"
 WHISPER_ID = "d0000000-0000-4000-8000-000000000001"
+ACTION_ID = "e0000000-0000-4000-8000-000000000001"
 
 
 def fenced(text: str, nonce: str = NONCE) -> str:
     return f'<<untrusted source="peer" nonce="{nonce}">>\n{text}\n<</untrusted nonce="{nonce}">>'
+
+
+def outcome_of(ref: str, status: str, rule: str, output: dict[str, Any] | None) -> ActionOutcome:
+    return ActionOutcome.model_validate(
+        {
+            "ref": ref,
+            "action_id": ACTION_ID,
+            "status": status,
+            "rule": rule,
+            "detail": "",
+            "output": output,
+            "replay": False,
+        }
+    )
 
 
 def make_context(
@@ -190,7 +205,7 @@ class RecordingRoom:
         queued = self.outcomes.get(tool)
         if queued:
             return queued.pop(0)
-        return ActionOutcome("ref-1", "action-1", "executed", "cleared", "", {"ok": True}, False)
+        return outcome_of("ref-1", "executed", "cleared", {"ok": True})
 
     async def settle(
         self,
@@ -202,7 +217,7 @@ class RecordingRoom:
         poll: float = 5.0,
     ) -> ActionOutcome:
         self.calls.append(("settle", tool, outcome.status))
-        return ActionOutcome(outcome.ref, outcome.action_id, "executed", "granted", "", {}, False)
+        return outcome.model_copy(update={"status": "executed", "rule": "granted", "output": {}})
 
     async def flare(self, reason: str) -> None:
         self.calls.append(("flare", reason))
@@ -220,7 +235,18 @@ class RecordingRoom:
     def peer_says(self, *texts: str) -> None:
         for text in texts:
             self.seq += 1
-            self.inbox.put_nowait(RoomMessage(self.seq, "agent-b", text, "t", fenced(text)))
+            self.inbox.put_nowait(
+                RoomMessage.model_validate(
+                    {
+                        "seq": self.seq,
+                        "sender_agent_id": AGENT_B,
+                        "text": text,
+                        "fenced": fenced(text),
+                        "flags": [],
+                        "sent_at": "2026-01-01T00:00:00Z",
+                    }
+                )
+            )
 
 
 def config_for(fake: FakeLLM, **overrides: Any) -> LLMConfig:
@@ -350,9 +376,7 @@ async def test_calls_map_to_typed_requests_and_free_text_is_only_said(fake_llm) 
 async def test_awaiting_grant_is_settled_before_the_turn_goes_on(fake_llm) -> None:
     fake = fake_llm([completion(None, ("book_table", BOOKING), ("say", {"text": "Booked."}))])
     room = RecordingRoom()
-    room.outcomes["book_table"] = [
-        ActionOutcome("r", "a", "awaiting_grant", "over_budget", "", None, False)
-    ]
+    room.outcomes["book_table"] = [outcome_of("r", "awaiting_grant", "over_budget", None)]
     result = await LLMAgent(room, config_for(fake), [BOOK_TABLE_TOOL], max_turns=1).run()
     assert room.calls[1:] == [
         ("act", "book_table", BOOKING),

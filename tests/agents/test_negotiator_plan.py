@@ -7,6 +7,7 @@ budget in minor units, lists, a name). The room is in Berlin with the default te
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -497,7 +498,21 @@ def test_the_booking_reference_is_read_from_the_adapter_outcome_or_the_bare_outp
     assert booking_reference(None) is None and booking_reference({"output": 3}) is None
 
 
+def welcome_with(tools: list[dict[str, Any]]) -> Welcome:
+    room = {"id": str(uuid.uuid4()), "purpose": "Dinner", "charter": "", "state": "open"}
+    return Welcome.model_validate(
+        {
+            "room": room,
+            "participant": "agent",
+            "agent_id": str(uuid.uuid4()),
+            "acked_seq": 0,
+            "max_frame_bytes": 65536,
+            "tools": tools,
+        }
+    )
+
+
 def test_the_host_is_the_side_whose_welcome_lists_book_table() -> None:
-    host = Welcome({}, "agent", "a", 0, [{"name": "book_table"}, {"name": "venues_search"}])
-    guest = Welcome({}, "agent", "b", 0, [{"name": "venues_search"}])
+    host = welcome_with([{"name": "book_table"}, {"name": "venues_search"}])
+    guest = welcome_with([{"name": "venues_search"}])
     assert is_host(host) and not is_host(guest) and not is_host(None)
