@@ -12,6 +12,7 @@ must stay within ``MAX_STATEMENTS``, and each still discloses exactly what is cl
 from __future__ import annotations
 
 import time
+import traceback
 from typing import Any
 
 import pytest
@@ -202,3 +203,65 @@ def test_a_batch_appended_after_the_head_moved_still_chains(make_open_room: Any)
     assert [a.seq for a in appended] == [seen[0] + 2, seen[0] + 3, seen[0] + 4]
     assert LedgerHead.objects.get(room_id=room_id).seq == seen[0] + 4
     assert ledger_verify_room(room_id=room_id).ok
+
+
+def _compilations_outside(excluded: tuple[str, ...], run: Any) -> tuple[Any, list[tuple[str, str]]]:
+    """Run ``run()`` and list every ORM query compilation it made (the compiler's class and the
+    innermost frame of ours that asked), except those made under the ``excluded`` modules."""
+    from django.db.models.sql import compiler as sql_compiler
+
+    made: list[tuple[str, str]] = []
+    originals: dict[type, Any] = {}
+    for cls in vars(sql_compiler).values():
+        if (
+            isinstance(cls, type)
+            and issubclass(cls, sql_compiler.SQLCompiler)
+            and "as_sql" in vars(cls)
+        ):
+            originals[cls] = vars(cls)["as_sql"]
+
+    def wrap(cls: type, original: Any) -> Any:
+        def as_sql(self: Any, *args: Any, **kwargs: Any) -> Any:
+            stack = [f.filename for f in traceback.extract_stack()]
+            ours = [f for f in stack if "/site-packages/" not in f and f.endswith(".py")]
+            if not any(f.endswith(excluded) for f in ours):
+                made.append((cls.__name__, ours[-2] if len(ours) > 1 else "?"))
+            return original(self, *args, **kwargs)
+
+        return as_sql
+
+    try:
+        for cls, original in originals.items():
+            setattr(cls, "as_sql", wrap(cls, original))  # noqa: B010
+        result = run()
+    finally:
+        for cls, original in originals.items():
+            setattr(cls, "as_sql", original)  # noqa: B010
+    return result, made
+
+
+def test_a_turn_compiles_no_orm_query_outside_the_ledger(make_open_room: Any) -> None:
+    """The hot path is precompiled statements (issue 17: "no ORM compilation on the hot
+    path"): the turn's facts, slips, items, uses, messages and whispers. The ledger's own
+    append (ledger/services.py, ledger/signing.py) is counted apart: it is another part's."""
+    setup = make_open_room()
+    for content in _alice_items(6):
+        vault.vault_item_create(owner=setup.a.owner, content=content)
+    seat_slip_sign(
+        setup.a,
+        setup.room.id,
+        [_to_peer(k) for k in dict.fromkeys(c["kind"] for c in _alice_items(6))],
+    )
+    seat_slip_sign(setup.b, setup.room.id, [])
+    services.message_say(
+        room_id=setup.room.id, agent_id=setup.a.agent.id, client_id="m1", text="Friday?"
+    )
+    services.whisper_send(owner=setup.b.owner, room_id=setup.room.id, text="Keep it cheap.")
+    context_for_agent(room_id=setup.room.id, agent_id=setup.b.agent.id)  # warm, as a server is
+
+    context, made = _compilations_outside(
+        ("ledger/services.py", "ledger/signing.py"),
+        lambda: context_for_agent(room_id=setup.room.id, agent_id=setup.b.agent.id),
+    )
+    assert len(context.peer_items) == 6 and context.peer_messages and context.whispers
+    assert made == [], made
