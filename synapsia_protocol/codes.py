@@ -43,3 +43,14 @@ FINAL_CLOSE_CODES: dict[int, str] = {
     CloseCode.NO_CLEARANCE: "no clearance: the owner must sign a new slip",
 }
 RETRYABLE_CLOSE_CODES: frozenset[int] = frozenset({CloseCode.TRY_AGAIN})
+# What each close code tells an agent author, as published (docs/schemas/close-code.json and
+# docs/asyncapi.yaml): every CloseCode needs one, or `make schemas` fails.
+CLOSE_CODE_MEANINGS: dict[int, str] = {
+    CloseCode.UNAUTHENTICATED: "No, malformed, unknown or revoked credentials.",
+    CloseCode.FORBIDDEN: "Not a member of this room, or no such room (indistinguishable).",
+    CloseCode.ORIGIN_NOT_ALLOWED: "A browser Origin outside the allowed hosts.",
+    CloseCode.ROOM_NOT_JOINABLE: "The room is a draft or closed.",
+    CloseCode.REPLACED: "The same agent connected again; the older socket is closed.",
+    CloseCode.TRY_AGAIN: "The join could not be recorded in the ledger; retry later.",
+    CloseCode.NO_CLEARANCE: "The owner's slip stopped clearing this agent (its key was revoked).",
+}
