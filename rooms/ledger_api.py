@@ -24,6 +24,7 @@ from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
 from ninja import Router, Schema, Status
 from ninja.security import django_auth
 from pydantic import Field
@@ -31,6 +32,7 @@ from pydantic import Field
 from gatekeeper.reasons import event_sentence, rule_sentence, tool_words, vault_kind_words
 from gatekeeper.records import ActionRecord
 from ledger import selectors as ledger_selectors
+from ledger.chain import occurred_at_text
 from ledger.receipts import NO_PLAN_REASON_WORDS, Receipt, receipt_build, receipt_export
 from ledger.signing import ledger_policy_stated
 from ledger.witnesses import (
@@ -115,6 +117,9 @@ class LedgerPageOut(Schema):
     signed_heads: list[SignedHeadOut]
     witnesses: list[WitnessOut]  # owners' countersignatures: checkpoints history must extend
     viewer_owner_id: str  # who reads: the owner id a witness by this reader signs
+    # The server's clock (chain form): the browser judges an unsigned tail's age by the
+    # earlier of this and its own clock, so a clock running fast raises no false alarm.
+    as_of: str
     policy: LedgerPolicyOut  # what the chain is held to: heads required, retention window
 
 
@@ -356,6 +361,7 @@ def room_ledger(
         "signed_heads": ledger_selectors.ledger_signed_heads(room_id=rid),
         "witnesses": _witnesses_out(request, rid),
         "viewer_owner_id": _viewer_id(request),
+        "as_of": occurred_at_text(timezone.now()),
         "policy": ledger_policy_stated(),
     }
 

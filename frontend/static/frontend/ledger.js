@@ -77,6 +77,7 @@
     return {
       events, head: page.head, checkpoint: page.checkpoint, signedHeads: page.signed_heads,
       policy: page.policy, witnesses: page.witnesses || [], viewer: page.viewer_owner_id,
+      asOf: page.as_of,
     };
   }
 
@@ -90,7 +91,7 @@
 
   const chainMs = (text) => Date.parse(text.replace(/(\.\d{3})\d*Z$/, "$1Z"));
 
-  function headRulesProblem(marks, signedHeads, checkpointSeq, lastSeq, policy, tail) {
+  function headRulesProblem(marks, signedHeads, checkpointSeq, lastSeq, policy, tail, now) {
     const heads = [...signedHeads].sort((a, b) => a.seq - b.seq);
     const latest = heads.length ? heads[heads.length - 1].seq : -1;
     for (const mark of marks) {
@@ -103,7 +104,7 @@
       previous = Math.max(previous, point);
     }
     // The server signs a quiet room's events within T: judged by this browser's own clock.
-    if (tail && Number.isInteger(policy.head_grace_seconds) && Date.now() - chainMs(tail.occurred_at) > policy.head_grace_seconds * 1000) {
+    if (tail && Number.isInteger(policy.head_grace_seconds) && now - chainMs(tail.occurred_at) > policy.head_grace_seconds * 1000) {
       return [tail.seq, `it was recorded more than ${Math.round(policy.head_grace_seconds / 60)} minutes ago and no signature by the server covers it, though the server signs within ${Math.round((policy.head_every_seconds || 3600) / 60)} minutes: signatures were removed`];
     }
     for (const mark of marks) {
@@ -142,7 +143,7 @@
 
   const sameHead = (a, b) => a.seq === b.seq && a.hash === b.hash && a.signed_at === b.signed_at;
 
-  async function verifyChain({ events, head, checkpoint, signedHeads, policy, witnesses = [] }) {
+  async function verifyChain({ events, head, checkpoint, signedHeads, policy, witnesses = [], asOf }) {
     let expectedSeq = checkpoint.seq + 1;
     let expectedPrev = checkpoint.hash;
     const hashes = new Map([[checkpoint.seq, checkpoint.hash]]);
@@ -189,7 +190,11 @@
     if (policy) {
       const tailSeq = Math.max(checkpoint.seq, ...signedHeads.map((h) => h.seq)) + 1;
       const tail = events.find((event) => event.seq === tailSeq) || null;
-      const broken = headRulesProblem(marks, signedHeads, checkpoint.seq, lastSeq, policy, tail);
+      // This browser's clock, unless the server's reads earlier (a clock running fast must
+      // not make an honest record look cut; a database writer cannot set the server's clock).
+      const served = asOf ? chainMs(asOf) : NaN;
+      const now = Number.isNaN(served) ? Date.now() : Math.min(Date.now(), served);
+      const broken = headRulesProblem(marks, signedHeads, checkpoint.seq, lastSeq, policy, tail, now);
       if (broken) return bad(broken[0], broken[1]);
     }
     return { ok: true, firstBad: null, problem: "", hashes, lastSeq };
