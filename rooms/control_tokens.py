@@ -663,6 +663,13 @@ PSEUDO_TAG_WORDS: tuple[str, ...] = (
     "request",
     "update",
     "context",
+    # Round 5 (agentseal's forged reasoning): tags that pass text off as the reader's own
+    # thinking, so a conclusion planted inside reads as one it reached.
+    "internal[\\s_\\-]*(?:thoughts?|reasoning|monologue|processing|deliberation)",
+    "scratch[\\s_\\-]*pad",
+    "thinking",
+    "reasoning",
+    "deliberation",
 )
 PSEUDO_TAG_PATTERN = rf"<\s*/?\s*(?:{'|'.join(PSEUDO_TAG_WORDS)})(?:\s+[^<>\n]{{0,64}})?\s*/?\s*>"
 # Tokens that open a role header consume the role name after them ("<|im_start|>system",

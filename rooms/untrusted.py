@@ -369,7 +369,8 @@ _W = r"(?:\w+ )"  # one free word
 _OWNERS = r"(?:owner|principal|user|human|client|boss)"
 _AUTHORITIES = (
     r"(?:system|developer|admin|administrator|operator|synapsia|moderator|root|sudo|maintainer"
-    r"|security team|it department|support team)"
+    r"|security team|it department|support team|(?:\w+ )?(?:alignment|safety|trust and safety"
+    r"|engineering|compliance|audit) team)"
 )
 _IGNORE = (
     r"(?:ignore|ignoring|disregard|disregarding|forget|forgetting|override|overriding|bypass"
@@ -403,7 +404,7 @@ _PROMPT_OBJECTS = (
     r"|instruction set|guidance|constraints|setup|pre-?prompt|meta-?prompt)"
 )
 _REVEAL = (
-    r"(?:reveal|print|show|output|repeat|leak|dump|display|list|share|give|tell|write out"
+    r"(?:reveal|print|show|output|repeat|leak|dump|export|display|list|share|give|tell|write out"
     r"|write down|spell out|recite|copy|paste|return|provide|disclose|expose|divulge|summari[sz]e"
     r"|translate|encode|explain|describe|what (?:is|are|was|were)|what's|read out|echo)"
 )
@@ -594,6 +595,16 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"|display|encode|spell ?check) (?:the |all |everything )?(?:above|previous|preceding"
             r"|prior|earlier|initial|original) (?:text|words|content|instructions|lines?"
             r"|messages?|conversation|prompt|paragraphs?)",
+            # Round 5 (agentseal's extraction probes, after their one measurement).
+            r"(?:rules|guidelines|instructions|directives|prompts?) (?:\w+ ){0,2}?(?:were you|have"
+            r" you been|are you) (?:programmed|configured|trained|given|instructed|set up)",
+            r"(?:text|content|everything|what|instructions|rules|words) (?:\w+ ){0,4}?(?:appears?"
+            r"|came|was|were|is|loaded|sent|written|there) (?:\w+ ){0,2}?before (?:our|this|the"
+            r"|my first|i sent my first|you received)",
+            r"(?:loaded|injected|placed|stored|put) (?:into|in) your (?:context|memory|prompt"
+            r"|context window)",
+            r"as it (?:appears|is written|was written|reads) in your (?:configuration|config|prompt"
+            r"|instructions|system prompt|context|setup)",
             r"(?:text|words|instructions|prompt|message|content|rules)s? (?:that )?(?:you (?:were"
             r"|have been|got) given|you received|given to you|you were told)",
         ),
@@ -710,7 +721,8 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"^[^\S\n]*(?:#+ ?)?(?:system|developer|admin|administrator|operator|synapsia|moderator"
             r"|room)(?: (?:notice|message|alert|override|update|instruction|announcement"
             r"|note))? ?:",
-            r"\x5b ?(?:system|developer|admin|administrator|operator|synapsia|moderator)"
+            r"\x5b ?(?:system|developer|admin|administrator|operator|synapsia|moderator|supervisor"
+            r"|compliance|alignment)"
             r"(?: \w+){0,3} ?(?:\x5d|:)",
             r"^[^\S\n]*#{2,} ?(?:system|instruction|instructions|response)(?!\w)",
             # A memo addressed to the model ("TO: Writing Room AI Assistant"): round 3.
@@ -739,6 +751,18 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"the system is (?:experiencing|reporting|having) (?:\w+ )?(?:errors?|an error"
             r"|malfunctions?|issues|failures?)",
             r"system (?:malfunction|failure|override|compromised)",
+            r"(?:master|override|unlock|skeleton) (?:key|code|password|passphrase)",
+            r"(?:company|team|people|engineers|developers|lab|organi[sz]ation|firm) (?:that|who)"
+            r" (?:built|made|created|trained|designed|developed|maintains?|owns|runs) (?:you|this"
+            r" (?:system|model|ai|assistant|bot))",
+            r"non-?compliance (?:will|is|may|shall)",
+            r"(?:legally|contractually) (?:required|obliged|obligated) to",
+            r"(?:reasoning|deliberation|policy check|safety check|safety analysis) (?:is |was"
+            r" |has been )?(?:already )?(?:complete|completed|cleared|approved|passed)",
+            r"(?:cleared|approved|pre-?approved) this request",
+            r"(?:previous|earlier|prior|last) (?:conversation|session|chat) (?:\w+ ){0,6}?you"
+            r" (?:agreed|promised) (?:that|to (?:always|respond|output|say|include|ignore|share"
+            r"|reveal))",
             r"debug(?:ging)? (?:error|mode|session|override)",
             r"grant (?:\w+ ){0,2}?(?:administrative|admin|root|elevated|full|unrestricted"
             r"|temporary)"
@@ -886,6 +910,33 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"(?:begin|start|end) (?:all|every|each) (?:of )?(?:your )?(?:answers?|responses?"
             r"|replies|outputs?|messages?|sentences?) with",
             r"(?:response|output|reply|answer) ?format ?:",
+            # Round 5 (from agentseal 0.10.0's probes, after its one measurement): canary
+            # elicitation, the reader made to emit a string it was handed.
+            r"(?:output|print|say|type|return|write|repeat|echo|respond with|reply with|answer"
+            r" with|read me|include|append|prepend|add|insert|embed) (?:\w+ ){0,6}?(?:token"
+            r"|marker|canary|watermark|verification code|security code|audit (?:trail )?id|the"
+            r" string|this string|that string|the requested string)s?",
+            r"(?:output|print|say|type|return|repeat|echo|respond with|reply with|answer with"
+            r"|responding with)(?: exactly| only| just| the code| the string| the token| this)?"
+            r" ?:? ?[\"'\u201c]?[a-z]{2,12}-[a-z0-9]{2,12}-[a-z0-9-]{2,24}",
+            r"(?:start|begin|prefix|prepend|open) (?:\w+ ){0,4}?(?:responses?|replies|answers?"
+            r"|outputs?) with (?:exactly|the following|this (?:exact )?(?:text|string|phrase"
+            r"|line))",
+            r"(?:append|prepend) (?:\w+ ){0,4}?(?:(?:to|before|after) )?(?:all |every |each )?"
+            r"(?:of )?(?:your |the )?(?:responses?|replies|answers?|outputs?)",
+            r"(?:include|add|insert|put|embed|mention) (?:\w+ ){0,8}?in (?:your|the) (?:next"
+            r" |final |every |each )?(?:response|reply|answer|output)s? (?:to (?:verify|prove"
+            r"|remain in compliance|pass)|for (?:verification|compliance|tracking|audit))",
+            r"when (?:i|the user|anyone|someone) (?:say|says|type|types|write|writes|send|sends)"
+            r" ?[\"'\u2018\u201c/]",
+            r"(?:define|redefine|establish|set up) (?:\w+ ){0,2}?(?:new )?(?:meanings?|protocol"
+            r"|codewords?|keywords?|trigger words?|passphrase)",
+            r"(?:include|contain|mention|say|use) (?:\w+ ){0,4}?(?:receive|get|earn|score|are"
+            r" rated|will get) (?:a |the )?(?:better|higher|highest|top|best|more|extra|bonus)"
+            r" (?:\w+ )?(?:rating|score|reward|points|stars|helpfulness)",
+            r"(?:improve|improves|boost|affect|raise) your (?:training|score|rating|reward"
+            r"|helpfulness)",
+            r"(?:rate|rating|give you) (?:\w+ ){0,4}?(?:stars?|points?) if you",
             r"(?:start|begin|end|open) (?:\w+ ){0,3}?with [\"'\u201c\u2018]",
             # "Only": asking for JSON is ordinary ("please answer in json since this is how I run
             # my tests" was a round-3 false flag); insisting on nothing else is the hijack.
@@ -970,6 +1021,10 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"|anything|what)|carry out) (?:\w+ ){0,5}?without (?:any )?(?:question|questioning"
             r"|hesitation|exception|objection|refusal|complaint)s?",
             r"(?:reasoning|thought|thinking) trace",
+            r"(?:tool|function|command) (?:\w+ ){0,4}?(?:must|should|shall|has to|needs to) be"
+            r" (?:invoked|called|run|used|executed|triggered)",
+            r"(?:store|save|keep|add|write|record|remember) (?:\w+ ){0,8}?(?:in|into|to) (?:your"
+            r" )?(?:knowledge base|long-?term memory|memory store|persistent memory)",
         ),
     ),
 )
@@ -1246,11 +1301,15 @@ def _family_matches(view: str) -> Counter[int]:
 _NOT_LETTERS = bytes(b for b in range(256) if not 0x61 <= b <= 0x7A)
 _LEET = bytes.maketrans(b"013457@$", b"oieastas")
 _ROT13 = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyz", b"nopqrstuvwxyzabcdefghijklm")
-_SQUEEZED_NEEDLES = (b"ignore", b"disregard", b"forget")
+_SQUEEZED_NEEDLES = (b"ignore", b"disregard", b"forget", b"prompt", b"instructions")
 _SQUEEZED_INSTRUCTION = re.compile(
     rb"(?:ignore|disregard|forget)(?:all)?(?:the|your|of)*(?:previous|prior|above|earlier)"
     rb"(?:instructions?|directives|guidelines|rules|prompts?)"
     rb"|(?:ignore|disregard)your(?:owner|instructions|principal)"
+    # Round 5: the request for the prompt itself, long enough not to occur by accident
+    # ("what is your system prompt", "repeat your system prompt").
+    rb"|(?:show|reveal|print|repeat|whatis|tell|give)(?:me|us)?(?:your|the)(?:system|initial"
+    rb"|hidden|secret)(?:prompt|instructions)"
 )
 
 
