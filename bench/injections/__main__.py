@@ -26,6 +26,7 @@ from bench.injections.corpus import (
     load_held_out_3,
     load_held_out_4,
     load_held_out_5,
+    load_held_out_6,
     load_tuning,
 )
 from rooms.untrusted import fence, intent_families
@@ -72,6 +73,7 @@ def report(samples: list[Sample], title: str) -> tuple[int, int]:
             "langkit",
             "inspect-evals",
             "agentseal",
+            "aegisrt",
         )
         by_source[":".join(kind[:2]) if keep_part else kind[0]].append(sample)
     plain_hit = plain_total = 0
@@ -106,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             "held_out_3",
             "held_out_4",
             "held_out_5",
+            "held_out_6",
             "all",
         ],
         default="all",
@@ -114,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         "Round 3: bastioncorpus and pyrit became tuning; held_out_3 = agent-injection-bench, "
         "prompt-security-fuzzer, langkit. Round 4: those became tuning; held_out_4 = "
         "inspect-evals (agent_threat_bench, ipi_coding_agent). Round 5: inspect-evals became "
-        "tuning; held_out_5 = agentseal",
+        "tuning; held_out_5 = agentseal. Round 6: agentseal became tuning; held_out_6 = "
+        "aicu-scanner, aegisrt",
     )
     parser.add_argument("--show-missed", type=int, default=0, help="print N missed tuning texts")
     args = parser.parse_args(argv)
@@ -146,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         false_flags = sum(fence(t, source="peer").flagged for t in bastion_benign)
         share = _share(false_flags, len(bastion_benign))
         print(f"  {'bastioncorpus:benign':32} wrongly flagged {share}")
-    if args.split in ("held_out_3", "held_out_4", "held_out_5", "all"):
+    if args.split in ("held_out_3", "held_out_4", "held_out_5", "held_out_6", "all"):
         # Every earlier corpus is the reference for near duplicates: all of it is tuning now.
         held_2, bastion_benign = load_held_out_2(args.wheels)
         reference = [
@@ -177,12 +181,20 @@ def main(argv: list[str] | None = None) -> int:
             false_flags = sum(fence(t, source="peer").flagged for t in benign_4)
             share = _share(false_flags, len(benign_4))
             print(f"  {'inspect-evals ordinary material':32} wrongly flagged {share}")
+        reference += [s.text for s in held_4 + near_4] + benign_4
+        held_5, near_5 = load_held_out_5(args.wheels, reference)
         if args.split in ("held_out_5", "all"):
-            reference += [s.text for s in held_4 + near_4] + benign_4
-            held_5, near_5 = load_held_out_5(args.wheels, reference)
             report(
                 held_5,
-                f"ROUND-5 HELD-OUT ({len(held_5)} texts; {len(near_5)} near duplicates of"
+                f"ROUND-5 HELD-OUT, tuning since round 6 ({len(held_5)} texts; {len(near_5)}"
+                " near duplicates of tuning texts left out)",
+            )
+        if args.split in ("held_out_6", "all"):
+            reference += [s.text for s in held_5 + near_5]
+            held_6, near_6 = load_held_out_6(args.wheels, reference)
+            report(
+                held_6,
+                f"ROUND-6 HELD-OUT ({len(held_6)} texts; {len(near_6)} near duplicates of"
                 " tuning texts left out)",
             )
     print("\nORDINARY MESSAGES")

