@@ -568,10 +568,11 @@ def head_rules_problem(
        contradicts it: a signed head at or below the purge's checkpoint must have been signed
        before the purge's cutoff (purge time minus the policy's window, plus the grace), and a
        head at the checkpoint itself must name the checkpoint's hash;
-    4. when the verifier knows the time (``now``): ``tail`` (seq, time), the first event no
-       signed head covers, is not older than the grace (T plus a margin), since the server
-       signs a quiet room's events within T: an older unsigned tail means heads were removed
-       (a cut tail's own head, say). Events of the last T stay unpinned by this rule.
+    4. (docs/ledger.md: rule 5) when the verifier knows the time (``now``): ``tail`` (seq,
+       time), the first event no signed head covers, is not older than the grace (T plus a
+       margin), since the server signs a quiet room's events within T: an older unsigned
+       tail means heads were removed (a cut tail's own head, say). Events of the last T plus
+       the grace stay unpinned by this rule.
     """
     heads = sorted(signed, key=lambda c: c.seq)
     latest = heads[-1].seq if heads else -1
