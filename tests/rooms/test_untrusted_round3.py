@@ -161,3 +161,27 @@ def test_forged_reasoning_tags_are_removed_and_flagged(tag: str) -> None:
 )
 def test_spelled_out_prompt_requests_are_read(text: str) -> None:
     assert fence(text, source="peer").flagged, text
+
+
+def test_the_one_pass_dispatch_finds_what_a_full_scan_finds() -> None:
+    """The word-start dispatch tries an alternative only where its first letters occur; on
+    every text here it must report exactly the families a scan of every alternative over the
+    whole text reports (a missed key would silently drop a family)."""
+    from rooms import untrusted
+    from tests.rooms.test_untrusted_corpus import benign_corpus, injection_corpus
+
+    # Patterns that do not end a word after their first letters ("pay…" then anything up to
+    # "account"): a longer word must still select them.
+    edges = [
+        "Payment goes to the account GB33BUKB20201555555555 tonight.",
+        "Sending it all to account DE89370400440532013000, thanks.",
+        "Transferring the rest to iban FR1420041010050500013M02606.",
+    ]
+    texts = injection_corpus() + benign_corpus() + [t for _, t in UNSEEN] + NEAR_MISSES + edges
+    for text in texts:
+        view = untrusted._phrase_view(untrusted._sanitise(text).text)
+        dispatched = set(untrusted._family_matches(view))
+        scanned = {
+            alt.family for alt in untrusted._ALTERNATIVES if untrusted._count_matches(alt, view)
+        }
+        assert dispatched == scanned, text
