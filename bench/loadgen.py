@@ -469,6 +469,8 @@ class TurnRun:
 
     async def execute(self) -> dict[str, Any]:
         rooms = self.config["rooms"]
+        server_pid = self.config.get("server_pid")
+        cpu_before = process_cpu_seconds(server_pid) if server_pid else None
         started = time.monotonic()
         deadline = started + self.config["duration"]
         done = await asyncio.gather(
@@ -476,6 +478,12 @@ class TurnRun:
             return_exceptions=True,
         )
         elapsed = time.monotonic() - started
+        cpu_after = process_cpu_seconds(server_pid) if server_pid else None
+        # The server's CPU per turn (connects included, a few per room): steadier than the
+        # rate on a shared machine, where the rate is mostly how much of a core it was given.
+        server_cpu = (
+            cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+        )
         self.errors += [repr(d) for d in done if isinstance(d, BaseException)]
         turns = len(self.turn_ms)
         return {
@@ -489,6 +497,10 @@ class TurnRun:
             "turn_ms": _percentiles(self.turn_ms),
             "context_bytes_median": statistics.median(self.context_bytes)
             if self.context_bytes
+            else None,
+            "server_cpu_s": server_cpu,
+            "server_cpu_ms_per_turn": server_cpu * 1000 / turns
+            if server_cpu is not None and turns
             else None,
             "context_items_min": min(self.context_items) if self.context_items else None,
             "context_items_max": max(self.context_items) if self.context_items else None,

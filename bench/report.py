@@ -48,6 +48,11 @@ def turn_line(run: dict[str, Any]) -> str:
         f"turn p50 {_fmt(turn['p50'])} p99 {_fmt(turn['p99'])} ms  lost {run['lost']} dup "
         f"{run['duplicates']}"
         + (
+            f"  server CPU {run['server_cpu_ms_per_turn']:.2f} ms/turn"
+            if run.get("server_cpu_ms_per_turn") is not None
+            else ""
+        )
+        + (
             f"  items cleared {run['context_items_min']}-{run['context_items_max']}"
             if run.get("context_items_min") is not None
             else ""
