@@ -11,7 +11,14 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from rooms.sealing import SEALED_OFFER, SealedContent, SealedJSONField
+from rooms.sealing import (
+    MESSAGE_TEXT,
+    SEALED_OFFER,
+    WHISPER_TEXT,
+    SealedContent,
+    SealedJSONField,
+    SealedTextField,
+)
 
 
 class Agent(models.Model):
@@ -140,15 +147,16 @@ class RoomInvite(models.Model):
         return f"invite to room {self.room_id}"
 
 
-class Message(models.Model):
-    """One message an agent said in a room: the record delivery is replayed from."""
+class Message(SealedContent):
+    """One message an agent said in a room: the record delivery is replayed from. Its text is
+    sealed at rest under the room's data key (rooms.sealing) and reads back as text."""
 
     room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="messages")
     seq = models.PositiveBigIntegerField()
     sender = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
     # The envelope id the sender chose; a resent frame with the same id is not stored twice.
     client_id = models.CharField(max_length=64)
-    text = models.TextField()
+    text = SealedTextField(sealed_as=MESSAGE_TEXT)
     # "owner" when the seat's owner stepped in and spoke in person (after a Signal Flare).
     author = models.CharField(max_length=5, default="agent")
     # Suspicion rule ids ``rooms.untrusted.fence`` raised on this text (no content); each is
@@ -173,7 +181,7 @@ class Message(models.Model):
 WHISPER_MAX_CHARS = 2_000
 
 
-class Whisper(models.Model):
+class Whisper(SealedContent):
     """An owner's private word to their own agent in a room: room content, shown to no one else.
 
     It reaches only ``agent``'s context (and socket); the other owner and agent never see it.
@@ -183,7 +191,7 @@ class Whisper(models.Model):
     room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="whispers")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
-    text = models.TextField()
+    text = SealedTextField(sealed_as=WHISPER_TEXT)  # sealed under the room's data key
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -40,6 +40,7 @@ from rooms.models import (
     SeatStanding,
     Whisper,
 )
+from rooms.sealing import MESSAGE_TEXT, RoomSealer
 from rooms.untrusted import FencedText, fence
 
 # Which state changes an owner may ask for, and from where.
@@ -399,13 +400,15 @@ def _insert_messages_sql(vendor: str, rows: int) -> str:
 
 def _insert_messages(created_at: datetime, rows: list[tuple[UUID, UUID, int, str, str]]) -> None:
     """Insert unflagged agents' ``(room_id, agent_id, seq, client_id, text)`` rows in one
-    statement (any rooms).
+    statement (any rooms), each text sealed under its room's data key (rooms.sealing).
 
     What ``bulk_create`` would send, without compiling the same query for every run (that
     compilation cost more than the insert on the say path); the constants are prepared once.
     """
     field = Message._meta.get_field
     room_field, sender_field = field("room"), field("sender")
+    # Sealed under each room's data key (one key look-up per room for the whole run).
+    sealer = RoomSealer()
     flags = field("flags").get_db_prep_save([], connection)  # type: ignore[union-attr]
     at = field("created_at").get_db_prep_save(created_at, connection)  # type: ignore[union-attr]
     prepared: dict[UUID, Any] = {}
@@ -415,7 +418,9 @@ def _insert_messages(created_at: datetime, rows: list[tuple[UUID, UUID, int, str
             prepared[room_id] = room_field.get_db_prep_save(room_id, connection)  # type: ignore[union-attr]
         if agent_id not in prepared:
             prepared[agent_id] = sender_field.get_db_prep_save(agent_id, connection)  # type: ignore[union-attr]
-        params += [prepared[room_id], seq, prepared[agent_id], client_id, text, flags, "agent", at]
+        sealed = sealer.text(room_id=room_id, column=MESSAGE_TEXT, text=text)
+        params += [prepared[room_id], seq, prepared[agent_id], client_id]
+        params += [sealed, flags, "agent", at]
     with connection.cursor() as cursor:
         cursor.execute(_insert_messages_sql(connection.vendor, len(rows)), params)
 
@@ -423,7 +428,7 @@ def _insert_messages(created_at: datetime, rows: list[tuple[UUID, UUID, int, str
 def _earlier(room_id: UUID, agent_id: UUID, client_id: str) -> SaidMessage | None:
     earlier = (
         Message.objects.filter(room_id=room_id, sender_id=agent_id, client_id=client_id)
-        .only("seq", "text", "created_at", "flags")
+        .only("room_id", "seq", "text", "created_at", "flags")
         .first()
     )
     if earlier is None:

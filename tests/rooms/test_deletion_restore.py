@@ -272,8 +272,6 @@ def test_a_restored_backup_cannot_open_a_deleted_accounts_vault(
 NOT_SEALED_YET = {
     "gatekeeper.ActionRecord",  # tool-call arguments
     "gatekeeper.SandboxEffect",  # executed calls' arguments and output
-    "rooms.Message",  # text (rooms.context reads it in raw SQL: it must open it first)
-    "rooms.Whisper",  # text (the same statement)
 }
 
 
@@ -289,7 +287,7 @@ def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
         service_unavailable(
             "pg_dump/pg_restore are not installed (apt-get install postgresql-client)"
         )
-    from rooms.models import SealedOffer
+    from rooms.models import Message, SealedOffer, Whisper
     from rooms.sealing import room_keys_forget
     from slips.datakeys import DataKeyDestroyed
 
@@ -307,11 +305,12 @@ def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
     room_delete(owner=deleted.b.owner, room_id=deleted.room.id)
     _restore(backup)  # the database only: the key store is not part of its backup
 
-    restored = SealedOffer.objects.filter(room_id=deleted.room.id)
-    assert restored.count() == 1  # the row is back ...
-    with pytest.raises(DataKeyDestroyed) as caught:
-        restored.get()  # ... and it does not open: fail closed, in words
-    assert "room's data key was destroyed" in caught.value.message
+    for model in (SealedOffer, Message, Whisper):
+        restored = model.objects.filter(room_id=deleted.room.id)
+        assert restored.count() == 1  # the row is back ...
+        with pytest.raises(DataKeyDestroyed) as caught:
+            restored.get()  # ... and it does not open: fail closed, in words
+        assert "room's data key was destroyed" in caught.value.message
     assert SealedOffer.objects.get(room_id=kept.room.id).offer == {"note": CANARY}  # kept's opens
     # In stored bytes: the canary only in the columns not sealed yet (both rooms' rows), never
     # in a sealed one; readable: the kept room's only, as before the deletion.
@@ -321,6 +320,7 @@ def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
         assert CANARY.encode() not in blob
 
     call_command("reapply_deletions")
-    assert not SealedOffer.objects.filter(room_id=deleted.room.id).exists()
+    for model in (SealedOffer, Message, Whisper):
+        assert not model.objects.filter(room_id=deleted.room.id).exists()
     assert not Room.objects.filter(id=deleted.room.id).exists()
     assert SealedOffer.objects.get(room_id=kept.room.id).offer == {"note": CANARY}
