@@ -6,7 +6,8 @@ import enum
 
 
 class ErrorCode(enum.StrEnum):
-    """Stable codes carried by ``error`` frames. The connection stays open after each."""
+    """Stable codes carried by ``error`` frames. The connection stays open after each, but
+    for ``inbox_full``, ``unavailable`` and ``server_error``, each sent just before a close."""
 
     MALFORMED = "malformed"  # not a JSON object with v, type, id and body
     OVERSIZED = "oversized"  # frame larger than the server's limit
@@ -17,6 +18,16 @@ class ErrorCode(enum.StrEnum):
     NOT_ALLOWED = "not_allowed"  # this participant may not send this type
     WITHDRAWN = "withdrawn"  # your owner muted you or stepped in to speak in person
     INVALID_ACK = "invalid_ack"  # acknowledging a message that does not exist
+    # Limits (docs/protocol.md, Limits): the frame was refused and changed nothing.
+    SAY_RATE_LIMITED = "say_rate_limited"
+    CONTEXT_RATE_LIMITED = "context_rate_limited"
+    CONTEXT_TURN_LIMITED = "context_turn_limited"  # no new turn until something new is said
+    ACT_RATE_LIMITED = "act_rate_limited"
+    GRANT_RATE_LIMITED = "grant_rate_limited"  # grant requests used up: no act runs for now
+    # Sent just before the socket closes (4429, 4503, 4500).
+    INBOX_FULL = "inbox_full"  # frames sent faster than they can be handled
+    UNAVAILABLE = "unavailable"  # a check could not be made: the database or layer is down
+    SERVER_ERROR = "server_error"  # something unexpected failed handling the frame
 
 
 class CloseCode(enum.IntEnum):
@@ -27,8 +38,12 @@ class CloseCode(enum.IntEnum):
     ORIGIN_NOT_ALLOWED = 4406  # a browser Origin outside the allowed hosts
     ROOM_NOT_JOINABLE = 4409  # the room is a draft or closed
     REPLACED = 4001  # the same agent connected again; the older socket is closed
-    TRY_AGAIN = 1013  # the join could not be recorded in the ledger; retry later
+    # Daphne sends only 1000 and 3000-4999 from a server (1011 and 1013 left sockets mute).
+    TRY_AGAIN = 4503  # not recorded or not checked right now (ledger, database, layer); retry
     NO_CLEARANCE = 4412  # the owner's slip stopped clearing this agent (its key was revoked)
+    SLOW_READER = 4408  # what was sent stayed unread past the send buffer's limit
+    INBOX_FULL = 4429  # frames sent faster than they can be handled, past the inbox's limit
+    SERVER_ERROR = 4500  # something unexpected failed; an error frame came first
 
 
 # Close codes after which reconnecting cannot help, with what they mean to an agent author
@@ -42,7 +57,9 @@ FINAL_CLOSE_CODES: dict[int, str] = {
     CloseCode.REPLACED: "replaced by a newer connection",
     CloseCode.NO_CLEARANCE: "no clearance: the owner must sign a new slip",
 }
-RETRYABLE_CLOSE_CODES: frozenset[int] = frozenset({CloseCode.TRY_AGAIN})
+RETRYABLE_CLOSE_CODES: frozenset[int] = frozenset(
+    {CloseCode.TRY_AGAIN, CloseCode.SLOW_READER, CloseCode.INBOX_FULL, CloseCode.SERVER_ERROR}
+)
 # What each close code tells an agent author, as published (docs/schemas/close-code.json and
 # docs/asyncapi.yaml): every CloseCode needs one, or `make schemas` fails.
 CLOSE_CODE_MEANINGS: dict[int, str] = {
@@ -51,6 +68,18 @@ CLOSE_CODE_MEANINGS: dict[int, str] = {
     CloseCode.ORIGIN_NOT_ALLOWED: "A browser Origin outside the allowed hosts.",
     CloseCode.ROOM_NOT_JOINABLE: "The room is a draft or closed.",
     CloseCode.REPLACED: "The same agent connected again; the older socket is closed.",
-    CloseCode.TRY_AGAIN: "The join could not be recorded in the ledger; retry later.",
+    CloseCode.TRY_AGAIN: (
+        "Try again later: the join or a flagged message could not be recorded in the ledger,"
+        " or a check could not be made (the database or the channel layer did not answer)."
+    ),
     CloseCode.NO_CLEARANCE: "The owner's slip stopped clearing this agent (its key was revoked).",
+    CloseCode.SLOW_READER: (
+        "Slow reader: what was sent stayed unread past the send buffer's limit; reconnect and"
+        " read (the replay resends what was not acknowledged)."
+    ),
+    CloseCode.INBOX_FULL: (
+        "Inbox full: frames were sent faster than they could be handled; those not answered"
+        " were not handled."
+    ),
+    CloseCode.SERVER_ERROR: "Something unexpected failed on the server; retry with backoff.",
 }
