@@ -5,6 +5,13 @@ number this socket has handled (delivered, or its own message), and every messag
 delivered in sequence. The channel layer only rings the bell; when an event skips ahead, or
 when the process's record sweep (``realtime.RecordSweep``) finds the socket left behind by a
 lost bell, the socket reads the gap back from the database. An idle socket issues no query.
+
+Nothing reaches a socket on the word of a channel-layer event alone: each delivery hop (live
+messages, a catch-up read, a whisper, an action's outcome, a reveal) re-reads its reader's
+standing from the record first (``rooms.standing``), and a reader out of standing is closed
+with the documented code instead. Every input is bounded (``rooms.limits``), and every
+failure ends in an ``error`` frame and a close code of the documented table, never a mute
+socket (docs/protocol.md).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import asyncio
 import collections
 import copy
 import logging
+import math
 import weakref
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -21,22 +29,27 @@ from uuid import UUID
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import InMemoryChannelLayer
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.db import Error as DatabaseError
 from django.utils import timezone
 
 from gatekeeper.actions import ActionResult, action_result_lookup
+from gatekeeper.records import ActionStatus
 from rooms import (
     context,
     flares,
     forks,
     handshake,
+    limits,
     realtime,
     sealed,
     selectors,
     services,
+    standing,
     untrusted,
 )
 from rooms.handshake import Participant, Refusal
@@ -81,6 +94,21 @@ from rooms.protocol import (
 from slips.selectors import slip_in_force
 
 T = TypeVar("T")
+
+try:  # the production profile's channel layer (Redis); absent in a minimal install
+    from redis.exceptions import RedisError
+
+    _LAYER_ERRORS: tuple[type[BaseException], ...] = (OSError, RedisError)
+except ImportError:  # pragma: no cover
+    _LAYER_ERRORS = (OSError,)
+
+# What each limit's refusal says (docs/protocol.md, Limits).
+_RATE_REFUSALS: dict[limits.Kind, tuple[ErrorCode, str]] = {
+    "say": (ErrorCode.SAY_RATE_LIMITED, "Too many messages."),
+    "context_request": (ErrorCode.CONTEXT_RATE_LIMITED, "Too many context requests."),
+    "act": (ErrorCode.ACT_RATE_LIMITED, "Too many actions."),
+    "grant_request": (ErrorCode.GRANT_RATE_LIMITED, "Too many requests for your owner's grant."),
+}
 OWNER_BACKLOG = 200
 # Most consecutive queued `say` frames recorded in one hop and one transaction.
 SAY_RUN_MAX = 32
@@ -254,22 +282,40 @@ class RoomConsumer(AsyncWebsocketConsumer):
     position: int = 0
     # The one task handling this socket's frames, while it has any (none while idle).
     _worker: asyncio.Task[None] | None = None
-    # A backfill the record sweep asked for, while it runs.
-    _wake: asyncio.Task[None] | None = None
     _watched = False
     # Sealed offers: a one-shot wait until the reveal deadline this socket was told of, and
     # whether this socket has sent the reveal (it is sent once per socket).
     _seal_wait: asyncio.Task[None] | None = None
     _reveal_sent: bool = False
+    # Live deliveries waiting for their standing check, and the one task carrying them (and
+    # every catch-up read) to the socket, in order.
+    _outbox: collections.deque[tuple[int, str, str, str]]
+    _courier: asyncio.Task[None] | None = None
+    # The record holds messages this socket has not been given (a lost bell, a gap, an
+    # overflowing outbox): the courier reads them back.
+    _behind = False
+    _accepted = False
+    # Closed by the server (nothing more is sent), and whether the leave event is written.
+    _closed = False
+    _left = False
+    # The connected-sockets gauge's label while this socket is counted.
+    _counted: str | None = None
+    _limits: limits.AgentLimits | None = None
+    # Frames received and not yet handled (bounded: SOCKET_INBOX_MAX_FRAMES), and one taken
+    # out of turn while a run of `say` frames was gathered.
+    _inbox: collections.deque[str | None]
+    _held: Any = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self._outbox = collections.deque()
         try:
             await super().__call__(scope, receive, send)
         finally:
             # Daphne may cancel an instance without a disconnect (a close timeout): leave no
-            # task of this socket behind.
+            # task of this socket behind, and count it gone.
             self._unwatch()
-            for task in (self._worker, self._wake, self._seal_wait):
+            self._uncount()
+            for task in (self._worker, self._seal_wait, self._courier):
                 if task is not None:
                     task.cancel()
 
@@ -279,11 +325,123 @@ class RoomConsumer(AsyncWebsocketConsumer):
         Channels runs ``close_old_connections`` in a thread before every handler, a thread
         switch per delivered message even when the handler never touches the database. Here
         all database work happens in ``in_db_thread`` hops, which sweep on their own thread.
+        An unexpected error in a handler fails closed, visibly (``_fail``).
         """
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
+        try:
+            await handler(message)
+        except StopConsumer:
+            raise
+        except Exception as failed:
+            await self._fail(failed)
+            if message["type"] == "websocket.disconnect":
+                raise StopConsumer() from None
+
+    async def send(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False
+    ) -> None:
+        """Nothing is sent once the server has closed the socket."""
+        if self._closed:
+            return
+        await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+        backlog = limits.send_backlog(self.base_send)
+        if backlog is not None and backlog > settings.SYNAPSIA["SOCKET_SEND_BUFFER_MAX_BYTES"]:
+            # A client that does not read what it is sent: what waits for it is dropped with
+            # the connection (Daphne aborts it when the close handshake times out).
+            logger.warning(
+                "room socket closed: its client did not read (%d bytes waiting)", backlog
+            )
+            await self._shut(CloseCode.SLOW_READER)
+
+    async def _shut(
+        self, code: CloseCode, error: tuple[ErrorCode, str, str | None] | None = None
+    ) -> None:
+        """Close the socket once, with a code of the documented table (Daphne refuses any
+        other but 1000), after an ``error`` frame if one is given; nothing is sent after it."""
+        if self._closed:
+            return
+        if not self._accepted:
+            await self.accept()
+            self._accepted = True
+        if error is not None:
+            await self.send(error_frame(*error))
+        self._closed = True
+        self._outbox.clear()
+        self._inbox_clear()
+        current = asyncio.current_task()
+        for task in (self._seal_wait, self._courier):
+            if task is not None and task is not current:
+                task.cancel()
+        await self.close(code=int(code))
+
+    async def _fail(self, failed: BaseException, ref: str | None = None) -> None:
+        """An unexpected error: an ``error`` frame, the leave event, and a close with a
+        documented code. When the database did not answer, the room is paused (the check
+        could not be made) and that and the leave are recorded as soon as it answers again."""
+        participant = self.participant
+        if isinstance(failed, DatabaseError):
+            logger.warning("room socket: the database did not answer (%s)", failed)
+            code, error = (
+                CloseCode.TRY_AGAIN,
+                (ErrorCode.UNAVAILABLE, "The room cannot check this right now; it paused."),
+            )
+            if participant is not None:
+                realtime.outage_desk().pause_when_answering(
+                    participant.room_id,
+                    leaving_agent=None if self._left else participant.agent_id,
+                )
+                self._left = True  # the outage desk writes it once the database answers
+        elif isinstance(failed, _LAYER_ERRORS):
+            logger.warning("room socket: the channel layer did not answer (%s)", failed)
+            code, error = (
+                CloseCode.TRY_AGAIN,
+                (ErrorCode.UNAVAILABLE, "The room cannot reach its other servers right now."),
+            )
+        else:
+            logger.error("room socket failed", exc_info=failed)
+            code, error = (
+                CloseCode.SERVER_ERROR,
+                (ErrorCode.SERVER_ERROR, "Something went wrong on the server."),
+            )
+        if self._accepted and not self._closed:
+            await self.send(error_frame(error[0], error[1], ref))
+        # Recorded before the close, so a client that sees the close finds the leave.
+        await self._leave()
+        await self._shut(code)
+
+    async def _leave(self) -> None:
+        """Write the agent's leave event, once."""
+        participant = self.participant
+        if self._left or participant is None or participant.agent_id is None:
+            return
+        self._left = True
+        try:
+            await in_db_thread(services.agent_leave)(
+                room_id=participant.room_id, agent_id=participant.agent_id
+            )
+        except DatabaseError:
+            realtime.outage_desk().pause_when_answering(
+                participant.room_id, leaving_agent=participant.agent_id
+            )
+        except Exception:
+            logger.exception("room socket: the leave could not be recorded")
+
+    def _count(self, kind: str) -> None:
+        self._counted = kind
+        realtime.SOCKETS_CONNECTED.labels(participant=kind).inc()
+
+    def _uncount(self) -> None:
+        if self._counted is not None:
+            realtime.SOCKETS_CONNECTED.labels(participant=self._counted).dec()
+            self._counted = None
+
+    def _inbox_clear(self) -> None:
+        inbox = getattr(self, "_inbox", None)
+        if inbox is not None:
+            inbox.clear()
+        self._held = None
 
     # --- connection lifecycle -------------------------------------------------------------
 
@@ -301,22 +459,23 @@ class RoomConsumer(AsyncWebsocketConsumer):
             room_id=room_id,
             headers=self.scope.get("headers", []),
             user=self.scope.get("user") or AnonymousUser(),
+            scope_scheme=self.scope.get("scheme"),
         )
         if isinstance(opened, Refusal):
             if room_group is not None:
                 await self.channel_layer.group_discard(room_group, self.channel_name)
             # Accept then close, so the client sees a close code it can act on; nothing else
             # is sent first.
-            await self.accept()
-            await self.close(code=int(opened.code))
+            await self._shut(opened.code)
             return
         verdict, welcome, backlog, position, seal = opened
         self.participant = verdict
         self._repetition = flares.RepetitionWatch()
-        self._inbox: collections.deque[str | None] = collections.deque()
-        self._held: Any = None
+        self._inbox = collections.deque()
+        self._held = None
         self._backfilling = asyncio.Lock()
         if verdict.agent_id is not None:
+            self._limits = limits.limits_book().of(verdict.room_id, verdict.agent_id)
             group = realtime.agent_group(verdict.agent_id)
             if not _empty_here(self.channel_layer, group):
                 await self.channel_layer.group_send(
@@ -324,6 +483,8 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 )
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
+        self._accepted = True
+        self._count(verdict.kind)
         await self.send(welcome)
         for frame in backlog:
             await self.send(frame)
@@ -334,10 +495,17 @@ class RoomConsumer(AsyncWebsocketConsumer):
         await self._seal_state(seal)
 
     def _admit_and_open(
-        self, *, room_id: str, headers: list[tuple[bytes, bytes]], user: Any
+        self,
+        *,
+        room_id: str,
+        headers: list[tuple[bytes, bytes]],
+        user: Any,
+        scope_scheme: str | None,
     ) -> Refusal | tuple[Participant, str, list[str], int, sealed.SealState]:
         """The handshake's verdict and, if admitted, what the socket is sent first (one hop)."""
-        verdict = handshake.admit(room_id=room_id, headers=headers, user=user)
+        verdict = handshake.admit(
+            room_id=room_id, headers=headers, user=user, scope_scheme=scope_scheme
+        )
         if isinstance(verdict, Refusal):
             return verdict
         return (verdict, *self._opening(verdict))
@@ -385,30 +553,41 @@ class RoomConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         self._unwatch()
-        if self._wake is not None:
-            self._wake.cancel()
-        if self._seal_wait is not None:
-            self._seal_wait.cancel()
-        if self._worker is not None:
+        self._uncount()
+        for task in (self._seal_wait, self._courier):
+            if task is not None:
+                task.cancel()
+        self._outbox.clear()
+        if self._worker is not None and not self._closed:
             # Frames that arrived before the disconnect are handled, as they were received.
             await self._worker
         if self.participant is None:
             return
-        await self.channel_layer.group_discard(
-            realtime.room_group(self.participant.room_id), self.channel_name
-        )
-        if self.participant.agent_id is not None:
+        try:
             await self.channel_layer.group_discard(
-                realtime.agent_group(self.participant.agent_id), self.channel_name
+                realtime.room_group(self.participant.room_id), self.channel_name
             )
-            await in_db_thread(services.agent_leave)(
-                room_id=self.participant.room_id, agent_id=self.participant.agent_id
-            )
+            if self.participant.agent_id is not None:
+                await self.channel_layer.group_discard(
+                    realtime.agent_group(self.participant.agent_id), self.channel_name
+                )
+        except Exception:
+            # The layer expires the membership by itself (group_expiry); the leave is recorded.
+            logger.warning("channel layer unavailable: socket not taken out of its groups")
+        await self._leave()
 
     # --- frames from the client -----------------------------------------------------------
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.participant is None:
+        if self.participant is None or self._closed:
+            return
+        if len(self._inbox) >= settings.SYNAPSIA["SOCKET_INBOX_MAX_FRAMES"]:
+            # A client sending faster than its frames can be handled, far past any rate: its
+            # queued frames are dropped with the socket (nothing of them was recorded).
+            await self._shut(
+                CloseCode.INBOX_FULL,
+                (ErrorCode.INBOX_FULL, "Too many frames waiting to be handled.", None),
+            )
             return
         # Handled in order by ``_work``, so the dispatch loop keeps taking channel-layer events
         # (deliveries) while this socket's database hop runs, and frames that queue up behind
@@ -423,26 +602,33 @@ class RoomConsumer(AsyncWebsocketConsumer):
         """Handle the socket's frames one at a time in arrival order, until none is left; a
         run of queued `say` frames is recorded in one hop and one transaction
         (``services.messages_say``)."""
+        ref: str | None = None
         try:
             while True:
-                if self._held is None and not self._inbox:
+                if self._closed or (self._held is None and not self._inbox):
                     self._worker = None
                     return
                 item = self._next()
+                ref = getattr(item, "id", None)
                 try:
                     if isinstance(item, FrameError):
                         raise item
                     if isinstance(item, SayFrame) and self._agent_only(item.id):
-                        await self._say_run(await self._say_frames(item))
+                        run = await self._say_frames(item)
+                        allowed = self._within_rate("say", len(run))
+                        if allowed:
+                            await self._say_run(run[:allowed])
+                        for refused_frame in run[allowed:]:
+                            await self._refuse("say", refused_frame.id)
                     else:
                         await self._handle(item)
                 except FrameError as refused:
                     await self.send(error_frame(refused.code, refused.message, refused.ref))
-        except Exception:
-            # What an exception escaping a consumer handler would do: log it, drop the socket.
+        except Exception as failed:
+            # Fail closed, visibly: an error frame naming the frame, a documented close code,
+            # the leave event (and the room paused if the database did not answer).
             self._worker = None
-            logger.exception("room socket failed")
-            await self.close(code=1011)
+            await self._fail(failed, ref)
 
     def _next(self) -> Any:
         """The next parsed frame (or the ``FrameError`` it raised); the inbox is not empty."""
@@ -456,6 +642,40 @@ class RoomConsumer(AsyncWebsocketConsumer):
             return parse_client_frame(raw, max_bytes=settings.SYNAPSIA["MAX_FRAME_BYTES"])
         except FrameError as refused:
             return refused
+
+    def _within_rate(self, kind: limits.Kind, frames: int) -> int:
+        """How many of ``frames`` frames of ``kind`` the agent's rate allows now (a prefix)."""
+        if self._limits is None:
+            return frames
+        for allowed in range(frames):
+            if self._limits.take(kind) > 0:
+                return allowed
+        return frames
+
+    async def _refuse(self, kind: limits.Kind | None, ref: str, wait: float | None = None) -> None:
+        """A limit refused a frame: an error frame with the limit's code; an agent that keeps
+        running into its limits is looping, and a `loop` flare stops it for its owner."""
+        participant = self.participant
+        assert participant is not None and participant.agent_id is not None
+        if kind is None:
+            code, message = (
+                ErrorCode.CONTEXT_TURN_LIMITED,
+                "You have had this turn's contexts: say something or wait for the other agent.",
+            )
+        else:
+            if wait is None and self._limits is not None:
+                wait = self._limits.wait(kind)
+            seconds = max(1, math.ceil(wait or 0))
+            code, message = _RATE_REFUSALS[kind]
+            message = f"{message} Try again in {seconds} s."
+        await self.send(error_frame(code, message, ref))
+        if self._limits is not None and self._limits.refused():
+            await in_db_thread(flares.flare_raise)(
+                room_id=participant.room_id,
+                agent_id=participant.agent_id,
+                reason=FlareReason.LOOP,
+                raised_by="server",
+            )
 
     async def _say_frames(self, first: SayFrame) -> list[SayFrame]:
         """``first`` and the `say` frames queued right behind it (up to ``SAY_RUN_MAX``),
@@ -531,9 +751,20 @@ class RoomConsumer(AsyncWebsocketConsumer):
             except FrameError as refused:
                 await self.send(error_frame(refused.code, refused.message, refused.ref))
 
+    async def _ring(self, group: str, event: dict[str, Any]) -> None:
+        """Send a doorbell event for something already recorded. A layer that fails (Redis
+        down) is logged: what it would announce has committed, and every socket reads it
+        back from the record (the sweep), re-checking its reader's standing as it does."""
+        try:
+            await self.channel_layer.group_send(group, event)
+        except Exception as failed:
+            logger.warning(
+                "channel layer unavailable: %s not told of %s (%s)", group, event["type"], failed
+            )
+
     async def _announce(self, agent_id: Any, said: list[services.SaidMessage]) -> None:
         """Ring the room's bell once for messages already stored (one channel-layer event)."""
-        await self.channel_layer.group_send(
+        await self._ring(
             realtime.room_group(self.participant.room_id),  # type: ignore[union-attr]
             {
                 "type": "room.messages",
@@ -571,7 +802,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 "revoked": CloseCode.UNAUTHENTICATED,
                 "ledger_unavailable": CloseCode.TRY_AGAIN,  # nothing was stored; resend later
             }.get(refused.reason, CloseCode.FORBIDDEN)
-            await self.close(code=int(code))
+            await self._shut(code)
             return
         await self.send(
             SentFrame(
@@ -592,6 +823,16 @@ class RoomConsumer(AsyncWebsocketConsumer):
 
     async def _act(self, frame: ActFrame) -> None:
         participant = self._agent_only(frame.id)
+        if self._limits is not None:
+            # Any act may become a grant request, so none runs while they are used up.
+            grant_wait = self._limits.wait("grant_request")
+            if grant_wait > 0:
+                await self._refuse("grant_request", frame.id, grant_wait)
+                return
+            act_wait = self._limits.take("act")
+            if act_wait > 0:
+                await self._refuse("act", frame.id, act_wait)
+                return
         result = await in_db_thread(forks.action_for_agent)(
             room_id=participant.room_id,
             agent_id=participant.agent_id,
@@ -599,13 +840,32 @@ class RoomConsumer(AsyncWebsocketConsumer):
             tool=frame.body.tool,
             arguments=frame.body.arguments,
         )
+        if result.status == ActionStatus.AWAITING_GRANT and not result.replay and self._limits:
+            self._limits.take("grant_request")
         await self.send(action_result_frame(frame.id, result))
 
     async def _context(self, frame: ContextRequestFrame) -> None:
         participant = self._agent_only(frame.id)
+        if self._limits is not None:
+            # Each context is a new turn that spends slip uses: rated, and a few per turn of
+            # the room's conversation (until something new is said, there is nothing new).
+            wait = self._limits.take("context_request")
+            if wait > 0:
+                await self._refuse("context_request", frame.id, wait)
+                return
+            if not self._limits.context_turn(self.position):
+                await self._refuse(None, frame.id)
+                return
         assembled = await in_db_thread(context.context_for_agent)(
             room_id=participant.room_id, agent_id=participant.agent_id, asked=frame.body.ask
         )
+        if context.WITHDRAWN_NOTICE in assembled.notices:
+            # Withdrawn, or out of the room altogether (revoked, blocked, the seat lost) with
+            # the announcement lost: the record decides before anything is sent.
+            verdict = await in_db_thread(standing.reader_standing)(self._reader())
+            if verdict is not None:
+                await self._shut(verdict)
+                return
         await self.send(ContextFrame(type="context", id=frame.id, body=assembled).model_dump_json())
 
     async def _seal(self, frame: SealOfferFrame) -> None:
@@ -630,7 +890,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 "revoked": CloseCode.UNAUTHENTICATED,
                 "ledger_unavailable": CloseCode.TRY_AGAIN,  # nothing was stored; resend later
             }.get(refused.reason, CloseCode.FORBIDDEN)
-            await self.close(code=int(close))
+            await self._shut(close)
             return
         await self._seal_state(state)
 
@@ -641,7 +901,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         if participant is None or participant.agent_id is None:
             return
         if state.first_seal or state.revealed_now:
-            await self.channel_layer.group_send(
+            await self._ring(
                 realtime.room_group(participant.room_id),
                 {
                     "type": "room.offers",
@@ -667,11 +927,15 @@ class RoomConsumer(AsyncWebsocketConsumer):
         """Sleep once until the reveal deadline, then reveal if it is still due."""
         try:
             await asyncio.sleep(max(0.0, (deadline - timezone.now()).total_seconds()) + 0.05)
-            state = await in_db_thread(sealed.offers_reveal_if_due)(
-                room_id=self.participant.room_id  # type: ignore[union-attr]
+            verdict, state = await in_db_thread(self._checked)(
+                sealed.offers_reveal_if_due,
+                room_id=self.participant.room_id,  # type: ignore[union-attr]
             )
             self._seal_wait = None
-            await self._seal_state(state)
+            if verdict is not None:
+                await self._shut(verdict)
+            elif state is not None:
+                await self._seal_state(state)
         except asyncio.CancelledError:
             pass
         except Exception:
@@ -695,29 +959,79 @@ class RoomConsumer(AsyncWebsocketConsumer):
 
     async def room_messages(self, event: dict[str, Any]) -> None:
         """Messages stored by a socket's say path (several when a run was recorded at once)."""
-        for message in event["messages"]:
-            await self._deliver(
-                message["seq"], event["sender"], message["frame"], message["owner_frame"]
-            )
+        self._queue(
+            [(m["seq"], event["sender"], m["frame"], m["owner_frame"]) for m in event["messages"]]
+        )
 
     async def room_message(self, event: dict[str, Any]) -> None:
         """One stored message (the event's earlier form, still sent by older processes)."""
-        await self._deliver(event["seq"], event["sender"], event["frame"], event["owner_frame"])
+        self._queue([(event["seq"], event["sender"], event["frame"], event["owner_frame"])])
 
-    async def _deliver(self, seq: int, sender: str, frame: str, owner_frame: str) -> None:
-        if seq <= self.position:
-            return  # already handled (backfilled, or a duplicate event)
-        if seq > self.position + 1:
-            await self._backfill()
+    def _queue(self, deliveries: list[tuple[int, str, str, str]]) -> None:
+        """Hand live deliveries to the courier. The outbox is bounded: past
+        ``SOCKET_OUTBOX_MAX_FRAMES`` what waits is dropped and read back from the record once
+        the socket has caught up (the record is the record; the memory stays bounded)."""
+        if self.participant is None or self._closed:
             return
-        self.position = seq
-        if self.participant is not None and sender != self._own_hex():
-            agent = self.participant.kind == "agent"
-            await self.send(frame if agent else owner_frame)
+        if (
+            self._behind
+            or len(self._outbox) + len(deliveries) > settings.SYNAPSIA["SOCKET_OUTBOX_MAX_FRAMES"]
+        ):
+            self._outbox.clear()
+            self._behind = True
+        else:
+            self._outbox.extend(deliveries)
+        self._carry_on()
+
+    def _carry_on(self) -> None:
+        if self._courier is None or self._courier.done():
+            self._courier = asyncio.create_task(self._carry())
+
+    def _reader(self) -> standing.Reader:
+        participant = self.participant
+        assert participant is not None
+        return standing.Reader(participant.room_id, participant.owner_id, participant.agent_id)
+
+    async def _carry(self) -> None:
+        """Deliver what waits, in order: each wake re-checks the reader's standing from the
+        record first (one statement for all the process's sockets waking at once), and a
+        reader out of standing is given nothing and closed. A gap, or a bell lost, is read
+        back from the record in one hop that checks standing too."""
+        try:
+            while not self._closed and (self._outbox or self._behind):
+                if self._behind:
+                    self._behind = False
+                    await self._backfill()
+                    continue
+                batch = list(self._outbox)
+                self._outbox.clear()
+                own = self._own_hex()
+                if any(sender != own for _, sender, _, _ in batch):
+                    # Only what is given needs the check (its own messages only move position).
+                    verdict = await standing.standing_desk().check(self._reader())
+                    if verdict is not None:
+                        await self._shut(verdict)
+                        return
+                async with self._backfilling:
+                    for seq, sender, frame, owner_frame in batch:
+                        if seq <= self.position:
+                            continue  # already handled (backfilled, or a duplicate event)
+                        if seq > self.position + 1:
+                            self._behind = True  # the rest is in the record
+                            break
+                        self.position = seq
+                        if sender != own:
+                            agent = self._reader().agent_id is not None
+                            await self.send(frame if agent else owner_frame)
+        except asyncio.CancelledError:
+            pass
+        except Exception as failed:
+            await self._fail(failed)
 
     async def room_catch_up(self, event: dict[str, Any]) -> None:
         """Something was recorded outside a socket (an owner speaking in person): read it."""
-        await self._backfill()
+        self._behind = True
+        self._carry_on()
 
     async def room_offers(self, event: dict[str, Any]) -> None:
         """Someone in the room sealed first (wait for the deadline) or the offers were
@@ -726,8 +1040,12 @@ class RoomConsumer(AsyncWebsocketConsumer):
         if participant is None or participant.agent_id is None or self._reveal_sent:
             return
         if event["revealed"]:
-            reveal = await in_db_thread(sealed.offers_revealed)(room_id=participant.room_id)
-            if reveal is not None:
+            verdict, reveal = await in_db_thread(self._checked)(
+                sealed.offers_revealed, room_id=participant.room_id
+            )
+            if verdict is not None:
+                await self._shut(verdict)
+            elif reveal is not None:
                 await self._send_reveal(reveal)
         elif event["deadline"] and self._seal_wait is None:
             deadline = datetime.fromisoformat(event["deadline"])
@@ -740,20 +1058,30 @@ class RoomConsumer(AsyncWebsocketConsumer):
             ).model_dump_json()
         )
         if event["state"] == RoomState.CLOSED:
-            await self.close(code=int(CloseCode.ROOM_NOT_JOINABLE))
+            await self._shut(CloseCode.ROOM_NOT_JOINABLE)
 
     async def agent_replaced(self, event: dict[str, Any]) -> None:
         if event["channel"] != self.channel_name:
-            await self.close(code=int(CloseCode.REPLACED))
+            await self._shut(CloseCode.REPLACED)
+
+    def _checked(self, read: Callable[..., T], **kwargs: Any) -> tuple[Any, T | None]:
+        """In one hop: the reader's standing, then (only if in standing) ``read(**kwargs)``."""
+        verdict = standing.reader_standing(self._reader())
+        return (verdict, None) if verdict is not None else (None, read(**kwargs))
 
     async def action_result(self, event: dict[str, Any]) -> None:
         participant = self.participant
         if participant is None or participant.agent_id is None:
             return
-        result = await in_db_thread(action_result_lookup)(
-            room_id=participant.room_id, agent_id=participant.agent_id, idempotency_key=event["ref"]
+        verdict, result = await in_db_thread(self._checked)(
+            action_result_lookup,
+            room_id=participant.room_id,
+            agent_id=participant.agent_id,
+            idempotency_key=event["ref"],
         )
-        if result is not None:
+        if verdict is not None:
+            await self._shut(verdict)
+        elif result is not None:
             await self.send(action_result_frame(event["ref"], result))
 
     async def slip_key_revoked(self, event: dict[str, Any]) -> None:
@@ -781,7 +1109,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             now=timezone.now(),
         )
         if not cleared:
-            await self.close(code=int(CloseCode.NO_CLEARANCE))
+            await self._shut(CloseCode.NO_CLEARANCE)
 
     async def agent_whisper(self, event: dict[str, Any]) -> None:
         """The owner whispered to this agent: re-read it from the record, for this room and
@@ -793,15 +1121,17 @@ class RoomConsumer(AsyncWebsocketConsumer):
             or event["room_id"] != participant.room_id.hex
         ):
             return
-        whisper = await in_db_thread(
+        verdict, whisper = await in_db_thread(self._checked)(
             Whisper.objects.filter(
                 id=event["whisper_id"],
                 room_id=participant.room_id,
                 agent_id=participant.agent_id,
                 owner_id=participant.owner_id,
             ).first
-        )()
-        if whisper is not None:
+        )
+        if verdict is not None:
+            await self._shut(verdict)
+        elif whisper is not None:
             await self.send(
                 WhisperFrame(
                     type="whisper",
@@ -811,10 +1141,10 @@ class RoomConsumer(AsyncWebsocketConsumer):
             )
 
     async def agent_blocked(self, event: dict[str, Any]) -> None:
-        await self.close(code=int(CloseCode.FORBIDDEN))
+        await self._shut(CloseCode.FORBIDDEN)
 
     async def agent_revoked(self, event: dict[str, Any]) -> None:
-        await self.close(code=int(CloseCode.UNAUTHENTICATED))
+        await self._shut(CloseCode.UNAUTHENTICATED)
 
     # --- reading gaps back from the record ------------------------------------------------
 
@@ -823,16 +1153,23 @@ class RoomConsumer(AsyncWebsocketConsumer):
         return agent_id.hex if agent_id else ""
 
     async def _backfill(self) -> None:
-        if self.participant is None:
+        """Read what this socket missed back from the record, in one hop that re-checks the
+        reader's standing first (a reader out of standing reads nothing and is closed)."""
+        if self.participant is None or self._closed:
             return
-        # One read at a time (a gap seen by a delivery and a sweep's wake at once); each
-        # message is still sent once, in order, because ``position`` is re-read after the hop.
+        # One read at a time; each message is still sent once, in order, because
+        # ``position`` is re-read after the hop.
         async with self._backfilling:
-            missed = await in_db_thread(selectors.messages_after)(
-                room_id=self.participant.room_id, after_seq=self.position
+            verdict, missed = await in_db_thread(self._checked)(
+                selectors.messages_after,
+                room_id=self.participant.room_id,
+                after_seq=self.position,
             )
+            if verdict is not None:
+                await self._shut(verdict)
+                return
             own = self.participant.agent_id
-            for message in missed:
+            for message in missed or ():
                 if message.seq <= self.position:
                     continue
                 self.position = message.seq
@@ -841,15 +1178,9 @@ class RoomConsumer(AsyncWebsocketConsumer):
                     await self.send(message_frame(message, for_agent=agent))
 
     def wake(self) -> None:
-        """The record sweep found this socket behind the room (a lost bell): read the gap."""
-        if self._wake is None or self._wake.done():
-            self._wake = asyncio.create_task(self._woken())
-
-    async def _woken(self) -> None:
-        try:
-            await self._backfill()
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            # The next sweep wakes this socket again; the record still holds the messages.
-            logger.exception("room socket catch-up failed")
+        """The record sweep found this socket behind the room (a lost bell): the courier
+        reads the gap (standing checked in the same hop)."""
+        if self._closed:
+            return
+        self._behind = True
+        self._carry_on()

@@ -22,8 +22,22 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
+from prometheus_client import Gauge
+
+from synapsia.metrics import REGISTRY
 
 logger = logging.getLogger(__name__)
+
+# In-process (per Daphne process; sum them): sockets admitted and not yet gone, by who holds
+# them. Labels are the two kinds only, never a room or an agent.
+SOCKETS_CONNECTED = Gauge(
+    "synapsia_sockets_connected",
+    "Room sockets connected to this process, by participant kind (agent or owner).",
+    ["participant"],
+    registry=REGISTRY,
+)
+for _kind in ("agent", "owner"):
+    SOCKETS_CONNECTED.labels(participant=_kind).set(0)
 
 
 def room_group(room_id: UUID) -> str:
@@ -224,3 +238,72 @@ def record_sweep() -> RecordSweep:
     if sweep is None:
         sweep = _sweeps[loop] = RecordSweep()
     return sweep
+
+
+# --- pausing a room once the database answers again ---------------------------------------
+
+# How often a process retries what an outage kept it from recording.
+OUTAGE_RETRY_SECONDS = 1.0
+
+
+class OutageDesk:
+    """What a socket could not record while the database did not answer, recorded once it
+    answers: the room paused (``gatekeeper.database_error``, the safe direction) and the
+    agent's leave. One retry task per process, for every room waiting."""
+
+    def __init__(self) -> None:
+        self._rooms: dict[UUID, set[UUID]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def pause_when_answering(self, room_id: UUID, *, leaving_agent: UUID | None) -> None:
+        leaving = self._rooms.setdefault(room_id, set())
+        if leaving_agent is not None:
+            leaving.add(leaving_agent)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def waiting(self) -> set[UUID]:
+        return set(self._rooms)
+
+    async def _run(self) -> None:
+        engine = settings.DATABASES["default"]["ENGINE"]
+        record = database_sync_to_async(_record_outage, thread_sensitive=engine.endswith("sqlite3"))
+        with contextlib.suppress(asyncio.CancelledError):
+            while self._rooms:
+                await asyncio.sleep(OUTAGE_RETRY_SECONDS)
+                for room_id in list(self._rooms):
+                    try:
+                        await record(room_id, sorted(self._rooms[room_id]))
+                    except Exception as failed:  # still down: the next round tries again
+                        logger.warning(
+                            "room %s: still cannot record the outage (%s)", room_id, failed
+                        )
+                        continue
+                    del self._rooms[room_id]
+        self._task = None
+
+
+def _record_outage(room_id: UUID, leaving: list[UUID]) -> None:
+    from rooms.models import Room  # models' neighbours import this module; keep it lazy
+    from rooms.pausing import room_pause_fail_safe
+    from rooms.services import agent_leave
+
+    if not Room.objects.filter(id=room_id).exists():
+        return  # deleted meanwhile: nothing left to pause
+    room_pause_fail_safe(room_id=room_id, rule="gatekeeper.database_error")
+    for agent_id in leaving:
+        agent_leave(room_id=room_id, agent_id=agent_id)
+
+
+_outages: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, OutageDesk] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def outage_desk() -> OutageDesk:
+    """This event loop's outage desk (one per Daphne process; one per test)."""
+    loop = asyncio.get_running_loop()
+    desk = _outages.get(loop)
+    if desk is None:
+        desk = _outages[loop] = OutageDesk()
+    return desk

@@ -1,0 +1,177 @@
+"""Limits on what one agent may ask of a room through its socket (docs/protocol.md, Limits).
+
+Rates are token buckets kept in the process's memory, per agent and room, so a reconnect to
+the same process does not refill them and the say path pays no statement for them. Each rate
+is ``SYNAPSIA["SOCKET_RATES"][kind]`` in the REST API's ``count/period`` form (period ``s``,
+``m``, ``h`` or ``d``; ``off`` for none): the bucket holds ``count`` and refills at
+``count`` per period, so a burst of ``count`` is allowed and then ``count`` per period.
+
+An agent that keeps running into a limit is looping, not negotiating: after
+``LOOP_REFUSALS`` refusals within ``LOOP_WINDOW_SECONDS`` the socket raises a `loop` Signal
+Flare for it (the room pauses for its owner) instead of letting it spin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from uuid import UUID
+
+from django.conf import settings
+
+Kind = Literal["say", "context_request", "act", "grant_request"]
+
+_PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+# Refusals within the window that make an agent a looping one (flared once per window).
+LOOP_REFUSALS = 20
+LOOP_WINDOW_SECONDS = 60.0
+# Agents remembered per process; the least recently limited are forgotten first.
+MAX_AGENTS_REMEMBERED = 10_000
+
+
+@dataclass(frozen=True)
+class Rate:
+    count: int
+    seconds: float
+
+
+def rate_parse(text: str) -> Rate | None:
+    """``"120/m"`` -> ``Rate(120, 60.0)``; ``"off"`` -> None. Raises ValueError otherwise."""
+    if text.strip().lower() == "off":
+        return None
+    count, _, period = text.partition("/")
+    unit = period.strip().lower()[:1]
+    if unit not in _PERIODS or not count.strip().isdigit() or int(count) < 1:
+        raise ValueError(f"not a rate (count/period, or off): {text!r}")
+    return Rate(int(count), _PERIODS[unit])
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+    def take(self, rate: Rate, now: float) -> float:
+        """Take one token; 0.0 when taken, else the seconds until one is available."""
+        self.tokens = min(rate.count, self.tokens + (now - self.at) * rate.count / rate.seconds)
+        self.at = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) * rate.seconds / rate.count
+
+
+@dataclass
+class AgentLimits:
+    """One agent's buckets in one room, and the refusals that tell a loop."""
+
+    buckets: dict[str, _Bucket] = field(default_factory=dict)
+    refusals: collections.deque[float] = field(default_factory=collections.deque)
+    flared_at: float | None = None
+    # Context requests since the room last moved (``position``), and where it stood then.
+    context_position: int = -1
+    context_in_turn: int = 0
+
+    def take(self, kind: Kind, now: float | None = None) -> float:
+        """Spend one ``kind``; 0.0 if allowed, else the seconds to wait (a refusal)."""
+        rate = rate_parse(settings.SYNAPSIA["SOCKET_RATES"][kind])
+        if rate is None:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        bucket = self.buckets.get(kind)
+        if bucket is None:
+            bucket = self.buckets[kind] = _Bucket(float(rate.count), now)
+        return bucket.take(rate, now)
+
+    def wait(self, kind: Kind, now: float | None = None) -> float:
+        """The seconds until one ``kind`` is available (0.0: now), spending nothing."""
+        rate = rate_parse(settings.SYNAPSIA["SOCKET_RATES"][kind])
+        bucket = self.buckets.get(kind)
+        if rate is None or bucket is None:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        tokens = min(rate.count, bucket.tokens + (now - bucket.at) * rate.count / rate.seconds)
+        return 0.0 if tokens >= 1 else (1 - tokens) * rate.seconds / rate.count
+
+    def context_turn(self, position: int) -> bool:
+        """Count a context request at room position ``position``; False when the agent has
+        already had ``CONTEXT_REQUESTS_PER_TURN`` contexts since the room last moved (each
+        one is a new turn that spends slip uses, for nothing new to read)."""
+        if position != self.context_position:
+            self.context_position, self.context_in_turn = position, 0
+        if self.context_in_turn >= settings.SYNAPSIA["CONTEXT_REQUESTS_PER_TURN"]:
+            return False
+        self.context_in_turn += 1
+        return True
+
+    def refused(self, now: float | None = None) -> bool:
+        """Record a refusal; True exactly when it makes the agent a looping one (once per
+        window: the flare pauses the room, and a second one would be the same flare)."""
+        now = time.monotonic() if now is None else now
+        self.refusals.append(now)
+        while self.refusals and self.refusals[0] < now - LOOP_WINDOW_SECONDS:
+            self.refusals.popleft()
+        if len(self.refusals) < LOOP_REFUSALS:
+            return False
+        if self.flared_at is not None and self.flared_at > now - LOOP_WINDOW_SECONDS:
+            return False
+        self.flared_at = now
+        return True
+
+
+class LimitsBook:
+    """Every agent's limits in this process, so a reconnect does not reset them."""
+
+    def __init__(self) -> None:
+        self._agents: collections.OrderedDict[tuple[UUID, UUID], AgentLimits] = (
+            collections.OrderedDict()
+        )
+
+    def of(self, room_id: UUID, agent_id: UUID) -> AgentLimits:
+        key = (room_id, agent_id)
+        limits = self._agents.get(key)
+        if limits is None:
+            limits = self._agents[key] = AgentLimits()
+            while len(self._agents) > MAX_AGENTS_REMEMBERED:
+                self._agents.popitem(last=False)
+        else:
+            self._agents.move_to_end(key)
+        return limits
+
+
+_books: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LimitsBook] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def limits_book() -> LimitsBook:
+    """This event loop's book (one per Daphne process; one per test)."""
+    loop = asyncio.get_running_loop()
+    book = _books.get(loop)
+    if book is None:
+        book = _books[loop] = LimitsBook()
+    return book
+
+
+def send_backlog(send: Any) -> int | None:
+    """Bytes written to a socket's connection that its client has not taken yet, where the
+    server is Daphne: its ASGI ``send`` is bound to the connection's protocol, whose Twisted
+    transport buffers what the kernel would not accept (``FileDescriptor``'s write buffer).
+    None under any other server (the test communicator): nothing to measure there."""
+    args = getattr(send, "args", None)
+    if not args:
+        return None
+    transport = getattr(args[0], "transport", None)
+    buffered = getattr(transport, "dataBuffer", None)
+    if buffered is None:
+        return None
+    return (
+        len(buffered)
+        - int(getattr(transport, "offset", 0))
+        + int(getattr(transport, "_tempDataLen", 0))
+    )

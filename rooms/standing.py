@@ -1,0 +1,170 @@
+"""Standing at delivery: may this socket still be given anything from the room?
+
+A revocation, a block, a lost seat or a closed room is announced to open sockets through the
+channel layer, but an announcement can be lost (Redis down, a full channel). So every hop that
+hands a socket something from the room (a live message, a whisper, a catch-up read, an
+action's outcome, a reveal) re-reads the reader's standing from the record first, in one
+statement, and a reader out of standing is given nothing and closed with the close code of
+``docs/protocol.md``. Nothing is cached: each hop reads again.
+
+Live deliveries carry no database hop of their own, so a process's sockets hand their checks
+to one ``StandingDesk`` (as their `say` runs go to the ``SayDesk``): the checks waiting while
+one statement runs are answered together by the next, one statement per wake for all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+from uuid import UUID
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import connection
+
+from rooms.models import Agent, Room, RoomMember, RoomState, SeatStanding
+from rooms.protocol import CloseCode
+
+# An agent may be given room traffic while the room is open or paused (as it may join);
+# an owner's browser also while it is a draft (as it may watch).
+_AGENT_ROOM_STATES = frozenset({RoomState.OPEN, RoomState.PAUSED})
+_OWNER_ROOM_STATES = frozenset({RoomState.DRAFT, RoomState.OPEN, RoomState.PAUSED})
+
+# Rooms per statement: well under SQLite's and PostgreSQL's parameter limits.
+ROOMS_PER_STATEMENT = 2000
+
+
+class Reader(NamedTuple):
+    """Who a socket delivers to: an agent in its seat, or an owner (``agent_id`` None)."""
+
+    room_id: UUID
+    owner_id: int
+    agent_id: UUID | None
+
+
+def _verdict(
+    reader: Reader, seats: list[tuple[int, UUID | None, str, str, bool]]
+) -> CloseCode | None:
+    """None when ``reader`` is in standing, else the code its socket is closed with."""
+    seat = next((s for s in seats if s[0] == reader.owner_id), None)
+    if reader.agent_id is None:
+        if seat is None:
+            return CloseCode.FORBIDDEN  # no longer a member (or the room was deleted)
+        return None if seat[3] in _OWNER_ROOM_STATES else CloseCode.ROOM_NOT_JOINABLE
+    if seat is None or seat[1] != reader.agent_id:
+        return CloseCode.FORBIDDEN  # the seat is gone or holds another agent now
+    _, _, standing, room_state, revoked = seat
+    if revoked:
+        return CloseCode.UNAUTHENTICATED
+    if standing == SeatStanding.BLOCKED:
+        return CloseCode.FORBIDDEN
+    return None if room_state in _AGENT_ROOM_STATES else CloseCode.ROOM_NOT_JOINABLE
+
+
+def _as_uuid(value: Any) -> UUID | None:
+    if value is None or isinstance(value, UUID):
+        return value
+    return UUID(str(value))
+
+
+def _seats_sql(rooms: int) -> str:
+    q = connection.ops.quote_name
+    member, room, agent = (q(model._meta.db_table) for model in (RoomMember, Room, Agent))
+    marks = ", ".join(["%s"] * rooms)
+    # Only our own table names are interpolated; the ids are parameters.
+    return (
+        f"SELECT m.room_id, m.owner_id, m.agent_id, m.standing, r.state, a.revoked_at "  # noqa: S608
+        f"FROM {member} m JOIN {room} r ON r.id = m.room_id "
+        f"LEFT JOIN {agent} a ON a.id = m.agent_id WHERE m.room_id IN ({marks})"
+    )
+
+
+def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None]:
+    """Each reader's standing, read from the record: one statement per
+    ``ROOMS_PER_STATEMENT`` rooms (the seats of the rooms, their state and their agents'
+    revocation; raw SQL, since compiling the ORM's join would cost more than the query).
+    A muted or stepped-in agent is still in the room and is still told what is said
+    there; only its speech and actions are refused (``rooms.services``)."""
+    wanted = list(dict.fromkeys(readers))
+    room_ids = list(dict.fromkeys(r.room_id for r in wanted))
+    pk = Room._meta.pk
+    assert pk is not None
+    seats: dict[UUID, list[tuple[int, UUID | None, str, str, bool]]] = {}
+    for start in range(0, len(room_ids), ROOMS_PER_STATEMENT):
+        chunk = room_ids[start : start + ROOMS_PER_STATEMENT]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _seats_sql(len(chunk)), [pk.get_db_prep_value(r, connection) for r in chunk]
+            )
+            rows = cursor.fetchall()
+        for room_id, owner_id, agent_id, seat_standing, state, revoked_at in rows:
+            seats.setdefault(_as_uuid(room_id), []).append(  # type: ignore[arg-type]
+                (int(owner_id), _as_uuid(agent_id), seat_standing, state, revoked_at is not None)
+            )
+    return {reader: _verdict(reader, seats.get(reader.room_id, [])) for reader in wanted}
+
+
+def reader_standing(reader: Reader) -> CloseCode | None:
+    """One reader's standing (inside a hop that reads something else for it too)."""
+    return readers_standing([reader])[reader]
+
+
+class StandingDesk:
+    """Where a process's sockets ask for their readers' standing before a live delivery.
+
+    A check asked while no statement runs starts one at once; checks asked meanwhile wait for
+    it to end and are answered together by the next statement (which starts after they were
+    asked, so none is answered from a read older than its question).
+    """
+
+    def __init__(self) -> None:
+        self._waiting: list[tuple[Reader, asyncio.Future[CloseCode | None]]] = []
+        self._running = False
+        # Statements run, for tests and the benchmark.
+        self.statements = 0
+
+    async def check(self, reader: Reader) -> CloseCode | None:
+        future: asyncio.Future[CloseCode | None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((reader, future))
+        if not self._running:
+            self._running = True
+            asyncio.get_running_loop().create_task(self._answer_waiting())
+        return await future
+
+    async def _answer_waiting(self) -> None:
+        thread_sensitive = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                try:
+                    self.statements += 1
+                    verdicts = await database_sync_to_async(
+                        readers_standing, thread_sensitive=thread_sensitive
+                    )([reader for reader, _ in batch])
+                except Exception as failed:
+                    # The caller fails closed: nothing is delivered on a check that failed.
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(failed)
+                    continue
+                for reader, future in batch:
+                    if not future.done():
+                        future.set_result(verdicts[reader])
+        finally:
+            self._running = False
+
+
+_desks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, StandingDesk] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def standing_desk() -> StandingDesk:
+    """This event loop's desk (one per Daphne process; one per test)."""
+    loop = asyncio.get_running_loop()
+    desk = _desks.get(loop)
+    if desk is None:
+        desk = _desks[loop] = StandingDesk()
+    return desk

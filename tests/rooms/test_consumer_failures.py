@@ -1,0 +1,168 @@
+"""Failing closed, visibly: an unexpected error answers with an `error` frame, then a close
+code from the documented table (Daphne refuses 1011 and 1013: the socket would stay open and
+mute), and the leave is recorded; a check that fails because the database does not answer
+pauses the room, recorded as soon as the database answers again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from django.db import OperationalError, connections
+from django.db.backends.utils import CursorWrapper
+
+from ledger.models import LedgerEvent
+from rooms import forks, realtime
+from rooms.models import Message, Room, RoomState
+from rooms.protocol import CloseCode
+from tests.socket_frames import frame, join, say
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _kinds(room_id: object) -> list[tuple[str, dict[str, Any]]]:
+    return list(
+        LedgerEvent.objects.filter(room_id=room_id).order_by("seq").values_list("kind", "data")
+    )
+
+
+async def _until_closed(socket: Any) -> list[dict[str, Any]]:
+    outputs = []
+    while True:
+        output = await socket.receive_output(timeout=5)
+        outputs.append(output)
+        if output["type"] == "websocket.close":
+            return outputs
+
+
+def test_every_close_code_is_one_daphne_sends() -> None:
+    """Autobahn (Daphne's WebSocket layer) sends only 1000 and 3000-4999 from a server; any
+    other code raises and leaves the socket open. 1011 and 1013 were such codes."""
+    for code in CloseCode:
+        assert 4000 <= code <= 4999, code
+
+
+async def test_an_unexpected_error_is_an_error_frame_a_close_and_a_leave(
+    make_open_room: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    a = await join(setup.room.id, setup.a.token)
+
+    def broken(**_: Any) -> Any:
+        raise RuntimeError("a bug in an adapter")
+
+    monkeypatch.setattr(forks, "action_for_agent", broken)
+    await a.send_json_to(frame("act", {"tool": "propose_time", "arguments": {}}, "act-1"))
+    *sent, closed = await _until_closed(a)
+    assert closed["code"] == CloseCode.SERVER_ERROR
+    [error] = [json.loads(o["text"]) for o in sent]
+    assert error["type"] == "error"
+    assert error["body"]["code"] == "server_error"
+    assert error["body"]["ref"] == "act-1"
+    assert "adapter" not in error["body"]["message"]  # nothing of the failure's insides
+    events = await database_sync_to_async(_kinds)(setup.room.id)
+    assert events[-1][0] == "leave"
+    assert events[-1][1]["participant_id"] == str(setup.a.agent.id)
+    await a.disconnect()
+    # The leave is written once, though the disconnect followed the close.
+    events = await database_sync_to_async(_kinds)(setup.room.id)
+    assert [kind for kind, _ in events].count("leave") == 1
+
+
+@pytest.fixture
+def database_outage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Stop the database answering, then let it answer again.
+
+    New connections really fail: the connection settings every thread shares point at a
+    place with no database (PostgreSQL: a closed port; SQLite: a file that cannot be opened),
+    so the driver's own error is raised and wrapped by Django. Connections already open
+    (worker threads outside the socket hops keep theirs) fail as a dropped connection does:
+    each statement raises Django's ``OperationalError``, the error the driver's would become.
+    """
+    shared = connections.settings["default"]
+    saved = {key: shared.get(key) for key in ("NAME", "PORT", "HOST")}
+    real_execute = CursorWrapper.execute
+    down = False
+
+    def execute(self: CursorWrapper, sql: str, params: Any = None) -> Any:
+        if down:
+            raise OperationalError("server closed the connection unexpectedly")
+        return real_execute(self, sql, params)
+
+    monkeypatch.setattr(CursorWrapper, "execute", execute)
+
+    class Outage:
+        def begin(self) -> None:
+            nonlocal down
+            down = True
+            if shared["ENGINE"].endswith("sqlite3"):
+                shared["NAME"] = "/nonexistent-directory/for-an-outage/db.sqlite3"
+            else:
+                shared["HOST"], shared["PORT"] = "127.0.0.1", "9"  # discard: nothing listens
+
+        def end(self) -> None:
+            nonlocal down
+            down = False
+            shared.update(saved)
+
+    outage = Outage()
+    try:
+        yield outage
+    finally:
+        outage.end()
+
+
+async def test_a_check_during_a_database_outage_pauses_the_room_once_it_answers(
+    make_open_room: Any, database_outage: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(realtime, "OUTAGE_RETRY_SECONDS", 0.1)
+    setup = await database_sync_to_async(make_open_room)()
+    a, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    await a.send_json_to(say("before the outage", "a-1"))
+    assert (await a.receive_json_from(timeout=5))["type"] == "sent"
+    assert (await b.receive_json_from(timeout=5))["type"] == "message"
+
+    database_outage.begin()
+    # The say hop's check (standing and room state, in its UPDATE) cannot be made.
+    await a.send_json_to(say("during the outage", "a-2"))
+    *sent, closed = await _until_closed(a)
+    assert closed["code"] == CloseCode.TRY_AGAIN
+    [error] = [json.loads(o["text"]) for o in sent]
+    assert (error["body"]["code"], error["body"]["ref"]) == ("unavailable", "a-2")
+    assert setup.room.id in realtime.outage_desk().waiting()
+    await asyncio.sleep(0.5)  # the desk keeps trying while the database is down
+    database_outage.end()
+
+    # Recorded as soon as the database answers: the room paused, and the other socket told.
+    state = await b.receive_json_from(timeout=10)
+    assert state["type"] == "room_state" and state["body"]["state"] == "paused"
+    room = await database_sync_to_async(Room.objects.get)(id=setup.room.id)
+    assert room.state == RoomState.PAUSED
+    events = await database_sync_to_async(_kinds)(setup.room.id)
+    paused = [data for kind, data in events if kind == "room_paused"]
+    assert paused and paused[-1]["reason_rule"] == "gatekeeper.database_error"
+    leaves = [data["participant_id"] for kind, data in events if kind == "leave"]
+    assert leaves == [str(setup.a.agent.id)]
+    assert setup.room.id not in realtime.outage_desk().waiting()
+    assert await database_sync_to_async(Message.objects.count)() == 1  # nothing half-stored
+    await a.disconnect()
+    events = await database_sync_to_async(_kinds)(setup.room.id)
+    assert [kind for kind, _ in events].count("leave") == 1
+    await b.disconnect()
+
+
+async def test_deeply_nested_json_stays_an_error_frame(
+    make_open_room: Any,
+) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    a = await join(setup.room.id, setup.a.token)
+    nested = '{"v": 1, "type": "act", "id": "deep", "body": ' + "[" * 30_000 + "]" * 30_000 + "}"
+    await a.send_to(text_data=nested)
+    assert (await a.receive_json_from(timeout=5))["body"]["code"] == "malformed"
+    await a.send_json_to(frame("ping", {}, "p-1"))
+    assert (await a.receive_json_from(timeout=5))["type"] == "pong"  # still open, answering
+    await a.disconnect()
