@@ -146,11 +146,19 @@ def key_store_path() -> Path:
 def _store() -> Iterator[sqlite3.Connection]:
     """One connection per thread and path, in autocommit; each write is its own transaction
     (the key store is not the database: it does not roll back with it)."""
-    path = key_store_path()
-    connections: dict[str, sqlite3.Connection] = getattr(_local, "connections", {})
-    _local.connections = connections
-    conn = connections.get(str(path))
+    yield _connection()
+
+
+def _connection() -> sqlite3.Connection:
+    # The path as configured is the cache key: no Path object on the hot path (the destroyed
+    # mark is re-read before every use of a cached room key, so this runs per message read).
+    where = str(slips_setting("KEY_STORE_PATH"))
+    connections: dict[str, sqlite3.Connection] | None = getattr(_local, "connections", None)
+    if connections is None:
+        connections = _local.connections = {}
+    conn = connections.get(where)
     if conn is None:
+        path = Path(where)
         path.parent.mkdir(parents=True, exist_ok=True)
         fresh = not path.exists()
         conn = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
@@ -163,8 +171,8 @@ def _store() -> Iterator[sqlite3.Connection]:
             conn.execute("PRAGMA journal_mode=DELETE")
         conn.execute("PRAGMA secure_delete=ON")  # a destroyed key's bytes are overwritten
         conn.execute(_SCHEMA)
-        connections[str(path)] = conn
-    yield conn
+        connections[where] = conn
+    return conn
 
 
 def _now() -> str:
@@ -271,10 +279,11 @@ def data_key_live(key_id: uuid.UUID) -> bool:
     What a process cache of *key material* (rooms.sealing) re-checks before every use, so a
     key destroyed by another process is refused at once; it decides no permission (the
     Gatekeeper decides every read), it only tells whether the key still exists."""
-    with _store() as store:
-        row = store.execute(
-            "SELECT wrapped IS NOT NULL FROM data_keys WHERE key_id = ?", (str(key_id),)
-        ).fetchone()
+    row = (
+        _connection()
+        .execute("SELECT wrapped IS NOT NULL FROM data_keys WHERE key_id = ?", (str(key_id),))
+        .fetchone()
+    )
     return bool(row and row[0])
 
 
