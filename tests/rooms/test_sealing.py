@@ -245,16 +245,38 @@ def test_rows_stored_before_sealing_are_sealed_by_the_command_and_unsealed_back(
 def test_the_migration_seals_going_forward_and_unseals_going_back(
     make_open_room: Callable[..., OpenRoom],
 ) -> None:
+    from rooms import services
+    from rooms.models import Message, Whisper
+
     opened = make_open_room()
     offer = _offer(opened)
+    services.message_say(
+        room_id=opened.room.id, agent_id=opened.a.agent.id, client_id="m", text=CANARY
+    )
+    services.whisper_send(owner=opened.a.owner, room_id=opened.room.id, text=CANARY)
+
+    def stored() -> list[str]:
+        q = connection.ops.quote_name
+        values = [_raw_offer(offer.id)]
+        with connection.cursor() as cursor:
+            for model in (Message, Whisper):
+                cursor.execute(f"SELECT text FROM {q(model._meta.db_table)}")  # noqa: S608
+                values += [str(v) for (v,) in cursor.fetchall()]
+        return values
+
+    assert len(stored()) == 3 and all(v.startswith("rc1:") for v in stored())
     try:
-        call_command("migrate", "rooms", "0012", verbosity=0)
-        assert CANARY in _raw_offer(offer.id)  # back in plaintext
+        call_command("migrate", "rooms", "0013", verbosity=0)  # 0014 back: the transcript
+        assert [CANARY in v for v in stored()] == [False, True, True]
+        call_command("migrate", "rooms", "0012", verbosity=0)  # 0013 back: the offers
+        assert all(CANARY in v for v in stored())
         call_command("migrate", "rooms", verbosity=0)
-        assert _raw_offer(offer.id).startswith("rc1:") and CANARY not in _raw_offer(offer.id)
+        assert all(v.startswith("rc1:") and CANARY not in v for v in stored())
     finally:
         call_command("migrate", verbosity=0)
     assert SealedOffer.objects.get(id=offer.id).offer["note"] == CANARY
+    assert Message.objects.get(room_id=opened.room.id).text == CANARY
+    assert Whisper.objects.get(room_id=opened.room.id).text == CANARY
 
 
 def test_the_sealed_field_names_its_column_in_migrations() -> None:
