@@ -319,7 +319,9 @@ class _SealedField(models.TextField):
         value = getattr(model_instance, self.attname)
         if value is None:
             return None
-        room_id = model_instance.room_id  # type: ignore[attr-defined]
+        room_id = getattr(model_instance, "room_id", None)
+        if room_id is None:  # no room, no key: never stored in plaintext instead
+            raise _refused("it belongs to no room, so there is no key to seal it under")
         if not isinstance(room_id, UUID):
             room_id = UUID(str(room_id))
         return SealedValue(

@@ -172,6 +172,18 @@ def test_plaintext_never_reaches_a_sealed_column(make_open_room: Callable[..., O
     assert _raw_offer(offer.id) == before
 
 
+def test_a_row_without_a_room_is_refused_not_stored_in_plaintext(
+    make_open_room: Callable[..., OpenRoom],
+) -> None:
+    opened = make_open_room()
+    orphan = SealedOffer(
+        agent=opened.b.agent, client_id="x", offer={"note": CANARY}, salt="0" * 64, commitment="1"
+    )
+    with pytest.raises(RoomContentRefused, match="belongs to no room"):
+        orphan.save()
+    assert not SealedOffer.objects.filter(client_id="x").exists()
+
+
 def test_a_destroyed_room_key_opens_nothing_and_seals_nothing(
     make_open_room: Callable[..., OpenRoom],
 ) -> None:
