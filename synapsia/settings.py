@@ -255,8 +255,7 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
     # Grants not answered by their deadline end as denials (docs/gatekeeper.md).
     "gatekeeper-grants-expire": {"task": "gatekeeper.grants_expire", "schedule": 60.0},
-    # Well inside LEDGER_HEAD_EVERY_SECONDS: a quiet room's last events get their head in time.
-    "ledger-sign-stale-heads": {"task": "ledger.sign_stale_heads", "schedule": 15 * 60.0},
+    # "ledger-sign-stale-heads" is added below SYNAPSIA: its period derives from T.
 }
 
 # --- Auth, i18n, static ---------------------------------------------------------------------
@@ -466,6 +465,13 @@ SYNAPSIA = {
         "SYNAPSIA_VENUE_CATALOGUES",
         default=[str(BASE_DIR / "dining" / "data" / "berlin.venues.json")],
     ),
+}
+
+# A quiet room's unsigned tail must get its head within T (LEDGER_HEAD_EVERY_SECONDS): the beat
+# looks at least every T/2, and every 15 minutes at most often.
+CELERY_BEAT_SCHEDULE["ledger-sign-stale-heads"] = {
+    "task": "ledger.sign_stale_heads",
+    "schedule": min(15 * 60.0, SYNAPSIA["LEDGER_HEAD_EVERY_SECONDS"] / 2),
 }
 
 # --- Slips: device keys, vault, signed permission slips (docs/slips.md) ----------------------

@@ -161,3 +161,25 @@ def test_the_beat_puts_every_event_under_a_head_within_t(settings, t_seconds: in
         assert signed - event.occurred_at <= timedelta(seconds=t_seconds), event.seq
     with at(ticks[-1]):
         assert ledger_verify_room(room_id=room_id).ok
+
+
+@pytest.mark.parametrize(
+    ("t_seconds", "period"), [("600", 300.0), ("3600", 900.0), ("86400", 900.0)]
+)
+def test_the_beat_period_follows_t_from_the_environment(t_seconds: str, period: float) -> None:
+    """A deployment that shortens T gets a beat that looks every T/2 (settings derive it; at
+    most every 15 minutes), so the rule above holds for any T, not just the default."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SYNAPSIA_LEDGER_HEAD_EVERY_SECONDS": t_seconds}
+    code = (
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'synapsia.settings'; "
+        "from django.conf import settings; "
+        "print(settings.CELERY_BEAT_SCHEDULE['ledger-sign-stale-heads']['schedule'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert float(out.stdout.strip()) == period
