@@ -36,6 +36,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from pydantic import ValidationError
+
 from agents.cli import REFUSED, in_room, room_args, room_arguments
 from agents.client import (
     ActionOutcome,
@@ -45,6 +47,7 @@ from agents.client import (
     RoomMessage,
 )
 from agents.context import TurnContext
+from synapsia_protocol import FLARE_REASONS, ActBody, FlareBody, SayBody, body_schema
 
 log = logging.getLogger("synapsia.agents.llm")
 
@@ -55,7 +58,6 @@ MAX_CALLS_PER_TURN = 8  # tool calls beyond this in one reply are ignored
 HISTORY_TURNS = 10  # the model's own earlier outputs (and their outcomes) it is shown again
 MAX_TOOL_RESULT_CHARS = 2_000
 BURST_WINDOW = 0.25  # seconds: peer messages arriving this close together make one turn
-FLARE_REASONS = ("loop", "contradiction", "distress")
 SAY = "say"
 RAISE_FLARE = "raise_flare"
 # Close codes that end a session normally: the room closed, or we closed the socket.
@@ -82,14 +84,8 @@ META_TOOLS: tuple[dict[str, Any], ...] = (
         "function": {
             "name": SAY,
             "description": "Say something to the other side in the room.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "text": {"type": "string", "minLength": 1, "maxLength": 8000},
-                },
-                "required": ["text"],
-                "additionalProperties": False,
-            },
+            # The protocol's own say body (its length limit included), so the two cannot drift.
+            "parameters": body_schema(SayBody),
         },
     },
     {
@@ -100,12 +96,7 @@ META_TOOLS: tuple[dict[str, Any], ...] = (
                 "Stop and ask your owner: you are in a loop, you see a contradiction, or you "
                 "are in distress. The room pauses until your owner decides."
             ),
-            "parameters": {
-                "type": "object",
-                "properties": {"reason": {"type": "string", "enum": list(FLARE_REASONS)}},
-                "required": ["reason"],
-                "additionalProperties": False,
-            },
+            "parameters": body_schema(FlareBody),
         },
     },
 )
@@ -472,6 +463,13 @@ class _Stop(Exception):
         self.detail = detail
 
 
+def _problem(invalid: ValidationError) -> str:
+    """The first thing wrong with what the model sent, in the protocol's words."""
+    error = invalid.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in error["loc"]) or "arguments"
+    return f"{where}: {error['msg']}"
+
+
 class LLMAgent:
     """One agent in one room, driven by a chat-completions model (see the module docstring)."""
 
@@ -599,14 +597,23 @@ class LLMAgent:
             text = arguments.get("text")
             if not isinstance(text, str) or not text.strip():
                 return {"status": "refused", "reason": "say needs a non-empty string `text`"}
-            return await self._say(text)
+            try:  # the protocol's own checks, before anything is sent
+                say = SayBody.model_validate(arguments)
+            except ValidationError as invalid:
+                return {"status": "refused", "reason": _problem(invalid)}
+            return await self._say(say.text)
         if call.name == RAISE_FLARE:
-            reason = arguments.get("reason")
-            if reason not in FLARE_REASONS:
+            try:
+                flare = FlareBody.model_validate(arguments)
+            except ValidationError:
                 return {"status": "refused", "reason": f"reason must be one of {FLARE_REASONS}"}
-            await self._flare(str(reason))
-            raise _Stop("flare", f"the model raised a {reason} flare")
-        return await self._act(call.name, arguments)
+            await self._flare(flare.reason)
+            raise _Stop("flare", f"the model raised a {flare.reason} flare")
+        try:
+            act = ActBody(tool=call.name, arguments=arguments)
+        except ValidationError as invalid:
+            return {"status": "refused", "reason": _problem(invalid)}
+        return await self._act(act.tool, act.arguments)
 
     async def _say(self, text: str) -> dict[str, Any]:
         try:

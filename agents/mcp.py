@@ -47,6 +47,7 @@ from agents.client import (
     RoomClosedError,
 )
 from agents.context import TurnContext
+from synapsia_protocol import FLARE_REASONS, MAX_MESSAGE_CHARS, FlareBody, SayBody, body_schema
 
 log = logging.getLogger("synapsia.agents.mcp")
 
@@ -59,7 +60,6 @@ RECEIPT_URI = "synapsia://room/receipt"
 MAX_WAIT_SECONDS = 120.0  # one wait_for_message never blocks a client longer than this
 DEFAULT_WAIT_SECONDS = 30.0
 GRANT_WAIT_SECONDS = 60.0  # how long a room tool call waits for the owner's grant decision
-FLARE_REASONS = ("loop", "contradiction", "distress")
 ERROR_STATUSES = frozenset({"denied", "failed"})
 STATUS_WORDS = {
     "executed": "Executed by the room.",
@@ -185,14 +185,9 @@ BRIDGE_TOOLS: tuple[types.Tool, ...] = (
     _bridge_tool(
         "say",
         "Say something in the room",
-        "Say text to the other agent (at most 8000 characters). Both owners read it. Nothing "
-        "said ever becomes an action; use the room's tools for that.",
-        {
-            "type": "object",
-            "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 8000}},
-            "required": ["text"],
-            "additionalProperties": False,
-        },
+        f"Say text to the other agent (at most {MAX_MESSAGE_CHARS} characters). Both owners "
+        "read it. Nothing said ever becomes an action; use the room's tools for that.",
+        body_schema(SayBody),  # the protocol's own say body, limits included
     ),
     _bridge_tool(
         "wait_for_message",
@@ -212,12 +207,7 @@ BRIDGE_TOOLS: tuple[types.Tool, ...] = (
         "Raise a Signal Flare",
         "Stop and ask your owner: the room pauses and your owner decides what happens next. "
         "Reasons: loop, contradiction, distress.",
-        {
-            "type": "object",
-            "properties": {"reason": {"enum": list(FLARE_REASONS)}},
-            "required": ["reason"],
-            "additionalProperties": False,
-        },
+        body_schema(FlareBody),
     ),
     _bridge_tool(
         "action_status",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from synapsia_protocol.codes import CloseCode, ErrorCode
 from synapsia_protocol.frames import (
     CLIENT_FRAME_TYPES,
+    FLARE_REASONS,
     MAX_MESSAGE_CHARS,
     PROTOCOL_VERSION,
     SERVER_FRAME_TYPES,
@@ -35,6 +36,7 @@ from synapsia_protocol.frames import (
     ErrorFrame,
     FlareBody,
     FlareFrame,
+    FlareReason,
     FrameId,
     MessageBody,
     MessageFrame,
@@ -63,7 +65,7 @@ from synapsia_protocol.frames import (
     WhisperBody,
     WhisperFrame,
 )
-from synapsia_protocol.schemas import frame_schemas
+from synapsia_protocol.schemas import body_schema, frame_schemas
 from synapsia_protocol.wire import (
     FrameError,
     error_frame,
@@ -76,6 +78,7 @@ __version__ = "1.0.0"
 
 __all__ = [
     "CLIENT_FRAME_TYPES",
+    "FLARE_REASONS",
     "MAX_MESSAGE_CHARS",
     "PROTOCOL_VERSION",
     "SERVER_FRAME_TYPES",
@@ -103,6 +106,7 @@ __all__ = [
     "ErrorFrame",
     "FlareBody",
     "FlareFrame",
+    "FlareReason",
     "FrameError",
     "FrameId",
     "MessageBody",
@@ -131,6 +135,7 @@ __all__ = [
     "WelcomeFrame",
     "WhisperBody",
     "WhisperFrame",
+    "body_schema",
     "error_frame",
     "frame_schemas",
     "new_frame_id",

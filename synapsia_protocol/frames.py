@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
@@ -108,8 +108,12 @@ class ContextRequestFrame(_Frame):
     body: ContextRequestBody
 
 
+FlareReason = Literal["loop", "contradiction", "distress"]
+FLARE_REASONS: tuple[str, ...] = get_args(FlareReason)
+
+
 class FlareBody(_Body):
-    reason: Literal["loop", "contradiction", "distress"]
+    reason: FlareReason
 
 
 class FlareFrame(_Frame):

@@ -61,6 +61,22 @@ def frame_type(frame: type[BaseModel]) -> str:
     return str(value)
 
 
+def body_schema(body: type[BaseModel]) -> dict[str, Any]:
+    """A body's JSON Schema as a tool's input schema (an MCP ``inputSchema``, an OpenAI
+    function's ``parameters``): what a model may send as, say, a ``say``, with the protocol's
+    own limits, and no titles (they only repeat the field names)."""
+
+    def untitled(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: untitled(v) for k, v in node.items() if k != "title"}
+        if isinstance(node, list):
+            return [untitled(v) for v in node]
+        return node
+
+    result: dict[str, Any] = untitled(body.model_json_schema())
+    return result
+
+
 def _identified(name: str, title: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"$schema": JSON_SCHEMA_DIALECT, "$id": SCHEMA_ID_PREFIX + name, "title": title} | {
         key: value for key, value in schema.items() if key != "title"

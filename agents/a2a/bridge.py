@@ -62,7 +62,14 @@ from pydantic import ValidationError
 from agents.a2a.schema import schema_problems
 from agents.client import ActionOutcome, FrameRefusedError, RoomClient, RoomClosedError, Welcome
 from agents.context import TurnContext
-from synapsia_protocol import MAX_MESSAGE_CHARS, ActBody, ActFrame, FlareBody, SayBody
+from synapsia_protocol import (
+    FLARE_REASONS,
+    MAX_MESSAGE_CHARS,
+    ActBody,
+    ActFrame,
+    FlareBody,
+    SayBody,
+)
 
 log = logging.getLogger("synapsia.agents.a2a")
 
@@ -70,7 +77,6 @@ TRUST = "synapsia.trust"
 TRUSTED_ROOM = {TRUST: "trusted", "source": "room"}
 TRUSTED_OWNER = {TRUST: "trusted", "source": "owner"}
 UNTRUSTED_PEER = {TRUST: "untrusted", "source": "peer"}
-FLARE_REASONS = ("loop", "contradiction", "distress")
 MAX_SAY_CHARS = MAX_MESSAGE_CHARS  # docs/protocol.md, "Limits"
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _FRAME_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")

@@ -31,6 +31,7 @@ from agents.llm import (
     reply_from_response,
     tools_for_model,
 )
+from synapsia_protocol import FLARE_REASONS, MAX_MESSAGE_CHARS
 from tests.agents.fake_llm import FakeLLM
 from tests.agents.fake_llm import fake_llm_fixture as fake_llm_fixture  # the fixture
 from tests.e2e.daphne import ROOT
@@ -438,6 +439,38 @@ async def test_a_burst_of_peer_messages_is_one_turn_and_two_idle_turns_stop(fake
     result = await LLMAgent(room, config_for(fake), [], max_turns=10).run()
     assert (result.turns, result.stopped_because) == (3, "idle")
     assert len(fake.requests) == 3  # three bursts, three turns
+
+
+def test_say_and_raise_flare_offer_the_protocol_bodies_own_limits() -> None:
+    say, flare = (t["function"]["parameters"] for t in tools_for_model([])[-2:])
+    assert say["properties"]["text"]["maxLength"] == MAX_MESSAGE_CHARS
+    assert say["additionalProperties"] is False and say["required"] == ["text"]
+    assert tuple(flare["properties"]["reason"]["enum"]) == FLARE_REASONS
+
+
+async def test_a_call_the_protocol_would_refuse_is_refused_before_sending(fake_llm) -> None:
+    fake = fake_llm(
+        [
+            completion(
+                None,
+                ("say", {"text": "a\x00b"}),  # PostgreSQL cannot store U+0000; never sent
+                ("say", {"text": "x" * (MAX_MESSAGE_CHARS + 1)}),
+                ("say", {"text": "hi", "to": "the other owner"}),  # no such field
+                ("raise_flare", {"reason": "bored"}),
+                ("say", {"text": "Friday at eight?"}),
+            ),
+            completion("Done."),
+        ]
+    )
+    room = RecordingRoom()
+    room.peer_says("Hello")
+    await LLMAgent(room, config_for(fake), [BOOK_TABLE_TOOL], max_turns=2).run()
+    assert room.calls_of("say") == [("say", "Friday at eight?"), ("say", "Done.")]
+    assert room.calls_of("flare") == []
+    results = [json.loads(m["content"]) for m in fake.requests[1].body["messages"][3:8]]
+    assert [r["status"] for r in results] == ["refused"] * 4 + ["said"]
+    assert "text" in results[0]["reason"] and "text" in results[1]["reason"]
+    assert "to" in results[2]["reason"]
 
 
 async def test_a_flare_from_the_model_stops_the_run_and_nothing_after_it_runs(fake_llm) -> None:
