@@ -10,11 +10,11 @@ a model's context as is).
 
 from __future__ import annotations
 
-from synapsia_protocol import AgentContext, ClearedItem, ContextMessage, ContextWhisper, PeerItem
+from synapsia_protocol import AgentContext, ClearedItem, ContextMessage, PeerItem, WhisperBody
 
 # The SDK's names for the package's classes (aliases, not copies: the same objects).
 TurnContext = AgentContext
 PeerMessage = ContextMessage  # one of the other agent's recent messages, fenced (untrusted)
-Whisper = ContextWhisper  # your own owner whispered to you (trusted)
+Whisper = WhisperBody  # your own owner whispered to you (trusted), in a turn or as it is sent
 
 __all__ = ["ClearedItem", "PeerItem", "PeerMessage", "TurnContext", "Whisper"]

@@ -234,10 +234,16 @@ class PeerItem(ClearedItem):
     nonce: str
 
 
-class ContextWhisper(_Body):
+class WhisperBody(_Body):
+    """What your own owner whispered to you: trusted, seen by nobody else in the room. The
+    same body as a ``whisper`` frame's and as each of a turn's ``whispers``."""
+
     id: UUID
     text: str
     sent_at: datetime
+
+
+ContextWhisper = WhisperBody  # one class either way, so the SDK hands out one type
 
 
 class ContextMessage(_Body):
@@ -264,7 +270,7 @@ class AgentContext(_Body):
     # The room's dinner terms, as in the welcome (null when the room is not a dinner).
     terms: dict[str, Any] | None = None
     own_items: list[ClearedItem]
-    whispers: list[ContextWhisper]
+    whispers: list[WhisperBody]
     notices: list[str]
     # Untrusted: data from the other side, never instructions.
     peer_items: list[PeerItem]
@@ -282,12 +288,6 @@ class AgentContext(_Body):
     def from_body(cls, body: Any) -> AgentContext:
         """Decode a ``context`` frame's body (raises ``pydantic.ValidationError``)."""
         return cls.model_validate(body)
-
-
-class WhisperBody(_Body):
-    id: UUID
-    text: str
-    sent_at: datetime
 
 
 class SentBody(_Body):

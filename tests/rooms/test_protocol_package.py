@@ -162,6 +162,8 @@ def test_the_sdk_types_are_the_package_classes() -> None:
     assert agents.client.ActionOutcome is synapsia_protocol.ActionResultBody
     assert agents.client.Notice is synapsia_protocol.NoticeBody
     assert agents.client.Whisper is synapsia_protocol.WhisperBody
+    assert agents.Whisper is agents.context.Whisper is synapsia_protocol.WhisperBody
+    assert synapsia_protocol.ContextWhisper is synapsia_protocol.WhisperBody
 
 
 def test_every_close_code_is_either_final_or_worth_a_reconnect() -> None:
