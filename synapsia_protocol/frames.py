@@ -89,6 +89,8 @@ class AckFrame(_Frame):
 
 
 class PingFrame(_Frame):
+    """Check the connection; answered with a ``pong`` of the same ``id``."""
+
     type: Literal["ping"]
     body: EmptyBody
 
@@ -352,16 +354,23 @@ class SentFrame(_Frame):
 
 
 class ErrorFrame(_Frame):
+    """Your frame ``ref`` was refused (``code``); it changed nothing. The connection stays
+    open, except for the codes documented as sent just before a close."""
+
     type: Literal["error"]
     body: ErrorBody
 
 
 class RoomStateFrame(_Frame):
+    """The room is now ``open``, ``paused`` or ``closed`` (a pause: a fork or a flare)."""
+
     type: Literal["room_state"]
     body: RoomStateBody
 
 
 class PongFrame(_Frame):
+    """The answer to a ``ping``, with its ``id``."""
+
     type: Literal["pong"]
     body: EmptyBody
 

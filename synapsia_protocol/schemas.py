@@ -7,7 +7,6 @@ Both are plain data; writing them (``make schemas``) and checking them is the ca
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
@@ -120,7 +119,8 @@ def frame_schemas() -> dict[str, dict[str, Any]]:
 
 
 def _summary(frame: type[BaseModel]) -> str:
-    doc = inspect.getdoc(frame) or ""
+    # The class's own docstring only: inspect.getdoc would hand down pydantic's BaseModel's.
+    doc = frame.__dict__.get("__doc__") or ""
     return " ".join(doc.split())
 
 

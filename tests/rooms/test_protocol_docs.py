@@ -132,6 +132,16 @@ def test_every_frame_type_is_a_message_and_an_operation() -> None:
     )
 
 
+def test_every_message_is_summarised_from_its_own_frame_class() -> None:
+    from synapsia_protocol.schemas import CLIENT_FRAMES, SERVER_FRAMES, frame_type
+
+    messages = asyncapi_document()["components"]["messages"]
+    for frame in CLIENT_FRAMES + SERVER_FRAMES:
+        summary = messages[frame_type(frame)].get("summary", "")
+        assert summary and "pydantic" not in summary.lower(), frame.__name__
+        assert summary == " ".join((frame.__doc__ or "").split())
+
+
 def _payload_validator(frame_type: str) -> jsonschema.Draft202012Validator:
     document = asyncapi_document()
     message = document["components"]["messages"][frame_type]
