@@ -304,7 +304,10 @@ def test_a_daphne_killed_mid_negotiation_loses_and_doubles_nothing(
     practice = practice_seed()
     owners = stand_in(practice)
     burst_room = make_open_room(prefix="burst-")
-    env = server_env()
+    # The burst room says as fast as the servers confirm, for as long as the negotiation takes
+    # to reach its proposal: the say limit (120 a minute; tests/rooms/test_consumer_limits.py)
+    # would refuse it on a slow machine, and the limit is not what this test is about.
+    env = server_env() | {"SYNAPSIA_SOCKET_RATE_SAY": "6000/m"}
     with (
         running_daphne(log_path=tmp_path / "one.log", env=env) as one,
         running_daphne(log_path=tmp_path / "two.log", env=env) as two,
