@@ -296,3 +296,32 @@ def test_the_sealed_field_names_its_column_in_migrations() -> None:
     assert isinstance(field, SealedJSONField)
     _, path, _, kwargs = field.deconstruct()
     assert (path, kwargs["sealed_as"]) == ("rooms.sealing.SealedJSONField", "sealed_offer.offer")
+
+
+def test_a_restored_key_store_backup_gives_a_deleted_room_its_key_until_reapply(
+    make_open_room: Callable[..., OpenRoom], settings: Any, tmp_path: Path
+) -> None:
+    """The key store is backed up apart from the database: a key-store backup taken before a
+    deletion brings the room key back; ``reapply_deletions`` destroys it again."""
+    import sqlite3
+
+    key_store = tmp_path / "keys.sqlite3"
+    settings.SLIPS = {**settings.SLIPS, "KEY_STORE_PATH": str(key_store)}
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "DELETION_JOURNAL_PATH": str(tmp_path / "j.jsonl")}
+    room_keys_forget()
+    opened = make_open_room()
+    copied = _raw_offer(_offer(opened).id)  # what a database backup holds
+    backup = tmp_path / "keys-backup.sqlite3"
+    with sqlite3.connect(key_store) as source, sqlite3.connect(backup) as target:
+        source.backup(target)
+
+    room_delete(owner=opened.a.owner, room_id=opened.room.id)
+    with sqlite3.connect(backup) as source, sqlite3.connect(key_store) as target:
+        source.backup(target)  # the key store restored from before the deletion
+    room_keys_forget()
+    opens = room_content_open(sealed=copied, column="sealed_offer.offer", room_id=opened.room.id)
+    assert CANARY.encode() in opens  # the restore really brought the key back ...
+
+    call_command("reapply_deletions")
+    with pytest.raises(DataKeyDestroyed):  # ... and reapplying the journal destroys it again
+        room_content_open(sealed=copied, column="sealed_offer.offer", room_id=opened.room.id)
