@@ -19,7 +19,7 @@ from ledger.models import LedgerEvent
 from rooms import forks, realtime
 from rooms.models import Message, Room, RoomState
 from rooms.protocol import CloseCode
-from tests.socket_frames import frame, join, say
+from tests.socket_frames import frame, join, next_frame_of, say
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,7 +33,7 @@ def _kinds(room_id: object) -> list[tuple[str, dict[str, Any]]]:
 async def _until_closed(socket: Any) -> list[dict[str, Any]]:
     outputs = []
     while True:
-        output = await socket.receive_output(timeout=5)
+        output = await socket.receive_output(timeout=10)
         outputs.append(output)
         if output["type"] == "websocket.close":
             return outputs
@@ -138,8 +138,8 @@ async def test_a_check_during_a_database_outage_pauses_the_room_once_it_answers(
     database_outage.end()
 
     # Recorded as soon as the database answers: the room paused, and the other socket told.
-    state = await b.receive_json_from(timeout=10)
-    assert state["type"] == "room_state" and state["body"]["state"] == "paused"
+    state = await next_frame_of(b, "room_state", timeout=20)
+    assert state["body"]["state"] == "paused"
     room = await database_sync_to_async(Room.objects.get)(id=setup.room.id)
     assert room.state == RoomState.PAUSED
     events = await database_sync_to_async(_kinds)(setup.room.id)
