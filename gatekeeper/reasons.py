@@ -147,6 +147,7 @@ _SENTENCES: dict[str, str] = {
     "fence_forgery": "The message tried to fake the end of its quoted section.",
     "instruction_to_reader": "The message gave orders to the agent reading it.",
     "fake_notice": "The message pretended to be a notice from the system or the room.",
+    "reads_as_instruction": "The message reads like an instruction to the agent reading it.",
     # A slip the server refused when it was sent (slips.services, slips.errors codes).
     "bad_capability": "One of the slip's permissions is not valid.",
     "bad_field": "One of the slip's fields has a value that is not allowed.",
