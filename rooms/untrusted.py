@@ -54,6 +54,7 @@ from rooms.control_tokens import (
     strip_escape_sequences,
     strip_token_punctuation,
 )
+from rooms.fence_model import load_model
 
 # The protocol caps a message at 8,000 characters (rooms.protocol.MAX_MESSAGE_CHARS); at four
 # UTF-8 bytes per character plus the fence that is just under 32 KiB, so the default cap never
@@ -66,6 +67,10 @@ MAX_PASSES = 12
 # Never scan more than this many code points per byte of cap: the output cannot use them, and
 # it bounds the work an oversized input can cause. Anything past it counts as truncated.
 SCAN_CHARS_PER_CAP_BYTE = 4
+# Whether fence() asks the learned flagger (rooms.fence_model) when no rule fired. It stays
+# on only while its ordinary-message false flags, measured on held-out negotiation text, are
+# within issue 13's 2% (docs/untrusted.md, "The learned flagger").
+FLAGGER_ENABLED = True
 
 _SOURCE = re.compile(r"[a-z][a-z0-9_.-]{0,31}\Z")
 _NONCE = re.compile(rf"[0-9a-f]{{{NONCE_BYTES * 2}}}\Z")
@@ -80,6 +85,9 @@ class SuspicionRule(enum.StrEnum):
     FENCE_FORGERY = "fence_forgery"  # a fence marker was stripped, or prose fakes a fence end
     INSTRUCTION_TO_READER = "instruction_to_reader"  # phrases aimed at the reading agent
     FAKE_NOTICE = "fake_notice"  # text dressed up as a system / operator / room notice
+    # The learned flagger (rooms.fence_model) read the text as an instruction to the other
+    # agent where no rule fired: rules OR model, so it only ever adds a flag.
+    READS_AS_INSTRUCTION = "reads_as_instruction"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,14 +153,22 @@ def fence_overhead_bytes(*, source: str, truncated: bool) -> int:
     return len(_opening(source, nonce, truncated=truncated)) + len(_closing(nonce)) + 2
 
 
-def fence(text: str, *, source: str, cap_bytes: int = DEFAULT_CAP_BYTES) -> FencedText:
+def fence(
+    text: str,
+    *,
+    source: str,
+    cap_bytes: int = DEFAULT_CAP_BYTES,
+    flagger: bool | None = None,
+) -> FencedText:
     """Clean ``text`` and wrap it as untrusted data from ``source``.
 
     ``source`` is a trusted slug chosen by the caller (``peer``, ``artifact``,
     ``peer.display_name``); ``cap_bytes`` bounds the UTF-8 size of the whole ``fenced``
     string, boundary lines included (see :func:`fence_overhead_bytes`). Raises ``ValueError``
     only for a malformed ``source`` or a cap too small for the fence itself: caller bugs, never
-    a property of the untrusted text.
+    a property of the untrusted text. ``flagger`` overrides :data:`FLAGGER_ENABLED`: ``False`` is
+    the rules alone, ``True`` rules or model (the bench and the training command compare
+    them).
     """
     if not _SOURCE.match(source):
         raise ValueError(f"source must match {_SOURCE.pattern!r}")
@@ -164,6 +180,11 @@ def fence(text: str, *, source: str, cap_bytes: int = DEFAULT_CAP_BYTES) -> Fenc
     over_scan_limit = len(text) > scan_limit
     clean = _sanitise(text[:scan_limit] if over_scan_limit else text)
     suspicions = _suspicions(clean)
+    use_flagger = FLAGGER_ENABLED if flagger is None else flagger
+    if not suspicions and use_flagger and load_model().reads_as_instruction(clean.text):
+        # Only where no rule fired: a rule's flag already tells the owners more, and the
+        # model's score is evidence of the same kind (never a block: still delivered fenced).
+        suspicions = (Suspicion(SuspicionRule.READS_AS_INSTRUCTION, 1),)
 
     body = clean.text
     stripped = Counter(clean.stripped)

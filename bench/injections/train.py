@@ -1,0 +1,278 @@
+"""``python -m bench.injections.train [--wheels DIR] [--out PATH] [--cv-only]``: train the
+fence's learned instruction flagger and export it to ``rooms/fence_model.json``.
+
+Reproducible: fixed seed, fixed data, the features of :mod:`rooms.fence_model`, and
+scikit-learn 1.7.2 (a dev-only dependency; the server scores the exported weights in pure
+Python). Trains only on what earlier rounds already opened:
+
+* injections (label 1, non-encoded only): the project's corpus and the unseen phrasings of
+  ``tests/rooms/test_untrusted_round3.py``; garak and promptinject (round 1's tuning);
+  agentdojo and spikee (round 1's held-out set); bastioncorpus and pyrit (round 2);
+  agent-injection-bench, prompt-security-fuzzer and langkit (round 3); inspect-evals
+  (round 4); agentseal (round 5);
+* ordinary text (label 0): the project's benign negotiation corpus, the benign examples and
+  near misses of the fence tests, bastioncorpus's ``benign`` rows, round 3's controls and
+  archived chats (less the ones the rules flag: four of those six are injections, see
+  docs/untrusted.md), inspect-evals' ordinary material, and every negotiator line over
+  :data:`TRAINING_SEEDS` (seeds no evaluation uses).
+
+Never round 6 (aicu-scanner, aegisrt: the held-out set), the negotiator's held-out seeds
+(:data:`bench.eval.scenarios.HELD_OUT_SEEDS`) or the dinner chat of
+``bench/injections/benign.py``: those are the held-out measures.
+
+The threshold is chosen on training data only, from out-of-fold scores (5 folds, seeded):
+the lowest score at which at most :data:`ORDINARY_BUDGET` of the ordinary *written*
+negotiation texts (the project's corpora, not the templated negotiator lines, which are
+easy) would be flagged by the model. The third-party ordinary texts (role-play requests,
+code, READMEs: not negotiation) are reported, not budgeted.
+
+It also reports a leave-one-source-out estimate (each injection source left out of training
+in turn and scored by a model that never saw it): the figure closest to a held-out one that
+training data can give.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.injections.__main__ import DEFAULT_WHEELS, project_corpus
+from bench.injections.benign import negotiator_messages
+from bench.injections.corpus import (
+    Sample,
+    load_held_out,
+    load_held_out_2,
+    load_held_out_3,
+    load_held_out_4,
+    load_held_out_5,
+    load_tuning,
+)
+from rooms import fence_model
+from rooms.untrusted import fence
+
+SEED = 13
+BUCKETS = 1 << 17
+# Seeds of bench.eval.scenarios no evaluation uses (tuning is 0-99, held out 1000-1199).
+TRAINING_SEEDS = range(5000, 5100)
+# Inverse regularisation strength, chosen by out-of-fold scores on the training data.
+C = 8.0
+ORDINARY_BUDGET = 0.01
+FOLDS = 5
+CHECKS = 40  # texts whose training-time scores are stored in the model for the tests
+
+
+@dataclass(frozen=True)
+class Example:
+    text: str  # the fence's clean text (what the runtime scorer sees)
+    label: int  # 1 injection, 0 ordinary
+    group: str  # where it came from, for the reports and the threshold
+
+
+def _rules_flag(text: str) -> bool:
+    """Whether the hand-written rules flag ``text`` (the model's own flag left aside)."""
+    return fence(text, source="peer", flagger=False).flagged
+
+
+def _clean(text: str) -> str:
+    return fence(text, source="peer", flagger=False).text
+
+
+def training_examples(wheels: Path) -> list[Example]:
+    """Every training text, cleaned by the fence, deduplicated (first label wins)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.rooms import test_untrusted as unit
+    from tests.rooms import test_untrusted_corpus as own
+    from tests.rooms import test_untrusted_round3 as round3
+
+    injections: list[tuple[str, str]] = [(s.text, "project") for s in project_corpus()]
+    injections += [(text, "project:unseen") for _, text in round3.UNSEEN]
+    opened: list[Sample] = load_tuning(wheels) + load_held_out(wheels)
+    held_2, bastion_benign = load_held_out_2(wheels)
+    opened += held_2
+    # The near-duplicate references, built as `python -m bench.injections` builds them.
+    reference = [s.text for s in project_corpus() + opened] + bastion_benign
+    held_3, benign_3, near_3 = load_held_out_3(wheels, reference)
+    reference += [s.text for s in held_3 + near_3] + benign_3
+    held_4, benign_4, near_4 = load_held_out_4(wheels, reference)
+    reference += [s.text for s in held_4 + near_4] + benign_4
+    held_5, near_5 = load_held_out_5(wheels, reference)
+    opened += held_3 + near_3 + held_4 + near_4 + held_5 + near_5
+    injections += [(s.text, s.source.split(":")[0]) for s in opened if not s.encoded]
+    encoded_project = {make(p) for make in own.ENCODED for p in own.PAYLOADS}
+    injections = [(t, g) for t, g in injections if t not in encoded_project]
+
+    ordinary: list[tuple[str, str]] = [(t, "written") for t in own.benign_corpus()]
+    ordinary += [(t, "written") for t in unit.BENIGN]
+    ordinary += [(t, "written") for t in round3.NEAR_MISSES]
+    ordinary += [(t, "third-party") for t in bastion_benign]
+    ordinary += [(t, "third-party") for t in benign_3 if not _rules_flag(t)]
+    ordinary += [(t, "third-party") for t in benign_4]
+    ordinary += [(t, "negotiator") for t in negotiator_messages(TRAINING_SEEDS)]
+
+    examples: dict[str, Example] = {}
+    for rows, label in ((injections, 1), (ordinary, 0)):
+        for text, group in rows:
+            clean = _clean(text)
+            if fence_model.feature_strings(clean) and clean not in examples:
+                examples[clean] = Example(clean, label, group)
+    return list(examples.values())
+
+
+def _matrix(texts: list[str], buckets: int = BUCKETS) -> Any:
+    """The CSR matrix of the runtime features (each row's bins at 1/sqrt(k))."""
+    from scipy.sparse import csr_matrix
+
+    indptr, indices, values = [0], [], []
+    for text in texts:
+        bins = sorted(fence_model.feature_buckets(text, buckets))
+        indices += bins
+        values += [1.0 / math.sqrt(len(bins))] * len(bins)
+        indptr.append(len(indices))
+    return csr_matrix((values, indices, indptr), shape=(len(texts), buckets))
+
+
+def matrix_scores(texts: list[str], model: fence_model.FenceModel) -> list[float]:
+    """The training-time scorer (scipy's sparse product) over an exported model's weights:
+    what the runtime scorer must equal."""
+    import numpy as np
+
+    weights = np.frombuffer(model.weights.tobytes(), dtype="<i2").astype(np.float64)
+    raw = _matrix(texts, model.buckets) @ weights
+    return [model.bias + model.scale * float(v) for v in raw]
+
+
+def _fit(x: Any, y: Any) -> Any:
+    from sklearn.linear_model import LogisticRegression
+
+    clf = LogisticRegression(
+        C=C, class_weight="balanced", solver="liblinear", random_state=SEED, max_iter=1000
+    )
+    return clf.fit(x, y)
+
+
+def _threshold(scores: list[float], examples: list[Example]) -> float:
+    """The lowest threshold within the ordinary budget (out-of-fold scores)."""
+    values = sorted(s for s, e in zip(scores, examples, strict=True) if e.group == "written")
+    allowed = math.floor(ORDINARY_BUDGET * len(values))
+    # Flagged means score >= threshold: put it just above the (allowed+1)-th highest.
+    return math.nextafter(values[-(allowed + 1)], math.inf)
+
+
+def _leave_one_source_out(x: Any, examples: list[Example], threshold: float) -> None:
+    """Each injection source scored by a model trained without it (ordinary texts in
+    seeded fifths, one fifth left out with each source)."""
+    import numpy as np
+
+    y = np.array([e.label for e in examples])
+    groups = np.array([e.group for e in examples])
+    fifth = np.random.default_rng(SEED).integers(0, FOLDS, len(examples))
+    scores = np.zeros(len(examples))
+    for i, source in enumerate(sorted(set(groups[y == 1]))):
+        test = (groups == source) | ((y == 0) & (fifth == i % FOLDS))
+        scores[test] = _fit(x[~test], y[~test]).decision_function(x[test])
+    _report("leave one source out", list(scores), examples, threshold)
+    hit = int((scores[y == 1] >= threshold).sum())
+    print(f"  {'all injections':24} flagged {hit}/{int(y.sum())} ({hit / y.sum():.1%})")
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],  # noqa: S607 (a dev command)
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return out.stdout.strip()
+
+
+def _report(name: str, scores: list[float], examples: list[Example], threshold: float) -> None:
+    groups = sorted({e.group for e in examples})
+    print(f"{name} (threshold {threshold:.4f})")
+    for group in groups:
+        rows = [(s, e) for s, e in zip(scores, examples, strict=True) if e.group == group]
+        hit = sum(s >= threshold for s, _ in rows)
+        kind = "flagged" if rows[0][1].label else "wrongly flagged"
+        print(f"  {group:24} {kind} {hit}/{len(rows)} ({hit / len(rows):.1%})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import numpy as np
+    from sklearn.model_selection import StratifiedKFold
+
+    parser = argparse.ArgumentParser(prog="python -m bench.injections.train", description=__doc__)
+    parser.add_argument("--wheels", type=Path, default=DEFAULT_WHEELS)
+    parser.add_argument("--out", type=Path, default=fence_model.MODEL_PATH)
+    parser.add_argument("--cv-only", action="store_true", help="report folds, write nothing")
+    args = parser.parse_args(argv)
+
+    examples = training_examples(args.wheels)
+    texts = [e.text for e in examples]
+    y = np.array([e.label for e in examples])
+    x = _matrix(texts)
+    print(f"training texts: {int(y.sum())} injections, {int(len(y) - y.sum())} ordinary")
+
+    oof = np.zeros(len(examples))
+    folds = StratifiedKFold(n_splits=FOLDS, shuffle=True, random_state=SEED)
+    for train, test in folds.split(x, y):
+        oof[test] = _fit(x[train], y[train]).decision_function(x[test])
+    threshold = _threshold(list(oof), examples)
+    _report("out-of-fold", list(oof), examples, threshold)
+    _leave_one_source_out(x, examples, threshold)
+    if args.cv_only:
+        return 0
+
+    clf = _fit(x, y)
+    coef = clf.coef_.ravel()
+    scale = float(np.abs(coef).max()) / 32767.0 or 1.0
+    quantised = np.round(coef / scale).astype(np.int16)
+    bias = float(clf.intercept_[0])
+    model = fence_model.FenceModel(
+        buckets=BUCKETS,
+        scale=scale,
+        bias=bias,
+        threshold=threshold,
+        weights=array("h", quantised.tolist()),
+        trained_at=_commit(),
+    )
+    fitted = matrix_scores(texts, model)
+    _report("training set, final model", fitted, examples, threshold)
+    sample = [texts[i] for i in np.random.default_rng(SEED).choice(len(texts), CHECKS, False)]
+    checks = list(zip(sample, matrix_scores(sample, model), strict=True))
+    args.out.write_text(
+        fence_model.export(
+            weights=quantised.tolist(),
+            buckets=BUCKETS,
+            scale=scale,
+            bias=bias,
+            threshold=threshold,
+            trained_at=model.trained_at,
+            checks=checks,
+            training={
+                "command": "python -m bench.injections.train",
+                "seed": SEED,
+                "C": C,
+                "injections": int(y.sum()),
+                "ordinary": int(len(y) - y.sum()),
+                "negotiator_seeds": [TRAINING_SEEDS.start, TRAINING_SEEDS.stop],
+                "ordinary_budget": ORDINARY_BUDGET,
+            },
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    print(f"wrote {args.out} ({args.out.stat().st_size:,} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
