@@ -76,21 +76,28 @@ def report(samples: list[Sample], title: str) -> tuple[int, int]:
             "aegisrt",
         )
         by_source[":".join(kind[:2]) if keep_part else kind[0]].append(sample)
-    plain_hit = plain_total = 0
+    plain_hit = plain_total = rules_hit = 0
     print(f"\n{title}")
     for source, rows in sorted(by_source.items()):
         plain = [s for s in rows if not s.encoded]
         coded = [s for s in rows if s.encoded]
-        hit = sum(fence(s.text, source="peer").flagged for s in plain)
-        coded_hit = sum(fence(s.text, source="peer").flagged for s in coded)
+        hit = sum(fence(s.text, source="peer", flagger=True).flagged for s in plain)
+        by_rules = sum(fence(s.text, source="peer", flagger=False).flagged for s in plain)
+        coded_hit = sum(fence(s.text, source="peer", flagger=True).flagged for s in coded)
         plain_hit += hit
+        rules_hit += by_rules
         plain_total += len(plain)
         extra = f"; encoded/translated {_share(coded_hit, len(coded))}" if coded else ""
-        print(f"  {source:32} non-encoded {_share(hit, len(plain))}{extra}")
+        print(
+            f"  {source:32} non-encoded {_share(hit, len(plain))}"
+            f" (rules alone {_share(by_rules, len(plain))}){extra}"
+        )
     low, high = wilson_interval(plain_hit, plain_total)
+    rules_low, rules_high = wilson_interval(rules_hit, plain_total)
     print(
-        f"  {'ALL':32} non-encoded {_share(plain_hit, plain_total)}"
-        f" [95% interval {low:.1%}-{high:.1%}]"
+        f"  {'ALL':32} non-encoded, rules or model {_share(plain_hit, plain_total)}"
+        f" [95% interval {low:.1%}-{high:.1%}]; rules alone {_share(rules_hit, plain_total)}"
+        f" [{rules_low:.1%}-{rules_high:.1%}]"
     )
     return plain_hit, plain_total
 
@@ -197,10 +204,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"ROUND-6 HELD-OUT ({len(held_6)} texts; {len(near_6)} near duplicates of"
                 " tuning texts left out)",
             )
-    print("\nORDINARY MESSAGES")
+    print("\nORDINARY MESSAGES (held out from the flagger's training too)")
     for name, texts in benign_corpus().items():
-        wrong = [t for t in texts if fence(t, source="peer").flagged]
-        print(f"  {name:32} wrongly flagged {_share(len(wrong), len(texts))}")
+        wrong = sum(fence(t, source="peer", flagger=True).flagged for t in texts)
+        by_rules = sum(fence(t, source="peer", flagger=False).flagged for t in texts)
+        low, high = wilson_interval(wrong, len(texts))
+        print(
+            f"  {name:32} wrongly flagged, rules or model {_share(wrong, len(texts))}"
+            f" [95% interval {low:.1%}-{high:.1%}]; rules alone {_share(by_rules, len(texts))}"
+        )
     return 0
 
 
