@@ -236,6 +236,8 @@ def flare_if_contradicting(
     """Before an action: an agent that already had this world-changing tool executed here and
     now asks for it with other arguments (a second booking, a different spend) contradicts its
     own commitment. The server raises a flare for it; True when it did (the action must not run).
+    A tool that acts only inside the room (publishing a second document) commits nobody to
+    anything outside it, so doing it again differently is no contradiction.
     """
     spec = tool_get(tool)
     if (
@@ -243,6 +245,7 @@ def flare_if_contradicting(
         or arguments_sha256 is None
         or spec.read_only
         or spec.effective_manifest.idempotent
+        or not spec.effective_manifest.open_world
     ):
         return False
     mine = ActionRecord.objects.filter(room_id=room_id, agent_id=agent_id)

@@ -187,3 +187,18 @@ def test_malformed_or_oversized_artifacts_are_refused_with_a_clear_error(
     assert not Artifact.objects.exists() and not ActionRecord.objects.exists()
     # Refused for its shape: the room does not stop.
     assert Room.objects.get(id=shared_room.room.id).state == "open"
+
+
+def test_a_second_different_document_is_no_contradiction(shared_room: Any) -> None:
+    """Publishing acts only inside the room: a second, different document is published too,
+    with no contradiction flare and no pause (a second booking would be one)."""
+    from rooms.models import Flare
+
+    first = publish(shared_room, shared_room.a, title="Plan A", body="Dinner at 19:30.")
+    second = publish(
+        shared_room, shared_room.a, title="Plan B", body="Dinner at 20:00.", client_id="publish-2"
+    )
+    assert (first.status, second.status) == ("executed", "executed"), second
+    assert Artifact.objects.filter(room_id=shared_room.room.id).count() == 2
+    assert not Flare.objects.exists()
+    assert Room.objects.get(pk=shared_room.room.id).state == "open"

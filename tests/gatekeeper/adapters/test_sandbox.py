@@ -17,7 +17,8 @@ from tests.gatekeeper.tools.test_arguments import GOOD
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("tool", sorted(GOOD))
+# Publishing stores into a real room (tests/artifacts covers it); the context here has none.
+@pytest.mark.parametrize("tool", sorted(set(GOOD) - {"publish_artifact"}))
 def test_every_starter_tool_runs_in_the_sandbox(
     tool: str, make_user: Any, context_for: Any
 ) -> None:
