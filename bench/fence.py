@@ -99,6 +99,71 @@ def _time(text: str, budget_s: float) -> float:
     return statistics.median(samples)
 
 
+def _time_flagger(text: str, budget_s: float, *, flagger: bool) -> float:
+    """Median CPU seconds per fence() call with the learned flagger on or off."""
+    cap = len(text.encode("utf-8")) * 4 + 4096
+    fence(text, source="peer", cap_bytes=cap, flagger=flagger)  # warm (loads the model)
+    samples: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while time.perf_counter() < deadline or len(samples) < 5:
+        started = time.thread_time()
+        fence(text, source="peer", cap_bytes=cap, flagger=flagger)
+        samples.append(time.thread_time() - started)
+    return statistics.median(samples)
+
+
+FLAGGER_SIZES = (1024, 8192)
+
+
+def flagger_cell(*, rounds: int = 5, budget_s: float = 0.4) -> dict[str, Any]:
+    """What the learned flagger adds per call: fence() with it over fence() without it, on
+    the fixed ordinary and hostile blocks (the model only runs where no rule fired, so on
+    the hostile block, where rules fire, it adds almost nothing), alternated within rounds."""
+    ordinary, injections = _ordinary_pool(), _hostile_pool()
+    result: dict[str, Any] = {}
+    for kind in ("ordinary", "hostile"):
+        texts = {
+            s: text_of(s, hostile=kind == "hostile", ordinary=ordinary, injections=injections)
+            for s in FLAGGER_SIZES
+        }
+        per_round: list[dict[tuple[int, bool], float]] = []
+        for r in range(rounds):
+            cells = [(s, on) for s in FLAGGER_SIZES for on in (False, True)]
+            cells = cells[r % len(cells) :] + cells[: r % len(cells)]
+            per_round.append(
+                {(s, on): _time_flagger(texts[s], budget_s, flagger=on) for s, on in cells}
+            )
+        result[kind] = {
+            f"{s // 1024}KB": {
+                "us_rules": round(statistics.median(t[(s, False)] for t in per_round) * 1e6, 1),
+                "us_rules_and_model": round(
+                    statistics.median(t[(s, True)] for t in per_round) * 1e6, 1
+                ),
+                "with_over_without": round(
+                    statistics.median(t[(s, True)] / t[(s, False)] for t in per_round), 2
+                ),
+            }
+            for s in FLAGGER_SIZES
+        }
+        result[kind]["ratio_8k_over_1k_with_model"] = round(
+            statistics.median(t[(8192, True)] / t[(1024, True)] for t in per_round), 2
+        )
+    return result
+
+
+def format_flagger(result: dict[str, Any]) -> str:
+    lines = []
+    for kind, body in result.items():
+        cells = "  ".join(
+            f"{size} {body[size]['us_rules']:.1f} -> {body[size]['us_rules_and_model']:.1f} us"
+            f" (x{body[size]['with_over_without']:.2f})"
+            for size in ("1KB", "8KB")
+        )
+        ratio = body["ratio_8k_over_1k_with_model"]
+        lines.append(f"flagger {kind:9s} {cells}  with model 8KB/1KB x{ratio:.2f}")
+    return "\n".join(lines)
+
+
 def fence_cell(*, rounds: int = 5, budget_s: float = 0.4) -> dict[str, Any]:
     """Per-call medians and within-round ratios for both kinds of text."""
     ordinary, injections = _ordinary_pool(), _hostile_pool()
@@ -152,9 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--budget", type=float, default=0.4, help="seconds per size per round")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--flagger", action="store_true", help="also what the learned flagger adds per call"
+    )
     args = parser.parse_args(argv)
     result = fence_cell(rounds=args.rounds, budget_s=args.budget)
     print(json.dumps(result, indent=2) if args.json else format_cell(result))
+    if args.flagger:
+        added = flagger_cell(rounds=args.rounds, budget_s=args.budget)
+        print(json.dumps(added, indent=2) if args.json else format_flagger(added))
     return 0 if all(body["goal_8k_ratio_met"] for body in result.values()) else 1
 
 

@@ -59,3 +59,41 @@ def test_a_superlinear_cost_fails_the_goal(monkeypatch: pytest.MonkeyPatch) -> N
     assert all(body["ratio_8k_over_1k"] == 64.0 for body in result.values())
     assert not any(body["goal_8k_ratio_met"] for body in result.values())
     assert bench_fence.main(["--rounds", "1", "--budget", "0"]) == 1
+
+
+def test_the_flagger_cell_compares_with_and_without_the_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A stand-in clock: the model's half costs three times the rules' half, at any size.
+    def clock(text: str, budget_s: float, *, flagger: bool) -> float:
+        return len(text) * (3e-6 if flagger else 1e-6)
+
+    monkeypatch.setattr(bench_fence, "_time_flagger", clock)
+    monkeypatch.setattr(bench_fence, "_ordinary_pool", lambda: ORDINARY)
+    monkeypatch.setattr(bench_fence, "_hostile_pool", lambda: INJECTIONS)
+    result = bench_fence.flagger_cell(rounds=3, budget_s=0.0)
+    assert set(result) == {"ordinary", "hostile"}
+    for body in result.values():
+        assert body["1KB"] == {
+            "us_rules": 1024.0,
+            "us_rules_and_model": 3072.0,
+            "with_over_without": 3.0,
+        }
+        assert body["8KB"]["with_over_without"] == 3.0
+        assert body["ratio_8k_over_1k_with_model"] == 8.0
+    assert "1KB 1024.0 -> 3072.0 us (x3.00)" in bench_fence.format_flagger(result)
+
+
+def test_the_flagger_timer_really_switches_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Which way the switch goes is visible in the calls the timer makes.
+    seen: list[bool | None] = []
+
+    def spy(text: str, **kwargs: object) -> object:
+        seen.append(kwargs.get("flagger"))  # type: ignore[arg-type]
+        return None
+
+    monkeypatch.setattr(bench_fence, "fence", spy)
+    bench_fence._time_flagger("Friday at 7?", 0.0, flagger=True)
+    bench_fence._time_flagger("Friday at 7?", 0.0, flagger=False)
+    assert set(seen[: len(seen) // 2]) == {True}
+    assert set(seen[len(seen) // 2 :]) == {False}
