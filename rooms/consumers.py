@@ -856,16 +856,17 @@ class RoomConsumer(AsyncWebsocketConsumer):
             if not self._limits.context_turn(self.position):
                 await self._refuse(None, frame.id)
                 return
-        assembled = await in_db_thread(context.context_for_agent)(
-            room_id=participant.room_id, agent_id=participant.agent_id, asked=frame.body.ask
+        # Standing first, in the same hop: a reader out of standing (its close lost) starts no
+        # turn, spends no slip use and is given nothing, not even the peer's messages.
+        verdict, assembled = await in_db_thread(self._checked)(
+            context.context_for_agent,
+            room_id=participant.room_id,
+            agent_id=participant.agent_id,
+            asked=frame.body.ask,
         )
-        if context.WITHDRAWN_NOTICE in assembled.notices:
-            # Withdrawn, or out of the room altogether (revoked, blocked, the seat lost) with
-            # the announcement lost: the record decides before anything is sent.
-            verdict = await in_db_thread(standing.reader_standing)(self._reader())
-            if verdict is not None:
-                await self._shut(verdict)
-                return
+        if verdict is not None or assembled is None:
+            await self._shut(verdict or CloseCode.FORBIDDEN)
+            return
         await self.send(ContextFrame(type="context", id=frame.id, body=assembled).model_dump_json())
 
     async def _seal(self, frame: SealOfferFrame) -> None:

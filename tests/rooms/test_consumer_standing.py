@@ -142,7 +142,25 @@ async def test_a_context_request_of_a_revoked_agent_is_answered_by_the_close(
     )
     await b.send_json_to(frame("context_request", {}, "c-1"))
     assert await _closed_with_nothing_before(b) == CloseCode.UNAUTHENTICATED
+    seat = await database_sync_to_async(RoomMember.objects.get)(
+        room_id=setup.room.id, agent=setup.b.agent
+    )
+    assert seat.context_turn == 0  # no turn started, so no slip use spent and nothing disclosed
     await a.disconnect()
+    await b.disconnect()
+
+
+async def test_an_agent_in_a_room_closed_without_its_announcement_gets_no_context(
+    make_open_room: Any, lost_closes: list[str]
+) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    b = await join(setup.room.id, setup.b.token)
+    await database_sync_to_async(services.room_transition)(
+        owner=setup.a.owner, room_id=setup.room.id, to=RoomState.CLOSED
+    )
+    assert lost_closes.count("room.state") >= 2  # the open, then the close
+    await b.send_json_to(frame("context_request", {}, "c-1"))
+    assert await _closed_with_nothing_before(b) == CloseCode.ROOM_NOT_JOINABLE
     await b.disconnect()
 
 
