@@ -9,10 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, Required, get_args
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    with_config,
+)
+from typing_extensions import TypedDict
 
 from synapsia_protocol.codes import ErrorCode
 
@@ -180,6 +189,27 @@ _client_frame: TypeAdapter[AnyClientFrame] = TypeAdapter(ClientFrame)
 # --- server → agent -----------------------------------------------------------------------
 
 
+# One tool an agent may request, as an MCP tool definition (the ``act`` frame's ``tool`` is its
+# ``name``, its ``arguments`` must match ``inputSchema``). A plain dict at run time, so it reads
+# as the JSON it is; keys beyond these (an MCP client may know more) are kept as sent.
+@with_config(ConfigDict(extra="allow"))
+class ToolDefinition(TypedDict, total=False):
+    """One tool an agent may request, as an MCP tool definition: an ``act`` frame's ``tool``
+    is its ``name`` and its ``arguments`` must match ``inputSchema``. A plain dict at run time
+    (it reads as the JSON it is); keys beyond these are kept as sent."""
+
+    name: Required[str]
+    inputSchema: Required[dict[str, Any]]
+    title: str
+    description: str
+    outputSchema: dict[str, Any]
+    # MCP hints from the tool's capability manifest (readOnlyHint, destructiveHint,
+    # idempotentHint, openWorldHint, title).
+    annotations: dict[str, Any]
+    # The rest of the manifest, under ``synapsia.dev/`` keys (docs/agents.md).
+    _meta: dict[str, Any]
+
+
 class RoomSummary(_Body):
     id: UUID
     purpose: str
@@ -198,7 +228,7 @@ class WelcomeBody(_Body):
     acked_seq: int
     max_frame_bytes: int
     # MCP tool definitions of the tools this agent may request (empty for owners).
-    tools: list[dict[str, Any]]
+    tools: list[ToolDefinition]
 
 
 class MessageBody(_Body):

@@ -248,7 +248,7 @@ def _data(data: Any, metadata: Mapping[str, Any]) -> Part:
 def tool_listing(welcome: Welcome | None) -> dict[str, dict[str, Any]]:
     """The tools this seat may request (the welcome's MCP definitions), by name."""
     tools = welcome.tools if welcome is not None else []
-    return {str(t["name"]): t for t in tools if isinstance(t, Mapping) and "name" in t}
+    return {str(t["name"]): dict(t) for t in tools if isinstance(t, Mapping) and "name" in t}
 
 
 def turn_message(

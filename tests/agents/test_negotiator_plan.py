@@ -507,7 +507,7 @@ def welcome_with(tools: list[dict[str, Any]]) -> Welcome:
             "agent_id": str(uuid.uuid4()),
             "acked_seq": 0,
             "max_frame_bytes": 65536,
-            "tools": tools,
+            "tools": [{"inputSchema": {"type": "object"}, **tool} for tool in tools],
         }
     )
 

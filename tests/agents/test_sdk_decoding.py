@@ -64,6 +64,24 @@ def test_a_well_formed_frame_decodes_to_the_package_class() -> None:
     assert isinstance(parse_server_frame(json.dumps(welcome())), WelcomeFrame)
 
 
+def test_the_welcome_tools_are_mcp_tool_definitions_kept_as_sent() -> None:
+    tool = {
+        "name": "book_table",
+        "inputSchema": {"type": "object"},
+        "annotations": {"openWorldHint": True},
+        "_meta": {"synapsia.dev/moneyArgument": "cost_cents"},
+        "icons": [],  # a key this package does not name is kept, not dropped
+    }
+    frame = welcome()
+    frame["body"]["tools"] = [tool]
+    decoded = parse_server_frame(json.dumps(frame))
+    assert isinstance(decoded, WelcomeFrame) and decoded.body.tools == [tool]
+    for broken in ({"inputSchema": {}}, {"name": "book_table"}, {"name": 3, "inputSchema": {}}):
+        frame["body"]["tools"] = [broken]
+        with pytest.raises(FrameError):
+            parse_server_frame(json.dumps(frame))
+
+
 def test_an_unknown_frame_type_is_ignored_not_guessed_at() -> None:
     assert parse_server_frame(json.dumps({"v": 1, "type": "gossip", "id": "x", "body": {}})) is None
 
