@@ -31,7 +31,7 @@ from rooms.flares import flare_if_contradicting, flare_if_looping
 from rooms.models import Message, Room, RoomMember, RoomState, SeatStanding
 from rooms.outcomes import outcome_record
 from rooms.pausing import pause_at_fork, room_pause_fail_safe
-from rooms.sealing import opened_for_room
+from rooms.sealing import one_hop, opened_for_room
 
 __all__ = ["action_for_agent", "grant_decide", "room_pause_fail_safe"]
 PEER_TEXT_WINDOW = 50  # recent peer messages checked for arguments copied from them
@@ -66,13 +66,14 @@ def action_for_agent(
         with transaction.atomic():
             room = Room.objects.select_for_update().get(id=room_id)
             seat = RoomMember.objects.select_related("agent").get(room=room, agent_id=agent_id)
-            peer_texts = opened_for_room(
-                Message.objects.filter(room=room)
-                .exclude(sender_id=agent_id)
-                .order_by("-seq")
-                .values_list("text", flat=True)[:PEER_TEXT_WINDOW],
-                room_id=room.id,
-            )
+            with one_hop():
+                peer_texts = opened_for_room(
+                    Message.objects.filter(room=room)
+                    .exclude(sender_id=agent_id)
+                    .order_by("-seq")
+                    .values_list("text", flat=True)[:PEER_TEXT_WINDOW],
+                    room_id=room.id,
+                )
             result = action_request(
                 room=RoomFacts(room_id=room.id, state=room.state, terms=room.terms),
                 agent=_agent_facts(seat),

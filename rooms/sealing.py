@@ -29,7 +29,8 @@ seal_room_content`` seals it. Every write seals.
 Keys: unwrapping costs a key-store read and an AES unwrap. A small process cache keeps
 unwrapped *key material* by key id, and every use first re-reads the key's destroyed mark in
 the key store (``data_key_live``, one indexed read): a key destroyed by any process is
-refused at once, and dropped from the cache. This caches no trust decision: the Gatekeeper
+refused at once, and dropped from the cache (within ``one_hop()``, one read of many rows, the
+mark is read once per key for the hop). This caches no trust decision: the Gatekeeper
 still decides every read and disclosure; the cache only saves re-unwrapping a key that the
 key store says still exists.
 """
@@ -42,7 +43,8 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from typing import Any, Self
 from uuid import UUID
 
@@ -149,12 +151,43 @@ def _sealing_key(room_id: UUID) -> tuple[UUID, Any]:
     return key.id, _keys.put(key.id, room_id, key.key)
 
 
+# The keys whose destroyed mark was read in this thread's current hop (``one_hop``), if any.
+_hop = threading.local()
+
+
+@contextmanager
+def one_hop() -> Iterator[None]:
+    """Within it (one read: a query's rows, a turn's messages), each room key's destroyed mark
+    is read once instead of once per value: the values were all read at the same moment, so a
+    key destroyed in between changes nothing a reader could tell apart. A key this process
+    destroys meanwhile is dropped from it at once. Nested hops share the outer one."""
+    outer = getattr(_hop, "live", None)
+    if outer is None:
+        _hop.live = set()
+    try:
+        yield
+    finally:
+        if outer is None:
+            _hop.live = None
+
+
+def _live(key_id: UUID) -> bool:
+    live: set[UUID] | None = getattr(_hop, "live", None)
+    if live is not None and key_id in live:
+        return True
+    if not data_key_live(key_id):
+        return False
+    if live is not None:
+        live.add(key_id)
+    return True
+
+
 def _opening_key(key_id: UUID, room_id: UUID) -> Any:
     cached = _keys.get(key_id)
     if cached is not None:
         if cached[0] != room_id:
             raise _refused("it was sealed under another room's key")
-        if data_key_live(key_id):
+        if _live(key_id):
             return cached[1]
         _keys.drop_room(room_id)
     # Missing, destroyed or another subject's key: data_key_open says which, and refuses.
@@ -174,6 +207,9 @@ def room_key_destroy(room_id: UUID) -> int:
     again) and drop it from this process's cache; other processes refuse it at their next use
     (the destroyed mark). Not undone by any database rollback: call it once the deletion is
     journalled. Idempotent."""
+    live: set[UUID] | None = getattr(_hop, "live", None)
+    if live is not None:
+        live.clear()  # nothing read after this in the hop trusts an earlier mark
     _keys.drop_room(room_id)
     return data_keys_destroy(kind="room", subject=_subject(room_id), since="")
 

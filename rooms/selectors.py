@@ -20,6 +20,7 @@ from ledger.receipts import NO_PLAN_REASON_WORDS
 from rooms.bearer import secret_digest
 from rooms.errors import NotFound
 from rooms.models import Agent, Flare, Message, Room, RoomMember, Whisper
+from rooms.sealing import one_hop
 from slips.models import VaultItem
 from slips.money import minor_in_words
 from slips.services import live_slip_capabilities
@@ -70,7 +71,8 @@ def messages_after(
         messages = messages.exclude(sender_id=exclude_sender)
     # room_id too: loading checks each sealed text was sealed for this room (rooms.sealing).
     fields = ("room_id", "seq", "sender_id", "text", "flags", "author", "created_at")
-    return list(messages.only(*fields)[:limit])
+    with one_hop():  # the room key's destroyed mark read once for the rows, not per row
+        return list(messages.only(*fields)[:limit])
 
 
 def tools_listed(*, participant: Participant) -> list[dict[str, Any]]:
@@ -99,7 +101,10 @@ def tools_listed(*, participant: Participant) -> list[dict[str, Any]]:
 def whispers_of_owner(*, owner: User, room_id: UUID) -> list[Whisper]:
     """The whispers ``owner`` sent in this room, oldest first: only their own, ever."""
     seat = room_seat(owner=owner, room_id=room_id)
-    return list(Whisper.objects.filter(room_id=seat.room_id, owner=owner).order_by("created_at"))
+    with one_hop():
+        return list(
+            Whisper.objects.filter(room_id=seat.room_id, owner=owner).order_by("created_at")
+        )
 
 
 def flares_unanswered_of_others(*, owner: User, room_id: UUID) -> list[Flare]:

@@ -26,6 +26,7 @@ from rooms import selectors
 from rooms.errors import Invalid, InvalidState, NotFound
 from rooms.ledger_api import events_with_words
 from rooms.models import Message, RoomMember
+from rooms.sealing import one_hop
 from stewards.models import AbuseReport
 from stewards.themes import REPORT_MAX_CHARS, REPORT_REASONS
 
@@ -35,7 +36,9 @@ def _transcript_evidence(seats: list[RoomMember], room_id: UUID) -> list[dict[st
         s.agent_id: (owner_name(s.owner), s.agent.name) for s in seats if s.agent is not None
     }
     lines = []
-    for message in Message.objects.filter(room_id=room_id).order_by("seq"):
+    with one_hop():  # the room key's destroyed mark read once for the transcript
+        messages = list(Message.objects.filter(room_id=room_id).order_by("seq"))
+    for message in messages:
         who, agent = speakers.get(message.sender_id, ("A former member", "an agent"))
         speaker = f"{who}, in person" if message.author == "owner" else f"{who}'s agent ({agent})"
         lines.append(

@@ -325,3 +325,35 @@ def test_a_restored_key_store_backup_gives_a_deleted_room_its_key_until_reapply(
     call_command("reapply_deletions")
     with pytest.raises(DataKeyDestroyed):  # ... and reapplying the journal destroys it again
         room_content_open(sealed=copied, column="sealed_offer.offer", room_id=opened.room.id)
+
+
+def test_one_hop_reads_each_keys_destroyed_mark_once_and_forgets_it_on_destroy(
+    make_open_room: Callable[..., OpenRoom], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rooms.sealing as sealing
+
+    opened = make_open_room()
+    values = [
+        room_content_seal(room_id=opened.room.id, column="message.text", plaintext=b"v%d" % i)
+        for i in range(5)
+    ]
+    room_content_open(sealed=values[0], column="message.text")  # the key cached
+    checks: list[object] = []
+    real = sealing.data_key_live
+    monkeypatch.setattr(
+        sealing, "data_key_live", lambda key_id: checks.append(key_id) or real(key_id)
+    )
+
+    for value in values:  # outside a hop: every use re-reads the mark
+        room_content_open(sealed=value, column="message.text")
+    assert len(checks) == 5
+    checks.clear()
+    with sealing.one_hop():
+        opened_values = [room_content_open(sealed=v, column="message.text") for v in values]
+        assert len(checks) == 1 and opened_values == [b"v%d" % i for i in range(5)]
+        room_key_destroy(opened.room.id)  # destroyed in the same hop: refused at once
+        with pytest.raises(DataKeyDestroyed):
+            room_content_open(sealed=values[0], column="message.text")
+    checks.clear()
+    with pytest.raises(DataKeyDestroyed):  # and after it
+        room_content_open(sealed=values[1], column="message.text")
