@@ -165,3 +165,25 @@ def test_features_fold_digits_and_case_and_split_tool_names() -> None:
     )
     assert "w payments" in fence_model.feature_strings("call send_payments_now")
     assert fence_model.feature_strings("  ...  ") == set()
+
+
+def test_training_keeps_the_held_out_measures_out() -> None:
+    from bench.eval.scenarios import HELD_OUT_SEEDS, TUNING_SEEDS
+
+    assert not set(train.TRAINING_SEEDS) & set(HELD_OUT_SEEDS)
+    assert not set(train.TRAINING_SEEDS) & set(TUNING_SEEDS)
+    # Round 6's loader and the dinner chat are the held-out measures: train never names them.
+    names = set(vars(train))
+    assert "load_held_out_6" not in names
+    assert "chat_messages" not in names and "benign_corpus" not in names
+
+
+def test_the_threshold_is_the_lowest_within_the_ordinary_budget() -> None:
+    # 200 written ordinary texts scored 0..199 and one injection: 1% may be flagged, so the
+    # threshold sits just above the third-highest ordinary score (197), flagging 198 and 199.
+    written = [train.Example(f"o{i}", 0, "written") for i in range(200)]
+    others = [train.Example("n", 0, "negotiator"), train.Example("i", 1, "project")]
+    scores = [float(i) for i in range(200)] + [500.0, 300.0]
+    threshold = train._threshold(scores, written + others)
+    assert 197.0 < threshold < 197.0001
+    assert sum(s >= threshold for s in scores[:200]) == 2
