@@ -3,10 +3,8 @@
 exactly once" is a query, and a replayed key returns the stored outcome with no second row,
 even when two workers race (the unique index decides; the loser reads the winner's row).
 
-``publish_artifact`` really publishes: the artifact is stored in the room, sealed under the
-room's data key (``artifacts.services.artifact_publish``), in the same savepoint as its
-effect row. That row keeps digests of the title and body, never the text: the artifact is
-room content and lives only sealed.
+``publish_artifact`` is not the sandbox's: it acts only inside the room, so the server runs
+it whatever adapter an owner configured (``gatekeeper.adapters.server``).
 """
 
 from __future__ import annotations
@@ -65,49 +63,6 @@ def _send_invitation(a: Any, key: str) -> BaseModel:
     return c.SendInvitationOut(invitation_id=_reference("inv", key), recipient=a.recipient)
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _publish_artifact(
-    a: Any, key: str, context: ExecutionContext
-) -> tuple[BaseModel | None, AdapterOutcome | None]:
-    """Store the artifact (or find the one this call stored): its output, or a refusal."""
-    # Imported here: artifacts sits above gatekeeper (it reads rooms and fences text).
-    from artifacts.services import ArtifactRefused, artifact_publish
-
-    try:
-        published = artifact_publish(
-            room_id=context.room_id,
-            agent_id=context.agent_id,
-            owner_id=context.owner_id,
-            action_key=key,
-            title=a.title,
-            body=a.body,
-            media_format=a.format,
-        )
-    except ArtifactRefused as refused:
-        return None, outcome_refused(f"artifact_{refused.code}", refused.message)
-    return (
-        c.PublishArtifactOut(
-            artifact_id=f"art-{published.artifact_id.hex}", body_sha256=published.body_sha256
-        ),
-        None,
-    )
-
-
-def _recorded_arguments(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """What the effect row keeps of the arguments: an artifact's title and body only as
-    digests (the artifact itself is stored sealed)."""
-    if tool != "publish_artifact":
-        return arguments
-    return {
-        **arguments,
-        "title": f"sha256:{_digest(str(arguments['title']))}",
-        "body": f"sha256:{_digest(str(arguments['body']))}",
-    }
-
-
 # What "doing" each tool means in the sandbox. A tool without an entry is refused here.
 SANDBOX_EFFECTS: Mapping[str, Callable[[Any, str], BaseModel]] = MappingProxyType(
     {
@@ -117,8 +72,6 @@ SANDBOX_EFFECTS: Mapping[str, Callable[[Any, str], BaseModel]] = MappingProxyTyp
         "send_invitation": _send_invitation,
     }
 )
-# Tools whose effect needs to know where it runs (the room, the agent, its owner).
-ROOM_EFFECTS = frozenset({"publish_artifact"})
 
 
 def _stored(row: SandboxEffect) -> AdapterOutcome:
@@ -136,21 +89,12 @@ class SandboxAdapter(PreparedAdapter):
         if existing is not None:
             return self._replay(prepared, existing)
         effect = SANDBOX_EFFECTS.get(spec.name)
-        if effect is None and spec.name not in ROOM_EFFECTS:
+        if effect is None:
             return outcome_refused("sandbox_unsupported", f"The sandbox cannot run {spec.name}.")
         try:
-            # A savepoint, so losing the race does not break the caller's transaction, and
-            # an artifact stored by the loser goes with it.
+            # A savepoint, so losing the race does not break the caller's transaction.
             with transaction.atomic():
-                if effect is not None:
-                    result: BaseModel | None = effect(prepared.model, prepared.idempotency_key)
-                else:
-                    result, refused = _publish_artifact(
-                        prepared.model, prepared.idempotency_key, context
-                    )
-                    if refused is not None:
-                        return refused
-                assert result is not None
+                result = effect(prepared.model, prepared.idempotency_key)
                 # Checked against the tool's own output schema: what we return is what we
                 # publish.
                 output = spec.output_model.model_validate(result.model_dump()).model_dump(
@@ -161,7 +105,7 @@ class SandboxAdapter(PreparedAdapter):
                     tool=spec.name,
                     schema_version=spec.schema_version,
                     arguments_sha256=prepared.arguments_sha256,
-                    arguments=_recorded_arguments(spec.name, prepared.arguments),
+                    arguments=prepared.arguments,
                     output=output,
                     room_id=context.room_id,
                     agent_id=context.agent_id,

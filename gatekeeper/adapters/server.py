@@ -1,9 +1,12 @@
 """The adapter for tools the server runs itself, in-process, from the room's own data.
 
 ``venues_search`` reads the room's venue catalogue; ``declare_no_plan`` records this side's
-"no agreement" (the executed action is the record). Neither reaches an owner's webhook or
-the world. Exactly-once comes from the action record (one per idempotency key, replays
-return its stored outcome), so this adapter keeps no rows of its own.
+"no agreement" (the executed action is the record); ``publish_artifact`` stores a shared
+artifact in the room, sealed under the room's data key (``artifacts.services``). None reaches
+an owner's webhook or the world: whatever adapter an owner configured, a publish is stored
+here. Exactly-once comes from the action record (one per idempotency key, replays return its
+stored outcome) and, for an artifact, from its unique action key, so this adapter keeps no
+rows of its own.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from django.db import transaction
 from pydantic import BaseModel
 
 from dining import Catalogue, venues_search
@@ -19,11 +23,13 @@ from gatekeeper.adapters.calls import PreparedAdapter, PreparedCall
 from gatekeeper.adapters.outcomes import (
     AdapterOutcome,
     ExecutionContext,
+    Refused,
     Succeeded,
     outcome_refused,
 )
 from gatekeeper.decision import Decision, room_catalogue
 from gatekeeper.tools import catalogue as c
+from gatekeeper.tools.spec import ToolSpec
 
 
 def _venues_search(a: Any, catalogue: Catalogue | None) -> BaseModel:
@@ -50,10 +56,36 @@ def _declare_no_plan(a: Any, catalogue: Catalogue | None) -> BaseModel:
     return c.DeclareNoPlanOut(reason=a.reason)
 
 
+def _publish_artifact(a: Any, key: str, context: ExecutionContext) -> BaseModel | Refused:
+    """Store the artifact (or find the one this call stored): its output, or a refusal."""
+    # Imported here: artifacts sits above gatekeeper (it reads rooms and fences text).
+    from artifacts.services import ArtifactRefused, artifact_publish
+
+    try:
+        published = artifact_publish(
+            room_id=context.room_id,
+            agent_id=context.agent_id,
+            owner_id=context.owner_id,
+            action_key=key,
+            title=a.title,
+            body=a.body,
+            media_format=a.format,
+        )
+    except ArtifactRefused as refused:
+        return outcome_refused(f"artifact_{refused.code}", refused.message)
+    return c.PublishArtifactOut(
+        artifact_id=f"art-{published.artifact_id.hex}", body_sha256=published.body_sha256
+    )
+
+
 SERVER_EFFECTS: Mapping[str, Callable[[Any, Catalogue | None], BaseModel]] = MappingProxyType(
     {"venues_search": _venues_search, "declare_no_plan": _declare_no_plan}
 )
 NEEDS_CATALOGUE = frozenset({"venues_search"})
+# Effects that act in the room itself and need to know where (the room, the agent, its owner).
+ROOM_EFFECTS: Mapping[str, Callable[[Any, str, ExecutionContext], BaseModel | Refused]] = (
+    MappingProxyType({"publish_artifact": _publish_artifact})
+)
 
 
 class ServerToolAdapter(PreparedAdapter):
@@ -66,6 +98,14 @@ class ServerToolAdapter(PreparedAdapter):
 
     def _run(self, prepared: PreparedCall, context: ExecutionContext) -> AdapterOutcome:
         spec = prepared.spec
+        room_effect = ROOM_EFFECTS.get(spec.name)
+        if room_effect is not None:
+            with transaction.atomic():
+                # A savepoint: a refusal or a failed output check stores no artifact.
+                made = room_effect(prepared.model, prepared.idempotency_key, context)
+                if isinstance(made, Refused):
+                    return made
+                return Succeeded(output=self._checked(spec, made))
         effect = SERVER_EFFECTS.get(spec.name)
         if effect is None:
             return outcome_refused("server_unsupported", f"The server does not run {spec.name}.")
@@ -75,7 +115,10 @@ class ServerToolAdapter(PreparedAdapter):
             if isinstance(found, Decision):
                 return outcome_refused("catalogue_unavailable", found.detail)
             catalogue = found[0]
-        result = effect(prepared.model, catalogue)
+        return Succeeded(output=self._checked(spec, effect(prepared.model, catalogue)))
+
+    @staticmethod
+    def _checked(spec: ToolSpec, result: BaseModel) -> dict[str, Any]:
         # Checked against the tool's own output schema: what we return is what we publish.
         output = spec.output_model.model_validate(result.model_dump(by_alias=True))
-        return Succeeded(output=output.model_dump(mode="json", by_alias=True))
+        return output.model_dump(mode="json", by_alias=True)

@@ -331,6 +331,10 @@ STARTER_TOOLS: tuple[ToolSpec, ...] = (
             idempotent=False,
             open_world=False,
             required_scopes=("tool:publish_artifact:call",),
+            # It acts only inside the room (the artifact is stored there, sealed), so the
+            # server runs it: an owner's webhook is never sent a publish, and the artifact is
+            # stored whatever adapter the owner configured. It still needs a slip item.
+            server_executed=True,
         ),
     ),
 )

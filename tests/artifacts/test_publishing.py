@@ -12,12 +12,17 @@ from artifacts.delivery import artifacts_for_agent
 from artifacts.models import Artifact
 from artifacts.sealing import artifact_open
 from artifacts.selectors import artifacts_for_owner
-from gatekeeper.models import SandboxEffect
+from gatekeeper.models import SandboxEffect, WebhookDelivery
 from gatekeeper.records import ActionRecord
+from gatekeeper.webhooks import webhook_endpoint_create
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
 from rooms.models import Room
 from tests.artifacts.conftest import publish, sign_publishing
+from tests.gatekeeper.conftest import (
+    receiver,  # noqa: F401 (a fixture)
+    webhook_settings,  # noqa: F401 (a fixture)
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -36,11 +41,11 @@ def test_a_cleared_publish_is_stored_sealed_and_reaches_the_peer_fenced(shared_r
     artifact = Artifact.objects.get()
     assert artifact.shared_with_peer and artifact.media_type == "text/markdown"
     assert result.output["output"]["artifact_id"] == f"art-{artifact.id.hex}"
-    # At rest: neither the artifact row nor the sandbox's effect row holds the text.
+    # At rest the artifact row holds no text; the server stored it (no sandbox effect row).
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM artifacts_artifact")
         assert CANARY.encode() not in repr(cursor.fetchall()).encode()
-    assert CANARY not in repr(SandboxEffect.objects.values_list("arguments", flat=True)[0])
+    assert not SandboxEffect.objects.exists()
     content = artifact_open(
         room_id=artifact.room_id, artifact_id=artifact.id, blob=bytes(artifact.sealed)
     )
@@ -152,7 +157,7 @@ def test_a_replayed_publish_stores_one_artifact(shared_room: Any) -> None:
     first = publish(shared_room, shared_room.a)
     again = publish(shared_room, shared_room.a)
     assert again.replay and again.output == first.output
-    assert Artifact.objects.count() == 1 and SandboxEffect.objects.count() == 1
+    assert Artifact.objects.count() == 1 and not SandboxEffect.objects.exists()
 
 
 @pytest.mark.parametrize(
@@ -202,3 +207,27 @@ def test_a_second_different_document_is_no_contradiction(shared_room: Any) -> No
     assert Artifact.objects.filter(room_id=shared_room.room.id).count() == 2
     assert not Flare.objects.exists()
     assert Room.objects.get(pk=shared_room.room.id).state == "open"
+
+
+def test_an_owner_with_a_webhook_has_the_artifact_stored_and_the_webhook_sent_nothing(
+    shared_room: Any,
+    receiver: Any,  # noqa: F811 (the fixture)
+    webhook_settings: Any,  # noqa: F811 (the fixture)
+) -> None:
+    # Alice's real-world actions go to her webhook; a publish acts only inside the room.
+    webhook_endpoint_create(owner=shared_room.a.owner, url=receiver.url("/hook"))
+    result = publish(shared_room, shared_room.a, title="Plan", body="Dinner at 19:30.")
+    assert (result.status, result.rule) == ("executed", "cleared"), result
+    assert result.output is not None
+    artifact = Artifact.objects.get()
+    assert artifact.publisher_owner_id == shared_room.a.owner.pk
+    assert result.output["output"]["artifact_id"] == f"art-{artifact.id.hex}"
+    delivered = artifacts_for_agent(
+        room_id=shared_room.room.id, agent_id=shared_room.b.agent.id, turn=2
+    )
+    assert len(delivered.artifacts) == 1
+    assert receiver.seen("/hook") == []
+    assert not WebhookDelivery.objects.exists() and not SandboxEffect.objects.exists()
+    # A replay finds the same artifact, and still sends the webhook nothing.
+    assert publish(shared_room, shared_room.a, title="Plan", body="Dinner at 19:30.").replay
+    assert Artifact.objects.count() == 1 and receiver.seen("/hook") == []

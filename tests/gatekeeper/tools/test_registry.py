@@ -32,7 +32,9 @@ PINNED_VERSIONS = {
     "book_table": "4bdfede2f5ea9417",
     "declare_no_plan": "09ae019f181119b8",
     "propose_time": "b953be697b6aa424",
-    "publish_artifact": "13c49bcec862ce2a",
+    # Changed on purpose (issue 14): the server runs publish_artifact (serverExecuted), so
+    # an artifact is stored in the room whatever adapter its owner configured.
+    "publish_artifact": "a6c949916841a376",
     "send_invitation": "701b6957ff0a9183",
     "spend": "1a3b00a3b2c200fb",
     "venues_search": "21e4482d913d6cc1",
@@ -114,6 +116,12 @@ def test_catalogue_tools_need_no_slip_item_and_run_on_the_server() -> None:
     others = [t for t in tools_all() if t.name not in ("venues_search", "declare_no_plan")]
     assert all(t.effective_manifest.touches_owner_data for t in others)
     assert FAIL_CLOSED_MANIFEST.touches_owner_data and not FAIL_CLOSED_MANIFEST.server_executed
+    # Publishing acts only inside the room, so the server runs it, but it still needs a slip
+    # item (it touches owner data: what the owner's agent writes).
+    publish = tool_get("publish_artifact")
+    assert publish and publish.effective_manifest.server_executed
+    assert publish.effective_manifest.touches_owner_data
+    assert publish.descriptor()["_meta"]["synapsia.dev/serverExecuted"] is True
     with pytest.raises(ValidationError, match="touches owner data"):
         CapabilityManifest(
             read_only=False,
