@@ -7,6 +7,7 @@ Anyone without a seat gets ``NotFound``, exactly as for a room that does not exi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -91,3 +92,21 @@ def artifacts_for_owner(*, owner: User, room_id: UUID) -> list[ArtifactView]:
             )
         )
     return views
+
+
+def artifact_publishers(*, room_id: UUID, ids: Iterable[UUID | str]) -> dict[str, int]:
+    """Artifact id (text) -> the publishing owner's id, for those of ``ids`` that are
+    artifacts of ``room_id`` (for naming ledger events and what fed a turn). Metadata only:
+    nothing is opened; an id that is not one of this room's artifacts is left out."""
+    valid = []
+    for value in ids:
+        try:
+            valid.append(value if isinstance(value, UUID) else UUID(str(value)))
+        except ValueError:
+            continue  # not an artifact id: nothing to name
+    if not valid:
+        return {}
+    found = Artifact.objects.filter(room_id=room_id, id__in=valid).values_list(
+        "id", "publisher_owner_id"
+    )
+    return {str(artifact_id): owner_id for artifact_id, owner_id in found}

@@ -18,6 +18,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import dateformat, timezone
 
+from artifacts.selectors import artifact_publishers
 from frontend import transcript
 from frontend.connect import TOKEN_PLACEHOLDER, agent_connect_command
 from frontend.forms import BindAgentForm
@@ -125,16 +126,26 @@ def room_status(*, owner: User, seat: RoomMember) -> RoomStatus:
 
 
 def _turn_items(*, owner: User, seat: RoomMember, agent_id: UUID, turn: int) -> list[str]:
-    """Which vault items fed one agent's turn, in words ("Bob's budget")."""
+    """What fed one agent's turn, in words: vault items ("Bob's budget") and shared
+    artifacts ("A document Bob's agent published"; never its title)."""
     seats = selectors.room_seats(room=seat.room)
     names = {str(s.owner_id): transcript.owner_name(s.owner) for s in seats}
     items = context.context_turn_items(room_id=seat.room_id, agent_id=agent_id, turn=turn)
-    kinds = selectors.vault_item_kinds(item_ids=[i.item_id for i in items])
+    item_ids = [i.item_id for i in items]
+    kinds = selectors.vault_item_kinds(item_ids=item_ids)
+    published = artifact_publishers(room_id=seat.room_id, ids=item_ids)
     words = []
     for item in items:
-        whose = "Your" if item.owner_id == str(owner.pk) else f"{names.get(item.owner_id, 'A')}'s"
+        yours = item.owner_id == str(owner.pk)
+        whose = "Your" if yours else f"{names.get(item.owner_id, 'A')}'s"
         kind = kinds.get(item.item_id)
-        words.append(f"{whose} {vault_kind_words(kind) if kind else 'vault item (since deleted)'}")
+        if kind:
+            words.append(f"{whose} {vault_kind_words(kind)}")
+        elif item.item_id in published:
+            words.append(f"A document {'your' if yours else whose} agent published")
+        else:
+            # Gone from both the vault and the room's artifacts: either was possible.
+            words.append(f"{whose} vault item or document (since deleted)")
     return words
 
 

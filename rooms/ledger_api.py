@@ -185,9 +185,10 @@ class LedgerNames:
 
 def ledger_names(*, room_id: UUID, data: Iterable[object]) -> LedgerNames:
     """Names for the ids in these events' ``data``: the room's owners ("Alice"), their agents
-    ("Alice's agent"), vault items disclosed ("Alice's budget") and actions asked for ("book a
-    table at Osteria Kanal"). Only the room's own seats are named: an id naming anyone else
-    stays unnamed (the sentence then says "an owner")."""
+    ("Alice's agent"), vault items disclosed ("Alice's budget"), shared artifacts ("a document
+    Alice's agent published") and actions asked for ("book a table at Osteria Kanal"). Only
+    the room's own seats are named: an id naming anyone else stays unnamed (the sentence then
+    says "an owner")."""
     seats = list(RoomMember.objects.filter(room_id=room_id).select_related("owner", "room"))
     if not seats:
         return LedgerNames()
@@ -205,6 +206,13 @@ def ledger_names(*, room_id: UUID, data: Iterable[object]) -> LedgerNames:
         id__in=ids, owner_id__in=seated
     ).values_list("id", "kind", "owner_id"):
         names[str(item_id)] = f"{owners[str(owner_id)]}'s {vault_kind_words(kind)}"
+    # A shared artifact's disclosure names it by who published it: the ledger holds no
+    # content, so never its title (imported here: artifacts sits above rooms).
+    from artifacts.selectors import artifact_publishers
+
+    for artifact_id, owner_id in artifact_publishers(room_id=room_id, ids=ids).items():
+        if str(owner_id) in owners:
+            names[artifact_id] = f"a document {owners[str(owner_id)]}'s agent published"
     records = list(ActionRecord.objects.filter(id__in=ids, room_id=room_id))
     if records:
         setting = selectors.room_dinner_setting(room=seats[0].room)
