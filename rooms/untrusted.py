@@ -9,7 +9,9 @@
 3. caps the result in UTF-8 bytes without splitting a character, and marks the cut;
 4. wraps it between boundary lines carrying a fresh ``secrets.token_hex`` nonce;
 5. reports what it stripped and which suspicion rules fired, as categories and counts only,
-   so the ledger can record them without holding content.
+   so the ledger can record them without holding content; where no rule fired, a small
+   linear model (``rooms.fence_model``, scored in pure Python) may add
+   ``reads_as_instruction``: rules OR model.
 
 It never refuses: a flagged message is still delivered, fenced. It is pure (no Django, no
 database), so it can run inside whatever transaction the caller holds.
