@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -187,3 +188,30 @@ def test_the_threshold_is_the_lowest_within_the_ordinary_budget() -> None:
     threshold = train._threshold(scores, written + others)
     assert 197.0 < threshold < 197.0001
     assert sum(s >= threshold for s in scores[:200]) == 2
+
+
+@pytest.mark.django_db
+def test_the_models_flag_reaches_the_message_and_the_ledger_without_content(
+    make_open_room: Any,
+) -> None:
+    from ledger.models import LedgerEvent
+    from rooms import services
+    from rooms.models import Message
+
+    setup = make_open_room()
+    text = INSTRUCTIONS_THE_RULES_MISS[3]
+    said = services.message_say(
+        room_id=setup.room.id, agent_id=setup.a.agent.id, client_id="m1", text=text
+    )
+    assert said.flags == ("reads_as_instruction",)
+    stored = Message.objects.get(seq=said.seq)
+    assert stored.flags == ["reads_as_instruction"]
+    events = LedgerEvent.objects.filter(room_id=setup.room.id, kind="injection_suspected")
+    assert [e.data for e in events] == [
+        {
+            "source_agent_id": str(setup.a.agent.id),
+            "message_seq": said.seq,
+            "rule": "reads_as_instruction",
+        }
+    ]
+    assert "owner sent" not in json.dumps([e.data for e in events])
