@@ -1,0 +1,47 @@
+"""The turn cell's rooms: every turn of a run clears the same items (issue 17). The practice
+slip's 100 uses ran out after 100 turns, so a fast run measured turns that cleared nothing;
+the cell now seeds the most uses a slip may grant and refills them before each run."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+import pytest
+
+from bench.cli import TURNS_PER_ROOM
+from bench.django_tasks import refill_uses, seed_turn_rooms
+from rooms.context import context_for_agent
+from slips.capabilities import MAX_USES_LIMIT
+from slips.models import SlipCapability
+
+pytestmark = pytest.mark.django_db
+
+
+def _sharing_uses(room_id: UUID) -> list[int]:
+    return list(
+        SlipCapability.objects.filter(
+            slip__room_id=room_id, operation__in=("read", "disclose")
+        ).values_list("uses_left", flat=True)
+    )
+
+
+def test_each_turn_clears_the_items_and_a_refill_restores_every_use() -> None:
+    seeded = seed_turn_rooms(1)
+    room = seeded["rooms"][0]
+    room_id, host_agent = UUID(room["room_id"]), UUID(room["agents"][0]["agent_id"])
+    assert TURNS_PER_ROOM < MAX_USES_LIMIT  # no record can run out within one run
+    uses = _sharing_uses(room_id)
+    assert uses and set(uses) == {MAX_USES_LIMIT}
+
+    for _ in range(3):
+        context = context_for_agent(room_id=room_id, agent_id=host_agent)
+        assert len(context.own_items) + len(context.peer_items) >= 6
+    spent = _sharing_uses(room_id)
+    assert min(spent) == MAX_USES_LIMIT - 3  # each turn paid its uses
+
+    refilled = refill_uses(seeded)
+    assert refilled["records_refilled"] >= len(uses)
+    assert set(_sharing_uses(room_id)) == {MAX_USES_LIMIT}
+    # Tool records (asking per use) are not touched: only sharing counters are refilled.
+    acts = SlipCapability.objects.filter(slip__room_id=room_id, operation="act")
+    assert all(a.uses_left <= 3 for a in acts)
