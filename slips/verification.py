@@ -138,7 +138,10 @@ class _CheckedSlip:
     failure: str | None
 
 
-@functools.lru_cache(maxsize=4096)
+# Two live slips per room: 2,048 covers a process's thousand busiest rooms; a payload is at
+# most 16 KiB (``MAX_PAYLOAD_BYTES``), about 1 KiB as owners sign them, so ~2 MB and 32 MB at
+# worst. Past that the least recent is parsed again, as before.
+@functools.lru_cache(maxsize=2048)
 def _signed_payload(raw: bytes) -> SlipPayload:
     """What the signed bytes ``raw`` say: parsed strictly, required to be canonical, read as a
     slip payload. A pure function of the bytes (the same bytes always say the same thing), so
