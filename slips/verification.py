@@ -153,6 +153,14 @@ def _signed_payload(raw: bytes) -> SlipPayload:
     return slip_payload_read(payload_parse_canonical(raw))
 
 
+def signed_slip_payload(raw: bytes) -> SlipPayload:
+    """What the stored signed bytes of a slip say (``_signed_payload``: strict, canonical,
+    worked out once per process). For readers of a slip's records that verified, or rely on
+    a verification made when it was submitted, e.g. the tools an agent is listed on connect;
+    it verifies nothing itself."""
+    return _signed_payload(raw)
+
+
 def _slip_check(slip: SlipRow) -> _CheckedSlip:
     if slip.key_owner_id != slip.owner_id:
         return _CheckedSlip(slip, None, "foreign_key")
