@@ -1178,6 +1178,14 @@ class RoomConsumer(AsyncWebsocketConsumer):
                     agent = self.participant.kind == "agent"
                     await self.send(message_frame(message, for_agent=agent))
 
+    def swept(self, seats: list[standing.Seat]) -> None:
+        """The record sweep read the room's seats: a reader out of standing is closed."""
+        if self._closed or self.participant is None:
+            return
+        verdict = standing.seat_verdict(self._reader(), seats)
+        if verdict is not None and (self._courier is None or self._courier.done()):
+            self._courier = asyncio.create_task(self._shut(verdict))
+
     def wake(self) -> None:
         """The record sweep found this socket behind the room (a lost bell): the courier
         reads the gap (standing checked in the same hop)."""

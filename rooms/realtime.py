@@ -117,48 +117,16 @@ def announce_agent_revoked(agent_id: UUID) -> None:
 
 
 class Listener(Protocol):
-    """A connected socket as the sweep sees it: how far it has read, and how to wake it."""
+    """A connected socket as the sweep sees it: how far it has read, how to wake it, and
+    how to tell it the standing the sweep read for its reader."""
 
     position: int
 
     def wake(self) -> None:
         """Read the record past ``position`` (the bell for something was lost)."""
 
-
-# Rooms per sweep statement (well under SQLite's and PostgreSQL's parameter limits): one
-# statement for up to this many rooms with a socket in this process.
-SWEEP_ROOMS_PER_STATEMENT = 5000
-
-
-def rooms_latest_seq(room_ids: list[UUID]) -> dict[UUID, int]:
-    """The last sequence number of each room: one statement per ``SWEEP_ROOMS_PER_STATEMENT``
-    rooms (raw SQL: the ORM compiling an IN list of a thousand ids would cost more than the
-    query)."""
-    from django.db import connection
-
-    from rooms.models import Room  # realtime is imported by models' neighbours; keep it lazy
-
-    pk = Room._meta.pk
-    assert pk is not None
-    table = connection.ops.quote_name(Room._meta.db_table)
-    column = connection.ops.quote_name(pk.column or "id")
-    latest: dict[UUID, int] = {}
-    for start in range(0, len(room_ids), SWEEP_ROOMS_PER_STATEMENT):
-        chunk = room_ids[start : start + SWEEP_ROOMS_PER_STATEMENT]
-        by_value = {pk.get_db_prep_value(room_id, connection): room_id for room_id in chunk}
-        marks = ", ".join(["%s"] * len(chunk))
-        with connection.cursor() as cursor:
-            # Only our own table and column names are interpolated; the ids are parameters.
-            cursor.execute(
-                f"SELECT {column}, last_seq FROM {table} WHERE {column} IN ({marks})",  # noqa: S608
-                list(by_value),
-            )
-            for value, seq in cursor.fetchall():
-                room_id = by_value.get(value)
-                if room_id is None:  # a driver that hands back a UUID for a hex parameter
-                    room_id = value if isinstance(value, UUID) else UUID(str(value))
-                latest[room_id] = int(seq)
-    return latest
+    def swept(self, seats: list[Any]) -> None:
+        """The room's seats as this sweep read them: close if out of standing."""
 
 
 class RecordSweep:
@@ -171,7 +139,9 @@ class RecordSweep:
     nothing for at least one sweep interval after that message committed, so its bell was
     lost (a socket merely waiting for an event in flight is left alone). Whatever was lost
     is read back within ``CATCH_UP_SECONDS``, from the record, once (the socket's position
-    decides what it has handled).
+    decides what it has handled). The same statement reads each room's seats, so a socket
+    whose reader lost its standing is closed within a sweep even when its close
+    announcement was lost and nothing is said.
     """
 
     def __init__(self) -> None:
@@ -211,11 +181,18 @@ class RecordSweep:
         room_ids = list(self._rooms)
         if not room_ids:
             return
+        from rooms.standing import rooms_swept  # standing imports models; keep it lazy
+
         engine = settings.DATABASES["default"]["ENGINE"]
-        latest = await database_sync_to_async(
-            rooms_latest_seq, thread_sensitive=engine.endswith("sqlite3")
+        latest, seats = await database_sync_to_async(
+            rooms_swept, thread_sensitive=engine.endswith("sqlite3")
         )(room_ids)
         self.sweeps += 1
+        for room_id in room_ids:
+            # The same statement read every reader's standing: one that lost it (its close
+            # announcement lost too) is closed even while nothing is said.
+            for listener in list(self._rooms.get(room_id, ())):
+                listener.swept(seats.get(room_id, []))
         for room_id, seq in latest.items():
             previous = self._seen.get(room_id)
             self._seen[room_id] = seq

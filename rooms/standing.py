@@ -106,6 +106,54 @@ def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None
     return {reader: _verdict(reader, seats.get(reader.room_id, [])) for reader in wanted}
 
 
+Seat = tuple[int, UUID | None, str, str, bool]  # owner, agent, standing, room state, revoked
+
+
+def rooms_swept(room_ids: list[UUID]) -> tuple[dict[UUID, int], dict[UUID, list[Seat]]]:
+    """For the record sweep: each room's last sequence number and its seats (as
+    ``readers_standing`` reads them), one statement per ``ROOMS_PER_STATEMENT`` rooms. A
+    room that is gone has neither."""
+    q = connection.ops.quote_name
+    member, room, agent = (q(model._meta.db_table) for model in (RoomMember, Room, Agent))
+    pk = Room._meta.pk
+    assert pk is not None
+    latest: dict[UUID, int] = {}
+    seats: dict[UUID, list[Seat]] = {}
+    for start in range(0, len(room_ids), ROOMS_PER_STATEMENT):
+        chunk = room_ids[start : start + ROOMS_PER_STATEMENT]
+        marks = ", ".join(["%s"] * len(chunk))
+        with connection.cursor() as cursor:
+            # Only our own table names are interpolated; the ids are parameters.
+            cursor.execute(
+                f"SELECT r.id, r.last_seq, m.owner_id, m.agent_id, m.standing, r.state, "  # noqa: S608
+                f"a.revoked_at FROM {room} r LEFT JOIN {member} m ON m.room_id = r.id "
+                f"LEFT JOIN {agent} a ON a.id = m.agent_id WHERE r.id IN ({marks})",
+                [pk.get_db_prep_value(r, connection) for r in chunk],
+            )
+            rows = cursor.fetchall()
+        for room_id, last_seq, owner_id, agent_id, seat_standing, state, revoked_at in rows:
+            room_uuid = _as_uuid(room_id)
+            assert room_uuid is not None
+            latest[room_uuid] = int(last_seq)
+            room_seats = seats.setdefault(room_uuid, [])
+            if owner_id is not None:
+                room_seats.append(
+                    (
+                        int(owner_id),
+                        _as_uuid(agent_id),
+                        seat_standing,
+                        state,
+                        revoked_at is not None,
+                    )
+                )
+    return latest, seats
+
+
+def seat_verdict(reader: Reader, seats: list[Seat]) -> CloseCode | None:
+    """``reader``'s standing among its room's ``seats`` as ``rooms_swept`` read them."""
+    return _verdict(reader, seats)
+
+
 def reader_standing(reader: Reader) -> CloseCode | None:
     """One reader's standing (inside a hop that reads something else for it too)."""
     return readers_standing([reader])[reader]

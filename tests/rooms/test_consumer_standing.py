@@ -130,6 +130,37 @@ async def test_the_record_sweep_checks_standing_before_it_reads_back(
     await b.disconnect()
 
 
+async def test_a_silent_room_still_closes_a_revoked_agent_within_a_sweep(
+    make_open_room: Any, fast_sweep: None, lost_closes: list[str]
+) -> None:
+    """Nothing is said, so nothing is delivered: the record sweep's one statement reads the
+    seats too, and closes the socket whose reader lost its standing."""
+    setup = await database_sync_to_async(make_open_room)()
+    a, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    await database_sync_to_async(services.agent_revoke)(
+        owner=setup.b.owner, agent_id=setup.b.agent.id
+    )
+    assert "agent.revoked" in lost_closes
+    assert await _closed_with_nothing_before(b) == CloseCode.UNAUTHENTICATED
+    assert await a.receive_nothing(timeout=5 * SWEEP_SECONDS)  # a, in standing, stays
+    await a.send_json_to(frame("ping", {}, "p-1"))
+    assert (await a.receive_json_from(timeout=5))["type"] == "pong"
+    await a.disconnect()
+    await b.disconnect()
+
+
+async def test_a_deleted_room_closes_its_sockets_within_a_sweep(
+    make_open_room: Any, fast_sweep: None
+) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    b = await join(setup.room.id, setup.b.token)
+    await database_sync_to_async(
+        lambda: RoomMember.objects.filter(room_id=setup.room.id).delete()
+    )()  # the seats gone (as a deletion leaves them), announced to no one
+    assert await _closed_with_nothing_before(b) == CloseCode.FORBIDDEN
+    await b.disconnect()
+
+
 async def test_a_context_request_of_a_revoked_agent_is_answered_by_the_close(
     make_open_room: Any, lost_closes: list[str]
 ) -> None:
