@@ -11,6 +11,7 @@ from django.db import models
 from django.utils import timezone
 
 from rooms.models import Room, RoomMember
+from rooms.sealing import SealedContent, SealedTextField
 from stewards.themes import EXIT_NOTE_MAX_CHARS, REPORT_MAX_CHARS, REPORT_REASONS
 
 
@@ -19,16 +20,17 @@ class NoteAuthor(models.TextChoices):
     AGENT = "agent", "The agent"
 
 
-class ExitNote(models.Model):
+class ExitNote(SealedContent):
     """One side's note on a closed room: by its owner or by its agent (one each per seat).
 
-    Room content: the free text is shown only to the seat's owner; the operator sees themes
-    only, counted across rooms. Kept ``EXIT_NOTE_RETENTION_DAYS`` (and gone with the room)."""
+    Room content: the free text (sealed under the room's key) is shown only to the seat's
+    owner; the operator sees themes only, counted across rooms. Kept ``EXIT_NOTE_RETENTION_DAYS`` (and gone with the room)."""
 
     room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="+")
     seat = models.ForeignKey(RoomMember, on_delete=models.CASCADE, related_name="+")
     author = models.CharField(max_length=5, choices=NoteAuthor.choices)
-    text = models.TextField(blank=True, max_length=EXIT_NOTE_MAX_CHARS)
+    # Sealed at rest under the room's data key (rooms.sealing), gone with the room's key.
+    text = SealedTextField(sealed_as="exit_note.text", blank=True, max_length=EXIT_NOTE_MAX_CHARS)
     # Not auto_now_add: the services take the clock (retention tests move it).
     left_at = models.DateTimeField(default=timezone.now)
 

@@ -165,3 +165,30 @@ def test_deleting_a_room_deletes_its_exit_notes_and_counts_them_in_the_ledger(
     assert event.data["notes_deleted"] == 2
     # A report outlives the room it is about (held for the safety of other rooms).
     assert AbuseReport.objects.filter(room_id=setup.room.id).exists()
+
+
+def test_a_notes_text_is_sealed_at_rest_and_unreadable_once_its_room_key_is_destroyed(
+    closed_room: Any,
+) -> None:
+    """Exit-note text is room content: stored sealed under the room's data key (no canary in
+    the column), read back as text by its owner, and unopenable once the key is destroyed
+    (what an older backup holds after the room's deletion)."""
+    from django.db import connection
+
+    from rooms.sealing import SEALED_PREFIX, room_key_destroy
+    from slips.datakeys import DataKeyDestroyed
+
+    canary = "zq8exitnotecanary"
+    setup = closed_room()
+    exit_note_leave_as_owner(
+        owner=setup.a.owner, room_id=setup.room.id, themes=["reached_plan"], text=canary
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT text FROM stewards_exitnote")
+        (stored,) = cursor.fetchone()
+    assert canary not in stored and stored.startswith(SEALED_PREFIX)
+    assert ExitNote.objects.get().text == canary
+
+    room_key_destroy(setup.room.id)
+    with pytest.raises(DataKeyDestroyed):
+        ExitNote.objects.get().text  # noqa: B018  (loading opens the sealed column)
