@@ -93,7 +93,25 @@ def tool_words(resource: str) -> str:
     return " ".join(name.replace("_", " ").replace("-", " ").replace(".", " ").split())
 
 
+# Publishing: the record's recipient also says who reads what the agent publishes
+# (gatekeeper.sharing): ``both`` and ``peer_agent`` share it with the other agent, ``own_agent``
+# keeps it with the two owners; only ``own_agent`` and ``both`` let the agent publish at all.
+PUBLISH_SENTENCES: dict[str, str] = {
+    "own_agent": (
+        "Let my agent publish documents to the room (only the two owners see them; the other "
+        "agent is not given them)"
+    ),
+    "both": "Let my agent publish documents to the room and share them with the other agent",
+    "peer_agent": (
+        "Let the other agent read the documents my agent publishes (this item does not let my "
+        "agent publish: each publish asks me first)"
+    ),
+}
+
+
 def _base(capability: Capability, currency: str | None) -> str:
+    if capability.resource == "tool:publish_artifact" and capability.recipient in PUBLISH_SENTENCES:
+        return PUBLISH_SENTENCES[capability.recipient]
     if not capability.is_vault:
         phrase = TOOL_PHRASES.get(capability.resource.removeprefix("tool:"))
         return (
@@ -155,8 +173,13 @@ def checklist_sentences(currency: str | None = None, tools: tuple[str, ...] = ()
     the scope)."""
     sentences: dict[str, str] = {}
     for tool in tools:
-        capability = Capability(tool, "act", "call", "own_agent", 0, 1, False, "none")
-        sentences[f"{tool}|act|call|own_agent"] = capability_sentence(capability, details=False)
+        # Publishing's recipient changes what it means (who reads the documents): all three.
+        recipients = PUBLISH_SENTENCES if tool == "tool:publish_artifact" else ("own_agent",)
+        for recipient in recipients:
+            capability = Capability(tool, "act", "call", recipient, 0, 1, False, "none")
+            sentences[f"{tool}|act|call|{recipient}"] = capability_sentence(
+                capability, details=False
+            )
     for resource, scopes in VAULT_SCOPES.items():
         for operation in ("read", "disclose"):
             for scope in scopes:
