@@ -20,7 +20,6 @@ manifest, or a ledger from another export fails the check.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import io
@@ -129,23 +128,19 @@ def _transcript(*, owner: User, room_id: UUID, zone: Any) -> dict[str, Any]:
 
 
 def _manifest_signature(manifest: bytes) -> dict[str, str] | None:
-    # The ledger's own key (ledger.signing keeps it); None where the server has none.
-    from ledger.signing import (
-        _signing_key,  # private: ledger/ has no public signer of other bytes yet
-        ledger_public_key,
-    )
+    # The ledger's own key, with the package's own prefix; None where the server has none.
+    from ledger.signing import ledger_sign_document
 
     try:
-        key = _signing_key()
-        signature = key.sign(MANIFEST_SIGNATURE_PREFIX + manifest).signature
-        return {
-            "algorithm": "Ed25519",
-            "public_key": ledger_public_key(),
-            "signed_message_prefix": MANIFEST_SIGNATURE_PREFIX.decode(),
-            "signature": base64.b64encode(signature).decode(),
-        }
+        signed = ledger_sign_document(prefix=MANIFEST_SIGNATURE_PREFIX, message=manifest)
     except LedgerSigningUnavailable:
         return None
+    return {
+        "algorithm": "Ed25519",
+        "public_key": signed.public_key,
+        "signed_message_prefix": MANIFEST_SIGNATURE_PREFIX.decode(),
+        "signature": signed.signature,
+    }
 
 
 def project_package_build(

@@ -12,6 +12,8 @@ import binascii
 import functools
 import hashlib
 import os
+import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from uuid import UUID
@@ -22,7 +24,13 @@ from django.db.models import Max
 from django.utils import timezone
 from nacl.signing import SigningKey
 
-from ledger.chain import HeadPolicy, head_signed_bytes, occurred_at_text
+from ledger.chain import (
+    HEAD_SIGNATURE_PREFIX,
+    WITNESS_SIGNATURE_PREFIX,
+    HeadPolicy,
+    head_signed_bytes,
+    occurred_at_text,
+)
 from ledger.models import LedgerEvent, LedgerHead, SignedHead
 from ledger.services import LedgerError, ledger_head_locked
 
@@ -70,6 +78,35 @@ def _signing_key() -> SigningKey:
 def ledger_public_key() -> str:
     """The server's current head-signing public key, base64 (raises if none is configured)."""
     return base64.b64encode(bytes(_signing_key().verify_key)).decode()
+
+
+# A signature over other bytes needs its own domain prefix: "synapsia-<what>-v<n>\n".
+_DOMAIN_PREFIX = re.compile(rb"^synapsia-[a-z0-9-]{1,64}-v[0-9]{1,4}\n$")
+_RESERVED_PREFIXES = frozenset({HEAD_SIGNATURE_PREFIX, WITNESS_SIGNATURE_PREFIX})
+
+
+@dataclass(frozen=True)
+class ServerSignature:
+    """An Ed25519 signature by the server's ledger key over ``prefix + message`` (base64)."""
+
+    public_key: str
+    signature: str
+
+
+def ledger_sign_document(*, prefix: bytes, message: bytes) -> ServerSignature:
+    """Sign ``prefix + message`` with the server's ledger key (a project package's manifest).
+
+    ``prefix`` is the document's own domain separator (``synapsia-<what>-v<n>\n``): never a
+    ledger head's or a witness's, so nothing signed here can pass for a signed head. Raises
+    ``ValueError`` for a reserved or malformed prefix, ``LedgerSigningUnavailable`` where
+    the server has no key."""
+    if prefix in _RESERVED_PREFIXES or not _DOMAIN_PREFIX.match(prefix):
+        raise ValueError("a document signature needs its own synapsia-<what>-v<n> prefix")
+    key = _signing_key()
+    return ServerSignature(
+        public_key=base64.b64encode(bytes(key.verify_key)).decode(),
+        signature=base64.b64encode(key.sign(prefix + message).signature).decode(),
+    )
 
 
 def ledger_key_id(public_key_b64: str) -> str:
