@@ -62,6 +62,11 @@ def base_env(debug: bool, settings: str) -> dict[str, str]:
         SYNAPSIA_DEBUG="true" if debug else "false",
         SYNAPSIA_ALLOWED_HOSTS="127.0.0.1,localhost",
     )
+    # Per-agent socket rates sized for people's agents (120 says a minute) would refuse a
+    # load client; rates this high are still counted on every frame (their cost is in the
+    # figures) and never refuse. The contexts-per-turn cap is the turn cell's own business.
+    for kind in ("SAY", "CONTEXT_REQUEST", "ACT", "GRANT_REQUEST"):
+        env.setdefault(f"SYNAPSIA_SOCKET_RATE_{kind}", "100000000/m")
     return env
 
 
