@@ -147,8 +147,10 @@ def message_frame(message: Message | services.SaidMessage, *, for_agent: bool) -
     text, fenced_block = message.text, None
     if for_agent:
         # Replays are fenced afresh (new nonce); the live path reuses the say path's fence.
+        # A replay's flags are the stored ones (the frame carries message.flags), so the
+        # learned flagger, whose verdict would be dropped here, is not asked again.
         fenced = message.fenced if said else None  # type: ignore[union-attr]
-        fenced = fenced or untrusted.fence(message.text, source="peer")
+        fenced = fenced or untrusted.fence(message.text, source="peer", flagger=False)
         text, fenced_block = fenced.text, fenced.fenced
     return MessageFrame(
         type="message",
