@@ -13,17 +13,26 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from rooms.sealing import SealedContent, SealedJSONField
 
-class SandboxEffect(models.Model):
-    """One executed tool call in the local sandbox: the record that it happened exactly once."""
+# Each sealed column's name in the associated data (stable across table or column renames).
+SANDBOX_ARGUMENTS = "sandbox_effect.arguments"
+SANDBOX_OUTPUT = "sandbox_effect.output"
+
+
+class SandboxEffect(SealedContent):
+    """One executed tool call in the local sandbox: the record that it happened exactly once.
+    Its arguments and output are room content, sealed under the room's data key
+    (``rooms.sealing``); ``arguments_sha256`` is what a replay is compared with."""
 
     idempotency_key = models.CharField(max_length=128, unique=True)
     tool = models.CharField(max_length=64)
     schema_version = models.CharField(max_length=16)
     # SHA-256 of the canonical arguments: a replayed key with other arguments is refused.
     arguments_sha256 = models.CharField(max_length=64)
-    arguments = models.JSONField()
-    output = models.JSONField()
+    arguments = SealedJSONField(sealed_as=SANDBOX_ARGUMENTS)
+    output = SealedJSONField(sealed_as=SANDBOX_OUTPUT)
+    # Null only in rows from before sealing; a new row names its room (its key seals it).
     room_id = models.UUIDField(null=True, blank=True)
     agent_id = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -3,6 +3,12 @@
 Rooms and agents are referenced by UUID value (gatekeeper sits below rooms); owners by the
 user model. Rules live in ``gatekeeper.decision``, ``gatekeeper.actions`` and
 ``gatekeeper.grants``.
+
+An action's arguments and outcome are room content (booking details, an artifact's title and
+body): they are stored only sealed under the room's data key (``rooms.sealing``, a leaf module
+that imports no room code), so a backup of a deleted room yields none of them once its key is
+destroyed. Through the ORM they read as their values; ``arguments_hash`` (the hash of the
+canonical arguments) is what idempotency and contradiction checks compare, never the text.
 """
 
 from __future__ import annotations
@@ -11,6 +17,12 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+
+from rooms.sealing import SealedContent, SealedJSONField
+
+# Each sealed column's name in the associated data (stable across table or column renames).
+ACTION_ARGUMENTS = "action_record.arguments"
+ACTION_OUTCOME = "action_record.outcome"
 
 
 class ActionStatus(models.TextChoices):
@@ -21,23 +33,33 @@ class ActionStatus(models.TextChoices):
     FAILED = "failed", "Failed (the adapter refused or was unavailable)"
 
 
-class ActionRecord(models.Model):
+class ActionRecordQuerySet(models.QuerySet["ActionRecord"]):
+    def delete(self) -> tuple[int, dict[str, int]]:
+        """Delete without opening: a row's grant cascades, so Django loads the rows before
+        deleting them, and a deleted room's rows (a restored backup) cannot be opened any
+        more (their key is destroyed). Only the key and room are read."""
+        return super(ActionRecordQuerySet, self.only("id", "room_id")).delete()
+
+
+class ActionRecord(SealedContent):
     """One typed action an agent asked for. ``(room, agent, idempotency_key)`` is unique, so a
     retried, resumed or replayed request finds this row instead of acting twice."""
+
+    objects = ActionRecordQuerySet.as_manager()
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     room_id = models.UUIDField(db_index=True)
     agent_id = models.UUIDField()
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     tool = models.CharField(max_length=64)
-    arguments = models.JSONField()
+    arguments = SealedJSONField(sealed_as=ACTION_ARGUMENTS)  # the validated arguments, sealed
     arguments_hash = models.CharField(max_length=64)
     idempotency_key = models.CharField(max_length=64)
     # Some argument value appears verbatim in what the peer agent wrote: shown in the ping.
     derived_from_peer = models.BooleanField(default=False)
     status = models.CharField(max_length=16, choices=ActionStatus.choices)
     rule = models.CharField(max_length=64)
-    outcome = models.JSONField(null=True, blank=True)
+    outcome = SealedJSONField(sealed_as=ACTION_OUTCOME, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)
 

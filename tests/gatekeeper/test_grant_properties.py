@@ -213,17 +213,19 @@ def test_a_grant_never_verifies_for_another_action_or_other_arguments(negotiatio
         tool, arguments = call
         digest = arguments_hash(arguments)
         assume((tool, digest) != (action.tool, action.arguments_hash))
-        ActionRecord.objects.filter(id=action.id).update(
-            tool=tool, arguments=arguments, arguments_hash=digest
-        )
+        # Rewritten through the model: its arguments are sealed, and only a save seals them.
+        rewrite(tool, arguments, digest)
         try:
             result = approve(negotiation, grant, signature)
             assert result.rule == "grant_bad_signature"
             assert executions() == 0
         finally:
-            ActionRecord.objects.filter(id=action.id).update(
-                tool=action.tool, arguments=action.arguments, arguments_hash=action.arguments_hash
-            )
+            rewrite(action.tool, action.arguments, action.arguments_hash)
+
+    def rewrite(tool: str, arguments: dict[str, Any], digest: str) -> None:
+        row = ActionRecord.objects.get(id=action.id)
+        row.tool, row.arguments, row.arguments_hash = tool, arguments, digest
+        row.save(update_fields=["tool", "arguments", "arguments_hash"])
 
     signed_for_other_arguments()
     signed_for_another_field()

@@ -158,8 +158,14 @@ def test_a_restored_backup_gives_back_no_deleted_content(
                 assert CANARY.encode() not in part.read_bytes(), part
 
     _restore(backup)
-    # The restore really brought the deleted content (and the deleted account) back ...
-    assert canaries_at_rest() != []
+    # The restore really brought the deleted content (and the deleted account) back (sealed
+    # rows: their stored bytes hold no canary, so the rows are counted) ...
+    from gatekeeper.records import ActionRecord
+    from rooms.models import Message
+
+    gone_rooms = [deleted_room.room.id, account_room.room.id]
+    assert Message.objects.filter(room_id__in=gone_rooms).count() == 2
+    assert ActionRecord.objects.filter(room_id__in=gone_rooms).count() == 2
     assert User.objects.filter(pk=gone_user).exists()
     assert not RoomDeletion.objects.exists()  # ... and the database forgot the deletions.
 
@@ -267,12 +273,10 @@ def test_a_restored_backup_cannot_open_a_deleted_accounts_vault(
 
 
 # Columns of room content not sealed under the room key yet (docs/data-lifecycle.md, "Not done
-# yet"): a restored backup still shows them until reapply_deletions removes the rows. The test
-# below fails as soon as one of them is sealed (or another column leaks), to update this list.
-NOT_SEALED_YET = {
-    "gatekeeper.ActionRecord",  # tool-call arguments
-    "gatekeeper.SandboxEffect",  # executed calls' arguments and output
-}
+# yet"): a restored backup would still show them until reapply_deletions removes the rows. The
+# test below fails as soon as a column leaks. Tool-call arguments and outcomes (action records,
+# sandbox effects) are sealed since gatekeeper 0005: none is left.
+NOT_SEALED_YET: set[str] = set()
 
 
 def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
@@ -287,6 +291,8 @@ def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
         service_unavailable(
             "pg_dump/pg_restore are not installed (apt-get install postgresql-client)"
         )
+    from gatekeeper.models import SandboxEffect
+    from gatekeeper.records import ActionRecord
     from rooms.models import Message, SealedOffer, Whisper
     from rooms.sealing import room_keys_forget
     from slips.datakeys import DataKeyDestroyed
@@ -305,7 +311,7 @@ def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
     room_delete(owner=deleted.b.owner, room_id=deleted.room.id)
     _restore(backup)  # the database only: the key store is not part of its backup
 
-    for model in (SealedOffer, Message, Whisper):
+    for model in (SealedOffer, Message, Whisper, ActionRecord, SandboxEffect):
         restored = model.objects.filter(room_id=deleted.room.id)
         assert restored.count() == 1  # the row is back ...
         with pytest.raises(DataKeyDestroyed) as caught:
@@ -319,8 +325,9 @@ def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
     for blob in (key_store.read_bytes(), key_store_before):
         assert CANARY.encode() not in blob
 
+    assert ActionRecord.objects.get(room_id=kept.room.id).arguments == {"note": CANARY}
     call_command("reapply_deletions")
-    for model in (SealedOffer, Message, Whisper):
+    for model in (SealedOffer, Message, Whisper, ActionRecord, SandboxEffect):
         assert not model.objects.filter(room_id=deleted.room.id).exists()
     assert not Room.objects.filter(id=deleted.room.id).exists()
     assert SealedOffer.objects.get(room_id=kept.room.id).offer == {"note": CANARY}

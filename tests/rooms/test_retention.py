@@ -117,6 +117,7 @@ def _fill(opened: OpenRoom) -> None:
         idempotency_key="k1",
         status=ActionStatus.EXECUTED,
         rule="slip.cleared",
+        outcome={"kind": "succeeded", "output": {"note": CANARY}},
     )
     SandboxEffect.objects.create(
         idempotency_key=f"{room.id}:k1",

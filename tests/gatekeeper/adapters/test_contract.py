@@ -9,6 +9,7 @@ Each adapter plugs in a ``Harness`` that sets up its real refusal and outage con
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +79,7 @@ class Harness:
 def _broken_database(adapter: ToolAdapter) -> Iterator[ToolAdapter]:
     """A real database failure: a statement failed inside the caller's transaction, so every
     further query raises until the block ends."""
-    taken = idempotency_key()
+    taken, room = idempotency_key(), uuid.uuid4()
     SandboxEffect.objects.create(
         idempotency_key=taken,
         tool="x",
@@ -86,6 +87,7 @@ def _broken_database(adapter: ToolAdapter) -> Iterator[ToolAdapter]:
         arguments_sha256="x",
         arguments={},
         output={},
+        room_id=room,  # a row's arguments are sealed under its room's key
     )
     with transaction.atomic():
         with contextlib.suppress(IntegrityError), transaction.atomic(savepoint=False):
@@ -96,6 +98,7 @@ def _broken_database(adapter: ToolAdapter) -> Iterator[ToolAdapter]:
                 arguments_sha256="x",
                 arguments={},
                 output={},
+                room_id=room,
             )
         yield adapter
 
