@@ -446,7 +446,7 @@ CONTENT_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("rooms", "Message", "text"),
     ("rooms", "Whisper", "text"),
     ("rooms", "SealedOffer", "offer"),
-    # Not sealed yet (docs/data-lifecycle.md): picked up once their fields are sealed ones.
+    # Tool-call arguments and outcomes (gatekeeper 0005/0006) and exit notes (stewards 0002).
     ("gatekeeper", "ActionRecord", "arguments"),
     ("gatekeeper", "ActionRecord", "outcome"),
     ("gatekeeper", "SandboxEffect", "arguments"),
