@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.test import Client
 
 from gatekeeper.actions import arguments_hash
 from gatekeeper.models import SandboxEffect
-from gatekeeper.records import ActionRecord
+from gatekeeper.records import ActionRecord, Grant
 from rooms.sealing import RoomContentRefused
 from tests.artifacts.conftest import publish, sign_publishing
-from tests.bookings import WITHIN
+from tests.bookings import OVER, WITHIN
 from tests.conftest import OpenRoom
 from tests.gatekeeper.conftest import Negotiation
 
@@ -162,3 +163,22 @@ def test_the_migration_unseals_going_back_and_seals_going_forward(
     assert record.arguments["venue_id"] == WITHIN
     assert record.arguments_hash == arguments_hash(record.arguments)
     assert SandboxEffect.objects.get(pk=effect_pk).output["venue_id"] == WITHIN
+
+
+def test_the_owner_asked_for_a_grant_still_reads_what_is_asked_in_words(
+    negotiation: Negotiation,
+) -> None:
+    asked = negotiation.act(OVER)
+    assert asked.status == "awaiting_grant"
+    assert OVER.encode() not in _table_bytes(ActionRecord)  # sealed at rest ...
+    client = Client()
+    client.force_login(negotiation.setup.a.owner)
+    [grant] = client.get(f"/api/rooms/{negotiation.room.id}/grants").json()
+    lines = {line["label"]: line["value"] for line in grant["snapshot"]}
+    # ... and opened for the owner, in words: the venue by name, the price in whole units.
+    assert lines["Venue"] == "Kaiseki Nori"
+    assert lines["Price"] == "180 EUR in all (90 EUR per person)"
+    # Her approval runs exactly those arguments, read back from the sealed row.
+    done = negotiation.approve(Grant.objects.get(id=asked.grant_id))
+    assert (done.status, done.rule) == ("executed", "granted")
+    assert SandboxEffect.objects.get().arguments["venue_id"] == OVER
