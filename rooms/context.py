@@ -7,7 +7,9 @@ A turn's context is built deliberately, never accumulated, from exactly:
 * the other owner's vault items that the other owner's slip clears for this agent, cut to
   the capability's scope (free/busy without titles inside the horizon, a range, ...);
 * the agent's own owner's whispers to it;
-* the other agent's recent messages, each fenced as untrusted data.
+* the other agent's recent messages, each fenced as untrusted data;
+* the shared artifacts the other agent published that its owner's slip shares with this
+  agent, each fenced as untrusted data (``artifacts.delivery.artifacts_for_agent``).
 
 Every vault item is decided by the Gatekeeper at that moment (``decide_turn_guarded``: the
 turn's disclosures together, each with the rules of ``decide(DisclosureRequest)``), spends
@@ -37,6 +39,14 @@ ledger events in one insert (``ledger_append_many``), its uses in one update and
 in at most one update and one insert; the peer's messages and the whispers in one each.
 Every item is still decided live, in that transaction, from what it read; nothing is kept
 from one turn to the next.
+
+Shared artifacts are decided in the same transaction, after the vault items (so the vault's
+ledger batch appends from the head the facts read): whether the other agent published any
+the room marked shared is a column of the facts statement, so a turn with none costs no
+statement more. With some, ``artifacts_for_agent`` decides each live and records each
+delivery and refusal in the ledger first; its statements are its own and are counted apart
+(tests/artifacts/test_context_delivery.py). A failed artifact check is a failed check: the
+turn's transaction rolls back (no vault item is disclosed either) and the room pauses.
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from django.apps import apps
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -88,6 +99,7 @@ from slips.verification import (
     room_tier_from_ranks,
     tier_rank_sql,
 )
+from synapsia_protocol.frames import PeerArtifact
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +157,18 @@ class _TurnFacts:
     purpose: str
     charter: str
     ledger_head: tuple[int, str] | None
+    # Whether another agent published an artifact the room marked shared with the other
+    # agent: only then is there anything for the Gatekeeper to decide (and record).
+    peer_artifacts_published: bool
+
+
+class _CheckFailed(Exception):
+    """A check of the turn failed after the vault's disclosures were made: raised inside the
+    turn's transaction so that they roll back, and the room pauses with nothing disclosed."""
+
+    def __init__(self, rule: str) -> None:
+        super().__init__(rule)
+        self.rule = rule
 
 
 def _uuid(value: Any) -> UUID:
@@ -160,6 +184,8 @@ def _facts_sql(vendor: str, bump: bool) -> str:
     member, agent, room = (q(m._meta.db_table) for m in (RoomMember, Agent, Room))
     slip, tier = q(Slip._meta.db_table), q(RoomTier._meta.db_table)
     head = q(LedgerHead._meta.db_table)
+    # By name, not import: artifacts depends on rooms, not the other way round.
+    artifact = q(apps.get_model("artifacts", "Artifact")._meta.db_table)
     peer = (
         f"FROM {member} p WHERE p.room_id = %s AND p.agent_id IS NOT NULL AND p.agent_id <> %s "
         "ORDER BY p.id"
@@ -178,7 +204,9 @@ def _facts_sql(vendor: str, bump: bool) -> str:
         f"(SELECT r.terms FROM {room} r WHERE r.id = %s), "
         # The ledger's head as it stands (the append moves it only if it still is).
         f"(SELECT h.seq FROM {head} h WHERE h.room_id = %s), "
-        f"(SELECT h.hash FROM {head} h WHERE h.room_id = %s)"
+        f"(SELECT h.hash FROM {head} h WHERE h.room_id = %s), "
+        f"(SELECT COUNT(*) FROM (SELECT 1 FROM {artifact} x WHERE x.room_id = %s "
+        "AND x.shared_with_peer = %s AND x.publisher_agent_id <> %s LIMIT 1) y)"
     )
     where = "WHERE room_id = %s AND agent_id = %s"
     if bump:
@@ -197,6 +225,7 @@ def _turn_facts(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFact
     # In the order the placeholders appear: the RETURNING list after the WHERE clause of the
     # bump, the column list before it in the plain read.
     columns = [agent_p, room_p, agent_p, room_p, agent_p, room_p, room_p, *[room_p] * 6]
+    columns += [room_p, True, agent_p]
     where = [room_p, agent_p]
     parameters = where + columns if turn is None else columns + where
     with connection.cursor() as cursor:
@@ -219,6 +248,7 @@ def _turn_facts(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFact
         terms,
         head_seq,
         head_hash,
+        artifacts_published,
     ) = row
     if isinstance(terms, str | bytes):
         terms = json.loads(terms)
@@ -236,6 +266,7 @@ def _turn_facts(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFact
         purpose=str(purpose),
         charter=str(charter),
         ledger_head=(int(head_seq), str(head_hash)) if head_seq is not None else None,
+        peer_artifacts_published=bool(artifacts_published),
     )
 
 
@@ -389,6 +420,7 @@ def _assemble(
     awaiting_peer = False
     error: str | None = None
     refused: list[str] = []
+    peer_artifacts: list[PeerArtifact] = []
     try:
         with transaction.atomic():
             _room_lock(room_id)
@@ -396,6 +428,14 @@ def _assemble(
             placed, refused, error = _disclosures(
                 facts=facts, recipient_agent_id=agent_id, asked=asked
             )
+            if error is None and facts.peer_artifacts_published:
+                peer_artifacts = _peer_artifacts(
+                    room_id=room_id, agent_id=agent_id, turn=facts.turn
+                )
+    except _CheckFailed as failed:
+        # The turn rolled back: no vault item and no artifact was disclosed.
+        error, placed, refused, peer_artifacts = failed.rule, [], [], []
+        facts = _facts_after_failure(room_id=room_id, agent_id=agent_id, turn=turn)
     except (LedgerAppendError, DatabaseError, UsesNotSpent, GrantsChanged) as failed:
         # Nothing was disclosed (the transaction rolled back, uses, grants and turn included).
         if not isinstance(failed, LedgerAppendError):
@@ -403,7 +443,7 @@ def _assemble(
         error = "ledger_unavailable" if isinstance(failed, LedgerAppendError) else None
         error = error or "gatekeeper.database_error"
         facts = _facts_after_failure(room_id=room_id, agent_id=agent_id, turn=turn)
-        placed, refused = [], []
+        placed, refused, peer_artifacts = [], [], []
     for p in placed:
         if p.source.recipient == "own_agent":
             own_items.extend(p.items or [])
@@ -432,6 +472,7 @@ def _assemble(
 
     messages, whispers = _recent(room_id=room_id, agent_id=agent_id, owner_id=facts.owner_id)
     nonces = [m.nonce for m in messages] + [i.nonce for i in peer_items]
+    nonces += [a.nonce for a in peer_artifacts]
     return AgentContext(
         room_id=room_id,
         agent_id=agent_id,
@@ -445,7 +486,40 @@ def _assemble(
         notices=notices,
         peer_items=peer_items,
         peer_messages=messages,
+        peer_artifacts=peer_artifacts,
     )
+
+
+def _peer_artifacts(*, room_id: UUID, agent_id: UUID, turn: int) -> list[PeerArtifact]:
+    """The other agent's shared artifacts that reach ``agent_id`` this turn, decided and
+    recorded by ``artifacts.delivery`` in the caller's transaction. Raises ``_CheckFailed``
+    when a check failed, or anything in delivering went wrong other than the ledger or the
+    database (which the caller already handles): an error is never a delivery."""
+    # Imported here: artifacts depends on rooms (its models, fencing), not the reverse.
+    from artifacts.delivery import artifacts_for_agent
+
+    try:
+        delivery = artifacts_for_agent(room_id=room_id, agent_id=agent_id, turn=turn)
+    except (LedgerAppendError, DatabaseError):
+        raise
+    except Exception:
+        logger.exception("artifact delivery failed: disclosing nothing")
+        raise _CheckFailed("gatekeeper.error") from None
+    if delivery.error is not None:
+        raise _CheckFailed(delivery.error)
+    return [
+        PeerArtifact(
+            artifact_id=a.artifact_id,
+            media_type=a.media_type,  # validated against the allowed list
+            size_bytes=a.size_bytes,
+            published_at=a.published_at,
+            fenced=a.fenced,
+            nonce=a.nonce,
+            truncated=a.truncated,
+            flags=list(a.flags),
+        )
+        for a in delivery.artifacts
+    ]
 
 
 def _facts_after_failure(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFacts:
