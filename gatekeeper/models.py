@@ -7,17 +7,20 @@ Rules live in ``gatekeeper.adapters`` and ``gatekeeper.policy``; models only des
 
 from __future__ import annotations
 
+import json
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from rooms.sealing import SealedContent, SealedJSONField
+from rooms.sealing import SealedContent, SealedJSONField, SealedTextField
 
 # Each sealed column's name in the associated data (stable across table or column renames).
 SANDBOX_ARGUMENTS = "sandbox_effect.arguments"
 SANDBOX_OUTPUT = "sandbox_effect.output"
+WEBHOOK_BODY = "webhook_delivery.body"
 
 
 class SandboxEffect(SealedContent):
@@ -72,17 +75,30 @@ class DeliveryStatus(models.TextChoices):
     UNAVAILABLE = "unavailable", "Unavailable"
 
 
-class WebhookDelivery(models.Model):
+def _body_room(body: object) -> uuid.UUID | None:
+    # The signed body names the room the call came from (``gatekeeper.webhooks.webhook_body``).
+    try:
+        found = json.loads(str(body)).get("room_id")
+        return uuid.UUID(str(found)) if found else None
+    except (ValueError, AttributeError):
+        return None
+
+
+class WebhookDelivery(SealedContent):
     """One tool call delivered to a webhook, retried until final. Keyed by idempotency key, so
-    a replayed call is answered from here and never posted twice by us."""
+    a replayed call is answered from here and never posted twice by us. Its body carries the
+    call's arguments (room content): it is stored sealed under the room's data key."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="+")
     idempotency_key = models.CharField(max_length=128, unique=True)
     tool = models.CharField(max_length=64)
     arguments_sha256 = models.CharField(max_length=64)
-    # The exact signed bytes (canonical JSON), identical on every retry.
-    body = models.TextField()
+    # The room the call came from (read from the body when the row is made): its key seals
+    # the body. Null only in rows from before sealing.
+    room_id = models.UUIDField(null=True, blank=True, db_index=True)
+    # The exact signed bytes (canonical JSON), identical on every retry; sealed at rest.
+    body = SealedTextField(sealed_as=WEBHOOK_BODY)
     status = models.CharField(
         max_length=12, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
     )
@@ -95,6 +111,13 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"delivery {self.id} ({self.status})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # The body names its room; a body that names none has no key and is refused (the
+        # sealed field never stores it in plaintext instead).
+        if self.room_id is None and self.body is not None:
+            self.room_id = _body_room(self.body)
+        super().save(*args, **kwargs)
 
 
 class PolicyEffect(models.TextChoices):

@@ -446,11 +446,12 @@ CONTENT_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("rooms", "Message", "text"),
     ("rooms", "Whisper", "text"),
     ("rooms", "SealedOffer", "offer"),
-    # Tool-call arguments and outcomes (gatekeeper 0005/0006) and exit notes (stewards 0002).
+    # Tool-call arguments and outcomes (gatekeeper 0005-0008) and exit notes (stewards 0002).
     ("gatekeeper", "ActionRecord", "arguments"),
     ("gatekeeper", "ActionRecord", "outcome"),
     ("gatekeeper", "SandboxEffect", "arguments"),
     ("gatekeeper", "SandboxEffect", "output"),
+    ("gatekeeper", "WebhookDelivery", "body"),
     ("stewards", "ExitNote", "text"),
 )
 _BATCH = 500

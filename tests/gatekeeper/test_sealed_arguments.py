@@ -6,6 +6,8 @@ tampered with, and are unsealed (and sealed again) by migrating back (and forwar
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,9 +17,12 @@ from django.db import connection
 from django.test import Client
 
 from gatekeeper.actions import arguments_hash
-from gatekeeper.models import SandboxEffect
+from gatekeeper.models import SandboxEffect, WebhookDelivery
 from gatekeeper.records import ActionRecord, Grant
+from gatekeeper.webhooks import webhook_endpoint_create
+from rooms.deletion import room_delete
 from rooms.sealing import RoomContentRefused
+from slips.datakeys import DataKeyDestroyed
 from tests.artifacts.conftest import publish, sign_publishing
 from tests.bookings import OVER, WITHIN
 from tests.conftest import OpenRoom
@@ -182,3 +187,52 @@ def test_the_owner_asked_for_a_grant_still_reads_what_is_asked_in_words(
     done = negotiation.approve(Grant.objects.get(id=asked.grant_id))
     assert (done.status, done.rule) == ("executed", "granted")
     assert SandboxEffect.objects.get().arguments["venue_id"] == OVER
+
+
+def test_a_webhook_deliverys_body_is_sealed_and_posted_as_signed(
+    negotiation: Negotiation,
+    receiver: Any,
+    webhook_settings: Any,
+    celery_worker: Any,
+) -> None:
+    webhook_endpoint_create(owner=negotiation.setup.a.owner, url=receiver.url("/hook"))
+    result = negotiation.act(ref="act-webhook-1")
+    deadline = time.monotonic() + 60
+    while result.status == "pending":  # with a real worker the first answer is pending
+        assert time.monotonic() < deadline, "webhook delivery did not settle"
+        time.sleep(0.1)
+        result = negotiation.act(ref="act-webhook-1")
+    assert result.status == "executed", result
+    [posted] = receiver.seen("/hook")
+    delivery = WebhookDelivery.objects.get()
+    # The owner's webhook got the arguments, in the exact bytes that were signed and stored.
+    assert json.loads(posted.body)["arguments"]["venue_id"] == WITHIN
+    assert delivery.body.encode() == posted.body and delivery.room_id == negotiation.room.id
+    # At rest: sealed under the room's key, no argument readable.
+    assert _raw(WebhookDelivery, "body", delivery.pk).startswith("rc1:")
+    assert WITHIN.encode() not in _table_bytes(WebhookDelivery)
+    # Once the room is deleted its key is gone: a row left behind does not open.
+    room_delete(owner=negotiation.setup.a.owner, room_id=negotiation.room.id)
+    left = WebhookDelivery.objects.filter(id=delivery.pk)
+    if left.exists():
+        with pytest.raises(DataKeyDestroyed):
+            left.get()
+    assert WITHIN.encode() not in _table_bytes(WebhookDelivery)
+
+
+def test_the_webhook_body_migration_unseals_going_back_and_seals_going_forward(
+    negotiation: Negotiation, receiver: Any, webhook_settings: Any, celery_worker: Any
+) -> None:
+    webhook_endpoint_create(owner=negotiation.setup.a.owner, url=receiver.url("/hook"))
+    negotiation.act(ref="act-webhook-2")
+    delivery = WebhookDelivery.objects.get()
+    signed = delivery.body
+    try:
+        call_command("migrate", "gatekeeper", "0006", verbosity=0)  # 0008, then 0007, back
+        assert _raw(WebhookDelivery, "body", delivery.pk) == signed  # plaintext, unchanged
+        call_command("migrate", "gatekeeper", verbosity=0)  # room from the body, then sealed
+        assert _raw(WebhookDelivery, "body", delivery.pk).startswith("rc1:")
+    finally:
+        call_command("migrate", verbosity=0)
+    again = WebhookDelivery.objects.get(pk=delivery.pk)
+    assert again.body == signed and again.room_id == negotiation.room.id

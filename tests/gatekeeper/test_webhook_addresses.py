@@ -146,7 +146,7 @@ def test_a_name_is_still_resolved_and_checked_at_delivery(
         idempotency_key=uuid.uuid4().hex,
         tool="send_invitation",
         arguments_sha256="0" * 64,
-        body=b"{}",
+        body=b'{"room_id": "' + str(uuid.uuid4()).encode() + b'"}',  # a body names its room
     )
     assert webhook_delivery_attempt(delivery_id=delivery.id, last_attempt=True) == (
         DeliveryStatus.REFUSED
@@ -169,7 +169,7 @@ def test_a_row_stored_before_normalising_is_refused_at_delivery(make_user: Any) 
         idempotency_key=uuid.uuid4().hex,
         tool="send_invitation",
         arguments_sha256="0" * 64,
-        body=b"{}",
+        body=b'{"room_id": "' + str(uuid.uuid4()).encode() + b'"}',  # a body names its room
     )
     assert webhook_delivery_attempt(delivery_id=delivery.id, last_attempt=True) == (
         DeliveryStatus.REFUSED
