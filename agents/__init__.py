@@ -12,13 +12,21 @@ from agents.client import (
     SealedReveal,
     Welcome,
 )
-from agents.context import ClearedItem, PeerItem, PeerMessage, TurnContext, Whisper
+from agents.context import (
+    ClearedItem,
+    PeerArtifact,
+    PeerItem,
+    PeerMessage,
+    TurnContext,
+    Whisper,
+)
 
 __all__ = [
     "ActionOutcome",
     "ClearedItem",
     "FrameRefusedError",
     "Notice",
+    "PeerArtifact",
     "PeerItem",
     "PeerMessage",
     "RoomClient",

@@ -11,8 +11,14 @@ place in a model's context as is).
 
 from __future__ import annotations
 
-from synapsia_protocol import AgentContext, ClearedItem, ContextMessage, PeerItem, WhisperBody
-from synapsia_protocol.frames import PeerArtifact
+from synapsia_protocol import (
+    AgentContext,
+    ClearedItem,
+    ContextMessage,
+    PeerArtifact,
+    PeerItem,
+    WhisperBody,
+)
 
 # The SDK's names for the package's classes (aliases, not copies: the same objects).
 TurnContext = AgentContext

@@ -386,9 +386,11 @@ def system_message(context: TurnContext) -> dict[str, str]:
 
 
 def untrusted_message(context: TurnContext) -> dict[str, str]:
-    """The other side's items and messages, each exactly as the server fenced it."""
+    """The other side's items, messages and shared documents, each exactly as the server
+    fenced it."""
     blocks = [item.fenced for item in context.peer_items]
     blocks += [m.fenced for m in sorted(context.peer_messages, key=lambda m: m.seq)]
+    blocks += [a.fenced for a in context.peer_artifacts]
     body = "\n\n".join(blocks) if blocks else NOTHING_FROM_PEER
     return {"role": "user", "content": f"{UNTRUSTED_HEADER}\n{body}"}
 

@@ -266,6 +266,10 @@ def context_content(ctx: TurnContext) -> list[types.TextContent]:
     trusted += [f"Notice from the room: {n}" for n in ctx.notices]
     peer = [f"Cleared item ({i.resource}, {i.scope}):\n{i.fenced}" for i in ctx.peer_items]
     peer += [_message_part(m.seq, m.fenced, m.flags, m.truncated) for m in ctx.peer_messages]
+    peer += [
+        f"Shared document ({a.media_type}, {a.size_bytes} bytes):\n{a.fenced}"
+        for a in ctx.peer_artifacts
+    ]
     return [trusted_block("\n\n".join(trusted)), untrusted_block(peer)]
 
 

@@ -87,6 +87,7 @@ from rooms.protocol import (
     ClearedItem,
     ContextMessage,
     ContextWhisper,
+    PeerArtifact,
     PeerItem,
 )
 from rooms.sealing import MESSAGE_TEXT, WHISPER_TEXT, room_text_open
@@ -99,7 +100,6 @@ from slips.verification import (
     room_tier_from_ranks,
     tier_rank_sql,
 )
-from synapsia_protocol.frames import PeerArtifact
 
 logger = logging.getLogger(__name__)
 

@@ -329,6 +329,20 @@ def turn_message(
                 },
             )
         )
+    for artifact in context.peer_artifacts:
+        parts.append(
+            _text(
+                artifact.fenced,
+                {
+                    **UNTRUSTED_PEER,
+                    "field": "peer_artifact",
+                    "media_type": artifact.media_type,
+                    "nonce": artifact.nonce,
+                    "flags": list(artifact.flags),
+                    "truncated": artifact.truncated,
+                },
+            )
+        )
     return Message(
         role=Role.ROLE_USER,
         parts=parts,

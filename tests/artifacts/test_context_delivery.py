@@ -24,7 +24,7 @@ from rooms.context import context_for_agent
 from rooms.models import Room, RoomState
 from slips import services as slip_services
 from slips import vault
-from synapsia_protocol.frames import PeerArtifact
+from synapsia_protocol import PeerArtifact
 from tests.artifacts.conftest import publish, publish_record
 from tests.conftest import OpenRoom
 from tests.rooms.test_context_statements import MAX_STATEMENTS
