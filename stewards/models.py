@@ -24,7 +24,8 @@ class ExitNote(SealedContent):
     """One side's note on a closed room: by its owner or by its agent (one each per seat).
 
     Room content: the free text (sealed under the room's key) is shown only to the seat's
-    owner; the operator sees themes only, counted across rooms. Kept ``EXIT_NOTE_RETENTION_DAYS`` (and gone with the room)."""
+    owner; the operator sees themes only, counted across rooms. Kept
+    ``EXIT_NOTE_RETENTION_DAYS`` (and gone with the room)."""
 
     room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="+")
     seat = models.ForeignKey(RoomMember, on_delete=models.CASCADE, related_name="+")
