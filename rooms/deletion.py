@@ -38,7 +38,7 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
 
-from gatekeeper.models import SandboxEffect
+from gatekeeper.models import SandboxEffect, WebhookDelivery
 from gatekeeper.records import ActionRecord, Grant
 from ledger.events import ContentDeletionReason, RoomContentDeleted
 from ledger.services import ledger_append
@@ -121,13 +121,16 @@ def _deleted(queryset_delete: tuple[int, dict[str, int]]) -> int:
 
 
 def transcript_delete(room_id: UUID) -> ContentCounts:
-    """Delete a room's transcript: messages, whispers, sealed offers and fork snapshots. The
+    """Delete a room's transcript: messages, whispers, sealed offers, fork snapshots and the
+    webhook deliveries of its tool calls. The
     caller holds the transaction (and, for a live room, its row lock)."""
     snapshots = (
         _deleted(Grant.objects.filter(room_id=room_id).delete())
         + _deleted(ActionRecord.objects.filter(room_id=room_id).delete())
         + _deleted(SandboxEffect.objects.filter(room_id=room_id).delete())
         + _deleted(SealedOffer.objects.filter(room_id=room_id).delete())
+        # What the owner's webhook was sent: the tool call's arguments, sealed like them.
+        + _deleted(WebhookDelivery.objects.filter(room_id=room_id).delete())
     )
     return ContentCounts(
         messages=_deleted(Message.objects.filter(room_id=room_id).delete()),

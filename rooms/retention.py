@@ -31,7 +31,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from gatekeeper.models import SandboxEffect
+from gatekeeper.models import SandboxEffect, WebhookDelivery
 from gatekeeper.records import ActionRecord, Grant
 from ledger.retention import ledger_purge_expired
 from ledger.services import ledger_append
@@ -86,7 +86,8 @@ class RetentionRow:
 
 def _transcript_left(room_id_ref: OuterRef) -> Q:
     """Rooms that still hold any transcript row (messages, whispers, sealed offers, fork
-    snapshots: action records with their arguments, grants, sandbox effects)."""
+    snapshots: action records with their arguments, grants, sandbox effects, webhook
+    deliveries)."""
     return (
         Q(Exists(Message.objects.filter(room_id=room_id_ref)))
         | Q(Exists(Whisper.objects.filter(room_id=room_id_ref)))
@@ -94,6 +95,7 @@ def _transcript_left(room_id_ref: OuterRef) -> Q:
         | Q(Exists(ActionRecord.objects.filter(room_id=room_id_ref)))
         | Q(Exists(Grant.objects.filter(room_id=room_id_ref)))
         | Q(Exists(SandboxEffect.objects.filter(room_id=room_id_ref)))
+        | Q(Exists(WebhookDelivery.objects.filter(room_id=room_id_ref)))
     )
 
 

@@ -17,11 +17,11 @@ from django.db import connection
 from django.test import Client
 
 from gatekeeper.actions import arguments_hash
-from gatekeeper.models import SandboxEffect, WebhookDelivery
+from gatekeeper.models import WEBHOOK_BODY, SandboxEffect, WebhookDelivery
 from gatekeeper.records import ActionRecord, Grant
 from gatekeeper.webhooks import webhook_endpoint_create
 from rooms.deletion import room_delete
-from rooms.sealing import RoomContentRefused
+from rooms.sealing import RoomContentRefused, room_content_open
 from slips.datakeys import DataKeyDestroyed
 from tests.artifacts.conftest import publish, sign_publishing
 from tests.bookings import OVER, WITHIN
@@ -211,12 +211,13 @@ def test_a_webhook_deliverys_body_is_sealed_and_posted_as_signed(
     # At rest: sealed under the room's key, no argument readable.
     assert _raw(WebhookDelivery, "body", delivery.pk).startswith("rc1:")
     assert WITHIN.encode() not in _table_bytes(WebhookDelivery)
-    # Once the room is deleted its key is gone: a row left behind does not open.
+    # Once the room is deleted its deliveries are gone with it, and its key: the row in an
+    # older backup does not open.
+    backup = _raw(WebhookDelivery, "body", delivery.pk)
     room_delete(owner=negotiation.setup.a.owner, room_id=negotiation.room.id)
-    left = WebhookDelivery.objects.filter(id=delivery.pk)
-    if left.exists():
-        with pytest.raises(DataKeyDestroyed):
-            left.get()
+    assert not WebhookDelivery.objects.filter(id=delivery.pk).exists()
+    with pytest.raises(DataKeyDestroyed):
+        room_content_open(sealed=backup, column=WEBHOOK_BODY)
     assert WITHIN.encode() not in _table_bytes(WebhookDelivery)
 
 
