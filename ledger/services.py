@@ -18,11 +18,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 import rfc8785
 from django.conf import settings
 from django.db import DatabaseError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field
 from django.utils import timezone
 from pydantic import BaseModel
 
@@ -154,8 +157,10 @@ def ledger_append_many(
     head_seen: tuple[int, str] | None = None,
 ) -> list[AppendedEvent]:
     """Append ``events`` to ``room_id``'s chain in order, as ``ledger_append`` would one by
-    one (same bytes, same hashes, same rules), but in three statements whatever their number:
-    lock the head, insert them all, move the head. Inside ``transaction.atomic()`` only; any
+    one (same bytes, same hashes, same rules), but in three statements whatever their number
+    (more only past the backend's parameter limit: SQLite's 999 take 124 events a statement):
+    lock the head, insert them all, move the head. The insert and the head's move are written
+    SQL, not compiled by the ORM per call. Inside ``transaction.atomic()`` only; any
     failure raises ``LedgerAppendError``, records none of them and marks the caller's block
     for rollback. Context assembly records a turn's disclosures with it.
 
@@ -170,23 +175,19 @@ def ledger_append_many(
             "the events and the effects they record commit together."
         )
     started = time.perf_counter()
+    connection = transaction.get_connection()
     try:
         if head_seen is not None:
             rows, appended = _chained(room_id, events, head_seen)
-            moved = LedgerHead.objects.filter(
-                room_id=room_id, seq=head_seen[0], hash=head_seen[1]
-            ).update(seq=appended[-1].seq, hash=appended[-1].hash)
-            if moved == 1:
-                LedgerEvent.objects.bulk_create(rows)
+            if _head_moved_from(connection, room_id, head_seen, appended[-1]):
+                _events_insert(connection, rows)
                 _sign_appended(room_id, appended)
                 LEDGER_APPEND_SECONDS.labels(path="batch").observe(time.perf_counter() - started)
                 return appended
         head = ledger_head_locked(room_id)
         rows, appended = _chained(room_id, events, (head.seq, head.hash))
-        LedgerEvent.objects.bulk_create(rows)
-        LedgerHead.objects.filter(room_id=room_id).update(
-            seq=appended[-1].seq, hash=appended[-1].hash
-        )
+        _events_insert(connection, rows)
+        _head_moved_from(connection, room_id, None, appended[-1])
         _sign_appended(room_id, appended)
     except (LedgerAppendError, DatabaseError, rfc8785.CanonicalizationError, ValueError) as exc:
         transaction.set_rollback(True)
@@ -195,6 +196,89 @@ def ledger_append_many(
         raise LedgerAppendError(f"ledger append failed: {exc}") from exc
     LEDGER_APPEND_SECONDS.labels(path="batch").observe(time.perf_counter() - started)
     return appended
+
+
+# The batch path's statements are written once, not compiled by the ORM on every turn (issue
+# 17: the ORM's bulk_create and queryset update were a third of a context request's CPU).
+# Values still go through each field's own ``get_db_prep_save``, so the rows are exactly what
+# the ORM would write on either backend (tests/ledger/test_append_raw.py compares columns).
+_EVENT_FIELDS = tuple(f for f in LedgerEvent._meta.concrete_fields if not f.primary_key)
+_HEAD_ROOM = LedgerHead._meta.get_field("room_id")
+_HEAD_SEQ = LedgerHead._meta.get_field("seq")
+_HEAD_HASH = LedgerHead._meta.get_field("hash")
+_INSERT_SQL: dict[tuple[str, int], str] = {}
+_HEAD_SQL: dict[tuple[str, bool], str] = {}
+
+
+def _column(field: Field[Any, Any]) -> str:
+    # Concrete fields always have a column; Django types it optional for the others.
+    if field.column is None:
+        raise LedgerAppendError(f"ledger field {field.name} has no column")
+    return field.column
+
+
+def _head_moved_from(
+    connection: BaseDatabaseWrapper,
+    room_id: UUID,
+    seen: tuple[int, str] | None,
+    tip: AppendedEvent,
+) -> bool:
+    """Move the room's head to ``tip``. With ``seen``, a compare-and-set: only if the head is
+    still exactly ``seen`` (the UPDATE also locks it); without, the caller holds the lock."""
+    key = (connection.vendor, seen is not None)
+    sql = _HEAD_SQL.get(key)
+    if sql is None:
+        q = connection.ops.quote_name
+        sql = (
+            # Names from the model's own meta, quoted; every value is a parameter.
+            f"UPDATE {q(LedgerHead._meta.db_table)} SET {q(_column(_HEAD_SEQ))} = %s, "  # noqa: S608
+            f"{q(_column(_HEAD_HASH))} = %s WHERE {q(_column(_HEAD_ROOM))} = %s"
+        )
+        if seen is not None:
+            sql += f" AND {q(_column(_HEAD_SEQ))} = %s AND {q(_column(_HEAD_HASH))} = %s"
+        _HEAD_SQL[key] = sql
+    params = [
+        _HEAD_SEQ.get_db_prep_save(tip.seq, connection),
+        _HEAD_HASH.get_db_prep_save(tip.hash, connection),
+        _HEAD_ROOM.get_db_prep_save(room_id, connection),
+    ]
+    if seen is not None:
+        params += [
+            _HEAD_SEQ.get_db_prep_save(seen[0], connection),
+            _HEAD_HASH.get_db_prep_save(seen[1], connection),
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount == 1
+
+
+def _events_insert(connection: BaseDatabaseWrapper, rows: Sequence[dict[str, object]]) -> None:
+    """Insert ``rows`` (column values by field name) in one multi-row INSERT, or in as few
+    as the backend's parameter limit allows (the ORM's own ``bulk_batch_size``). No signals,
+    as ``bulk_create`` sent none."""
+    batch = max(1, connection.ops.bulk_batch_size(list(_EVENT_FIELDS), rows))
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), batch):
+            chunk = rows[start : start + batch]
+            key = (connection.vendor, len(chunk))
+            sql = _INSERT_SQL.get(key)
+            if sql is None:
+                q = connection.ops.quote_name
+                columns = ", ".join(q(_column(f)) for f in _EVENT_FIELDS)
+                row = "(" + ", ".join(["%s"] * len(_EVENT_FIELDS)) + ")"
+                sql = (
+                    f"INSERT INTO {q(LedgerEvent._meta.db_table)} ({columns}) VALUES "  # noqa: S608
+                    + ", ".join([row] * len(chunk))
+                )
+                _INSERT_SQL[key] = sql
+            cursor.execute(
+                sql,
+                [
+                    field.get_db_prep_save(values[field.attname], connection)
+                    for values in chunk
+                    for field in _EVENT_FIELDS
+                ],
+            )
 
 
 def _sign_appended(room_id: UUID, appended: Sequence[AppendedEvent]) -> None:
@@ -224,9 +308,10 @@ def _sign_appended(room_id: UUID, appended: Sequence[AppendedEvent]) -> None:
 
 def _chained(
     room_id: UUID, events: Sequence[LedgerEventRecord], head: tuple[int, str]
-) -> tuple[list[LedgerEvent], list[AppendedEvent]]:
-    """The rows of ``events`` chained after ``head``, built as ``ledger_append`` builds one."""
-    rows: list[LedgerEvent] = []
+) -> tuple[list[dict[str, object]], list[AppendedEvent]]:
+    """The rows of ``events`` chained after ``head`` (column values by field name), built
+    as ``ledger_append`` builds one."""
+    rows: list[dict[str, object]] = []
     appended: list[AppendedEvent] = []
     seq, prev_hash = head
     occurred_at = timezone.now()
@@ -250,16 +335,16 @@ def _chained(
             raise LedgerAppendError(f"{kind} event is {len(canonical)} bytes; metadata only")
         digest = hashlib.sha256(canonical).hexdigest()
         rows.append(
-            LedgerEvent(
-                room_id=room_id,
-                seq=seq,
-                kind=kind,
-                occurred_at=occurred_at,
-                data=CanonicalData(data, data_canonical.decode()),
-                prev_hash=prev_hash,
-                hash=digest,
-                canonical=canonical,
-            )
+            {
+                "room_id": room_id,
+                "seq": seq,
+                "kind": kind,
+                "occurred_at": occurred_at,
+                "data": CanonicalData(data, data_canonical.decode()),
+                "prev_hash": prev_hash,
+                "hash": digest,
+                "canonical": canonical,
+            }
         )
         appended.append(AppendedEvent(room_id, seq, kind, occurred_at, prev_hash, digest))
         prev_hash = digest
