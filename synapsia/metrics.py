@@ -274,7 +274,12 @@ class RequestMetricsMiddleware:
     @staticmethod
     def _observe(request: HttpRequest, status: int, started: float) -> None:
         match = getattr(request, "resolver_match", None)
-        route = (match.view_name if match is not None else None) or "unrouted"
+        if match is None:
+            route = "unrouted"
+        elif match.url_name:
+            route = match.view_name
+        else:  # an unnamed pattern's view_name is the view's dotted Python path: not a route
+            route = ":".join(filter(None, [match.namespace, "unnamed"]))
         route = rule_label(route.replace(":", "."))
         HTTP_REQUESTS.labels(route=route, status=f"{status // 100}xx").inc()
         HTTP_SECONDS.labels(route=route).observe(time.perf_counter() - started)

@@ -15,7 +15,11 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics, name="metrics"),
     # Browsers ask for /favicon.ico whatever the page links: send them to the SVG.
-    path("favicon.ico", RedirectView.as_view(url=static("frontend/favicon.svg"), permanent=True)),
+    path(
+        "favicon.ico",
+        RedirectView.as_view(url=static("frontend/favicon.svg"), permanent=True),
+        name="favicon",
+    ),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
     path("practice/", include("practice.urls")),
