@@ -4,16 +4,13 @@ Both are registered from ``ArtifactsConfig.ready``."""
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import datetime
 from uuid import UUID
 
 from django.db import transaction
 
 from artifacts.models import Artifact
-from ledger.services import ledger_append
-from rooms.deletion import ContentCounts
-from rooms.retention import Purged, retention_row
+from rooms.retention import Purged, retention_row, rooms_purge_expired
 from slips.datakeys import data_keys_destroy
 
 
@@ -23,29 +20,18 @@ def artifacts_purge_expired(now: datetime) -> Purged:
     (never a title or body). Idempotent: a second run finds nothing."""
     row = retention_row("artifacts")
     cutoff = row.cutoff(now)
-    per_room = Counter(
-        Artifact.objects.filter(created_at__lt=cutoff).values_list("room_id", flat=True)
-    )
-    rows = 0
-    for room_id in per_room:
-        with transaction.atomic():
-            deleted, _ = Artifact.objects.filter(room_id=room_id, created_at__lt=cutoff).delete()
-            if deleted:
-                ledger_append(
-                    room_id=room_id,
-                    event=ContentCounts(artifacts=deleted).ledger_event(
-                        by="retention", reason="retention", window_days=row.days
-                    ),
-                )
-                rows += deleted
-    return Purged(
-        key=row.key,
-        rows=rows,
-        rooms=len(per_room),
-        summary=(
-            f"shared artifacts: deleted {rows} older than {row.days} days from "
-            f"{len(per_room)} room(s)"
+    return rooms_purge_expired(
+        row,
+        room_ids=list(
+            Artifact.objects.filter(created_at__lt=cutoff)
+            .values_list("room_id", flat=True)
+            .distinct()
         ),
+        delete=lambda room_id: Artifact.objects.filter(
+            room_id=room_id, created_at__lt=cutoff
+        ).delete()[0],
+        counted_as="artifacts",
+        what="shared artifacts",
     )
 
 

@@ -35,7 +35,7 @@ from gatekeeper.models import SandboxEffect, WebhookDelivery
 from gatekeeper.records import ActionRecord, Grant
 from ledger.retention import ledger_purge_expired
 from ledger.services import ledger_append
-from rooms.deletion import transcript_delete
+from rooms.deletion import ContentCounts, transcript_delete
 from rooms.models import Message, Room, RoomDeletionNotice, RoomState, SealedOffer, Whisper
 
 logger = logging.getLogger(__name__)
@@ -246,6 +246,37 @@ _SCHEDULE: dict[str, RetentionRow] = {
 
 class UnknownRetentionRow(KeyError):
     """A key that is not in the schedule (register the row first)."""
+
+
+def rooms_purge_expired(
+    row: RetentionRow,
+    *,
+    room_ids: list[UUID],
+    delete: Callable[[UUID], int],
+    counted_as: str,
+    what: str,
+) -> Purged:
+    """A registered app's purge, room by room: ``delete(room_id)`` removes that room's expired
+    rows in its own transaction, recorded in the room's ledger as ``room_content_deleted``
+    with the count (``ContentCounts(<counted_as>=n)``, never content)."""
+    rows = 0
+    for room_id in room_ids:
+        with transaction.atomic():
+            deleted = delete(room_id)
+            if deleted:
+                ledger_append(
+                    room_id=room_id,
+                    event=ContentCounts(**{counted_as: deleted}).ledger_event(
+                        by="retention", reason="retention", window_days=row.days
+                    ),
+                )
+                rows += deleted
+    return Purged(
+        key=row.key,
+        rows=rows,
+        rooms=len(room_ids),
+        summary=f"{what}: deleted {rows} older than {row.days} days from {len(room_ids)} room(s)",
+    )
 
 
 def retention_schedule() -> tuple[RetentionRow, ...]:

@@ -4,15 +4,10 @@ beat task ``rooms.purge_expired``) runs them with the rest."""
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import datetime
 from uuid import UUID
 
-from django.db import transaction
-
-from ledger.services import ledger_append
-from rooms.deletion import ContentCounts
-from rooms.retention import Purged, retention_row
+from rooms.retention import Purged, retention_row, rooms_purge_expired
 from stewards.exit_notes import exit_notes_purge_expired
 from stewards.models import ExitNote
 from stewards.reports import abuse_evidence_purge_expired
@@ -23,28 +18,14 @@ def exit_notes_purge(now: datetime) -> Purged:
     ledger as ``room_content_deleted`` with the count (never the notes)."""
     row = retention_row("exit_notes")
     cutoff = row.cutoff(now)
-    per_room = Counter(
-        ExitNote.objects.filter(left_at__lt=cutoff).values_list("room_id", flat=True)
-    )
-    rows = 0
-    for room_id in per_room:
-        with transaction.atomic():
-            deleted = exit_notes_purge_expired(now=now, room_id=room_id)
-            if deleted:
-                ledger_append(
-                    room_id=room_id,
-                    event=ContentCounts(notes=deleted).ledger_event(
-                        by="retention", reason="retention", window_days=row.days
-                    ),
-                )
-                rows += deleted
-    return Purged(
-        key=row.key,
-        rows=rows,
-        rooms=len(per_room),
-        summary=(
-            f"exit notes: deleted {rows} older than {row.days} days from {len(per_room)} room(s)"
+    return rooms_purge_expired(
+        row,
+        room_ids=list(
+            ExitNote.objects.filter(left_at__lt=cutoff).values_list("room_id", flat=True).distinct()
         ),
+        delete=lambda room_id: exit_notes_purge_expired(now=now, room_id=room_id),
+        counted_as="notes",
+        what="exit notes",
     )
 
 
