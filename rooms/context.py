@@ -51,9 +51,14 @@ turn's transaction rolls back (no vault item is disclosed either) and the room p
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import json
 import logging
+import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -90,8 +95,8 @@ from rooms.protocol import (
     PeerArtifact,
     PeerItem,
 )
-from rooms.sealing import MESSAGE_TEXT, WHISPER_TEXT, room_text_open
-from rooms.untrusted import FencedText, fence, trusted_preamble
+from rooms.sealing import MESSAGE_TEXT, WHISPER_TEXT, one_hop, room_text_open
+from rooms.untrusted import NONCE_BYTES, FencedText, fence, trusted_preamble
 from slips.models import RoomTier, Slip
 from slips.vault import TurnKeys, vault_item_scoped_view, vault_items_read
 from slips.verification import (
@@ -532,7 +537,9 @@ def _facts_after_failure(*, room_id: UUID, agent_id: UUID, turn: int | None) -> 
 def _clean_strings(value: Any) -> Any:
     """The other owner's item content with every string stripped like peer text."""
     if isinstance(value, str):
-        return fence(value, source="peer.item").text
+        # Only the clean text is used: no suspicion of an item is reported, so the learned
+        # flagger (the fence's dearest part) is not asked.
+        return fence(value, source="peer.item", flagger=False).text
     if isinstance(value, list):
         return [_clean_strings(v) for v in value]
     if isinstance(value, dict):
@@ -546,6 +553,7 @@ def _peer_item(item: ClearedItem) -> PeerItem:
         json.dumps(content, ensure_ascii=False, sort_keys=True),
         source="peer.item",
         cap_bytes=CONTEXT_PEER_ITEM_CAP_BYTES,
+        flagger=False,  # the block's suspicions are not used (see _clean_strings)
     )
     return PeerItem(
         item_id=item.item_id,
@@ -556,6 +564,55 @@ def _peer_item(item: ClearedItem) -> PeerItem:
         fenced=block.fenced,
         nonce=block.nonce,
     )
+
+
+# Fencing the peer's recent messages afresh on every turn was a fifth of a context request,
+# though a message's clean body is a pure function of its text: it is worked out once per
+# process per text (an LRU keyed by the text's SHA-256, bounded in entries and so in memory:
+# each body is at most CONTEXT_MESSAGE_CAP_BYTES) and each turn's block gets a fresh nonce.
+# Nothing about a room, a seat or a decision is kept: only what the text cleans to.
+_PEER_MESSAGE_MEMO_ENTRIES = 4_096
+_peer_message_memo: OrderedDict[bytes, FencedText] = OrderedDict()
+_peer_message_memo_lock = threading.Lock()
+
+
+def _peer_message_fenced(text: str) -> FencedText:
+    """``text`` fenced as a peer message of a context, with a nonce of its own (fresh from
+    the system's CSPRNG for every call, as ``fence`` draws it); the clean body, its
+    truncation and what was stripped come from the memo when this process cleaned the same
+    text before. The suspicions are the rules' alone: a context's messages carry the flags
+    recorded when each was said, so the learned flagger is not asked here."""
+    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    with _peer_message_memo_lock:
+        known = _peer_message_memo.get(key)
+        if known is not None:
+            _peer_message_memo.move_to_end(key)
+    renewed = _fresh_nonce(known) if known is not None else None
+    if renewed is not None:
+        return renewed
+    block = fence(text, source="peer", cap_bytes=CONTEXT_MESSAGE_CAP_BYTES, flagger=False)
+    renewed = _fresh_nonce(block)
+    if renewed is None:  # only a block whose nonce can be renewed is kept
+        return block
+    with _peer_message_memo_lock:
+        _peer_message_memo[key] = block
+        while len(_peer_message_memo) > _PEER_MESSAGE_MEMO_ENTRIES:
+            _peer_message_memo.popitem(last=False)
+    return renewed  # the memo's own nonce is never placed in a context
+
+
+def _fresh_nonce(block: FencedText) -> FencedText | None:
+    """``block`` with a new nonce, or None if it is not shaped as the fence makes it: the
+    boundary lines are its first and last lines (its body is exactly what lies between
+    them), and each carries the nonce once."""
+    opening, _, rest = block.fenced.partition("\n")
+    body, _, closing = rest.rpartition("\n")
+    old = block.nonce
+    if body != block.text or opening.count(old) != 1 or closing.count(old) != 1:
+        return None
+    nonce = secrets.token_hex(NONCE_BYTES)
+    fenced = f"{opening.replace(old, nonce)}\n{body}\n{closing.replace(old, nonce)}"
+    return dataclasses.replace(block, fenced=fenced, nonce=nonce)
 
 
 @functools.cache
@@ -596,6 +653,14 @@ def _recent(
             [room_p, agent_p, CONTEXT_PEER_MESSAGES, room_p, agent_p, owner_id, CONTEXT_WHISPERS],
         )
         rows = cursor.fetchall()
+    # One read: the room key's destroyed mark is checked once for all of its rows, not per row.
+    with one_hop():
+        return _recent_opened(rows, room_id=room_id)
+
+
+def _recent_opened(
+    rows: Sequence[Any], *, room_id: UUID
+) -> tuple[list[ContextMessage], list[ContextWhisper]]:
     said = sorted((r for r in rows if r[0] == 0), key=lambda r: int(r[1]))
     # Transcript text is sealed at rest under the room's key (rooms.sealing); raw SQL reads
     # the sealed value and opens it here, refusing one sealed for another room.
@@ -614,7 +679,7 @@ def _recent(
     fenced: list[ContextMessage] = []
     for _part, seq, sender, text, flags, created_at in said:
         opened = room_text_open(str(text), column=MESSAGE_TEXT, room_id=room_id)
-        block: FencedText = fence(opened, source="peer", cap_bytes=CONTEXT_MESSAGE_CAP_BYTES)
+        block = _peer_message_fenced(opened)
         if isinstance(flags, str | bytes):
             flags = json.loads(flags)
         fenced.append(
