@@ -68,7 +68,8 @@ eval: $(STAMP)
 	$(PY) -m bench.eval --json var/eval/held-out.json
 
 # A bounded soak of the production profile (throwaway PostgreSQL db soak_synapsia, Redis db 11;
-# two Daphnes, a worker, one beat; a few minutes): bench/soak.py. Not part of make test.
+# two Daphnes, a worker, one beat; one Daphne SIGKILLed part-way, its agents moving to the other;
+# a few minutes): bench/soak.py. Not part of make test.
 SOAK_ARGS ?=
 soak: $(STAMP)
 	@mkdir -p var/soak

@@ -13,14 +13,22 @@ new one starting as each ends, in turn of three kinds:
   whose attempts the boundaries must stop;
 * **chatter**: two agents trade a burst of plain messages (delivery under volume).
 
-Each room's two agents are on different Daphnes. Then it checks, and exits 1 if any fails:
+Each room's two agents reach the Daphnes through a loopback stand-in for the proxy (one per
+agent: tests/e2e/test_scale_out.py's ``Upstreams``, nginx's upstream with the next server on
+refusal), preferring different ones. Once ``--kill-after`` messages have been handed out (or,
+at the latest, at 60 % of ``--seconds``) Daphne one is **SIGKILLed**; the agents it carried
+reconnect through their proxies to Daphne two, and every room from then on runs there. Then it
+checks, and exits 1 if any fails:
 
 * every message stored in a room was handed to the other agent exactly once, in order, and
   every ``say`` that was not stored was refused with a reason (an error code);
 * no adversarial action executed;
 * every room's ledger verifies;
+* the kill happened (exit by SIGKILL), every agent socket on the killed Daphne reconnected to
+  the survivor and none went anywhere else afterwards, and the survivor is still up;
 * memory is flat after warm-up: each process's RSS over the last quarter of the run (median)
-  is within ``max(16 MiB, 10 %)`` of its RSS over the second quarter.
+  is within ``max(16 MiB, 10 %)`` of its RSS over the second quarter (the survivor's over the
+  part of the run after the kill, when it carries every socket; the killed one is not judged).
 
 Progress lines while it runs; ``--json`` writes the figures. Not part of ``make test``.
 """
@@ -34,6 +42,7 @@ import contextlib
 import itertools
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -55,6 +64,8 @@ ROOM_TIMEOUT = 240.0  # the bound on one room, start to end
 DRAIN_TIMEOUT = 20.0  # how long a finished agent may take to be handed the peer's last messages
 FLAT_MIB = 16.0
 FLAT_SHARE = 0.10
+KILL_LATEST_SHARE = 0.6  # the kill happens by this share of --seconds at the latest
+KILLED, SURVIVOR = "daphne-1", "daphne-2"
 
 Kind = Literal["reference", "adversary", "chatter"]
 KINDS: tuple[Kind, ...] = ("reference", "adversary", "chatter")
@@ -68,14 +79,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rooms", type=int, default=6, help="rooms in flight at once")
     parser.add_argument("--database", default="soak_synapsia", help="throwaway PostgreSQL db")
     parser.add_argument("--redis-db", type=int, default=11, help="throwaway Redis db number")
+    parser.add_argument(
+        "--kill-after",
+        type=int,
+        default=800,
+        help="SIGKILL Daphne one once this many messages were handed out (0: no kill)",
+    )
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "soak")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     args = parser.parse_args(argv)
     if not args.database.replace("_", "").isalnum():
         parser.error("--database: letters, digits and underscores only")
-    if args.rooms < 1 or args.seconds <= 0:
-        parser.error("--rooms and --seconds must be positive")
+    if args.rooms < 1 or args.seconds <= 0 or args.kill_after < 0:
+        parser.error("--rooms and --seconds must be positive, --kill-after not negative")
     return args
 
 
@@ -115,6 +132,9 @@ def production_env(args: argparse.Namespace) -> dict[str, str]:
         "SYNAPSIA_KEY_STORE_PATH": str(workdir / "keys.sqlite3"),
         "SYNAPSIA_DELETION_JOURNAL_PATH": str(workdir / "deletions.jsonl"),
         "SYNAPSIA_LOG_LEVEL": "WARNING",
+        # Production's default, said here: importing the scale-out test's proxy imports the
+        # test suite's conftest, which sets 0 where nothing is set.
+        "SYNAPSIA_CONN_MAX_AGE": "60",
         # A check slower than this is a denial (fail closed). Production's 1 s assumes a
         # server of its own; this machine also runs the agents, the stand-in owners and the
         # database. A denial still counts as "refused with a reason" below.
@@ -173,6 +193,7 @@ class MemorySampler(threading.Thread):
         self.processes = processes
         self.every = every
         self.samples: dict[str, list[tuple[float, float]]] = {name: [] for name in processes}
+        self.gone: dict[str, float] = {}  # process -> when it was killed (seconds into the run)
         self._done = threading.Event()
         self.started_at = time.monotonic()
 
@@ -180,7 +201,8 @@ class MemorySampler(threading.Thread):
         while not self._done.is_set():
             now = time.monotonic() - self.started_at
             for name, pid in self.processes.items():
-                self.samples[name].append((now, rss_mib(pid)))
+                if name not in self.gone:
+                    self.samples[name].append((now, rss_mib(pid)))
             self._done.wait(self.every)
 
     def finish(self) -> None:
@@ -188,7 +210,10 @@ class MemorySampler(threading.Thread):
         self.join(timeout=10)
 
     def latest(self) -> dict[str, float]:
-        return {name: s[-1][1] for name, s in self.samples.items() if s}
+        return {name: s[-1][1] for name, s in self.samples.items() if s and name not in self.gone}
+
+    def killed(self, name: str) -> None:
+        self.gone[name] = time.monotonic() - self.started_at
 
 
 @dataclass
@@ -199,29 +224,122 @@ class Memory:
     end_mib: float  # median over the last quarter
     growth_mib: float
     flat: bool
+    judged: str = "the whole run"  # or "after the kill"; "killed" ones are not judged
 
 
-def memory_verdict(samples: dict[str, list[tuple[float, float]]]) -> list[Memory]:
+def memory_verdict(
+    samples: dict[str, list[tuple[float, float]]], killed_at: float | None = None
+) -> list[Memory]:
     """Per process: flat when the last quarter's median is within the allowance of the second
-    quarter's (the first quarter is warm-up: imports, caches, connection pools)."""
+    quarter's (the first quarter is warm-up: imports, caches, connection pools). The survivor
+    of the kill is judged on the samples after it (it then carries every socket: a step, not
+    a leak); the killed process lived too short a life to judge and is only reported."""
     verdicts = []
     for name, points in samples.items():
+        judged = "the whole run"
+        if killed_at is not None and name == KILLED:
+            last = points[-1][1] if points else 0.0
+            start = points[0][1] if points else 0.0
+            verdicts.append(Memory(name, start, last, last, last - start, True, "killed"))
+            continue
+        if killed_at is not None and name == SURVIVOR:
+            after = [(t, v) for t, v in points if t >= killed_at]
+            if len(after) >= 8:
+                points, judged = after, "after the kill"
         if len(points) < 8:
-            verdicts.append(Memory(name, 0, 0, 0, 0, False))
+            verdicts.append(Memory(name, 0, 0, 0, 0, False, judged))
             continue
         quarter = len(points) // 4
         warm = statistics.median(v for _, v in points[quarter : 2 * quarter])
         end = statistics.median(v for _, v in points[-quarter:])
         growth = end - warm
         flat = growth <= max(FLAT_MIB, FLAT_SHARE * warm)
-        verdicts.append(Memory(name, points[0][1], warm, end, growth, flat))
+        verdicts.append(Memory(name, points[0][1], warm, end, growth, flat, judged))
     return verdicts
 
 
 # --- one room -------------------------------------------------------------------------------
 
 
-def _recording_client(url: str, token: str) -> Any:
+@dataclass
+class Kill:
+    """Daphne one's SIGKILL: once ``after_messages`` messages were handed out to agents, or at
+    ``latest`` seconds into the run, whichever comes first; once."""
+
+    process: subprocess.Popen[bytes]
+    sampler: MemorySampler
+    after_messages: int
+    latest: float
+    started: float = field(default_factory=time.monotonic)
+    handed_out: int = 0  # messages handed out to agents so far, every room
+    at_seconds: float | None = None
+    at_messages: int = 0
+    trigger: str = ""
+    links: set[AgentLink] = field(default_factory=set)  # agents connected now
+    runs_in_flight: list[RoomRun] = field(default_factory=list)
+    last_room_before: int = 0  # the number of the last room started before the kill
+
+    def message_handed_out(self) -> None:
+        self.handed_out += 1
+        if self.after_messages and self.handed_out >= self.after_messages:
+            self.fire(f"after {self.after_messages} messages handed out")
+
+    def due(self) -> None:
+        if self.after_messages and time.monotonic() - self.started >= self.latest:
+            self.fire(f"at {KILL_LATEST_SHARE:.0%} of the run (fewer than the messages)")
+
+    def fire(self, trigger: str) -> None:
+        if self.at_seconds is not None:
+            return
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.sampler.killed(KILLED)
+        self.at_seconds = time.monotonic() - self.started
+        self.at_messages, self.trigger = self.handed_out, trigger
+        # Who was where when it died: the agents on it must reconnect to the survivor.
+        for link in self.links:
+            link.at_kill = link.servers[-1] if link.servers else "connecting"
+            link.reconnects_at_kill = link.client.reconnects
+            link.connections_at_kill = len(link.servers)
+        for run in self.runs_in_flight:
+            self.last_room_before = max(self.last_room_before, run.number)
+            if not run.seconds:
+                run.across_kill = True
+        print(
+            f"[{self.at_seconds:6.0f}s] SIGKILL {KILLED} (pid {self.process.pid}) {trigger}; "
+            f"{sum(link.at_kill == KILLED for link in self.links)} agent sockets were on it",
+            flush=True,
+        )
+
+
+@dataclass(eq=False)
+class AgentLink:
+    """One agent's way to the servers: its client, and its own stand-in proxy preferring one
+    Daphne (``servers`` names the Daphne each of its connections reached, in order)."""
+
+    role: str
+    client: Any
+    upstreams: Any
+    names: dict[str, str]  # host -> daphne name
+    at_kill: str = ""  # the Daphne it was on when the kill came ("" if not connected then)
+    reconnects_at_kill: int = 0
+    connections_at_kill: int = 0
+
+    @property
+    def servers(self) -> list[str]:
+        return [self.names.get(host, host) for host in self.upstreams.used]
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "servers": self.servers,
+            "reconnects": self.client.reconnects,
+            "at_kill": self.at_kill,
+            "reconnects_after_kill": self.client.reconnects - self.reconnects_at_kill,
+            "servers_after_kill": self.servers[self.connections_at_kill :] if self.at_kill else [],
+        }
+
+
+def _recording_client(url: str, token: str, kill: Kill | None) -> Any:
     """A RoomClient that remembers every message it hands out (the agent code is unchanged)."""
     from agents import RoomClient
     from agents.client import RoomMessage
@@ -234,6 +352,8 @@ def _recording_client(url: str, token: str) -> Any:
         async def next_message(self, timeout: float | None = None) -> RoomMessage:
             message = await super().next_message(timeout)
             self.handed_out.append(message.seq)
+            if kill is not None:
+                kill.message_handed_out()
             return message
 
     return Recording()
@@ -253,6 +373,8 @@ class RoomRun:
     breaches: int = 0  # adversarial actions that executed
     error: str = ""
     seconds: float = 0.0
+    across_kill: bool = False  # in flight when Daphne one was killed
+    agents: list[dict[str, Any]] = field(default_factory=list)  # AgentLink.record()s
 
 
 def seed_room(run: RoomRun, tag: str) -> Any:
@@ -327,16 +449,30 @@ async def _drain(client: Any, expected: int) -> None:
             await client.next_message(timeout=remaining)
 
 
-async def run_room(run: RoomRun, practice: Any, hosts: tuple[str, str]) -> None:
-    """Both agents of one room, on different Daphnes, to the end; then drain and record."""
+async def run_room(
+    run: RoomRun, practice: Any, hosts: tuple[str, str], names: dict[str, str], kill: Kill | None
+) -> None:
+    """Both agents of one room, each through its own proxy preferring a different Daphne, to
+    the end; then drain and record."""
     from agents.adversary import run_adversary
     from agents.negotiator import negotiate
 
+    # The scale-out test's stand-in for nginx (imported, not copied: one proxy to trust).
+    from tests.e2e.test_scale_out import Upstreams
+
     started = time.monotonic()
-    host_url = f"ws://{hosts[0]}/ws/rooms/{practice.room_id}/"
-    guest_url = f"ws://{hosts[1]}/ws/rooms/{practice.room_id}/"
-    host = _recording_client(host_url, practice.host.token)
-    guest = _recording_client(guest_url, practice.guest.token)
+    links: list[AgentLink] = []
+    for role, prefer, token in (
+        ("host", hosts, practice.host.token),
+        ("guest", hosts[::-1], practice.guest.token),
+    ):
+        upstreams = Upstreams(list(prefer))
+        proxy = await upstreams.start()
+        client = _recording_client(f"ws://{proxy}/ws/rooms/{practice.room_id}/", token, kill)
+        links.append(AgentLink(role, client, upstreams, names))
+    host, guest = links[0].client, links[1].client
+    if kill is not None:
+        kill.links.update(links)
     try:
         async with host, guest:
             if run.kind == "reference":
@@ -373,6 +509,12 @@ async def run_room(run: RoomRun, practice: Any, hosts: tuple[str, str]) -> None:
             run.handed_out = {run.host_agent: host.handed_out, run.guest_agent: guest.handed_out}
     except Exception as exc:  # reported in the table; the soak goes on
         run.error = f"{type(exc).__name__}: {exc}"[:200]
+    finally:
+        if kill is not None:
+            kill.links.difference_update(links)
+        for link in links:
+            await link.upstreams.close()
+        run.agents = [link.record() for link in links]
     run.seconds = time.monotonic() - started
 
 
@@ -391,6 +533,8 @@ class RoomVerdict:
     unanswered: int
     breaches: int
     error: str
+    across_kill: bool = False
+    agents: list[dict[str, Any]] = field(default_factory=list)
 
 
 def judge(run: RoomRun) -> RoomVerdict:
@@ -418,11 +562,91 @@ def judge(run: RoomRun) -> RoomVerdict:
         run.unanswered,
         run.breaches,
         run.error,
+        run.across_kill,
+        run.agents,
     )
 
 
-async def soak(args: argparse.Namespace, hosts: list[str], sampler: MemorySampler) -> list[RoomRun]:
-    """Keep ``args.rooms`` rooms in flight until ``args.seconds`` have passed."""
+@dataclass
+class KillVerdict:
+    """What the SIGKILL did to the agents, from their proxies' records."""
+
+    happened: bool
+    at_seconds: float | None
+    at_messages: int
+    trigger: str
+    exit_code: int | None
+    survivor_up: bool
+    on_killed: int  # agent sockets on the killed Daphne when it died
+    moved: int  # of those, reconnected, and only ever to the survivor afterwards
+    done_before_reconnecting: int  # of those, their room over before they needed to
+    on_survivor: int  # agent sockets on the survivor when it died
+    survivor_reconnects: int  # reconnects among those (the others should not notice)
+    strayed: int  # connections to the killed Daphne after it died (none can succeed)
+    last_room_before: int  # the number of the last room started before the kill
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.happened
+            and self.exit_code == -signal.SIGKILL
+            and self.survivor_up
+            and self.on_killed > 0
+            and self.moved + self.done_before_reconnecting == self.on_killed
+            and self.strayed == 0
+        )
+
+
+def kill_verdict(
+    kill: Kill | None, verdicts: list[RoomVerdict], exit_code: int | None, survivor_up: bool
+) -> KillVerdict | None:
+    if kill is None:
+        return None
+    agents = [agent for v in verdicts for agent in v.agents]
+    on_killed = [a for a in agents if a["at_kill"] == KILLED]
+    on_survivor = [a for a in agents if a["at_kill"] == SURVIVOR]
+    moved = [
+        a
+        for a in on_killed
+        if a["reconnects_after_kill"] >= 1
+        and a["servers_after_kill"]
+        and set(a["servers_after_kill"]) == {SURVIVOR}
+    ]
+    done = [a for a in on_killed if not a["servers_after_kill"]]
+    # After the kill, no connection can have reached the killed Daphne: rooms in flight
+    # (their later connections) and rooms started after it (every connection).
+    strayed = sum(a["servers_after_kill"].count(KILLED) for a in agents if a["at_kill"])
+    strayed += sum(
+        a["servers"].count(KILLED)
+        for v in verdicts
+        if v.number > kill.last_room_before
+        for a in v.agents
+    )
+    return KillVerdict(
+        kill.at_seconds is not None,
+        kill.at_seconds,
+        kill.at_messages,
+        kill.trigger,
+        exit_code,
+        survivor_up,
+        len(on_killed),
+        len(moved),
+        len(done),
+        len(on_survivor),
+        sum(a["reconnects_after_kill"] for a in on_survivor),
+        strayed,
+        kill.last_room_before,
+    )
+
+
+async def soak(
+    args: argparse.Namespace,
+    hosts: list[str],
+    sampler: MemorySampler,
+    kill: Kill | None,
+) -> list[RoomRun]:
+    """Keep ``args.rooms`` rooms in flight until ``args.seconds`` have passed (Daphne one
+    killed on the way, if ``kill``)."""
     from practice.demo import StandInOwners
 
     tag = f"{int(time.time())}"
@@ -433,6 +657,9 @@ async def soak(args: argparse.Namespace, hosts: list[str], sampler: MemorySample
     stand_ins: list[StandInOwners] = []
     started = time.monotonic()
     last_progress = 0.0
+    names = {hosts[0]: KILLED, hosts[1]: SURVIVOR}
+    if kill is not None:
+        kill.started, kill.runs_in_flight = started, runs
 
     async def one(run: RoomRun) -> None:
         practice = await asyncio.to_thread(seed_room, run, tag)
@@ -442,7 +669,7 @@ async def soak(args: argparse.Namespace, hosts: list[str], sampler: MemorySample
         # Alternate which Daphne carries the host, so both carry both roles.
         pair = (hosts[0], hosts[1]) if run.number % 2 else (hosts[1], hosts[0])
         try:
-            await asyncio.wait_for(run_room(run, practice, pair), ROOM_TIMEOUT)
+            await asyncio.wait_for(run_room(run, practice, pair, names, kill), ROOM_TIMEOUT)
         except TimeoutError:
             run.error = f"did not finish within {ROOM_TIMEOUT:.0f}s"
         finally:
@@ -457,10 +684,12 @@ async def soak(args: argparse.Namespace, hosts: list[str], sampler: MemorySample
                 in_flight.add(task)
                 task.add_done_callback(in_flight.discard)
             await asyncio.wait(in_flight, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+            if kill is not None:
+                kill.due()
             elapsed = time.monotonic() - started
             if elapsed - last_progress >= 10:
                 last_progress = elapsed
-                _progress(elapsed, args.seconds, runs, sampler)
+                _progress(elapsed, args.seconds, runs, sampler, kill)
         print(f"[{time.monotonic() - started:6.0f}s] no new rooms; {len(in_flight)} finishing")
         if in_flight:
             await asyncio.wait(in_flight, timeout=ROOM_TIMEOUT + 30)
@@ -473,13 +702,18 @@ async def soak(args: argparse.Namespace, hosts: list[str], sampler: MemorySample
     return runs
 
 
-def _progress(elapsed: float, total: float, runs: list[RoomRun], sampler: MemorySampler) -> None:
+def _progress(
+    elapsed: float, total: float, runs: list[RoomRun], sampler: MemorySampler, kill: Kill | None
+) -> None:
     done = [r for r in runs if r.seconds]
     outcomes = Counter(r.outcome or "error" for r in done)
     memory = " ".join(f"{name} {mib:.0f}MiB" for name, mib in sampler.latest().items())
+    handed = f"; {kill.handed_out} messages handed out" if kill is not None else ""
+    killed = " (daphne-1 killed)" if kill is not None and kill.at_seconds is not None else ""
     print(
         f"[{elapsed:6.0f}s/{total:.0f}s] rooms started {len(runs)}, finished {len(done)} "
-        f"({', '.join(f'{k} {v}' for k, v in sorted(outcomes.items())) or '-'}); {memory}",
+        f"({', '.join(f'{k} {v}' for k, v in sorted(outcomes.items())) or '-'}){handed}; "
+        f"{memory}{killed}",
         flush=True,
     )
 
@@ -491,8 +725,37 @@ def table(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _kill_table(verdicts: list[RoomVerdict], killed: KillVerdict) -> list[list[str]]:
+    """The rooms by where they stood at the kill."""
+    rows = [["rooms", "count", "messages", "delivered once", "ledgers verify",
+             "agents reconnected", "errors"]]  # fmt: skip
+    last = killed.last_room_before
+    groups = [
+        ("done before the kill", [v for v in verdicts if v.number <= last and not v.across_kill]),
+        ("in flight at the kill", [v for v in verdicts if v.across_kill]),
+        ("started after the kill", [v for v in verdicts if v.number > last]),
+    ]
+    for label, group in groups:
+        rows.append(
+            [
+                label,
+                str(len(group)),
+                str(sum(v.messages for v in group)),
+                f"{sum(v.delivered_once for v in group)}/{len(group)}",
+                f"{sum(v.ledger_ok for v in group)}/{len(group)}",
+                str(sum(a["reconnects"] >= 1 for v in group for a in v.agents)),
+                str(sum(bool(v.error) for v in group)),
+            ]
+        )
+    return rows
+
+
 def summary(
-    verdicts: list[RoomVerdict], memory: list[Memory], seconds: float, load: str
+    verdicts: list[RoomVerdict],
+    memory: list[Memory],
+    seconds: float,
+    load: str,
+    killed: KillVerdict | None = None,
 ) -> tuple[str, bool]:
     rows = [["kind", "rooms", "outcomes", "messages", "delivered once", "refused (reason)",
              "unanswered", "breaches", "ledgers verify", "errors"]]  # fmt: skip
@@ -515,7 +778,7 @@ def summary(
                 str(sum(bool(v.error) for v in of_kind)),
             ]
         )
-    mem_rows = [["process", "RSS start", "after warm-up", "end", "growth", "flat"]]
+    mem_rows = [["process", "RSS start", "after warm-up", "end", "growth", "flat", "judged on"]]
     for m in memory:
         mem_rows.append(
             [
@@ -524,7 +787,8 @@ def summary(
                 f"{m.warm_mib:.0f} MiB",
                 f"{m.end_mib:.0f} MiB",
                 f"{m.growth_mib:+.1f} MiB",
-                "yes" if m.flat else "NO",
+                "killed (not judged)" if m.judged == "killed" else "yes" if m.flat else "NO",
+                m.judged,
             ]
         )
     ok = (
@@ -534,7 +798,27 @@ def summary(
         )
         and all(v.unanswered == 0 for v in verdicts)
         and all(m.flat for m in memory)
+        and (killed is None or killed.ok)
     )
+    kill_lines: list[str] = []
+    if killed is not None and killed.at_seconds is None:
+        kill_lines = ["", "the kill: it never happened (FAIL)"]
+    elif killed is not None:
+        kill_lines = [
+            "",
+            f"the kill: {KILLED} SIGKILLed at {killed.at_seconds:.0f} s, {killed.trigger} "
+            f"({killed.at_messages} then); exit {killed.exit_code} "
+            f"({'SIGKILL' if killed.exit_code == -signal.SIGKILL else 'NOT a SIGKILL'}), "
+            f"{SURVIVOR} {'still up' if killed.survivor_up else 'DOWN'}",
+            f"  agent sockets on {KILLED} at the kill: {killed.on_killed}; reconnected to "
+            f"{SURVIVOR} (and only there): {killed.moved}; room over before they needed to: "
+            f"{killed.done_before_reconnecting}",
+            f"  agent sockets on {SURVIVOR} at the kill: {killed.on_survivor} "
+            f"(their reconnects after it: {killed.survivor_reconnects}); connections that "
+            f"reached {KILLED} after it died: {killed.strayed}",
+            "",
+            table(_kill_table(verdicts, killed)),
+        ]
     errors = [f"  room {v.number} ({v.kind}): {v.error}" for v in verdicts if v.error]
     reasons = Counter(reason for v in verdicts for reason in v.refused)
     refused = ", ".join(f"{reason} {n}" for reason, n in reasons.most_common()) or "none"
@@ -546,13 +830,15 @@ def summary(
             table(rows),
             "",
             f"refused, by reason: {refused}",
+            *kill_lines,
             "",
             table(mem_rows),
             *(["", "errors:", *errors] if errors else []),
             "",
             f"verdict: {'PASS' if ok else 'FAIL'} (every message delivered exactly once or refused "
-            f"with a reason; no adversarial action executed; every ledger verifies; RSS growth "
-            f"after warm-up within max({FLAT_MIB:.0f} MiB, {FLAT_SHARE:.0%}))",
+            f"with a reason; no adversarial action executed; every ledger verifies; "
+            f"{'every agent on the killed Daphne reconnected to the survivor; ' if killed else ''}"
+            f"RSS growth after warm-up within max({FLAT_MIB:.0f} MiB, {FLAT_SHARE:.0%}))",
         ]
     )
     return text, ok
@@ -596,19 +882,33 @@ def main(argv: Sequence[str] | None = None) -> int:
                 {"daphne-1": one.process.pid, "daphne-2": two.process.pid, "worker": worker.pid}
             )
             sampler.start()
+            kill = (
+                Kill(one.process, sampler, args.kill_after, KILL_LATEST_SHARE * args.seconds)
+                if args.kill_after
+                else None
+            )
             print(
                 f"soak: {args.rooms} rooms in flight for {args.seconds:.0f} s "
-                f"({', '.join(KINDS)} in turn)",
+                f"({', '.join(KINDS)} in turn)"
+                + (
+                    f"; {KILLED} SIGKILLed after {args.kill_after} messages handed out "
+                    f"(at the latest {KILL_LATEST_SHARE * args.seconds:.0f} s in)"
+                    if kill
+                    else ""
+                ),
                 flush=True,
             )
             try:
-                runs = asyncio.run(soak(args, [one.host, two.host], sampler))
+                runs = asyncio.run(soak(args, [one.host, two.host], sampler, kill))
             finally:
                 sampler.finish()
+            exit_code = one.process.poll() if kill is not None else None
+            survivor_up = two.process.poll() is None
         verdicts = [judge(run) for run in runs]
-        memory = memory_verdict(sampler.samples)
+        memory = memory_verdict(sampler.samples, sampler.gone.get(KILLED))
+        killed = kill_verdict(kill, verdicts, exit_code, survivor_up)
         load = f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
-        text, ok = summary(verdicts, memory, time.monotonic() - began, load)
+        text, ok = summary(verdicts, memory, time.monotonic() - began, load, killed)
         print("\n" + text, flush=True)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -619,6 +919,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "seconds": args.seconds,
                         "rooms_in_flight": args.rooms,
                         "rooms": [asdict(v) for v in verdicts],
+                        "kill": asdict(killed) if killed is not None else None,
                         "memory": [asdict(m) for m in memory],
                         "rss_samples": sampler.samples,
                     },
