@@ -6,7 +6,8 @@ validates with, and a frame that does not match them is never acted on. It keeps
 alive across drops: on reconnect the server replays everything after the last acknowledged
 message, and the client drops anything it has already handed out, so each message is seen
 exactly once, in order. Unacknowledged ``say`` frames are resent with the same id, which the
-server records only once.
+server records only once. A frame a rate refuses (``*_rate_limited``) is resent with the same
+id after the wait the refusal names, a bounded number of times (``RateLimitedError`` after).
 """
 
 from __future__ import annotations
@@ -49,11 +50,17 @@ from synapsia_protocol import (
     WhisperFrame,
     parse_server_frame,
 )
-from synapsia_protocol.codes import FINAL_CLOSE_CODES
+from synapsia_protocol.codes import (
+    FINAL_CLOSE_CODES,
+    code_is_rate_limited,
+    retry_hint_seconds,
+)
 
 log = logging.getLogger("synapsia.agents")
 
 ACK_BATCH = 32  # while busy, acknowledge at least this often
+# A rate refusal without a hint (an older server) is waited out with backoff from this.
+RATE_BACKOFF_FIRST = 0.5
 PROTOCOL_ERROR = 1002  # RFC 6455: we close with it when the server's frame is unreadable
 
 # The SDK's names for the package's bodies (aliases, not copies: the very same classes).
@@ -83,6 +90,36 @@ class FrameRefusedError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+class RateLimitedError(FrameRefusedError):
+    """A rate kept refusing one of our frames: ``refusals`` times in all (the first answer and
+    each resend), or once with a wait longer than the client will wait (``retry_after``, the
+    seconds the server named; None if it named none). Nothing of the frame was recorded."""
+
+    def __init__(
+        self, kind: str, code: str, message: str, retry_after: int | None, refusals: int
+    ) -> None:
+        super().__init__(code, message)
+        self.kind = kind
+        self.retry_after = retry_after
+        self.refusals = refusals
+        waited = f"refused {refusals} time{'s' * (refusals != 1)}"
+        self.args = (f"{code}: the room's rate for {kind} frames {waited}; gave up ({message})",)
+
+
+def rate_limit_delay(refusals: int, retry_after: int | None, max_wait: float) -> float:
+    """How long to wait before resending a frame a rate refused for the ``refusals``-th time:
+    the server's hint plus a little jitter (so agents refused together do not all come back
+    in the same instant), or without one exponential backoff from ``RATE_BACKOFF_FIRST`` with
+    equal jitter; never more than ``max_wait``."""
+    jitter = random.random()  # noqa: S311 (jitter, not crypto)
+    if retry_after is not None:
+        delay = retry_after + min(1.0, 0.1 * retry_after) * jitter
+    else:
+        step = RATE_BACKOFF_FIRST * 2 ** (refusals - 1)
+        delay = step / 2 + step / 2 * jitter
+    return min(delay, max_wait)
 
 
 @dataclass(frozen=True)
@@ -121,6 +158,13 @@ class RoomClient:
     ``async with RoomClient(url, token) as room:`` connects and waits for the welcome;
     ``await room.say(text)`` returns the message's sequence number; ``await room.next_message()``
     (or ``async for message in room``) yields the peer's messages in order, acknowledging each.
+
+    A frame a rate refuses (``say_rate_limited``, ``context_rate_limited``,
+    ``act_rate_limited``, ``grant_rate_limited``) is resent, with the same id, after the wait
+    the refusal names (or a backoff), up to ``rate_limit_retries`` times; then, or at once if
+    the named wait is longer than ``rate_limit_max_wait`` seconds, the request raises
+    ``RateLimitedError``. Each refusal counts towards the server's looping agent flare (20 in
+    a minute), so keep the retries few. ``rate_limit_waits`` counts the waits so far.
     """
 
     def __init__(
@@ -131,12 +175,17 @@ class RoomClient:
         reconnect: bool = True,
         max_backoff: float = 10.0,
         origin: str | None = None,
+        rate_limit_retries: int = 3,
+        rate_limit_max_wait: float = 30.0,
     ) -> None:
         self.url = url
         self.token = token
         self.reconnect = reconnect
         self.max_backoff = max_backoff
         self.origin = origin
+        self.rate_limit_retries = rate_limit_retries
+        self.rate_limit_max_wait = rate_limit_max_wait
+        self.rate_limit_waits = 0
         self.welcome: Welcome | None = None
         self.room_state: str | None = None
         self.last_seq = 0  # highest seq handed out; anything at or below is a replay
@@ -344,8 +393,33 @@ class RoomClient:
     async def _request(
         self, kind: str, body: dict[str, Any], timeout: float, *, frame_id: str | None = None
     ) -> Any:
+        """Send a frame and wait for its answer (``timeout`` for each sending); a rate's
+        refusal is waited out and the same frame resent, a bounded number of times."""
         frame_id = frame_id or self._next_id()
         frame = {"v": PROTOCOL_VERSION, "type": kind, "id": frame_id, "body": body}
+        refusals = 0
+        while True:
+            try:
+                return await self._send_and_wait(frame, timeout)
+            except FrameRefusedError as refused:
+                if not code_is_rate_limited(refused.code):
+                    raise
+                refusals += 1
+                hint = retry_hint_seconds(refused.message)
+                if refusals > self.rate_limit_retries or (
+                    hint is not None and hint > self.rate_limit_max_wait
+                ):
+                    raise RateLimitedError(
+                        kind, refused.code, refused.message, hint, refusals
+                    ) from None
+                delay = rate_limit_delay(refusals, hint, self.rate_limit_max_wait)
+                self.rate_limit_waits += 1
+                log.info("%s refused (%s): resending in %.1f s", kind, refused.code, delay)
+                # Not pending while it waits: a reconnect meanwhile must not resend it early.
+                await asyncio.sleep(delay)
+
+    async def _send_and_wait(self, frame: dict[str, Any], timeout: float) -> Any:
+        frame_id = frame["id"]
         pending = _Pending(frame)
         self._pending[frame_id] = pending
         await self._send_quietly(frame)

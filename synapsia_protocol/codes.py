@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import math
+import re
 
 
 class ErrorCode(enum.StrEnum):
@@ -83,3 +85,32 @@ CLOSE_CODE_MEANINGS: dict[int, str] = {
     ),
     CloseCode.SERVER_ERROR: "Something unexpected failed on the server; retry with backoff.",
 }
+
+
+# --- rate limits: what an agent may do about a refusal ---------------------------------------
+
+# Every code a rate refuses with ends so (``say_rate_limited``...): the frame changed nothing,
+# and the same frame (same ``id``) may be sent again once the rate allows. Not
+# ``context_turn_limited``: waiting does not end that one, something new being said does.
+RATE_LIMITED_SUFFIX = "_rate_limited"
+
+# The message of a rate refusal ends with this hint (docs/protocol.md, "Limits"): whole
+# seconds, at least 1, rounded up from the wait the server computed.
+_RETRY_HINT = re.compile(r"Try again in (\d{1,9}) s\.\s*$")
+
+
+def code_is_rate_limited(code: str) -> bool:
+    """True for the refusals that waiting ends: resend the same frame after the hint."""
+    return code.endswith(RATE_LIMITED_SUFFIX)
+
+
+def retry_hint(seconds: float) -> str:
+    """The hint a rate refusal's message ends with: ``Try again in N s.``"""
+    return f"Try again in {max(1, math.ceil(seconds))} s."
+
+
+def retry_hint_seconds(message: str) -> int | None:
+    """The seconds a rate refusal's message says to wait (``retry_hint``), or None if it
+    carries no hint (an older server, or another refusal)."""
+    found = _RETRY_HINT.search(message)
+    return int(found.group(1)) if found else None
