@@ -187,6 +187,9 @@ def running_daphne(
             "raw",
             "--rate",
             "200",
+            # BENCH_PYSPY_GIL=1: only the thread holding the GIL is sampled, so a thread that
+            # waits for it (after a syscall, a commit) is not counted as if it were working.
+            *(["--gil"] if os.environ.get("BENCH_PYSPY_GIL") == "1" else []),
             "-o",
             str(profile_to),
             "--",

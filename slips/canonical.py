@@ -141,6 +141,7 @@ def payload_parse_canonical(raw: bytes) -> dict[str, JsonValue]:
     so there is never a second serialisation that could disagree with what the owner signed.
     """
     value = payload_parse(raw)
-    if canonical_json(value) != raw:
+    # payload_parse has applied canonical_json's checks to this very tree: serialise only.
+    if rfc8785.dumps(value) != raw:
         raise Malformed("not_canonical", "Payload is not RFC 8785 canonical JSON.")
     return value
