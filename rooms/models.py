@@ -7,17 +7,23 @@ the models only describe storage.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import models
 
 from rooms.sealing import (
     MESSAGE_TEXT,
+    OUTCOME_PLAN,
+    ROOM_CHARTER,
+    ROOM_PURPOSE,
     SEALED_OFFER,
     WHISPER_TEXT,
     SealedContent,
     SealedJSONField,
     SealedTextField,
+    SealedTextOnReadField,
 )
 
 
@@ -60,14 +66,16 @@ class RoomState(models.TextChoices):
 
 
 class Room(models.Model):
-    """A room two owners' agents meet in, under a charter."""
+    """A room two owners' agents meet in, under a charter. Its purpose and charter are room
+    content, sealed at rest under the room's own data key (rooms.sealing) and opened when
+    read, so loading the row for its state costs no key (``services`` keeps the limits)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="rooms_created"
     )
-    purpose = models.CharField(max_length=200)
-    charter = models.TextField(blank=True)
+    purpose = SealedTextOnReadField(sealed_as=ROOM_PURPOSE, room_field="id")
+    charter = SealedTextOnReadField(sealed_as=ROOM_CHARTER, room_field="id", blank=True)
     state = models.CharField(max_length=10, choices=RoomState.choices, default=RoomState.DRAFT)
     # The dinner terms (dining.DinnerTerms, JSON form): catalogue, time zone, horizon, dinner
     # length, start times, party size, travel limit. Null for a room that is not a dinner.
@@ -254,12 +262,25 @@ class OutcomeKind(models.TextChoices):
     NO_AGREEMENT = "no_agreement", "No agreement"
 
 
-class RoomOutcome(models.Model):
+# The booked plan's parts, each read as an attribute of the outcome (``RoomOutcome.plan``).
+PLAN_FIELDS = (
+    "venue_id",
+    "venue_name",
+    "starts_at",
+    "time_zone",
+    "party_size",
+    "price_per_person_minor",
+    "currency",
+)
+
+
+class RoomOutcome(SealedContent):
     """One change of a room's outcome, derived by ``rooms.outcomes`` from an executed typed
     action, never from text; the room's outcome is its latest row. ``agreed``: the plan of an
     executed ``book_table`` (snapshotted from the room's catalogue when it was booked, so a later
-    catalogue edit does not rewrite it). ``no_agreement``: the standing coarse reason of each
-    side that executed ``declare_no_plan``. Room data (the ledger has only the codes)."""
+    catalogue edit does not rewrite it), sealed at rest under the room's data key. ``no_agreement``:
+    the standing coarse reason of each side that executed ``declare_no_plan`` (codes the ledger
+    holds too). Room data (the ledger has only the codes)."""
 
     room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="outcomes")
     # The executed action this row derives from (a gatekeeper ActionRecord id): unique, so a
@@ -268,13 +289,9 @@ class RoomOutcome(models.Model):
     kind = models.CharField(max_length=12, choices=OutcomeKind.choices)
     # Whose agent books (agreed), or the side that declared (no agreement).
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    venue_id = models.CharField(max_length=64, blank=True)
-    venue_name = models.CharField(max_length=200, blank=True)
-    starts_at = models.DateTimeField(null=True, blank=True)
-    time_zone = models.CharField(max_length=64, blank=True)
-    party_size = models.PositiveSmallIntegerField(null=True, blank=True)
-    price_per_person_minor = models.PositiveIntegerField(null=True, blank=True)
-    currency = models.CharField(max_length=3, blank=True)
+    # Agreed: venue id and name, start (ISO 8601 with its offset), time zone, party size,
+    # price per person in minor units, currency. Null for no agreement.
+    plan = SealedJSONField(sealed_as=OUTCOME_PLAN, null=True, blank=True)
     # No agreement: owner id (as text) -> reason code, one per side that declared.
     reasons = models.JSONField(default=dict, blank=True)
     recorded_at = models.DateTimeField(auto_now_add=True)
@@ -284,6 +301,40 @@ class RoomOutcome(models.Model):
 
     def __str__(self) -> str:
         return f"outcome {self.kind} in room {self.room_id}"
+
+    def _planned(self, name: str) -> Any:
+        return (self.plan or {}).get(name)
+
+    @property
+    def venue_id(self) -> str:
+        return str(self._planned("venue_id") or "")
+
+    @property
+    def venue_name(self) -> str:
+        return str(self._planned("venue_name") or "")
+
+    @property
+    def starts_at(self) -> datetime | None:
+        start = self._planned("starts_at")
+        return datetime.fromisoformat(start) if isinstance(start, str) else None
+
+    @property
+    def time_zone(self) -> str:
+        return str(self._planned("time_zone") or "")
+
+    @property
+    def party_size(self) -> int | None:
+        party = self._planned("party_size")
+        return int(party) if party is not None else None
+
+    @property
+    def price_per_person_minor(self) -> int | None:
+        price = self._planned("price_per_person_minor")
+        return int(price) if price is not None else None
+
+    @property
+    def currency(self) -> str:
+        return str(self._planned("currency") or "")
 
 
 class SealedOffer(SealedContent):

@@ -8,13 +8,16 @@ declare; an agreement after a "no plan" replaces it; a declaration after an agre
 nothing (the table is booked). Each change is one ``RoomOutcome`` row and one
 ``outcome_recorded`` ledger event (codes only), in the action's own transaction.
 
+The plan is room content, sealed at rest under the room's data key (``RoomOutcome.plan``,
+``rooms.sealing``): a backup taken before the room's deletion cannot show it.
+
 Owners are the audience (``room_outcome_for_owner``): agents already know what they did.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
@@ -50,9 +53,15 @@ def _latest(room_id: UUID) -> RoomOutcome | None:
     return RoomOutcome.objects.filter(room_id=room_id).order_by("-id").first()
 
 
+def _aware(moment: datetime) -> datetime:
+    """A start without an offset is UTC (as the timestamp column of before stored it)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def _plan(room: Room, record: ActionRecord) -> dict[str, Any] | None:
-    """The agreed plan's fields from the validated booking arguments and the room's
-    catalogue; None for a room without dinner terms (no plan to speak of)."""
+    """The agreed plan's fields (``rooms.models.PLAN_FIELDS``; the start in ISO 8601 with its
+    offset) from the validated booking arguments and the room's catalogue; None for a room
+    without dinner terms (no plan to speak of). Stored sealed under the room's key."""
     if room.terms is None:
         return None
     arguments = record.arguments
@@ -73,7 +82,7 @@ def _plan(room: Room, record: ActionRecord) -> dict[str, Any] | None:
     return {
         "venue_id": str(arguments["venue_id"]),
         "venue_name": venue.name if venue is not None else str(arguments["venue_id"]),
-        "starts_at": datetime.fromisoformat(str(arguments["start"])),
+        "starts_at": _aware(datetime.fromisoformat(str(arguments["start"]))).isoformat(),
         "time_zone": zone,
         "party_size": party,
         "price_per_person_minor": price,
@@ -106,7 +115,7 @@ def outcome_record(*, room: Room, action_id: UUID) -> RoomOutcome | None:
             action_id=record.id,
             kind=OutcomeKind.AGREED,
             owner_id=record.owner_id,
-            **plan,
+            plan=plan,
         )
         event = OutcomeRecorded(
             outcome="agreed", action_id=str(record.id), owner_id=str(record.owner_id)

@@ -7,9 +7,10 @@ crypto-shredding). Every read of a sealed column decrypts here, and every write 
   room's content in any older database backup can never be read again.
 - A sealed value is text: ``rc1:`` + base64url(room id, key id, nonce, AES-256-GCM
   ciphertext). The associated data binds the room and the column (``message.text``,
-  ``whisper.text``, ``sealed_offer.offer``): a value copied to another column fails to open,
-  and one copied to another room's row is refused by every reader that knows the row's room
-  (the model's ``from_db`` for instances, ``room_content_open(room_id=...)`` for raw SQL).
+  ``whisper.text``, ``sealed_offer.offer``, ``room.purpose``...): a value copied to another
+  column fails to open, and one copied to another room's row is refused by every reader that
+  knows the row's room (the model's ``from_db`` for instances, the attribute's first read for
+  a ``SealedTextOnReadField``, ``room_content_open(room_id=...)`` for raw SQL).
 - Through the ORM it is transparent: ``SealedTextField`` / ``SealedJSONField`` seal in
   ``pre_save`` (``create``, ``save``, ``bulk_create``) and open in ``from_db_value`` (so a
   sealed column reads as its value, in instances and in ``values_list``). A bare plaintext value
@@ -45,10 +46,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Self
 from uuid import UUID
 
 from django.db import models
+from django.db.models.query_utils import DeferredAttribute
 
 from slips.datakeys import (
     DataKeyDestroyed,
@@ -63,6 +66,9 @@ from slips.errors import Misconfigured
 MESSAGE_TEXT = "message.text"
 WHISPER_TEXT = "whisper.text"
 SEALED_OFFER = "sealed_offer.offer"
+ROOM_PURPOSE = "room.purpose"
+ROOM_CHARTER = "room.charter"
+OUTCOME_PLAN = "room_outcome.plan"
 
 SEALED_PREFIX = "rc1:"
 _AAD = b"synapsia-room-content-v1|"
@@ -336,30 +342,39 @@ class SealedValue(str):
 
 
 class _SealedField(models.TextField):
-    """Base of the sealed columns: the row's ``room_id`` picks the key; ``sealed_as`` names
-    the column in the associated data (stable across table or column renames)."""
+    """Base of the sealed columns: the row's room (``room_field``: the attribute holding its
+    id, ``room_id`` but on the room itself) picks the key; ``sealed_as`` names the column in
+    the associated data (stable across table or column renames)."""
 
-    def __init__(self, *args: Any, sealed_as: str, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, sealed_as: str, room_field: str = "room_id", **kwargs: Any):
         self.sealed_as = sealed_as
+        self.room_field = room_field
         super().__init__(*args, **kwargs)
 
     def deconstruct(self) -> Any:
         name, path, args, kwargs = super().deconstruct()
         kwargs["sealed_as"] = self.sealed_as
+        if self.room_field != "room_id":
+            kwargs["room_field"] = self.room_field
         return name, path, args, kwargs
 
     def _plaintext(self, value: Any) -> bytes:
         raise NotImplementedError
 
+    def room_of(self, model_instance: models.Model) -> UUID | None:
+        """The room whose key seals this row's value (None: the row names no room yet)."""
+        room_id = getattr(model_instance, self.room_field, None)
+        if room_id is None or isinstance(room_id, UUID):
+            return room_id
+        return UUID(str(room_id))
+
     def pre_save(self, model_instance: models.Model, add: bool) -> Any:
         value = getattr(model_instance, self.attname)
         if value is None:
             return None
-        room_id = getattr(model_instance, "room_id", None)
+        room_id = self.room_of(model_instance)
         if room_id is None:  # no room, no key: never stored in plaintext instead
             raise _refused("it belongs to no room, so there is no key to seal it under")
-        if not isinstance(room_id, UUID):
-            room_id = UUID(str(room_id))
         return SealedValue(
             room_content_seal(
                 room_id=room_id, column=self.sealed_as, plaintext=self._plaintext(value)
@@ -414,6 +429,56 @@ class SealedJSONField(_SealedField):
         return loaded
 
 
+class SealedAtRest(str):
+    """A sealed value as it is stored, not opened yet: what a ``SealedTextOnReadField`` holds
+    on a row until its attribute is first read (and what ``values()`` of it returns)."""
+
+
+class _OpenedOnRead(DeferredAttribute):
+    """Opens the field's sealed value the first time the attribute is read on an instance
+    (then keeps the opened text on it); a deferred field loads first, as Django's does. A data
+    descriptor (``__set__``), so the instance's stored value never shadows it."""
+
+    field: SealedTextOnReadField
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        instance.__dict__[self.field.attname] = value
+
+    def __get__(self, instance: Any, cls: Any = None) -> Any:
+        if instance is None:
+            return self
+        value = super().__get__(instance, cls)
+        if isinstance(value, SealedAtRest):
+            value = room_text_open(
+                str(value), column=self.field.sealed_as, room_id=self.field.room_of(instance)
+            )
+            instance.__dict__[self.field.attname] = value
+        return value
+
+
+class SealedTextOnReadField(SealedTextField):
+    """Text sealed under the row's room key, opened only when the attribute is read: for a
+    row loaded often for other columns (the room itself, locked and read on every action and
+    every owner's request), so a load costs no key and a deleted room's row restored from a
+    backup still loads (its state, its deletion) while its text fails closed where it is read.
+    ``values()`` / ``values_list()`` of the column return the sealed value: read the
+    attribute. A value copied from another room's row is refused when read."""
+
+    descriptor_class = _OpenedOnRead
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        if value is None:
+            return None
+        text = str(value)
+        return SealedAtRest(text) if is_sealed(text) else OpenedText(text, None)
+
+    def pre_save(self, model_instance: models.Model, add: bool) -> Any:
+        stored = model_instance.__dict__.get(self.attname)
+        if isinstance(stored, SealedAtRest):  # never opened, so unchanged: written as it was
+            return SealedValue(stored)
+        return super().pre_save(model_instance, add)
+
+
 class SealedContent(models.Model):
     """A model with sealed columns and a ``room`` foreign key: a row whose sealed value was
     sealed for another room (copied across rooms in the database) is refused when loaded."""
@@ -446,6 +511,10 @@ CONTENT_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("rooms", "Message", "text"),
     ("rooms", "Whisper", "text"),
     ("rooms", "SealedOffer", "offer"),
+    # The room's own words and its booked plan (rooms 0015).
+    ("rooms", "Room", "purpose"),
+    ("rooms", "Room", "charter"),
+    ("rooms", "RoomOutcome", "plan"),
     # Tool-call arguments and outcomes (gatekeeper 0005-0008) and exit notes (stewards 0002).
     ("gatekeeper", "ActionRecord", "arguments"),
     ("gatekeeper", "ActionRecord", "outcome"),
@@ -457,30 +526,41 @@ CONTENT_COLUMNS: tuple[tuple[str, str, str], ...] = (
 _BATCH = 500
 
 
-def _columns(
-    get_model: Any, only: Collection[str] | None = None
-) -> list[tuple[str, str, str, str, str]]:
-    """(label, table, primary key column, sealed column, column's AAD name) per sealed column
-    (``only``: of these models, ``"rooms.Message"``...)."""
+@dataclass(frozen=True)
+class _Column:
+    label: str  # "rooms.Message.text"
+    table: str
+    pk: str  # the primary key's column
+    room: str  # the column holding the row's room id (the room's own id on the room)
+    column: str  # the sealed column
+    sealed_as: str  # its name in the associated data
+
+
+def _columns(get_model: Any, only: Collection[str] | None = None) -> list[_Column]:
+    """Each sealed column (``only``: of these models, ``"rooms.Message"``...) in the model
+    state given: a migration's historical models, or the live ones."""
+    from django.core.exceptions import FieldDoesNotExist
+
     found = []
     for app, name, field_name in CONTENT_COLUMNS:
         if only is not None and f"{app}.{name}" not in only:
             continue
         try:
             meta = get_model(app, name)._meta
-        except LookupError:  # a migration's state without that app (or not yet that model)
+            field = meta.get_field(field_name)
+        except (LookupError, FieldDoesNotExist):  # a state without that app, model or column
             continue
-        field = meta.get_field(field_name)
         if not isinstance(field, _SealedField):
             continue
-        sealed_as = field.sealed_as
+        room = next(f for f in meta.concrete_fields if f.attname == field.room_field)
         found.append(
-            (
-                f"{app}.{name}.{field_name}",
-                meta.db_table,
-                meta.pk.column,
-                str(field.column),
-                sealed_as,
+            _Column(
+                label=f"{app}.{name}.{field_name}",
+                table=meta.db_table,
+                pk=meta.pk.column,
+                room=str(room.column),
+                column=str(field.column),
+                sealed_as=field.sealed_as,
             )
         )
     return found
@@ -500,7 +580,8 @@ def room_content_seal_existing(
     backup of a deleted room) cannot be sealed: it is left for ``reapply_deletions``."""
     q = connection.ops.quote_name
     counts: dict[str, int] = {}
-    for label, table, pk, column, sealed_as in _columns(get_model, only):
+    for c in _columns(get_model, only):
+        label, table, pk, column, sealed_as = c.label, c.table, c.pk, c.column, c.sealed_as
         sealed = 0
         last: Any = None
         while True:
@@ -511,7 +592,7 @@ def room_content_seal_existing(
             params: list[Any] = [SEALED_PREFIX] + ([last] if last is not None else [])
             with connection.cursor() as cursor:
                 cursor.execute(
-                    f"SELECT {q(pk)}, room_id, {q(column)} FROM {q(table)} "  # noqa: S608
+                    f"SELECT {q(pk)}, {q(c.room)}, {q(column)} FROM {q(table)} "  # noqa: S608
                     f"WHERE {where} ORDER BY {q(pk)} LIMIT {_BATCH}",
                     params,
                 )
@@ -547,7 +628,8 @@ def room_content_unseal_existing(
     never be opened: it is deleted content a restore brought back); counted apart."""
     q = connection.ops.quote_name
     counts: dict[str, int] = {}
-    for label, table, pk, column, sealed_as in _columns(get_model, only):
+    for c in _columns(get_model, only):
+        label, table, pk, column, sealed_as = c.label, c.table, c.pk, c.column, c.sealed_as
         opened = unreadable = 0
         last: Any = None
         while True:
@@ -557,7 +639,7 @@ def room_content_unseal_existing(
             params: list[Any] = [SEALED_PREFIX] + ([last] if last is not None else [])
             with connection.cursor() as cursor:
                 cursor.execute(
-                    f"SELECT {q(pk)}, room_id, {q(column)} FROM {q(table)} "  # noqa: S608
+                    f"SELECT {q(pk)}, {q(c.room)}, {q(column)} FROM {q(table)} "  # noqa: S608
                     f"WHERE {where} ORDER BY {q(pk)} LIMIT {_BATCH}",
                     params,
                 )

@@ -56,7 +56,7 @@ def _with_outcome(opened: OpenRoom) -> None:
         action_id="00000000-0000-0000-0000-0000000000aa",
         kind="agreed",
         owner=opened.a.owner,
-        venue_name=CANARY,
+        plan={"venue_id": "v1", "venue_name": CANARY, "starts_at": "2026-12-04T19:00:00+01:00"},
     )
 
 

@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -275,8 +276,27 @@ def test_a_restored_backup_cannot_open_a_deleted_accounts_vault(
 # Columns of room content not sealed under the room key yet (docs/data-lifecycle.md, "Not done
 # yet"): a restored backup would still show them until reapply_deletions removes the rows. The
 # test below fails as soon as a column leaks. Tool-call arguments and outcomes (action records,
-# sandbox effects) are sealed since gatekeeper 0005: none is left.
+# sandbox effects) are sealed since gatekeeper 0005, the room's purpose and charter and its
+# booked plan since rooms 0015: none is left.
 NOT_SEALED_YET: set[str] = set()
+
+
+def _with_words_and_plan(opened: OpenRoom) -> None:
+    """The canary in the room's charter (its purpose has it already) and in a booked plan."""
+    from rooms.models import OutcomeKind, RoomOutcome
+
+    room = Room.objects.get(id=opened.room.id)
+    room.charter = f"Ground rules: {CANARY}"
+    room.save(update_fields=["charter"])
+    RoomOutcome.objects.create(
+        room=room,
+        action_id=uuid.uuid4(),
+        kind=OutcomeKind.AGREED,
+        owner=opened.a.owner,
+        plan={"venue_id": "v1", "venue_name": CANARY, "starts_at": "2026-12-04T19:00:00+01:00",
+              "time_zone": "Europe/Berlin", "party_size": 2, "price_per_person_minor": 4000,
+              "currency": "EUR"},
+    )  # fmt: skip
 
 
 def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
@@ -284,7 +304,8 @@ def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
 ) -> None:
     """Crypto-shredding for rooms: the room's data key lives in the key store outside the
     database and is destroyed with the room, so a database backup taken before the deletion,
-    restored, brings the sealed rows back unreadable: each fails closed in words, no canary is
+    restored, brings the sealed rows back unreadable (the transcript, fork snapshots, the
+    booked plan, the room's purpose and charter): each fails closed in words, no canary is
     in any sealed column's stored bytes nor in the key store, the kept room still opens;
     ``reapply_deletions`` then removes the rows."""
     if connection.vendor == "postgresql" and not shutil.which("pg_restore"):
@@ -293,7 +314,7 @@ def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
         )
     from gatekeeper.models import SandboxEffect
     from gatekeeper.records import ActionRecord
-    from rooms.models import Message, SealedOffer, Whisper
+    from rooms.models import Message, RoomOutcome, SealedOffer, Whisper
     from rooms.sealing import room_keys_forget
     from slips.datakeys import DataKeyDestroyed
 
@@ -301,9 +322,12 @@ def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
     settings.SYNAPSIA = {**settings.SYNAPSIA, "DELETION_JOURNAL_PATH": str(tmp_path / "j.jsonl")}
     settings.SLIPS = {**settings.SLIPS, "KEY_STORE_PATH": str(key_store)}
     room_keys_forget()  # a fresh key store: nothing of the run's own cached
-    deleted, kept = make_open_room(prefix="gone-"), make_open_room(prefix="kept-")
+    deleted, kept = (
+        make_open_room(purpose=f"Dinner {CANARY}", prefix=p) for p in ("gone-", "kept-")
+    )
     for opened in (deleted, kept):
         _fill(opened)
+        _with_words_and_plan(opened)
     backup = tmp_path / "backup.db"
     _backup(backup)
     key_store_before = key_store.read_bytes()
@@ -311,13 +335,22 @@ def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
     room_delete(owner=deleted.b.owner, room_id=deleted.room.id)
     _restore(backup)  # the database only: the key store is not part of its backup
 
-    for model in (SealedOffer, Message, Whisper, ActionRecord, SandboxEffect):
+    for model in (SealedOffer, Message, Whisper, ActionRecord, SandboxEffect, RoomOutcome):
         restored = model.objects.filter(room_id=deleted.room.id)
         assert restored.count() == 1  # the row is back ...
         with pytest.raises(DataKeyDestroyed) as caught:
             restored.get()  # ... and it does not open: fail closed, in words
         assert "room's data key was destroyed" in caught.value.message
+    # The room's own row is back too (it loads: its state), and its words do not open.
+    gone_room = Room.objects.get(id=deleted.room.id)
+    for words in ("purpose", "charter"):
+        with pytest.raises(DataKeyDestroyed) as caught:
+            getattr(gone_room, words)
+        assert "room's data key was destroyed" in caught.value.message
     assert SealedOffer.objects.get(room_id=kept.room.id).offer == {"note": CANARY}  # kept's opens
+    kept_room = Room.objects.get(id=kept.room.id)
+    assert CANARY in kept_room.purpose and CANARY in kept_room.charter
+    assert RoomOutcome.objects.get(room_id=kept.room.id).venue_name == CANARY
     # In stored bytes: the canary only in the columns not sealed yet (both rooms' rows), never
     # in a sealed one; readable: the kept room's only, as before the deletion.
     assert set(canaries_at_rest()) == NOT_SEALED_YET
@@ -327,7 +360,7 @@ def test_a_restored_backup_cannot_open_a_deleted_rooms_content(
 
     assert ActionRecord.objects.get(room_id=kept.room.id).arguments == {"note": CANARY}
     call_command("reapply_deletions")
-    for model in (SealedOffer, Message, Whisper, ActionRecord, SandboxEffect):
+    for model in (SealedOffer, Message, Whisper, ActionRecord, SandboxEffect, RoomOutcome):
         assert not model.objects.filter(room_id=deleted.room.id).exists()
     assert not Room.objects.filter(id=deleted.room.id).exists()
     assert SealedOffer.objects.get(room_id=kept.room.id).offer == {"note": CANARY}
