@@ -9,6 +9,10 @@ is ``SYNAPSIA["SOCKET_RATES"][kind]`` in the REST API's ``count/period`` form (p
 An agent that keeps running into a limit is looping, not negotiating: after
 ``LOOP_REFUSALS`` refusals within ``LOOP_WINDOW_SECONDS`` the socket raises a `loop` Signal
 Flare for it (the room pauses for its owner) instead of letting it spin.
+
+What the sockets take and refuse is counted for the operator (``frame_received``,
+``rate_refused``, ``frame_refused``: ``synapsia_socket_frames_*`` in ``synapsia.metrics``), by
+frame type and limit name only.
 """
 
 from __future__ import annotations
@@ -23,7 +27,20 @@ from uuid import UUID
 
 from django.conf import settings
 
+from synapsia.metrics import SOCKET_FRAMES_RECEIVED, SOCKET_FRAMES_REFUSED
+from synapsia_protocol import CLIENT_FRAME_TYPES
+
 Kind = Literal["say", "context_request", "act", "grant_request"]
+# The limits a frame can be refused by, as the metrics name them (docs/operations.md).
+Limit = Literal[
+    "say_rate", "context_rate", "context_turn", "act_rate", "grant_rate", "inbox", "send_buffer"
+]
+_RATE_LIMITS: dict[Kind, Limit] = {
+    "say": "say_rate",
+    "context_request": "context_rate",
+    "act": "act_rate",
+    "grant_request": "grant_rate",
+}
 
 _PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -156,6 +173,24 @@ def limits_book() -> LimitsBook:
     if book is None:
         book = _books[loop] = LimitsBook()
     return book
+
+
+def frame_received(frame: object) -> None:
+    """Count a frame a socket took up for handling, by its type: a parsed client frame, or
+    anything else (the ``FrameError`` parsing raised) as ``unreadable``."""
+    kind = getattr(frame, "type", None)
+    SOCKET_FRAMES_RECEIVED.labels(frame=kind if kind in CLIENT_FRAME_TYPES else "unreadable").inc()
+
+
+def rate_refused(kind: Kind | None) -> None:
+    """Count a frame refused by ``kind``'s rate, or (None) by the contexts allowed per turn."""
+    frame_refused(_RATE_LIMITS[kind] if kind is not None else "context_turn")
+
+
+def frame_refused(limit: Limit) -> None:
+    """Count a frame refused by ``limit`` (``inbox``: the one that overflowed it;
+    ``send_buffer``: the socket closed because its client did not read)."""
+    SOCKET_FRAMES_REFUSED.labels(limit=limit).inc()
 
 
 def send_backlog(send: Any) -> int | None:

@@ -9,7 +9,8 @@ token configured the endpoint does not exist (404). Two kinds of series:
   flares by reason, messages and ledger events by kind in the last window, decisions (denials
   by rule; grants by outcome), and what retention purges removed in the window;
 * **in-process** (per Daphne process; ``sum`` them): HTTP requests by route name and status
-  class, their latency, unhandled exceptions, ledger event insert latency.
+  class, their latency, unhandled exceptions, ledger event insert latency, and room socket
+  frames taken by type and refused by limit (counted by ``rooms.limits``).
 
 No label or value carries room content or an identifier of a person, room or agent
 (tests/synapsia/test_metrics.py): labels are states, kinds, reasons, route names and rule
@@ -48,6 +49,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from synapsia_protocol import CLIENT_FRAME_TYPES
+
 # No *_created series: they double the series count and tell an operator nothing here.
 disable_created_metrics()
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -78,6 +81,38 @@ LEDGER_INSERT_SECONDS = Histogram(
     registry=REGISTRY,
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
 )
+
+# Room socket frames, by fixed label sets only (never a room, an agent or a person): the type
+# of each frame a socket took up for handling (``unreadable``: one the protocol could not
+# parse), and the limit (docs/protocol.md, "Limits") each refused frame ran into.
+SOCKET_FRAME_TYPES: tuple[str, ...] = (*sorted(CLIENT_FRAME_TYPES), "unreadable")
+SOCKET_LIMITS: tuple[str, ...] = (
+    "say_rate",
+    "context_rate",
+    "context_turn",
+    "act_rate",
+    "grant_rate",
+    "inbox",
+    "send_buffer",
+)
+SOCKET_FRAMES_RECEIVED = Counter(
+    "synapsia_socket_frames_received",
+    "Room socket frames taken up for handling, by frame type (unreadable: not the protocol).",
+    ["frame"],
+    registry=REGISTRY,
+)
+SOCKET_FRAMES_REFUSED = Counter(
+    "synapsia_socket_frames_refused",
+    "Room socket frames refused by a limit, by the limit's name (send_buffer: a socket closed "
+    "because its client did not read).",
+    ["limit"],
+    registry=REGISTRY,
+)
+# Every series from the start, at 0: a rate() over a series that appears late misses its start.
+for _frame in SOCKET_FRAME_TYPES:
+    SOCKET_FRAMES_RECEIVED.labels(frame=_frame)
+for _limit in SOCKET_LIMITS:
+    SOCKET_FRAMES_REFUSED.labels(limit=_limit)
 
 # Ids inside rule ids: a UUID, or the start of one (rule ids are cut to 48 characters, which
 # can cut a UUID short), long hex runs and long numbers.

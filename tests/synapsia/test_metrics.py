@@ -18,8 +18,11 @@ from django.test import Client
 
 from ledger.events import Denial, GrantRequested, RetentionPurge, rule_id_from
 from ledger.services import ledger_append
+from rooms import limits
 from rooms.models import Flare, FlareReason, Message, Whisper
 from synapsia import metrics  # noqa: F401 (connects its signals, as Daphne's start-up does)
+from synapsia.metrics import SOCKET_FRAME_TYPES, SOCKET_LIMITS
+from synapsia_protocol import FrameError, parse_client_frame
 
 pytestmark = pytest.mark.django_db
 
@@ -160,14 +163,36 @@ LABEL_VALUES = {
     "status": re.compile(r"^[1-5]xx$"),
     "path": re.compile(r"^(one|batch)$"),
     "participant": re.compile(r"^(agent|owner)$"),
+    "frame": re.compile(rf"^({'|'.join(SOCKET_FRAME_TYPES)})$"),
+    "limit": re.compile(rf"^({'|'.join(SOCKET_LIMITS)})$"),
     "le": re.compile(r"^([0-9.]+(e[+-]?[0-9]+)?|\+Inf)$"),
 }
+
+
+def _socket_frames_with_canaries(opened: Any) -> None:
+    """What a room socket counts for frames full of canaries and ids: a say, an act naming the
+    room, a frame the protocol cannot read, and refusals by every limit."""
+    room, agent = str(opened.room.id), str(opened.a.agent.id)
+    for raw in (
+        f'{{"v":1,"type":"say","id":"{CANARY}-{agent}","body":{{"text":"{CANARY} {room}"}}}}',
+        f'{{"v":1,"type":"act","id":"a-1","body":{{"tool":"{CANARY}","arguments":{{"r":"{room}"}}}}}}',
+        f'{{"v":1,"type":"{CANARY}-{room}","id":"x","body":{{}}}}',
+    ):
+        try:
+            limits.frame_received(parse_client_frame(raw, max_bytes=65536))
+        except FrameError as unreadable:
+            limits.frame_received(unreadable)
+    for kind in ("say", "context_request", "act", "grant_request", None):
+        limits.rate_refused(kind)
+    limits.frame_refused("inbox")
+    limits.frame_refused("send_buffer")
 
 
 def test_every_label_is_a_known_one_with_a_value_that_names_no_one(
     scrape: Any, make_open_room: Any
 ) -> None:
-    _negotiate_with_canaries(make_open_room)
+    opened, identifiers = _negotiate_with_canaries(make_open_room)
+    _socket_frames_with_canaries(opened)
     Client().get("/healthz")
     Client().get("/favicon.ico")
     # An unnamed pattern (the admin's old change-page redirect) is counted as "unnamed", never
@@ -185,6 +210,22 @@ def test_every_label_is_a_known_one_with_a_value_that_names_no_one(
     assert ("route", "admin.unnamed") in pairs and ("route", "favicon") in pairs
     # Rule ids that named an entry keep only "id": no hex run long enough to be one survives.
     assert not [v for _, v in pairs if re.search(r"[0-9a-f]{8}", v)]
+    # The socket frames' series: every type and limit there, counted, naming nothing else.
+    for frame_type in SOCKET_FRAME_TYPES:
+        assert ("frame", frame_type) in pairs
+    for limit in SOCKET_LIMITS:
+        assert ("limit", limit) in pairs
+    counts = {
+        line.split(" ")[0]: float(line.rsplit(" ", 1)[1])
+        for line in body.splitlines()
+        if line.startswith("synapsia_socket_frames_")
+    }
+    assert counts['synapsia_socket_frames_received_total{frame="say"}'] >= 1
+    assert counts['synapsia_socket_frames_received_total{frame="unreadable"}'] >= 1
+    assert counts['synapsia_socket_frames_refused_total{limit="context_turn"}'] >= 1
+    assert CANARY.lower() not in body.lower()
+    for identifier in identifiers:
+        assert identifier.lower() not in body.lower(), identifier
 
 
 def test_the_label_check_catches_a_label_that_names_a_room(
