@@ -308,12 +308,12 @@ def chain_check(
 
 
 # A stored row as verification streams it: (seq, kind, occurred_at as stored in UTC,
-# "YYYY-MM-DD HH:MM:SS.ffffff", data_length, prev_hash, hash, stored bytes, room id as the
-# database spells it: only for grouping). ``data_length`` is what the database found about
+# "YYYY-MM-DD HH:MM:SS.ffffff", data_length, prev_hash, hash, stored bytes); each statement
+# reads one room, so no row carries its room. ``data_length`` is what the database found about
 # the data column: the length of the stored bytes' data member, which the column matches
 # (SQLite: byte for byte, the column being RFC 8785 text; PostgreSQL, where jsonb keeps
 # values, not text: as a jsonb value), or -1 when it does not.
-StoredRow = tuple[int, str, str, int, str, str, bytes, str]
+StoredRow = tuple[int, str, str, int, str, str, bytes]
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -370,9 +370,10 @@ def stored_chain_check(
     room_part = f'","room_id":"{json_string(room_id)[1:-1]}","seq":'
     sha256 = hashlib.sha256
     prefix, plen = ENVELOPE_PREFIX, len(ENVELOPE_PREFIX)
-    kind_parts: dict[str, str] = {}
+    # Per kind: its part of the suffix, and whether its rows are read further (marks).
+    kind_parts: dict[str, tuple[str, bool]] = {}
     # The hot loop: per row one SHA-256, one short f-string and a few comparisons.
-    for seq, kind, occurred_at, data_length, prev_hash, digest, stored, _room in rows:
+    for seq, kind, occurred_at, data_length, prev_hash, digest, stored in rows:
         if seq > tip_seq:
             break
         if seq != expected_seq:
@@ -383,21 +384,24 @@ def stored_chain_check(
             return bad(seq, "prev_hash does not match the event before it")
         if sha256(stored).hexdigest() != digest:
             return bad(seq, "the stored hash is not the SHA-256 of the event's stored bytes")
-        kind_part = kind_parts.get(kind)
-        if kind_part is None:
-            kind_part = kind_parts[kind] = f',"kind":{json_string(kind)},"occurred_at":"'
+        known = kind_parts.get(kind)
+        if known is None:
+            known = kind_parts[kind] = (
+                f',"kind":{json_string(kind)},"occurred_at":"',
+                kind in REQUIRES_HEAD,
+            )
         # occurred_at comes as stored, "YYYY-MM-DD HH:MM:SS.ffffff": the chain's form has a T
         # for the space (both read the same to Django; anything else there is not accepted).
         suffix = (
-            f'{kind_part}{occurred_at[:10]}T{occurred_at[11:]}Z","prev_hash":"{prev_hash}'
+            f'{known[0]}{occurred_at[:10]}T{occurred_at[11:]}Z","prev_hash":"{prev_hash}'
             f"{room_part}{seq}}}"
         ).encode()
         # The data member at its place (the database compared it), the suffix at the end and
         # the exact total length: every piece is pinned, none can shift into another.
         if (
             data_length < 0
-            or occurred_at[10:11] != " "
             or len(stored) != plen + data_length + len(suffix)
+            or occurred_at[10:11] != " "
             or not stored.endswith(suffix)
             or not stored.startswith(prefix)
         ):
@@ -410,7 +414,7 @@ def stored_chain_check(
                     return bad(seq, f"{claim.source} names a different hash at this number")
             if seq == watch_seq and watched is not None:
                 watched.append(f"{occurred_at[:10]}T{occurred_at[11:]}Z")
-        if kind in REQUIRES_HEAD:
+        if known[1]:
             marked = json.loads(stored)["data"]
             if kind == "retention_purge":
                 last_purge = (marked.get("through_seq"), marked.get("through_hash"))

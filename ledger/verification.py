@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import functools
 import itertools
 import queue
 import threading
@@ -24,13 +23,12 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import replace
 from datetime import UTC
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import rfc8785
 from django.db import DatabaseError, connection, transaction
-from django.db.models import CharField, F, Func, IntegerField, OuterRef, Subquery, Value
-from django.db.models.functions import Cast
+from django.db.models import CharField, F, Func, IntegerField, OuterRef, Subquery
 from django.db.models.sql.compiler import SQLCompiler
 from django.utils import timezone
 from nacl.exceptions import BadSignatureError
@@ -56,6 +54,7 @@ from ledger.witnesses import witness_valid
 
 CHUNK_SIZE = 10_000
 _PREFETCH_VENDORS = {"postgresql"}
+_PAGES_AHEAD = 8
 
 
 class _StoredTime(Func):
@@ -110,81 +109,161 @@ class _DataLength(Func):
         return sql, (*stored_params, *data_params, *data_params, *data_params)
 
 
-def _event_rows(*, room_column: bool = True, **filters: Any) -> Any:
-    """The streamed form of events: ``StoredRow`` tuples (values_list: no model instances)."""
-    room: Any = Cast("room_id", CharField()) if room_column else Value("", CharField())
+def _event_rows(**filters: Any) -> Any:
+    """The streamed form of one room's events: ``StoredRow`` tuples (values_list: no model
+    instances, no room column: every statement reads one room)."""
     return (
         LedgerEvent.objects.filter(**filters)
         .annotate(
             _at=_StoredTime("occurred_at"),
             _data=_DataLength(F("data"), F("canonical"), F("kind"), F("seq")),
-            _room=room,
         )
-        .values_list("seq", "kind", "_at", "_data", "prev_hash", "hash", "canonical", "_room")
+        .values_list("seq", "kind", "_at", "_data", "prev_hash", "hash", "canonical")
     )
 
 
+_PROBE_ROOM, _PROBE_AFTER, _PROBE_THROUGH = UUID(int=0x5EED), 2**62 + 3, 2**62 + 1
+RoomPlan = tuple[UUID, int]  # a room and the last seq to read (its head row's, when read)
+
+
+def _room_statement() -> tuple[str, list[Any], tuple[int, int, int]]:
+    """One page of one room's rows (``_event_rows``, keyset-paged by seq, ``CHUNK_SIZE`` a
+    page): the SQL Django builds, its parameters, and where in them the room, the seq after
+    which the page starts and the last seq to read go. Built once per pass, then only
+    executed: no ORM per room, no room column per row."""
+    query = _event_rows(room_id=_PROBE_ROOM, seq__gt=_PROBE_AFTER, seq__lte=_PROBE_THROUGH)
+    query = query.order_by("seq")[:CHUNK_SIZE]
+    sql, probe = query.query.get_compiler(using=query.db).as_sql()
+    probe = list(probe)
+    places = tuple(
+        [i for i, p in enumerate(probe) if p in wanted]
+        for wanted in ((_PROBE_ROOM, _PROBE_ROOM.hex), (_PROBE_AFTER,), (_PROBE_THROUGH,))
+    )
+    if any(len(found) != 1 for found in places):  # pragma: no cover - Django changed its SQL
+        raise DatabaseError("cannot prepare the per-room ledger statement")
+    return sql, probe, (places[0][0], places[1][0], places[2][0])
+
+
+def _room_pages(plan: Iterable[RoomPlan]) -> Iterator[tuple[UUID, list[StoredRow]]]:
+    """For each planned room in turn, its rows in pages: ``(room_id, page)``, at least one
+    page per room (empty for a room without events). Must be called in the thread that owns
+    the connection; the iterator it returns may then be driven from another one (``_ahead``).
+
+    PostgreSQL: a plain cursor in the binary protocol (the stored bytes travel as they are,
+    not as hex text the server writes and the driver parses), the statement prepared once by
+    the driver. SQLite: Django's cursor."""
+    sql, probe, (at_room, at_after, at_through) = _room_statement()
+    wrap = connection.wrap_database_errors
+    if connection.vendor == "postgresql":
+        import psycopg
+
+        connection.ensure_connection()
+        cursor: Any = psycopg.Cursor(connection.connection)
+        # No prepared statements where a pooler in transaction mode is in between.
+        prepare = not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+        hex_room = False  # psycopg sends a UUID as one
+
+        def page(params: list[Any]) -> list[Any]:
+            with wrap:
+                cursor.execute(sql, params, prepare=prepare, binary=True)
+                return cursor.fetchall()
+    else:
+        cursor = connection.cursor()
+        hex_room = True  # Django's SQLite column: 32 hex digits
+
+        def page(params: list[Any]) -> list[Any]:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+
+    def pages() -> Iterator[tuple[UUID, list[StoredRow]]]:
+        try:
+            for room_id, through_seq in plan:
+                params = list(probe)
+                room = room_id if isinstance(room_id, UUID) else UUID(str(room_id))
+                params[at_room] = room.hex if hex_room else room
+                params[at_after], params[at_through] = -1, through_seq
+                while True:
+                    rows = page(params)
+                    yield room_id, rows
+                    if len(rows) < CHUNK_SIZE:
+                        break
+                    params[at_after] = rows[-1][0]
+        finally:
+            cursor.close()
+
+    return pages()
+
+
 @contextlib.contextmanager
-def _streamed(queryset: Any) -> Iterator[Iterator[StoredRow]]:
-    """The query's rows in batches of ``CHUNK_SIZE`` straight off a DB-API cursor (a
-    server-side one on PostgreSQL): Django builds the SQL, but no per-row Python runs here.
-    On PostgreSQL the next batch is fetched by a helper thread while this one is checked, so
-    the database's work (it compares the data column in SQL) overlaps the hashing. The
-    cursor is closed on leaving, also when a check stops early."""
-    sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
-    cursor = connection.chunked_cursor()
-    prefetch: _Prefetch | None = None
+def _ahead(items: Iterator[Any]) -> Iterator[Iterator[Any]]:
+    """``items``, produced a few ahead in a helper thread on PostgreSQL (the driver waits on
+    the socket without the GIL, so the server's work overlaps the checking here); as they
+    are elsewhere. Only the helper touches ``items`` until the context is left."""
+    if connection.vendor not in _PREFETCH_VENDORS:
+        try:
+            yield items
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+        return
+    prefetch = _Prefetch(items)
     try:
-        cursor.execute(sql, params)
-        fetch: Callable[[], list[Any]] = functools.partial(cursor.fetchmany, CHUNK_SIZE)
-        if connection.vendor in _PREFETCH_VENDORS:
-            prefetch = _Prefetch(fetch)
-            fetch = prefetch.next_batch
-        yield itertools.chain.from_iterable(iter(fetch, []))
+        yield iter(prefetch.next_item, _Prefetch.END)
     finally:
-        if prefetch is not None:
-            prefetch.stop()
-        cursor.close()
+        prefetch.stop()
 
 
 class _Prefetch:
-    """Fetch batches one ahead in a thread (the DB-API driver waits on the socket without
-    the GIL). Only this thread touches the cursor until ``stop`` returns."""
+    """Take items ahead in a thread. Only this thread touches the iterator until
+    ``stop`` returns (which then closes it)."""
 
-    def __init__(self, fetch: Callable[[], list[Any]]) -> None:
-        self._fetch = fetch
-        self._batches: queue.Queue[list[Any] | BaseException] = queue.Queue(maxsize=1)
+    END: Any = object()
+
+    def __init__(self, items: Iterator[Any]) -> None:
+        self._items = items
+        # A few pages ahead: per-room statements are short, so one round trip each would
+        # otherwise leave the reader waiting on the server between rooms.
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=_PAGES_AHEAD)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ledger-verify-fetch", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            while not self._stopping.is_set():
-                batch = self._fetch()
-                self._put(batch)
-                if not batch:
+            for item in self._items:
+                if not self._put(item):
                     return
+            self._put(self.END)
         except BaseException as exc:  # handed to the reader, raised there
-            self._put(exc)
+            self._put(_Raised(exc))
 
-    def _put(self, item: list[Any] | BaseException) -> None:
+    def _put(self, item: Any) -> bool:
         while not self._stopping.is_set():
             try:
-                self._batches.put(item, timeout=0.1)
-                return
+                self._queue.put(item, timeout=0.1)
+                return True
             except queue.Full:
                 continue
+        return False
 
-    def next_batch(self) -> list[Any]:
-        item = self._batches.get()
-        if isinstance(item, BaseException):
-            raise item
+    def next_item(self) -> Any:
+        item = self._queue.get()
+        if isinstance(item, _Raised):
+            raise item.exc
         return item
 
     def stop(self) -> None:
         self._stopping.set()
         self._thread.join()
+        close = getattr(self._items, "close", None)
+        if close is not None:
+            close()
+
+
+class _Raised:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
 
 
 def _reading() -> Any:
@@ -209,12 +288,14 @@ def _exact_rows(**filters: Any) -> Generator[StoredRow, None, None]:
             text = b"\x00"
         found = len(text) if stored[8 : 8 + len(text)] == text else -1
         stored_at = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-        yield (seq, kind, stored_at, found, prev_hash, digest, stored, "")
+        yield (seq, kind, stored_at, found, prev_hash, digest, stored)
 
 
-def _stored_events(room_id: UUID, *, through_seq: int) -> Any:
-    """A context manager: the room's rows up to ``through_seq``, in order."""
-    return _streamed(_event_rows(room_id=room_id, seq__lte=through_seq).order_by("seq"))
+@contextlib.contextmanager
+def _stored_events(room_id: UUID, *, through_seq: int) -> Iterator[Iterator[StoredRow]]:
+    """The room's rows up to ``through_seq``, in order."""
+    with _ahead(_room_pages([(room_id, through_seq)])) as pages:
+        yield itertools.chain.from_iterable(rows for _, rows in pages)
 
 
 def _recheck(room_id: UUID) -> Callable[[int, bytes], str | None]:
@@ -237,7 +318,19 @@ def _recheck(room_id: UUID) -> Callable[[int, bytes], str | None]:
     return recheck
 
 
-def signed_head_valid(head: SignedHead) -> bool:
+class SignedHeadRow(NamedTuple):
+    """A ``SignedHead`` as read for verification (its fields, without a model instance)."""
+
+    id: int
+    room_id: UUID
+    seq: int
+    hash: str
+    signed_at: str
+    public_key: str
+    signature: str
+
+
+def signed_head_valid(head: SignedHead | SignedHeadRow) -> bool:
     """Whether ``head.signature`` is a valid Ed25519 signature by ``head.public_key``."""
     try:
         VerifyKey(base64.b64decode(head.public_key, validate=True)).verify(
@@ -253,7 +346,7 @@ def signed_head_valid(head: SignedHead) -> bool:
 
 def _claims(
     room_id: UUID,
-    signed_heads: Iterable[SignedHead],
+    signed_heads: Iterable[SignedHead | SignedHeadRow],
     trusted: frozenset[str],
     witnesses: Iterable[HeadWitness] = (),
 ) -> list[HeadClaim] | ChainVerdict:
@@ -423,9 +516,13 @@ def ledger_verify_all(
     if recanonicalise:
         return _verify_rooms_one_by_one(ledger_room_ids(), on_room, recanonicalise=True)
     heads = {h.room_id: h for h in LedgerHead.objects.all()}
-    signed: dict[UUID, list[SignedHead]] = {}
-    for s in SignedHead.objects.order_by("room_id", "seq", "id"):
-        signed.setdefault(s.room_id, []).append(s)
+    # One signed head per N events: read as tuples, not model instances (it adds up).
+    signed: dict[UUID, list[SignedHeadRow]] = {}
+    for row in SignedHead.objects.order_by("room_id", "seq", "id").values_list(
+        *SignedHeadRow._fields
+    ):
+        head_row = SignedHeadRow(*row)
+        signed.setdefault(head_row.room_id, []).append(head_row)
     witnessed: dict[UUID, list[HeadWitness]] = {}
     for w in HeadWitness.objects.order_by("room_id", "seq", "id"):
         witnessed.setdefault(w.room_id, []).append(w)
@@ -479,43 +576,27 @@ def ledger_verify_all(
 def _rooms_rows(
     heads: dict[UUID, LedgerHead],
 ) -> Iterator[Iterator[tuple[UUID, Iterable[StoredRow]]]]:
-    """Every room that has events, with its rows in order. PostgreSQL: one statement over all
-    events, grouped by room (a statement per room would cost a server-side cursor each).
-    SQLite: one cheap statement per room (prepared once), which spares every row its room
-    column and the grouping; rooms with events but no head row are found by one DISTINCT."""
-    if connection.vendor == "postgresql":
-        with _streamed(_event_rows().order_by("room_id", "seq")) as stream:
-            yield (
-                (UUID(room_text), rows)
-                for room_text, rows in itertools.groupby(stream, key=itemgetter(7))
-            )
-        return
-    probe_room, probe_seq = UUID(int=0x5EED), 2**62 + 1
-    query = _event_rows(room_column=False, room_id=probe_room, seq__lte=probe_seq)
-    sql, probe = query.order_by("seq").query.get_compiler(using=query.db).as_sql()
-    at_room = [i for i, p in enumerate(probe) if p == probe_room.hex]
-    at_seq = [i for i, p in enumerate(probe) if p == probe_seq]
-    if len(at_room) != 1 or len(at_seq) != 1:  # pragma: no cover - Django changed its SQL
-        raise DatabaseError("cannot prepare the per-room ledger statement")
+    """Every room that has a head row or events, in order, with its rows up to its head row
+    in order: one prepared statement per page of a room (``_room_pages``), which spares
+    every row a room column and the grouping. Rooms with events but no head row (found by
+    one DISTINCT) come with no rows: the caller verifies them on their own."""
     rooms = set(heads) | set(LedgerEvent.objects.values_list("room_id", flat=True).distinct())
-    cursor = connection.chunked_cursor()
+    order = sorted(rooms, key=str)
+    plan = [(room_id, heads[room_id].seq) for room_id in order if room_id in heads]
+    with _ahead(_room_pages(plan)) as pages:
+        grouped = itertools.groupby(pages, key=itemgetter(0))
 
-    def room_rows() -> Iterator[tuple[UUID, Iterable[StoredRow]]]:
-        for room_id in sorted(rooms, key=str):
-            head = heads.get(room_id)
-            if head is None:
-                yield room_id, ()
-                continue
-            params = list(probe)
-            params[at_room[0]], params[at_seq[0]] = room_id.hex, head.seq
-            cursor.execute(sql, params)
-            fetch = functools.partial(cursor.fetchmany, CHUNK_SIZE)
-            yield room_id, itertools.chain.from_iterable(iter(fetch, []))
+        def room_rows() -> Iterator[tuple[UUID, Iterable[StoredRow]]]:
+            for room_id in order:
+                if room_id not in heads:
+                    yield room_id, ()
+                    continue
+                paged_room, room_pages = next(grouped)
+                if paged_room != room_id:  # pragma: no cover - the plan's own order
+                    raise DatabaseError("ledger pages out of order")
+                yield room_id, itertools.chain.from_iterable(rows for _, rows in room_pages)
 
-    try:
         yield room_rows()
-    finally:
-        cursor.close()
 
 
 def _strays(room_ids: set[UUID]) -> dict[UUID, int]:
