@@ -4,6 +4,9 @@ fault on a later page, or a row missing between two pages, is still found at its
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from uuid import UUID
+
 import pytest
 
 from ledger import verification
@@ -15,12 +18,14 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def small_pages(monkeypatch) -> int:
+def small_pages(monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setattr(verification, "CHUNK_SIZE", 3)
     return 3
 
 
-def test_rooms_of_several_pages_verify_whole(make_chain, small_pages) -> None:
+def test_rooms_of_several_pages_verify_whole(
+    make_chain: Callable[[int], UUID], small_pages: int
+) -> None:
     rooms = [make_chain(n) for n in (2, small_pages, 2 * small_pages, 8)]
     for room_id in rooms:
         ledger_sign_head(room_id=room_id)
@@ -33,7 +38,9 @@ def test_rooms_of_several_pages_verify_whole(make_chain, small_pages) -> None:
     assert ledger_verify_all() == []
 
 
-def test_a_fault_on_a_later_page_is_found_at_its_number(make_chain, small_pages) -> None:
+def test_a_fault_on_a_later_page_is_found_at_its_number(
+    make_chain: Callable[[int], UUID], small_pages: int
+) -> None:
     edited, cut, fine = make_chain(8), make_chain(8), make_chain(8)
     for room_id in (edited, cut, fine):
         ledger_sign_head(room_id=room_id)
