@@ -15,10 +15,10 @@ new one starting as each ends, in turn of three kinds:
 
 Each room's two agents reach the Daphnes through a loopback stand-in for the proxy (one per
 agent: tests/e2e/test_scale_out.py's ``Upstreams``, nginx's upstream with the next server on
-refusal), preferring different ones. Once ``--kill-after`` messages have been handed out (or,
-at the latest, at 60 % of ``--seconds``) Daphne one is **SIGKILLed**; the agents it carried
-reconnect through their proxies to Daphne two, and every room from then on runs there. Then it
-checks, and exits 1 if any fails:
+refusal), preferring different ones. Once ``--kill-after`` messages have been handed out, halfway
+through the next chatter room's burst (or, at the latest, at 60 % of ``--seconds``), Daphne one
+is **SIGKILLed**; the agents it carried reconnect through their proxies to Daphne two, and every
+room from then on runs there. Then it checks, and exits 1 if any fails:
 
 * every message stored in a room was handed to the other agent exactly once, in order, and
   every ``say`` that was not stored was refused with a reason (an error code);
@@ -83,7 +83,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--kill-after",
         type=int,
         default=800,
-        help="SIGKILL Daphne one once this many messages were handed out (0: no kill)",
+        help="SIGKILL Daphne one halfway through the first chatter burst after this many "
+        "messages were handed out (0: no kill)",
     )
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "soak")
     parser.add_argument("--json", type=Path, help="write the figures here")
@@ -263,8 +264,9 @@ def memory_verdict(
 
 @dataclass
 class Kill:
-    """Daphne one's SIGKILL: once ``after_messages`` messages were handed out to agents, or at
-    ``latest`` seconds into the run, whichever comes first; once."""
+    """Daphne one's SIGKILL, once: halfway through the first chatter burst after
+    ``after_messages`` messages were handed out to agents, or at ``latest`` seconds into the
+    run, whichever comes first."""
 
     process: subprocess.Popen[bytes]
     sampler: MemorySampler
@@ -281,8 +283,19 @@ class Kill:
 
     def message_handed_out(self) -> None:
         self.handed_out += 1
-        if self.after_messages and self.handed_out >= self.after_messages:
-            self.fire(f"after {self.after_messages} messages handed out")
+
+    def chatter_said(self, said: int) -> None:
+        """A chatter agent's ``said``-th message was recorded: past the threshold, the kill
+        comes halfway through a burst, with messages in flight both ways."""
+        if (
+            self.after_messages
+            and self.handed_out >= self.after_messages
+            and said == CHATTER_EACH // 2
+        ):
+            self.fire(
+                f"after {self.after_messages} messages handed out, halfway through the next "
+                "chatter room's burst"
+            )
 
     def due(self) -> None:
         if self.after_messages and time.monotonic() - self.started >= self.latest:
@@ -426,7 +439,7 @@ def stored_seqs_by_sender(room_id: str) -> dict[str, list[int]]:
     return found
 
 
-async def _chatter(client: Any, name: str, run: RoomRun) -> None:
+async def _chatter(client: Any, name: str, run: RoomRun, kill: Kill | None) -> None:
     from agents.client import FrameRefusedError
 
     for n in range(CHATTER_EACH):
@@ -436,6 +449,8 @@ async def _chatter(client: Any, name: str, run: RoomRun) -> None:
             run.refused.append(refused.code)
         except TimeoutError:
             run.unanswered += 1
+        if kill is not None:
+            kill.chatter_said(n + 1)
 
 
 async def _drain(client: Any, expected: int) -> None:
@@ -499,7 +514,9 @@ async def run_room(
                     elif attempt.kind == "act" and attempt.outcome != "executed":
                         run.refused.append(attempt.detail.split(":")[0])  # the rule
             else:
-                await asyncio.gather(_chatter(host, "host", run), _chatter(guest, "guest", run))
+                await asyncio.gather(
+                    _chatter(host, "host", run, kill), _chatter(guest, "guest", run, kill)
+                )
                 run.outcome = "done"
             stored = await asyncio.to_thread(stored_seqs_by_sender, run.room_id)
             await asyncio.gather(
