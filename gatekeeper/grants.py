@@ -18,6 +18,8 @@ once. Grants are decided one by one: there is no "approve all".
 from __future__ import annotations
 
 import enum
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,8 +28,8 @@ from uuid import UUID
 import rfc8785
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
-from django.db.models import Case, F, Value, When
+from django.db import connection, transaction
+from django.db.models import Case, F, Field, Value, When
 from django.utils import timezone
 
 from gatekeeper.records import (
@@ -571,18 +573,109 @@ class TurnGrants:
             Grant.objects.bulk_create(self._created)
 
 
+# A context turn that asks per use reads its grants on every turn: the ORM's compilation of
+# that read was a quarter of such a turn's CPU (issue 17). The statement is written once per
+# process; the values go through each field's own converters, as the ORM's would.
+_Converter = Callable[[Any, Any, Any], Any]
+
+
+@dataclass(frozen=True)
+class _GrantsRead:
+    sql: str
+    grant_fields: tuple[tuple[str, tuple[_Converter, ...], Any], ...]
+    key_fields: tuple[tuple[str, tuple[_Converter, ...], Any], ...]
+
+
+def _converted(model: Any, alias: str) -> tuple[tuple[str, tuple[_Converter, ...], Any], ...]:
+    fields: list[tuple[str, tuple[_Converter, ...], Any]] = []
+    for field in model._meta.concrete_fields:
+        col = field.get_col(alias)
+        converters = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+        fields.append((field.attname, tuple(converters), col))
+    return tuple(fields)
+
+
+def _field(model: Any, name: str) -> Field[Any, Any]:
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field)  # a concrete field, not a reverse relation
+    return field
+
+
+def _column(model: Any, name: str) -> str:
+    column = _field(model, name).column
+    assert column is not None  # concrete fields have a column
+    return connection.ops.quote_name(column)
+
+
+@functools.cache
+def _turn_grants_read(vendor: str) -> _GrantsRead:
+    """``turn_grants_lock``'s statement and each column's converters, once per process.
+    Only our own table and column names are interpolated; every value is a parameter."""
+    q = connection.ops.quote_name
+    grant, key = q(Grant._meta.db_table), q(DeviceKey._meta.db_table)
+    columns = [f"g.{_column(Grant, f.name)}" for f in Grant._meta.concrete_fields]
+    columns += [f"k.{_column(DeviceKey, f.name)}" for f in DeviceKey._meta.concrete_fields]
+    sql = (
+        f"SELECT {', '.join(columns)} FROM {grant} g "  # noqa: S608
+        f"LEFT JOIN {key} k ON k.{_column(DeviceKey, 'id')} = g.{_column(Grant, 'key')} "
+        f"WHERE g.{_column(Grant, 'kind')} = %s AND g.{_column(Grant, 'room_id')} = %s "
+        f"AND g.{_column(Grant, 'recipient_agent_id')} = %s "
+        f"AND g.{_column(Grant, 'status')} IN (%s, %s, %s) "
+        f"ORDER BY g.{_column(Grant, 'created_at')}, g.{_column(Grant, 'id')}"
+    )
+    # As select_for_update(of=("self",)): the grants are locked, their keys read as they stand.
+    if connection.features.has_select_for_update_of:
+        sql += " FOR UPDATE OF g"
+    elif connection.features.has_select_for_update:
+        sql += " FOR UPDATE"
+    return _GrantsRead(
+        sql=sql,
+        grant_fields=_converted(Grant, Grant._meta.db_table),
+        key_fields=_converted(DeviceKey, DeviceKey._meta.db_table),
+    )
+
+
+def _values(fields: tuple[tuple[str, tuple[_Converter, ...], Any], ...], row: Any) -> list[Any]:
+    values = []
+    for (_name, converters, col), value in zip(fields, row, strict=True):
+        for convert in converters:
+            value = convert(value, col, connection)
+        values.append(value)
+    return values
+
+
 def turn_grants_lock(*, room_id: UUID, recipient_agent_id: UUID) -> TurnGrants:
     """Every disclosure grant for ``recipient_agent_id`` in ``room_id`` that a turn may use or
-    remember (open, or denied under a slip), locked, in one statement."""
-    grants = (
-        Grant.objects.select_for_update(of=("self",))
-        .select_related("key")
-        .filter(
-            kind=GrantKind.DISCLOSURE,
-            room_id=room_id,
-            recipient_agent_id=recipient_agent_id,
-            status__in=[*OPEN_GRANT_STATUSES, GrantStatus.DENIED],
+    remember (open, or denied under a slip), locked, in one statement (each with its key,
+    as ``select_related("key")`` reads it)."""
+    read = _turn_grants_read(connection.vendor)
+    statuses = [*OPEN_GRANT_STATUSES, GrantStatus.DENIED]
+    assert len(statuses) == 3  # the statement's IN list
+    params = [
+        _field(Grant, "kind").get_db_prep_value(GrantKind.DISCLOSURE.value, connection),
+        _field(Grant, "room_id").get_db_prep_value(room_id, connection),
+        _field(Grant, "recipient_agent_id").get_db_prep_value(recipient_agent_id, connection),
+        *(str(status) for status in statuses),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(read.sql, params)
+        rows = cursor.fetchall()
+    width = len(read.grant_fields)
+    grant_names = [name for name, _, _ in read.grant_fields]
+    key_names = [name for name, _, _ in read.key_fields]
+    key_id_at = key_names.index("id")
+    key_field = _field(Grant, "key")
+    grants: list[Grant] = []
+    for row in rows:
+        grant = Grant.from_db(
+            connection.alias, grant_names, _values(read.grant_fields, row[:width])
         )
-        .order_by("created_at", "id")
-    )
-    return TurnGrants(list(grants))
+        key = None
+        if row[width + key_id_at] is not None:  # a grant not yet approved names no key
+            key = DeviceKey.from_db(
+                connection.alias, key_names, _values(read.key_fields, row[width:])
+            )
+        # As select_related("key") leaves it: grant.key is this row, read by no other query.
+        key_field.set_cached_value(grant, key)  # type: ignore[attr-defined]
+        grants.append(grant)
+    return TurnGrants(grants)
