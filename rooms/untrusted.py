@@ -39,7 +39,7 @@ import secrets
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rooms.control_tokens import (
@@ -161,6 +161,7 @@ def fence(
     source: str,
     cap_bytes: int = DEFAULT_CAP_BYTES,
     flagger: bool | None = None,
+    judge: bool = True,
 ) -> FencedText:
     """Clean ``text`` and wrap it as untrusted data from ``source``.
 
@@ -170,44 +171,22 @@ def fence(
     only for a malformed ``source`` or a cap too small for the fence itself: caller bugs, never
     a property of the untrusted text. ``flagger`` overrides :data:`FLAGGER_ENABLED`: ``False`` is
     the rules alone, ``True`` rules or model (the bench and the training command compare
-    them).
+    them). ``judge=False`` runs neither (no suspicions): for a block whose parts were judged,
+    or are judged, as a whole elsewhere.
     """
-    if not _SOURCE.match(source):
-        raise ValueError(f"source must match {_SOURCE.pattern!r}")
-    overhead_cut = fence_overhead_bytes(source=source, truncated=True)
-    if cap_bytes < overhead_cut:
-        raise ValueError(f"cap_bytes must be at least {overhead_cut} for source {source!r}")
-
-    scan_limit = cap_bytes * SCAN_CHARS_PER_CAP_BYTE
-    over_scan_limit = len(text) > scan_limit
-    clean = _sanitise(text[:scan_limit] if over_scan_limit else text)
-    suspicions = _suspicions(clean)
-    use_flagger = FLAGGER_ENABLED if flagger is None else flagger
-    if not suspicions and use_flagger and load_model().reads_as_instruction(clean.text):
-        # Only where no rule fired: a rule's flag already tells the owners more, and the
-        # model's score is evidence of the same kind (never a block: still delivered fenced).
-        suspicions = (Suspicion(SuspicionRule.READS_AS_INSTRUCTION, 1),)
-
-    body = clean.text
-    stripped = Counter(clean.stripped)
-    truncated = over_scan_limit
-    budget = cap_bytes - fence_overhead_bytes(source=source, truncated=truncated)
-    encoded = body.encode("utf-8")
-    if len(encoded) > budget:
-        truncated = True
-        budget = cap_bytes - overhead_cut
-        for _ in range(4):
-            # "ignore" drops only the partial character the cut left at the end. A prefix of
-            # clean text is clean; re-running the loop costs little and keeps the guarantee
-            # in one place, _sanitise().
-            prefix = _sanitise(encoded[:budget].decode("utf-8", "ignore"))
-            stripped.update(prefix.stripped)
-            body, encoded = prefix.text, prefix.text.encode("utf-8")
-            if len(encoded) <= budget:
-                break
-        else:
-            body = ""  # unreachable in practice; an empty body is the safe answer
-
+    clean, stripped, truncated = _clean_within_cap(text, source=source, cap_bytes=cap_bytes)
+    suspicions: tuple[Suspicion, ...] = ()
+    if judge:
+        suspicions = _suspicions(clean)
+        use_flagger = FLAGGER_ENABLED if flagger is None else flagger
+        if not suspicions and use_flagger and load_model().reads_as_instruction(clean.text):
+            # Only where no rule fired: a rule's flag already tells the owners more, and the
+            # model's score is evidence of the same kind (never a block: still delivered).
+            suspicions = (Suspicion(SuspicionRule.READS_AS_INSTRUCTION, 1),)
+    body, cut = _cut_body(
+        clean.text, stripped, source=source, cap_bytes=cap_bytes, truncated=truncated
+    )
+    truncated = truncated or cut
     nonce = secrets.token_hex(NONCE_BYTES)
     fenced = f"{_opening(source, nonce, truncated=truncated)}\n{body}\n{_closing(nonce)}"
     return FencedText(
@@ -219,6 +198,70 @@ def fence(
         stripped=tuple(StrippedItem(c, n) for c, n in sorted(stripped.items()) if n),
         suspicions=suspicions,
     )
+
+
+def fence_clean(text: str, *, cap_bytes: int = DEFAULT_CAP_BYTES, source: str = "peer") -> str:
+    """The clean inner text ``fence(text, source=source, cap_bytes=cap_bytes)`` would wrap
+    (stripped, normalised, cut to the cap as fence cuts it), without judging it: no
+    suspicion rule, no flagger, no nonce. For text placed inside a block that is fenced
+    (and judged, if at all) as a whole. (The cut leaves room for ``source``'s boundary lines,
+    so pass the same ``source`` when equality with :func:`fence` matters for long text.)"""
+    clean, stripped, truncated = _clean_within_cap(text, source=source, cap_bytes=cap_bytes)
+    body, _ = _cut_body(
+        clean.text, stripped, source=source, cap_bytes=cap_bytes, truncated=truncated
+    )
+    return body
+
+
+def fence_renonce(block: FencedText) -> FencedText:
+    """``block`` with a fresh nonce in both boundary lines (same source, body and flags): for
+    a caller that reuses a fenced block in a new context without knowing the lines' shape."""
+    nonce = secrets.token_hex(NONCE_BYTES)
+    opening = _opening(block.source, nonce, truncated=block.truncated)
+    fenced = f"{opening}\n{block.text}\n{_closing(nonce)}"
+    return replace(block, fenced=fenced, nonce=nonce)
+
+
+def _clean_within_cap(
+    text: str, *, source: str, cap_bytes: int
+) -> tuple[_Clean, Counter[StripCategory], bool]:
+    """The cleaned scan window of ``text``, what was stripped, and whether the window cut it."""
+    if not _SOURCE.match(source):
+        raise ValueError(f"source must match {_SOURCE.pattern!r}")
+    overhead_cut = fence_overhead_bytes(source=source, truncated=True)
+    if cap_bytes < overhead_cut:
+        raise ValueError(f"cap_bytes must be at least {overhead_cut} for source {source!r}")
+    scan_limit = cap_bytes * SCAN_CHARS_PER_CAP_BYTE
+    over_scan_limit = len(text) > scan_limit
+    clean = _sanitise(text[:scan_limit] if over_scan_limit else text)
+    return clean, Counter(clean.stripped), over_scan_limit
+
+
+def _cut_body(
+    body: str,
+    stripped: Counter[StripCategory],
+    *,
+    source: str,
+    cap_bytes: int,
+    truncated: bool,
+) -> tuple[str, bool]:
+    """(``body``, False) when it fits the cap with ``source``'s boundary lines, else (a clean
+    prefix that does, True); ``stripped`` gains what cleaning the prefix removed."""
+    budget = cap_bytes - fence_overhead_bytes(source=source, truncated=truncated)
+    encoded = body.encode("utf-8")
+    if len(encoded) <= budget:
+        return body, False
+    budget = cap_bytes - fence_overhead_bytes(source=source, truncated=True)
+    for _ in range(4):
+        # "ignore" drops only the partial character the cut left at the end. A prefix of
+        # clean text is clean; re-running the loop costs little and keeps the guarantee in
+        # one place, _sanitise().
+        prefix = _sanitise(encoded[:budget].decode("utf-8", "ignore"))
+        stripped.update(prefix.stripped)
+        body, encoded = prefix.text, prefix.text.encode("utf-8")
+        if len(encoded) <= budget:
+            return body, True
+    return "", True  # unreachable in practice; an empty body is the safe answer
 
 
 # --------------------------------------------------------------------------------------------
