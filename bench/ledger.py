@@ -10,7 +10,9 @@ SQLite, ``COPY`` on PostgreSQL); then, alternated ``--rounds`` times in the same
   the bytes and the hash (the least any verification must read), once the whole rows (every
   column verification checks against the bytes);
 - **verify_ledger**: the management command, in-process, exactly as an operator runs it;
-- on PostgreSQL also the bytes floor in the binary protocol (as verify_ledger reads there).
+- on PostgreSQL also the bytes floor in the binary protocol (as verify_ledger reads there);
+- **signatures**: every signed head's Ed25519 signature checked once, nothing else (work
+  verify_ledger must do that the floor does not: one head per 64 events).
 
 Ratios are taken within a round (same machine noise), then the median. Results as JSON in
 ``var/bench/ledger.json`` (one key per profile, merged with earlier runs of other profiles).
@@ -228,6 +230,22 @@ def _floor(which: str, cpu: _Cpu, *, binary: bool = False) -> tuple[float, float
     return elapsed, cpu_used, rows
 
 
+def _signatures(cpu: _Cpu) -> tuple[float, float, int]:
+    """Check every signed head's Ed25519 signature once (``signed_head_valid``), nothing
+    else: the part of verify_ledger's work the read + SHA-256 floor does not include."""
+    from ledger.models import SignedHead
+    from ledger.verification import SignedHeadRow, signed_head_valid
+
+    heads = [
+        SignedHeadRow(*row)
+        for row in SignedHead.objects.values_list(*SignedHeadRow._fields).iterator(10_000)
+    ]
+    began, cpu_began = time.perf_counter(), cpu.seconds()
+    if not all(signed_head_valid(head) for head in heads):
+        raise RuntimeError("a generated signed head does not verify")
+    return time.perf_counter() - began, cpu.seconds() - cpu_began, len(heads)
+
+
 def _verify(cpu: _Cpu, *flags: str) -> tuple[float, float]:
     """verify_ledger in-process: wall seconds and CPU seconds (see ``_Cpu``)."""
     from django.core.management import call_command
@@ -264,8 +282,12 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             _floor("bytes", cpu, binary=True) if connection.vendor == "postgresql"
             else (bytes_s, bytes_cpu, rows)
         )  # fmt: skip
+        signatures_s, signatures_cpu, heads = _signatures(cpu)
         rounds.append(
-            {"floor_bytes_s": bytes_s, "floor_rows_s": rows_s, "verify_s": verify_s,
+            {"signatures_s": signatures_s, "signatures_cpu_s": signatures_cpu,
+             "signed_heads": heads,
+             "cpu_ratio_floor_and_signatures": verify_cpu / (bytes_cpu + signatures_cpu),
+             "floor_bytes_s": bytes_s, "floor_rows_s": rows_s, "verify_s": verify_s,
              "floor_bytes_cpu_s": bytes_cpu, "floor_rows_cpu_s": rows_cpu,
              "verify_cpu_s": verify_cpu, "ratio_bytes": verify_s / bytes_s,
              "ratio_rows": verify_s / rows_s, "cpu_ratio_bytes": verify_cpu / bytes_cpu,
@@ -277,9 +299,15 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             f"round {round_no}/{args.rounds}: read + SHA-256 of (bytes, hash) {bytes_s:.2f}s "
             f"(cpu {bytes_cpu:.2f}s), of whole rows {rows_s:.2f}s; verify_ledger {verify_s:.2f}s "
             f"(cpu {verify_cpu:.2f}s): {verify_s / bytes_s:.2f}x wall, "
-            f"{verify_cpu / bytes_cpu:.2f}x cpu; binary-protocol floor {binary_s:.2f}s "
-            f"(cpu {binary_cpu:.2f}s): {verify_cpu / binary_cpu:.2f}x cpu "
-            f"(load {os.getloadavg()[0]:.1f})"
+            f"{verify_cpu / bytes_cpu:.2f}x cpu; "
+            + (
+                f"binary-protocol floor {binary_s:.2f}s (cpu {binary_cpu:.2f}s): "
+                f"{verify_cpu / binary_cpu:.2f}x cpu; "
+                if connection.vendor == "postgresql"
+                else ""
+            )
+            + f"the {heads:,} "
+            f"signatures alone: cpu {signatures_cpu:.2f}s (load {os.getloadavg()[0]:.1f})"
         )
     result: dict[str, Any] = {
         "vendor": connection.vendor,
@@ -291,7 +319,8 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         for key in (
             "floor_bytes_s", "floor_rows_s", "verify_s", "floor_bytes_cpu_s", "verify_cpu_s",
             "ratio_bytes", "ratio_rows", "cpu_ratio_bytes", "floor_binary_s",
-            "floor_binary_cpu_s", "ratio_binary", "cpu_ratio_binary",
+            "floor_binary_cpu_s", "ratio_binary", "cpu_ratio_binary", "signatures_cpu_s",
+            "cpu_ratio_floor_and_signatures",
         )
     }  # fmt: skip
     if args.recanonicalise:

@@ -20,6 +20,7 @@ import itertools
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC
 from operator import itemgetter
@@ -537,6 +538,16 @@ def ledger_verify_all(
         if on_room is not None:
             on_room(len(done), max(total, len(done)), verdict)
 
+    # Each room's signatures are checked in a helper thread, in the order the rooms are read
+    # and before the room's rows are: libsodium runs without the GIL, so where a second core
+    # is free they cost no wall time (the CPU time is the same).
+    signatures = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-verify-signatures")
+    pending = {
+        room_id: signatures.submit(
+            _claims, room_id, signed.get(room_id, ()), trusted, witnessed.get(room_id, ())
+        )
+        for room_id in sorted(heads, key=str)
+    }
     try:
         with _reading(), _rooms_rows(heads) as rooms:
             for room_id, rows in rooms:
@@ -544,9 +555,7 @@ def ledger_verify_all(
                 if head is None:  # no head when we began: a room created since, or a fault
                     finish(room_id, ledger_verify_room(room_id=room_id))
                     continue
-                claims = _claims(
-                    room_id, signed.get(room_id, ()), trusted, witnessed.get(room_id, ())
-                )
+                claims = pending[room_id].result()
                 if isinstance(claims, ChainVerdict):
                     finish(room_id, claims)
                     continue
@@ -556,6 +565,8 @@ def ledger_verify_all(
         rest = [r for r in ledger_room_ids() if r not in done]
         verdicts += _verify_rooms_one_by_one(rest, on_room, recanonicalise=False, start=len(done))
         done.update(rest)
+    finally:
+        signatures.shutdown(cancel_futures=True)
     for room_id in sorted(heads.keys() | signed.keys() | witnessed.keys(), key=str):
         if room_id not in done:  # no events at all (a fresh head, or a deleted chain)
             finish(room_id, ledger_verify_room(room_id=room_id))
