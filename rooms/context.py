@@ -46,7 +46,10 @@ the room marked shared is a column of the facts statement, so a turn with none c
 statement more. With some, ``artifacts_for_agent`` decides each live and records each
 delivery and refusal in the ledger first; its statements are its own and are counted apart
 (tests/artifacts/test_context_delivery.py). A failed artifact check is a failed check: the
-turn's transaction rolls back (no vault item is disclosed either) and the room pauses.
+turn's transaction rolls back (no vault item is disclosed either) and the room pauses. In a
+room that is not open nothing is decided or recorded per artifact, as for the vault items:
+nothing reaches the agent, and the pause or close is in the ledger once, when it happened
+(a denial per artifact on every turn of a paused room recorded only that it still was).
 """
 
 from __future__ import annotations
@@ -97,6 +100,8 @@ from rooms.protocol import (
 )
 from rooms.sealing import (
     MESSAGE_TEXT,
+    ROOM_CHARTER,
+    ROOM_PURPOSE,
     WHISPER_TEXT,
     is_sealed,
     one_hop,
@@ -275,8 +280,9 @@ def _turn_facts(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFact
             slip_owner_unchosen=bool(unchosen),
         ),
         room=RoomFacts(room_id=room_id, state=str(state), terms=terms),
-        purpose=str(purpose),
-        charter=str(charter),
+        # Sealed at rest under the room's key, like the transcript (a backup holds no purpose).
+        purpose=str(room_text_open(str(purpose), column=ROOM_PURPOSE, room_id=room_id)),
+        charter=str(room_text_open(str(charter), column=ROOM_CHARTER, room_id=room_id)),
         ledger_head=(int(head_seq), str(head_hash)) if head_seq is not None else None,
         peer_artifacts_published=bool(artifacts_published),
     )
@@ -440,7 +446,11 @@ def _assemble(
             placed, refused, error = _disclosures(
                 facts=facts, recipient_agent_id=agent_id, asked=asked
             )
-            if error is None and facts.peer_artifacts_published:
+            if (
+                error is None
+                and facts.peer_artifacts_published
+                and facts.room.state == RoomState.OPEN
+            ):
                 peer_artifacts = _peer_artifacts(
                     room_id=room_id, agent_id=agent_id, turn=facts.turn
                 )
