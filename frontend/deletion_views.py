@@ -133,12 +133,12 @@ def account_delete_confirm(request: OwnerRequest) -> HttpResponse:
                 "for both sides. The other owners have been told.",
             )
             return redirect("login")
-    seats = (
-        RoomMember.objects.filter(owner=request.user)
-        .select_related("room")
-        .order_by("room__purpose")
+    seats = RoomMember.objects.filter(owner=request.user).select_related("room")
+    # Sorted here: the purpose is sealed at rest, so the database would order ciphertext.
+    rooms = sorted(
+        ((s.room.purpose, ", ".join(_partners(request, s)) or "no one yet") for s in seats),
+        key=lambda pair: pair[0].casefold(),
     )
-    rooms = [(s.room.purpose, ", ".join(_partners(request, s)) or "no one yet") for s in seats]
     return render(
         request,
         "frontend/account_delete.html",
