@@ -2,7 +2,8 @@
 
 For 1, 6 and 20 of the other owner's items cleared for the recipient (plus one of its own
 owner's items that asks before each use, so every turn also reads the disclosure grants),
-seeded through the real services in the profile's throwaway database:
+seeded through the real services in the profile's throwaway database, in a room where the
+other agent has said 20 messages (a context carries and fences that many):
 
 - statements per context request (``CaptureQueriesContext``; BEGIN/COMMIT included where the
   driver sends them) and the distinct statement shapes;
@@ -112,6 +113,26 @@ def _shapes(captured: Any) -> list[str]:
     return list(seen)
 
 
+# A context carries the peer's last 20 messages (rooms.context.CONTEXT_PEER_MESSAGES), each
+# fenced: a room that has talked for a while, as the turn cell's rooms soon have.
+PEER_MESSAGES = 20
+
+
+def _converse(*, room_id: Any, guest_agent_id: Any) -> None:
+    from rooms import services
+    from rooms.models import RoomMember
+
+    host = RoomMember.objects.exclude(agent_id=guest_agent_id).get(room_id=room_id).agent_id
+    assert host is not None
+    for i in range(PEER_MESSAGES):
+        services.message_say(
+            room_id=room_id,
+            agent_id=host,
+            client_id=f"bench-decision-{i}",
+            text=f"Could we meet at {18 + i % 4}:00? I would keep it under {30 + i} EUR each.",
+        )
+
+
 def measure(n: int, turns: int) -> dict[str, Any]:
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
@@ -127,6 +148,7 @@ def measure(n: int, turns: int) -> dict[str, Any]:
     from rooms.models import RoomMember
 
     room_id, agent_id, _host = _seed(n)
+    _converse(room_id=room_id, guest_agent_id=agent_id)
     context_for_agent(room_id=room_id, agent_id=agent_id)  # asks the guest once (then waits)
     with CaptureQueriesContext(connection) as captured:
         context = context_for_agent(room_id=room_id, agent_id=agent_id)

@@ -20,6 +20,7 @@ from gatekeeper import sharing
 from ledger.models import LedgerEvent
 from ledger.services import LedgerAppendError
 from ledger.verification import ledger_verify_room
+from rooms import services
 from rooms.context import context_for_agent
 from rooms.models import Room, RoomState
 from slips import services as slip_services
@@ -230,10 +231,20 @@ def test_an_unrecordable_delivery_delivers_nothing_and_pauses(
 
 def test_a_paused_room_delivers_no_artifact(shared_room: OpenRoom) -> None:
     publish(shared_room, shared_room.a, body=PLAN)
-    Room.objects.filter(id=shared_room.room.id).update(state=RoomState.PAUSED)
-    context = _turn(shared_room, shared_room.b)
-    assert context.peer_artifacts == []
-    assert _events(shared_room, "denial")[-1]["rule"] == "room_not_open"
+    services.room_transition(
+        owner=shared_room.a.owner, room_id=shared_room.room.id, to=RoomState.PAUSED
+    )
+    paused = _events(shared_room, "room_paused")
+    denials = _events(shared_room, "denial")
+    for _ in range(3):
+        context = _turn(shared_room, shared_room.b)
+        assert context.peer_artifacts == [] and PLAN not in context.model_dump_json()
+        assert any("paused" in notice for notice in context.notices)
+    # The pause is recorded once, when it happened; the turns add no denial per artifact.
+    assert len(paused) == 1 and _events(shared_room, "denial") == denials
+    assert _events(shared_room, "room_paused") == paused
+    [artifact] = Artifact.objects.filter(room_id=shared_room.room.id)
+    assert all(d["resource_id"] != str(artifact.id) for d in denials)
 
 
 def _spy_delivery(monkeypatch: pytest.MonkeyPatch) -> list[int]:
