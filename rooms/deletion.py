@@ -10,8 +10,9 @@ within 24 hours: at once). Crypto-shredding: room content is sealed under the ro
 (``rooms.sealing``), and ``room_content_delete`` destroys that key in the same transaction
 (after the journal line), which makes copies in older database backups unreadable too.
 
-What stays: the room's ledger (non-content events, for its own window; it still verifies),
-and a ``RoomDeletion`` record (room id, when, by whom: no content), also appended to a journal
+What stays: the room's ledger (non-content events, for its own window; it still verifies, and
+both owners still read it: ``room_deletion_for_owner``), and a ``RoomDeletion`` record (room
+id, when, by whom, whose seats: no content), also appended to a journal
 file outside the database (``SYNAPSIA["DELETION_JOURNAL_PATH"]``), so restoring a database
 backup taken before the deletion cannot bring the deletion record back with the content:
 ``deletions_reapply`` (``python manage.py reapply_deletions``) deletes again everything the
@@ -240,12 +241,12 @@ def room_delete(
         if room is None:
             raise NotFound("No such room.")
         purpose = room.purpose
-        others = [
-            m.owner
-            for m in RoomMember.objects.filter(room_id=room_id)
-            .exclude(owner=owner)
-            .select_related("owner")
+        seated = [
+            m.owner for m in RoomMember.objects.filter(room_id=room_id).select_related("owner")
         ]
+        others = [o for o in seated if o.pk != owner.pk]
+        # Whose ledger it stays (both owners read and verify it after the deletion).
+        owners = [{"user_id": o.pk, "date_joined": o.date_joined.isoformat()} for o in seated]
         now = timezone.now()
         # The journal line first: the content delete destroys the room key, which no rollback
         # brings back, so the deletion is on record before (reapply finishes a failed commit).
@@ -256,11 +257,12 @@ def room_delete(
                 "deleted_at": now.isoformat(),
                 "deleted_by_id": owner.pk,
                 "reason": str(reason),
+                "owners": owners,
             }
         )
         counts = room_content_delete(room_id)
         RoomDeletion.objects.create(
-            room_id=room_id, deleted_at=now, deleted_by_id=owner.pk, reason=reason
+            room_id=room_id, deleted_at=now, deleted_by_id=owner.pk, reason=reason, owners=owners
         )
         ledger_append(
             room_id=room_id,
@@ -333,6 +335,28 @@ def account_delete(*, owner: User) -> AccountDeleted:
     return AccountDeleted(user_id=user_id, rooms=deleted)
 
 
+# --- a deleted room's ledger --------------------------------------------------------------
+
+
+def room_deletion_for_owner(*, owner: User, room_id: UUID) -> RoomDeletion | None:
+    """The deletion record of a deleted room ``owner`` held a seat in (the same account: its
+    id and the moment it joined), else None: for anyone else (a stranger, staff, a later
+    account that got a deleted owner's id) the room does not exist. What that allows is only
+    the room's ledger, which holds no content (``rooms.ledger_api``)."""
+    record = RoomDeletion.objects.filter(room_id=room_id).first()
+    if record is None or owner.pk is None:
+        return None
+    for seat in record.owners:
+        if not isinstance(seat, dict) or seat.get("user_id") != owner.pk:
+            continue
+        try:
+            if datetime.fromisoformat(str(seat.get("date_joined"))) == owner.date_joined:
+                return record
+        except ValueError:
+            continue
+    return None
+
+
 # --- after a restore -----------------------------------------------------------------------
 
 
@@ -342,6 +366,11 @@ class Reapplied:
     rooms_with_content: int  # rooms a restore had brought back, deleted again
     rows_deleted: int
     accounts_deleted: int
+
+
+def _journalled_owners(entry: dict[str, object]) -> list[object]:
+    owners = entry.get("owners")  # not in journal lines written before owners were kept
+    return list(owners) if isinstance(owners, list) else []
 
 
 def deletions_reapply() -> Reapplied:
@@ -362,6 +391,7 @@ def deletions_reapply() -> Reapplied:
                 "deleted_at": record.deleted_at.isoformat(),
                 "deleted_by_id": record.deleted_by_id,
                 "reason": record.reason,
+                "owners": record.owners,
             },
         )
     for account in AccountDeletion.objects.all():
@@ -376,6 +406,7 @@ def deletions_reapply() -> Reapplied:
                     "deleted_at": datetime.fromisoformat(str(entry["deleted_at"])),
                     "deleted_by_id": int(str(entry["deleted_by_id"])),
                     "reason": str(entry["reason"]),
+                    "owners": _journalled_owners(entry),
                 },
             )
             counts = room_content_delete(room_id)

@@ -9,6 +9,12 @@ seats (``gatekeeper.reasons.event_sentence``). ``words`` is outside the hashed e
 never part of what the browser verifies. The receipt likewise keeps its machine fields and
 adds ``words``.
 
+A **deleted** room's ledger stays its owners' (issue 14: it keeps its non-content events for its
+own window and still verifies): both former owners still read, verify, download and witness
+it here (``rooms.deletion.room_deletion_for_owner``: the deletion record names whose seats
+they were), with ``deleted`` saying in words that the room was deleted and when. Nobody else
+does: a stranger, staff or a superuser gets the same 404 as for a room that never existed.
+
 Owners also **witness** the record: after the browser verified the chain, it countersigns the
 latest server-signed head with the owner's device key (``POST …/ledger/witnesses``). Which key
 may witness is decided here, from the owner's own registered keys (``slips.selectors``); the
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -42,7 +49,9 @@ from ledger.witnesses import (
     signature_decode,
 )
 from rooms import selectors
-from rooms.models import Agent, RoomMember
+from rooms.deletion import room_deletion_for_owner
+from rooms.errors import NotFound
+from rooms.models import Agent, DeletionReason, RoomDeletion, RoomMember
 from slips.models import KeyCustody, VaultItem
 from slips.selectors import keys_of_owner
 
@@ -121,16 +130,113 @@ class LedgerPageOut(Schema):
     # earlier of this and its own clock, so a clock running fast raises no false alarm.
     as_of: str
     policy: LedgerPolicyOut  # what the chain is held to: heads required, retention window
+    deleted: DeletedRoomOut | None = None  # the room was deleted for both sides
+
+
+class DeletedRoomOut(Schema):
+    """The room was deleted for both sides; its ledger is all that is left of it."""
+
+    deleted_at: str  # chain time form
+    by_you: bool
+    words: str
 
 
 class ReceiptOut(Receipt):
     words: list[str]  # the receipt as a person reads it; the fields above are for machines
+    deleted: DeletedRoomOut | None = None  # the room was deleted for both sides
 
 
 def _room_id(request: HttpRequest, room_id: UUID) -> UUID:
+    return _ledger_room(request, room_id).room_id
+
+
+@dataclass(frozen=True)
+class LedgerRoom:
+    """The room whose ledger a request reads: a room it holds a seat in, or a deleted room
+    it held one in (``deletion``)."""
+
+    room_id: UUID
+    deletion: RoomDeletion | None = None
+
+
+def _ledger_room(request: HttpRequest, room_id: UUID) -> LedgerRoom:
     # django_auth has already refused anonymous requests.
     assert isinstance(request.user, User)
-    return selectors.room_seat(owner=request.user, room_id=room_id).room_id
+    try:
+        return LedgerRoom(selectors.room_seat(owner=request.user, room_id=room_id).room_id)
+    except NotFound:
+        deletion = room_deletion_for_owner(owner=request.user, room_id=room_id)
+        if deletion is None:
+            raise  # the same answer as for a room that never existed
+        return LedgerRoom(deletion.room_id, deletion)
+
+
+# --- a deleted room, in words ------------------------------------------------------------------
+
+
+def _when(moment: datetime) -> str:
+    """ "Tuesday 1 December 2026 at 19:08 (Europe/Berlin)": in the reader's time zone."""
+    local = timezone.localtime(moment)
+    zone = timezone.get_current_timezone_name()
+    return f"{local:%A} {local.day} {local:%B %Y} at {local:%H:%M} ({zone})"
+
+
+def _deleted_owners(deletion: RoomDeletion) -> dict[str, User]:
+    """The deleted room's owners whose accounts still exist (the same accounts: id and the
+    moment they joined), by id as the ledger writes it."""
+    seats = {
+        int(s["user_id"]): str(s.get("date_joined"))
+        for s in deletion.owners
+        if isinstance(s, dict) and isinstance(s.get("user_id"), int)
+    }
+    found = {}
+    for user in User.objects.filter(pk__in=seats):
+        try:
+            if datetime.fromisoformat(seats[user.pk]) == user.date_joined:
+                found[str(user.pk)] = user
+        except ValueError:
+            continue
+    return found
+
+
+def deleted_room_words(*, deletion: RoomDeletion, viewer: User) -> DeletedRoomOut:
+    """What the page says of a deleted room: who deleted it, when, and what its ledger is."""
+    by = _deleted_owners(deletion).get(str(deletion.deleted_by_id))
+    by_you = deletion.deleted_by_id == viewer.pk
+    who = "you" if by_you else (_owner_name(by) if by is not None else "the other owner")
+    how = (
+        f"when {'you' if by_you else who} deleted {'your' if by_you else 'their'} account"
+        if deletion.reason == DeletionReason.ACCOUNT_DELETED
+        else f"by {who}"
+    )
+    words = (
+        f"This room was deleted for both sides {how} on {_when(deletion.deleted_at)}. Its "
+        "messages, whispers, documents, plan and notes went with it. Its ledger stays: only "
+        "what the server decided, without any content, each event for its own retention "
+        "window, and you can still check it."
+    )
+    return DeletedRoomOut(
+        deleted_at=occurred_at_text(deletion.deleted_at), by_you=by_you, words=words
+    )
+
+
+@dataclass(frozen=True)
+class DeletedRoomLedger:
+    """What the ledger page of a deleted room shows around the checker (no content)."""
+
+    room_id: UUID
+    words: str
+
+
+def deleted_room_for_owner(*, owner: User, room_id: UUID) -> DeletedRoomLedger | None:
+    """For the ledger page: a deleted room ``owner`` held a seat in, in words; else None (the
+    page's 404, as for any room that is not theirs)."""
+    deletion = room_deletion_for_owner(owner=owner, room_id=room_id)
+    if deletion is None:
+        return None
+    return DeletedRoomLedger(
+        room_id=deletion.room_id, words=deleted_room_words(deletion=deletion, viewer=owner).words
+    )
 
 
 # --- names for the ids in events ----------------------------------------------------------------
@@ -190,13 +296,21 @@ def ledger_names(*, room_id: UUID, data: Iterable[object]) -> LedgerNames:
     the room's own seats are named: an id naming anyone else stays unnamed (the sentence then
     says "an owner")."""
     seats = list(RoomMember.objects.filter(room_id=room_id).select_related("owner", "room"))
-    if not seats:
-        return LedgerNames()
-    owners = {str(seat.owner_id): _owner_name(seat.owner) for seat in seats}
+    if seats:
+        owners = {str(seat.owner_id): _owner_name(seat.owner) for seat in seats}
+    else:
+        # A deleted room: its owners as its deletion record names them (accounts that still
+        # exist); its actions and documents went with it, so only people and agents are named.
+        deletion = RoomDeletion.objects.filter(room_id=room_id).first()
+        if deletion is None:
+            return LedgerNames()
+        owners = {pk: _owner_name(user) for pk, user in _deleted_owners(deletion).items()}
+        if not owners:
+            return LedgerNames()
     names: dict[str, str] = dict(owners)
     agent_owners: dict[str, str] = {}
     ids = _uuids({s for d in data for s in _strings(d)})
-    seated = [seat.owner_id for seat in seats]
+    seated = [int(pk) for pk in owners]
     for agent_id, owner_id in Agent.objects.filter(id__in=ids, owner_id__in=seated).values_list(
         "id", "owner_id"
     ):
@@ -213,7 +327,7 @@ def ledger_names(*, room_id: UUID, data: Iterable[object]) -> LedgerNames:
     for artifact_id, owner_id in artifact_publishers(room_id=room_id, ids=ids).items():
         if str(owner_id) in owners:
             names[artifact_id] = f"a document {owners[str(owner_id)]}'s agent published"
-    records = list(ActionRecord.objects.filter(id__in=ids, room_id=room_id))
+    records = list(ActionRecord.objects.filter(id__in=ids, room_id=room_id)) if seats else []
     if records:
         setting = selectors.room_dinner_setting(room=seats[0].room)
         for record in records:
@@ -339,14 +453,18 @@ def receipt_words(receipt: Receipt, names: Mapping[str, str]) -> list[str]:
     return lines
 
 
-def receipt_with_words(*, room_id: UUID) -> ReceiptOut:
+def receipt_with_words(*, room_id: UUID, deleted: DeletedRoomOut | None = None) -> ReceiptOut:
+    """The receipt with its sentences; a deleted room's (``deleted``) begins by saying so."""
     receipt = receipt_build(room_id=room_id)
     ids: list[object] = [p.participant_id for p in receipt.participants]
     ids += [i.item_id for i in receipt.disclosures_by_item]
     ids += [f.agent_id for f in receipt.flares + receipt.injections_suspected]
     ids += [r for i in receipt.disclosures_by_item for r in i.recipients]
     names = ledger_names(room_id=room_id, data=ids).names
-    return ReceiptOut(**receipt.model_dump(), words=receipt_words(receipt, names))
+    words = receipt_words(receipt, names)
+    if deleted is not None:
+        words = [deleted.words, *words]
+    return ReceiptOut(**receipt.model_dump(), words=words, deleted=deleted)
 
 
 @router.get("/rooms/{room_id}/ledger", response=LedgerPageOut)
@@ -355,7 +473,8 @@ def room_ledger(
 ) -> dict[str, Any]:
     """A page of the room's ledger events (``seq > after``), with head, checkpoint and the
     server-signed heads. Recompute the hashes yourself: that is the point."""
-    rid = _room_id(request, room_id)
+    room = _ledger_room(request, room_id)
+    rid = room.room_id
     limit = min(max(limit, 1), ledger_selectors.PAGE_LIMIT)
     head = ledger_selectors.ledger_head(room_id=rid)
     events = ledger_selectors.ledger_events(room_id=rid, after_seq=max(after, 0), limit=limit)
@@ -371,7 +490,15 @@ def room_ledger(
         "viewer_owner_id": _viewer_id(request),
         "as_of": occurred_at_text(timezone.now()),
         "policy": ledger_policy_stated(),
+        "deleted": _deleted_out(request, room),
     }
+
+
+def _deleted_out(request: HttpRequest, room: LedgerRoom) -> DeletedRoomOut | None:
+    assert isinstance(request.user, User)  # django_auth
+    if room.deletion is None:
+        return None
+    return deleted_room_words(deletion=room.deletion, viewer=request.user)
 
 
 def _viewer_id(request: HttpRequest) -> str:
@@ -444,7 +571,8 @@ def room_ledger_witness(
 def room_receipt(request: HttpRequest, room_id: UUID) -> ReceiptOut:
     """The room's receipt: who joined, what was granted, disclosed, approved, denied, flagged;
     ``words`` says it in sentences."""
-    return receipt_with_words(room_id=_room_id(request, room_id))
+    room = _ledger_room(request, room_id)
+    return receipt_with_words(room_id=room.room_id, deleted=_deleted_out(request, room))
 
 
 @router.get("/rooms/{room_id}/receipt/export")

@@ -382,6 +382,10 @@ class RoomDeletion(models.Model):
     deleted_at = models.DateTimeField()
     deleted_by_id = models.BigIntegerField()  # the owner's user id (the user may be gone)
     reason = models.CharField(max_length=16, choices=DeletionReason.choices)
+    # Who held the room's seats: [{"user_id": 7, "date_joined": "2026-...+00:00"}, ...]. Its
+    # ledger stays theirs to read and verify (rooms.ledger_api); an account is named by id
+    # and the moment it joined, so a later account that gets the same id is not one of them.
+    owners = models.JSONField(default=list, blank=True)
 
     def __str__(self) -> str:
         return f"deletion of room {self.room_id}"

@@ -38,7 +38,7 @@ from rooms.models import (
 from rooms.protocol import CloseCode
 from synapsia.asgi import application
 from tests.conftest import OpenRoom
-from tests.rooms.test_retention import CANARY, _fill, canaries_in_database
+from tests.rooms.test_retention import CANARY, _fill, canaries_at_rest, canaries_in_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,6 +68,9 @@ def test_either_owner_deletes_the_room_for_both_sides(
     _fill(opened)
     _fill(untouched)
     _with_outcome(opened)
+    room = Room.objects.get(id=opened.room.id)
+    room.charter = f"Ground rules: {CANARY}"  # the room's own words are content too
+    room.save(update_fields=["charter"])
     room_id = opened.room.id
     assert canaries_in_database()  # the test can fail: the canary is there before
 
@@ -87,6 +90,7 @@ def test_either_owner_deletes_the_room_for_both_sides(
     # The canary left is the other room's only.
     room_delete(owner=untouched.a.owner, room_id=untouched.room.id)
     assert canaries_in_database() == []
+    assert canaries_at_rest() == []  # nor in any table's stored bytes (charter, plan, ...)
 
     # The record outlives the content: id, when, by whom; in the table and the journal.
     record = RoomDeletion.objects.get(room_id=room_id)
