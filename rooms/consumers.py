@@ -52,8 +52,8 @@ from rooms import (
     standing,
     untrusted,
 )
-from rooms.handshake import Participant, Refusal
-from rooms.models import FlareReason, Message, Room, RoomState, Whisper
+from rooms.handshake import Admission, Participant, Refusal
+from rooms.models import FlareReason, Message, RoomState, Whisper
 from rooms.protocol import (
     AckFrame,
     ActFrame,
@@ -505,15 +505,17 @@ class RoomConsumer(AsyncWebsocketConsumer):
         scope_scheme: str | None,
     ) -> Refusal | tuple[Participant, str, list[str], int, sealed.SealState]:
         """The handshake's verdict and, if admitted, what the socket is sent first (one hop)."""
-        verdict = handshake.admit(
+        admitted = handshake.admit(
             room_id=room_id, headers=headers, user=user, scope_scheme=scope_scheme
         )
-        if isinstance(verdict, Refusal):
-            return verdict
-        return (verdict, *self._opening(verdict))
+        if isinstance(admitted, Refusal):
+            return admitted
+        return (admitted.participant, *self._opening(admitted))
 
-    def _opening(self, participant: Participant) -> tuple[str, list[str], int, sealed.SealState]:
-        room = Room.objects.get(id=participant.room_id)
+    def _opening(self, admission: Admission) -> tuple[str, list[str], int, sealed.SealState]:
+        """The welcome, the backlog and where the socket starts, from what the handshake read
+        (the room and the agent are not read again); a read with nothing to find is skipped."""
+        participant, room = admission.participant, admission.room
         welcome = WelcomeFrame(
             type="welcome",
             id=new_frame_id(),
@@ -529,24 +531,33 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 agent_id=participant.agent_id,
                 acked_seq=participant.acked_seq,
                 max_frame_bytes=settings.SYNAPSIA["MAX_FRAME_BYTES"],
-                tools=selectors.tools_listed(participant=participant),
+                tools=handshake.tools_listed(admission),
             ),
         ).model_dump_json()
-        after = (
-            participant.acked_seq
-            if participant.kind == "agent"
-            else max(0, room.last_seq - OWNER_BACKLOG)
-        )
-        backlog = selectors.messages_after(
-            room_id=room.id, after_seq=after, exclude_sender=participant.agent_id
+        for_agent = participant.kind == "agent"
+        after = participant.acked_seq if for_agent else max(0, room.last_seq - OWNER_BACKLOG)
+        # Sequence numbers are taken from the room's last_seq: none above it was read then,
+        # and what is recorded later rings the bell this socket already listens to.
+        backlog = (
+            selectors.messages_after(
+                room_id=room.id, after_seq=after, exclude_sender=participant.agent_id
+            )
+            if room.last_seq > after
+            else []
         )
         # Everything up to the room's last seq at this moment is handled: shown now, or the
         # agent's own, or acknowledged earlier.
-        for_agent = participant.kind == "agent"
         frames = [message_frame(m, for_agent=for_agent) for m in backlog]
         # A (re)connecting agent is told of the reveal again: the record, not the layer.
-        seal = sealed.offers_reveal_if_due(room_id=room.id) if for_agent else sealed.SealState()
-        return welcome, frames, max(room.last_seq, after), seal
+        seal = (
+            sealed.offers_reveal_if_due(room_id=room.id)
+            if for_agent and admission.offers_sealed
+            else sealed.SealState()
+        )
+        # A message recorded after the handshake's read and found by the backlog's is handled
+        # too (its bell would otherwise deliver it a second time).
+        newest = backlog[-1].seq if backlog else 0
+        return welcome, frames, max(room.last_seq, after, newest), seal
 
     def _unwatch(self) -> None:
         if self._watched and self.participant is not None:

@@ -3,26 +3,41 @@
 Agents present ``Authorization: Bearer <token>``; browsers present their session cookie and
 an ``Origin`` that must be exactly this site's (scheme, host and port). Every refusal is a
 ``Refusal`` with a documented close code, decided before any room data is sent.
+
+An agent's handshake is one transaction of four written statements (issue 17: the ORM's
+compilation was most of a connect's CPU): the token's use (``UPDATE … RETURNING``, which is
+also the token check), the seat with its room, the room's ledger head and whether anyone
+sealed an offer (one ``SELECT``), then the ``Join`` event (the head's compare-and-set and the
+insert, ``ledger_append_many``). Every check is made on every connect, from the record:
+nothing here is remembered between connects but the SQL text.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from datetime import datetime
+from typing import Any, Literal
 from urllib.parse import urlsplit
 from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
-from django.db import transaction
+from django.db import connection, transaction
 from django.http.request import validate_host
+from django.utils import timezone
 
+from gatekeeper.policy import tool_descriptors_for
 from ledger.events import Join
-from ledger.services import LedgerAppendError, ledger_append
-from rooms import selectors
-from rooms.models import Room, RoomMember, RoomState, SeatStanding
+from ledger.models import LedgerHead
+from ledger.services import LedgerAppendError, ledger_append_many
+from rooms.bearer import secret_digest
+from rooms.models import Agent, Room, RoomMember, RoomState, SealedOffer, SeatStanding
 from rooms.protocol import CloseCode
+from rooms.sealing import ROOM_CHARTER, ROOM_PURPOSE, room_text_open
+from slips.capabilities import tier_narrowest
+from slips.verification import room_slips_read
 
 _JOINABLE = (RoomState.OPEN, RoomState.PAUSED)
 _WATCHABLE = (RoomState.DRAFT, RoomState.OPEN, RoomState.PAUSED)
@@ -43,6 +58,35 @@ class Participant:
 class Refusal:
     code: CloseCode
     reason: str
+
+
+@dataclass(frozen=True)
+class RoomFacts:
+    """The room as the handshake read it: what the welcome frame says of it."""
+
+    id: UUID
+    purpose: str
+    charter: str
+    state: str
+    terms: Any
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class Admission:
+    """An admitted socket and what its opening needs, read by the handshake's own statements
+    (so the opening reads neither the room nor the agent again)."""
+
+    participant: Participant
+    room: RoomFacts
+    # An agent's own tool hints and mode (the tools it is listed); an owner's: none.
+    advisor_only: bool = False
+    declared_tools: list[str] | None = None
+    # Someone sealed an offer in the room: the opening asks whether the reveal is due.
+    offers_sealed: bool = False
+
+
+TOOL_RESOURCE_PREFIX = "tool:"
 
 
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
@@ -119,7 +163,7 @@ def admit(
     headers: list[tuple[bytes, bytes]],
     user: User | AnonymousUser,
     scope_scheme: str | None = None,
-) -> Participant | Refusal:
+) -> Admission | Refusal:
     """Decide a room socket's handshake. Runs in one database hop."""
     origin = _header(headers, b"origin")
     if origin is not None and not origin_allowed(
@@ -136,28 +180,7 @@ def admit(
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return Refusal(CloseCode.UNAUTHENTICATED, "Use: Authorization: Bearer <token>.")
-        agent = selectors.agent_by_token(token=token.strip())
-        if agent is None:
-            return Refusal(CloseCode.UNAUTHENTICATED, "Unknown or revoked token.")
-        seat = (
-            RoomMember.objects.filter(room_id=room_uuid, agent=agent).select_related("room").first()
-        )
-        if seat is None:
-            return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
-        if seat.room.state not in _JOINABLE:
-            return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {seat.room.state}.")
-        if seat.standing == SeatStanding.BLOCKED:
-            return Refusal(CloseCode.FORBIDDEN, "Your owner blocked you in this room.")
-        try:
-            with transaction.atomic():
-                ledger_append(
-                    room_id=room_uuid,
-                    event=Join(participant_id=str(agent.id), participant_kind="agent"),
-                )
-        except LedgerAppendError:
-            # A join that cannot be recorded does not happen.
-            return Refusal(CloseCode.TRY_AGAIN, "The room cannot record your join right now.")
-        return Participant("agent", room_uuid, seat.owner_id, agent.id, seat.acked_seq)
+        return _agent_admit(room_uuid, token.strip())
 
     # Browsers: a session, and an Origin (browsers always send one on WebSocket upgrades).
     if origin is None:
@@ -169,4 +192,144 @@ def admit(
         return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
     if room.state not in _WATCHABLE:
         return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {room.state}.")
-    return Participant("owner", room_uuid, user.pk, None, 0)
+    facts = RoomFacts(room.id, room.purpose, room.charter, room.state, room.terms, room.last_seq)
+    return Admission(Participant("owner", room_uuid, user.pk, None, 0), facts)
+
+
+# --- an agent's handshake: written statements, prepared once per process --------------------
+
+
+def _as_uuid(value: Any) -> UUID:
+    # PostgreSQL's driver returns UUIDs; SQLite stores them as 32 hex digits.
+    return value if isinstance(value, UUID) else UUID(str(value))
+
+
+@functools.cache
+def _token_use_sql(vendor: str) -> str:
+    """Record the token's use and return its agent, only while the token is not revoked: the
+    token check and its last-used stamp in one statement. Only our own names are
+    interpolated; the digest and the time are parameters."""
+    q = connection.ops.quote_name
+    return (
+        f"UPDATE {q(Agent._meta.db_table)} SET token_last_used_at = %s "  # noqa: S608
+        "WHERE token_hash = %s AND revoked_at IS NULL "
+        "RETURNING id, advisor_only, declared_tools"
+    )
+
+
+@functools.cache
+def _seat_sql(vendor: str) -> str:
+    """The agent's seat in the room, with the room, the room's ledger head and whether any
+    offer was sealed there: one row, or none when the agent holds no seat in the room."""
+    q = connection.ops.quote_name
+    member, room, head, offer = (
+        q(model._meta.db_table) for model in (RoomMember, Room, LedgerHead, SealedOffer)
+    )
+    return (
+        "SELECT m.owner_id, m.acked_seq, m.standing, "  # noqa: S608
+        "r.purpose, r.charter, r.state, r.terms, r.last_seq, h.seq, h.hash, "
+        f"EXISTS (SELECT 1 FROM {offer} o WHERE o.room_id = r.id) "
+        f"FROM {member} m JOIN {room} r ON r.id = m.room_id "
+        f"LEFT JOIN {head} h ON h.room_id = r.id "
+        "WHERE m.room_id = %s AND m.agent_id = %s"
+    )
+
+
+def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
+    """The token, the seat, its standing and the room's state, then the ``Join`` event: one
+    transaction. A join that cannot be recorded does not happen (nor does its token stamp)."""
+    now = timezone.now()
+    agent_pk = Agent._meta.pk
+    assert agent_pk is not None
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _token_use_sql(connection.vendor),
+                [
+                    Agent._meta.get_field("token_last_used_at").get_db_prep_save(now, connection),
+                    secret_digest(token),
+                ],
+            )
+            agent_row = cursor.fetchone()
+            if agent_row is None:
+                return Refusal(CloseCode.UNAUTHENTICATED, "Unknown or revoked token.")
+            agent_id = _as_uuid(agent_row[0])
+            cursor.execute(
+                _seat_sql(connection.vendor),
+                [
+                    Room._meta.get_field("id").get_db_prep_value(room_id, connection),
+                    agent_pk.get_db_prep_value(agent_id, connection),
+                ],
+            )
+            seat = cursor.fetchone()
+        if seat is None:
+            return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
+        owner_id, acked_seq, standing, purpose, charter, state, terms, last_seq = seat[:8]
+        head_seq, head_hash, offers_sealed = seat[8:]
+        if state not in _JOINABLE:
+            return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {state}.")
+        if standing == SeatStanding.BLOCKED:
+            return Refusal(CloseCode.FORBIDDEN, "Your owner blocked you in this room.")
+        try:
+            ledger_append_many(
+                room_id=room_id,
+                events=[Join(participant_id=str(agent_id), participant_kind="agent")],
+                # The head as read above: the append moves it only if it is still there.
+                head_seen=None if head_seq is None else (int(head_seq), str(head_hash)),
+            )
+        except LedgerAppendError:
+            # The append marked this transaction for rollback: nothing of the join is kept.
+            return Refusal(CloseCode.TRY_AGAIN, "The room cannot record your join right now.")
+    terms_field, tools_field = (
+        Room._meta.get_field("terms"),
+        Agent._meta.get_field("declared_tools"),
+    )
+    return Admission(
+        Participant("agent", room_id, int(owner_id), agent_id, int(acked_seq)),
+        RoomFacts(
+            room_id,
+            # Room content, sealed at rest: opened here, checked to be this room's.
+            room_text_open(str(purpose), column=ROOM_PURPOSE, room_id=room_id),
+            room_text_open(str(charter), column=ROOM_CHARTER, room_id=room_id),
+            str(state),
+            terms_field.from_db_value(terms, None, connection),  # type: ignore[arg-type]
+            int(last_seq),
+        ),
+        advisor_only=bool(agent_row[1]),
+        declared_tools=tools_field.from_db_value(agent_row[2], None, connection),  # type: ignore[arg-type]
+        offers_sealed=bool(offers_sealed),
+    )
+
+
+def tools_listed(admission: Admission, *, now: datetime | None = None) -> list[dict[str, Any]]:
+    """MCP definitions of the tools an agent is listed on connect: tool policy ∩ the tools of
+    its owner's live slip for it ∩ its own hints; owners' sockets get none.
+
+    The slip counts only if it verifies now: its signature over the stored bytes, its key's
+    owner and revocation, the lookup columns against the signed bytes and its expiry, checked
+    on every connect from one written statement (``room_slips_read``; what the bytes say is
+    parsed once per process). Being listed clears nothing: every act is decided in full."""
+    participant = admission.participant
+    if participant.agent_id is None:
+        return []
+    now = now or timezone.now()
+    # The tier is not asked here (no use is decided); the default is passed for the record.
+    slips = room_slips_read(room_id=participant.room_id, tier=tier_narrowest([]).value, lock=False)
+    checked = slips.slips.get((str(participant.owner_id), participant.agent_id))
+    signed = checked.signed if checked is not None and checked.failure is None else None
+    now_s = int(now.timestamp())
+    slip_tools = (
+        frozenset(
+            c.resource.removeprefix(TOOL_RESOURCE_PREFIX)
+            for c in signed.capabilities
+            if c.resource.startswith(TOOL_RESOURCE_PREFIX) and now_s < c.expires_at
+        )
+        if signed is not None and now_s < signed.expires_at
+        else frozenset()
+    )
+    return tool_descriptors_for(
+        agent_id=participant.agent_id,
+        advisor_only=admission.advisor_only,
+        declared_tools=admission.declared_tools,
+        slip_cleared=slip_tools,
+    )

@@ -474,11 +474,17 @@ def tier_choose(*, owner: User, room_id: UUID, tier: str) -> RoomTier:
 
 def live_slip_capabilities(*, room_id: UUID) -> dict[str, tuple[Capability, ...]]:
     """Each owner's capabilities in their live slips for the room (from the stored payloads,
-    which were verified when submitted); used for room rules that can only narrow."""
+    which were verified when submitted); used for room rules that can only narrow.
+
+    What stored bytes say is a pure function of the bytes, parsed once per process
+    (``slips.verification.signed_slip_payload``); the slips themselves are read every call."""
+    from slips.verification import signed_slip_payload  # verification imports this module
+
     result: dict[str, tuple[Capability, ...]] = {}
-    for slip in Slip.objects.filter(room_id=room_id, superseded_at__isnull=True):
-        parsed = slip_payload_read(payload_parse_canonical(bytes(slip.payload)))
-        result[str(slip.owner_id)] = result.get(str(slip.owner_id), ()) + parsed.capabilities
+    live = Slip.objects.filter(room_id=room_id, superseded_at__isnull=True)
+    for owner_id, payload in live.values_list("owner_id", "payload"):
+        parsed = signed_slip_payload(bytes(payload))
+        result[str(owner_id)] = result.get(str(owner_id), ()) + parsed.capabilities
     return result
 
 
