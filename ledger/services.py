@@ -13,6 +13,7 @@ that as a deny, and the exception unwinding their atomic block rolls back the ef
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -306,6 +307,35 @@ def _sign_appended(room_id: UUID, appended: Sequence[AppendedEvent]) -> None:
         logger.warning("ledger head at %s#%s left unsigned: no signing key", room_id, last.seq)
 
 
+_MAX_SAFE_INTEGER = 2**53 - 1  # RFC 8785 (I-JSON): larger integers are refused
+
+
+def _plain(text: str) -> bool:
+    return text.isascii() and text.isprintable()  # 0x20-0x7e: no control character
+
+
+def _data_canonical(data: dict[str, Any]) -> bytes:
+    """RFC 8785 of an event's data. A turn's events (disclosures, denials) are flat objects
+    of printable ASCII strings and safe integers, and for those RFC 8785 is exactly the
+    sorted, compact ``json.dumps``: ASCII keys sort the same by UTF-16 code unit as by code
+    point, such strings escape only ``"`` and ``\\``, and integers print as their digits
+    (tests/ledger/test_data_canonical.py compares the two). Anything else goes to rfc8785:
+    about a tenth of a context request was its pure-Python walk of those flat objects."""
+    for key, value in data.items():
+        kind = type(value)
+        if not (
+            _plain(key)
+            and (
+                (kind is str and _plain(value))
+                or (kind is int and -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER)
+                or kind is bool
+                or value is None
+            )
+        ):
+            return rfc8785.dumps(data)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
 def _chained(
     room_id: UUID, events: Sequence[LedgerEventRecord], head: tuple[int, str]
 ) -> tuple[list[dict[str, object]], list[AppendedEvent]]:
@@ -322,7 +352,7 @@ def _chained(
         kind: str = event.kind
         data = event.model_dump(mode="json", exclude={"kind"})
         seq += 1
-        data_canonical = rfc8785.dumps(data)
+        data_canonical = _data_canonical(data)
         canonical = envelope_bytes(
             data_canonical=data_canonical,
             room_id=str(room_id),
