@@ -5,6 +5,7 @@ whose words fail closed. The migration seals going forward and writes back going
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -201,3 +202,23 @@ def test_the_room_words_fields_name_their_columns_in_migrations() -> None:
             sealed_as,
             "id",
         )
+
+
+def test_words_stored_before_sealing_read_as_they_are_until_the_command_seals_them(
+    make_open_room: Callable[..., OpenRoom],
+) -> None:
+    """A migrate Job without the key store leaves rows in plaintext: they read as they are,
+    and ``seal_room_content`` seals them where the key store is mounted."""
+    opened = make_open_room()
+    outcome = _outcome(opened)
+    _raw_set(Room, "purpose", "id", opened.room.id, f"Legacy {CANARY}")
+    _raw_set(RoomOutcome, "plan", "id", outcome.id, '{"venue_name": "Legacy Osteria"}')
+    assert Room.objects.get(id=opened.room.id).purpose == f"Legacy {CANARY}"
+    assert RoomOutcome.objects.get(id=outcome.id).venue_name == "Legacy Osteria"
+
+    call_command("seal_room_content", stdout=io.StringIO())
+    stored = _raw(Room, "purpose", "id", opened.room.id)
+    assert stored.startswith("rc1:") and CANARY not in stored
+    assert _raw(RoomOutcome, "plan", "id", outcome.id).startswith("rc1:")
+    assert Room.objects.get(id=opened.room.id).purpose == f"Legacy {CANARY}"
+    assert RoomOutcome.objects.get(id=outcome.id).venue_name == "Legacy Osteria"
