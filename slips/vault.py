@@ -302,11 +302,11 @@ def _owner_open(
         raise Misconfigured("vault_sealed", "A vault item is in an unknown format.")
     key_id, subject = UUID(bytes=blob[1:17]), _owner_subject(owner_id)
     if keys is None:
-        key = data_key_open(key_id, kind="owner", subject=subject)
+        aead = AESGCM(data_key_open(key_id, kind="owner", subject=subject))
     else:
-        key = keys.open(key_id, subject=subject)
+        aead = keys.aead(key_id, subject=subject)
     try:
-        return AESGCM(key).decrypt(
+        return aead.decrypt(
             blob[17:29], blob[29:], _owner_aad(owner_id=owner_id, item_id=item_id, kind=kind)
         )
     except InvalidTag:
@@ -332,6 +332,7 @@ class TurnKeys:
 
     def __init__(self) -> None:
         self._opened: dict[tuple[UUID, str], bytes] = {}
+        self._aeads: dict[tuple[UUID, str], Any] = {}
 
     def open(self, key_id: UUID, *, subject: str) -> bytes:
         from slips.datakeys import data_key_open
@@ -341,6 +342,16 @@ class TurnKeys:
             opened = data_key_open(key_id, kind="owner", subject=subject)
             self._opened[(key_id, subject)] = opened
         return opened
+
+    def aead(self, key_id: UUID, *, subject: str) -> Any:
+        """The key opened by ``open``, ready to decrypt with (its AES key schedule made once
+        per turn too)."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        aead = self._aeads.get((key_id, subject))
+        if aead is None:
+            aead = self._aeads[(key_id, subject)] = AESGCM(self.open(key_id, subject=subject))
+        return aead
 
 
 def vault_plaintext(
