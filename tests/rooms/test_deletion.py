@@ -15,6 +15,7 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
+from django.test import Client
 from django.utils import timezone
 
 from gatekeeper.reasons import event_sentence
@@ -240,3 +241,25 @@ def test_another_apps_content_is_deleted_with_the_room_and_counted(
     assert deleted.counts.notes == 2 and notes == {}
     data = LedgerEvent.objects.filter(room_id=opened.room.id).order_by("-seq").first().data
     assert data["notes_deleted"] == 2
+
+
+def test_after_a_deletion_no_canary_is_in_the_metrics_nor_the_logs(
+    make_open_room: Callable[..., OpenRoom], settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 14: after deletion no canary from any content field is in any table, log or
+    metric. The operator's scrape (the metrics endpoint) and every log line, at any level."""
+    from synapsia import metrics  # noqa: F401 (connects its signals, as Daphne's start-up does)
+
+    caplog.set_level(logging.DEBUG)
+    opened = make_open_room(purpose=f"Dinner {CANARY}")
+    _fill(opened)
+    _with_outcome(opened)
+    room_delete(owner=opened.a.owner, room_id=opened.room.id)
+    settings.SYNAPSIA_METRICS_TOKEN = "deletion-metrics-token-" + "x" * 40
+    scrape = Client().get(
+        "/metrics", HTTP_AUTHORIZATION=f"Bearer {settings.SYNAPSIA_METRICS_TOKEN}"
+    )
+    assert scrape.status_code == 200 and b"synapsia_rooms" in scrape.content
+    for text in (scrape.content.decode(), caplog.text):
+        assert CANARY not in text and "canary-7f3a" not in text.lower()
+    assert caplog.records  # lines were captured at every level, so the check can fail
