@@ -67,7 +67,8 @@ a direct case's ``user_prompt``, a document case's documents, an agent-file case
 kept as ordinary third-party text) and weiseer-prompt-redteam 0.1.0 (Apache-2.0; the
 ``payload`` of each row of ``attacks.yaml``, the ``encoding``, ``multilingual`` and
 ``tokenization`` categories counted as encoded). Loaders from file names, keys and category
-names only.
+names only. Measured once at e746548: 117/131 non-encoded flagged (89.3%; rules alone 85),
+17 near duplicates left out; not opened in the session that measured it.
 
 A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
 fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
