@@ -281,8 +281,8 @@ def _turn_facts(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFact
         ),
         room=RoomFacts(room_id=room_id, state=str(state), terms=terms),
         # Sealed at rest under the room's key, like the transcript (a backup holds no purpose).
-        purpose=str(room_text_open(str(purpose), column=ROOM_PURPOSE, room_id=room_id)),
-        charter=str(room_text_open(str(charter), column=ROOM_CHARTER, room_id=room_id)),
+        purpose=_opened_text(str(purpose), column=ROOM_PURPOSE, room_id=room_id),
+        charter=_opened_text(str(charter), column=ROOM_CHARTER, room_id=room_id),
         ledger_head=(int(head_seq), str(head_hash)) if head_seq is not None else None,
         peer_artifacts_published=bool(artifacts_published),
     )
@@ -678,12 +678,12 @@ def _recent(
         return _recent_opened(rows, room_id=room_id)
 
 
-def _message_text(value: str, *, room_id: UUID) -> str:
-    """A message's text as stored, opened (``room_text_open`` without the ``OpenedText``
-    wrapper a model row needs: the room was checked by ``room_content_open`` already)."""
+def _opened_text(value: str, *, column: str, room_id: UUID) -> str:
+    """A sealed text column as raw SQL read it, opened (``room_text_open`` without the
+    ``OpenedText`` wrapper a model row needs: ``room_content_open`` checks the room)."""
     if not is_sealed(value):
         return value  # a legacy unsealed row reads as it is
-    return room_content_open(sealed=value, column=MESSAGE_TEXT, room_id=room_id).decode("utf-8")
+    return room_content_open(sealed=value, column=column, room_id=room_id).decode("utf-8")
 
 
 def _recent_opened(
@@ -706,7 +706,7 @@ def _recent_opened(
     )
     fenced: list[ContextMessage] = []
     for _part, seq, sender, text, flags, created_at in said:
-        block = _peer_message_fenced(_message_text(str(text), room_id=room_id))
+        block = _peer_message_fenced(_opened_text(str(text), column=MESSAGE_TEXT, room_id=room_id))
         if isinstance(flags, str | bytes):
             flags = json.loads(flags)
         fenced.append(
