@@ -263,3 +263,23 @@ def test_after_a_deletion_no_canary_is_in_the_metrics_nor_the_logs(
     for text in (scrape.content.decode(), caplog.text):
         assert CANARY not in text and "canary-7f3a" not in text.lower()
     assert caplog.records  # lines were captured at every level, so the check can fail
+
+
+def test_the_notice_is_all_that_names_a_deleted_room_and_it_goes_with_its_purge(
+    make_open_room: Callable[..., OpenRoom],
+) -> None:
+    """After the deletion the other owner's notice keeps the room's name ("bob deleted the room
+    '…'"), by design and nothing else; once it is past its window (or dismissed) the purge
+    leaves no canary in any table, readable or at rest."""
+    from rooms.retention import retention_purge_all
+
+    opened = make_open_room(purpose=f"Dinner {CANARY}")
+    _fill(opened)
+    _with_outcome(opened)
+    room_delete(owner=opened.b.owner, room_id=opened.room.id)
+    assert canaries_in_database() == ["rooms.RoomDeletionNotice"]
+    assert canaries_at_rest() == ["rooms.RoomDeletionNotice"]
+
+    retention_purge_all(now=timezone.now() + timedelta(days=31))
+    assert canaries_in_database() == [] and canaries_at_rest() == []
+    assert not RoomDeletionNotice.objects.exists()
