@@ -164,6 +164,62 @@ def format_flagger(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def model_cost_cell(other_path: str, *, rounds: int = 5, budget_s: float = 0.4) -> dict[str, Any]:
+    """The committed model's ``score()`` against another model file's (say the one before a
+    retraining: ``git show REV:rooms/fence_model.json > FILE``), on the fence's clean text of
+    the fixed ordinary 1 KB and 8 KB blocks, alternated within rounds: medians of thread CPU
+    and wall time, and the within-round ratio committed / other."""
+    from pathlib import Path
+
+    from rooms.fence_model import load_model, model_from_json
+
+    models = {"committed": load_model(), "other": model_from_json(Path(other_path).read_text())}
+    ordinary, injections = _ordinary_pool(), _hostile_pool()
+    texts = {
+        s: fence(
+            text_of(s, hostile=False, ordinary=ordinary, injections=injections),
+            source="peer",
+            cap_bytes=s * 4 + 4096,
+            judge=False,
+        ).text
+        for s in FLAGGER_SIZES
+    }
+
+    def timed(name: str, text: str) -> tuple[float, float]:
+        model = models[name]
+        model.score(text)  # warm
+        cpu: list[float] = []
+        wall: list[float] = []
+        deadline = time.perf_counter() + budget_s
+        while time.perf_counter() < deadline or len(cpu) < 5:
+            started, started_wall = time.thread_time(), time.perf_counter()
+            model.score(text)
+            cpu.append(time.thread_time() - started)
+            wall.append(time.perf_counter() - started_wall)
+        return statistics.median(cpu), statistics.median(wall)
+
+    cells = [(name, s) for s in FLAGGER_SIZES for name in models]
+    per_round: list[dict[tuple[str, int], tuple[float, float]]] = []
+    for r in range(rounds):
+        order = cells[r % len(cells) :] + cells[: r % len(cells)]
+        per_round.append({(name, s): timed(name, texts[s]) for name, s in order})
+    result: dict[str, Any] = {}
+    for s in FLAGGER_SIZES:
+        row: dict[str, Any] = {}
+        for name in models:
+            row[f"us_cpu_{name}"] = round(
+                statistics.median(t[(name, s)][0] for t in per_round) * 1e6, 1
+            )
+            row[f"us_wall_{name}"] = round(
+                statistics.median(t[(name, s)][1] for t in per_round) * 1e6, 1
+            )
+        row["committed_over_other_cpu"] = round(
+            statistics.median(t[("committed", s)][0] / t[("other", s)][0] for t in per_round), 2
+        )
+        result[f"{s // 1024}KB"] = row
+    return result
+
+
 def fence_cell(*, rounds: int = 5, budget_s: float = 0.4) -> dict[str, Any]:
     """Per-call medians and within-round ratios for both kinds of text."""
     ordinary, injections = _ordinary_pool(), _hostile_pool()
@@ -220,7 +276,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--flagger", action="store_true", help="also what the learned flagger adds per call"
     )
+    parser.add_argument(
+        "--compare-model",
+        metavar="FILE",
+        help="only: the committed model's score() cost against this model file's",
+    )
     args = parser.parse_args(argv)
+    if args.compare_model:
+        compared = model_cost_cell(args.compare_model, rounds=args.rounds, budget_s=args.budget)
+        print(json.dumps(compared, indent=2))
+        return 0
     result = fence_cell(rounds=args.rounds, budget_s=args.budget)
     print(json.dumps(result, indent=2) if args.json else format_cell(result))
     if args.flagger:
