@@ -71,7 +71,7 @@ async def test_a_join_that_cannot_be_recorded_does_not_happen(make_open_room, mo
     def ledger_down(**_: object) -> None:
         raise LedgerAppendError("ledger append failed: injected")
 
-    monkeypatch.setattr(handshake, "ledger_append", ledger_down)
+    monkeypatch.setattr(handshake, "ledger_append_many", ledger_down)
     socket = _join(setup.room.id, setup.a.token)
     assert (await socket.connect())[0]
     closed = await socket.receive_output(timeout=5)
