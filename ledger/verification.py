@@ -3,9 +3,10 @@
 Each event's hash is checked as SHA-256 of the bytes stored at append (``canonical``), and
 those bytes against the row's own columns by comparing bytes (``ledger.chain``): nothing is
 re-canonicalised unless a row fails that comparison, and then only that row, to say what is
-wrong. Rows stream in large batches (``iterator(chunk_size=…)`` over ``values_list``: a
-server-side cursor on PostgreSQL, no model instances), every room in one pass for
-``ledger_verify_all``. Besides each event it checks the room's head row (a deleted tail shows
+wrong. Rows come in pages of ``CHUNK_SIZE``, one prepared statement per page of a room (no
+model instances, no room column; on PostgreSQL in the binary protocol, fetched ahead in a
+thread), every room in one pass for ``ledger_verify_all``, whose signature checks run in a
+helper thread alongside. Besides each event it checks the room's head row (a deleted tail shows
 up as a head the chain does not reach), the retention checkpoint, and every signed head (its
 signature under the key it names, and that the chain still holds that seq and hash).
 ``recanonicalise=True`` recomputes RFC 8785 from the columns of every row as well (an audit;
@@ -20,7 +21,7 @@ import itertools
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC
 from operator import itemgetter
@@ -538,16 +539,25 @@ def ledger_verify_all(
         if on_room is not None:
             on_room(len(done), max(total, len(done)), verdict)
 
-    # Each room's signatures are checked in a helper thread, in the order the rooms are read
-    # and before the room's rows are: libsodium runs without the GIL, so where a second core
-    # is free they cost no wall time (the CPU time is the same).
-    signatures = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-verify-signatures")
-    pending = {
-        room_id: signatures.submit(
-            _claims, room_id, signed.get(room_id, ()), trusted, witnessed.get(room_id, ())
-        )
-        for room_id in sorted(heads, key=str)
-    }
+    # PostgreSQL: each room's signatures are checked in a helper thread, in the order the
+    # rooms are read and before their rows are: libsodium runs without the GIL, so where a
+    # second core is free they cost no wall time (the CPU time is the same). Not on SQLite:
+    # its driver lets go of the GIL for every row, and handing it back and forth with a
+    # second thread costs more CPU than the overlap saves.
+    signatures: ThreadPoolExecutor | None = None
+    pending: dict[UUID, Future[list[HeadClaim] | ChainVerdict]] = {}
+    if connection.vendor in _PREFETCH_VENDORS:
+        signatures = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-verify-sign")
+        for room_id in sorted(heads, key=str):
+            pending[room_id] = signatures.submit(
+                _claims, room_id, signed.get(room_id, ()), trusted, witnessed.get(room_id, ())
+            )
+
+    def claims_of(room_id: UUID) -> list[HeadClaim] | ChainVerdict:
+        if room_id in pending:
+            return pending[room_id].result()
+        return _claims(room_id, signed.get(room_id, ()), trusted, witnessed.get(room_id, ()))
+
     try:
         with _reading(), _rooms_rows(heads) as rooms:
             for room_id, rows in rooms:
@@ -555,7 +565,7 @@ def ledger_verify_all(
                 if head is None:  # no head when we began: a room created since, or a fault
                     finish(room_id, ledger_verify_room(room_id=room_id))
                     continue
-                claims = pending[room_id].result()
+                claims = claims_of(room_id)
                 if isinstance(claims, ChainVerdict):
                     finish(room_id, claims)
                     continue
@@ -566,7 +576,8 @@ def ledger_verify_all(
         verdicts += _verify_rooms_one_by_one(rest, on_room, recanonicalise=False, start=len(done))
         done.update(rest)
     finally:
-        signatures.shutdown(cancel_futures=True)
+        if signatures is not None:
+            signatures.shutdown(cancel_futures=True)
     for room_id in sorted(heads.keys() | signed.keys() | witnessed.keys(), key=str):
         if room_id not in done:  # no events at all (a fresh head, or a deleted chain)
             finish(room_id, ledger_verify_room(room_id=room_id))
