@@ -6,10 +6,10 @@ an ``Origin`` that must be exactly this site's (scheme, host and port). Every re
 
 An agent's handshake is one transaction of four written statements (issue 17: the ORM's
 compilation was most of a connect's CPU): the token's use (``UPDATE … RETURNING``, which is
-also the token check), the seat with its room, the room's ledger head and whether anyone
-sealed an offer (one ``SELECT``), then the ``Join`` event (the head's compare-and-set and the
-insert, ``ledger_append_many``). Every check is made on every connect, from the record:
-nothing here is remembered between connects but the SQL text.
+also the token check), the seat with its room, the room's ledger head, whether anyone sealed
+an offer and whether the agent has a live slip (one ``SELECT``), then the ``Join`` event (the
+head's compare-and-set and the insert, ``ledger_append_many``). Every check is made on every
+connect, from the record: nothing here is remembered between connects but the SQL text.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.http.request import validate_host
 from django.utils import timezone
 
@@ -35,8 +35,9 @@ from ledger.services import LedgerAppendError, ledger_append_many
 from rooms.bearer import secret_digest
 from rooms.models import Agent, Room, RoomMember, RoomState, SealedOffer, SeatStanding
 from rooms.protocol import CloseCode
-from rooms.sealing import ROOM_CHARTER, ROOM_PURPOSE, room_text_open
+from rooms.sealing import ROOM_CHARTER, ROOM_PURPOSE, one_hop, room_text_open
 from slips.capabilities import tier_narrowest
+from slips.models import Slip
 from slips.verification import room_slips_read
 
 _JOINABLE = (RoomState.OPEN, RoomState.PAUSED)
@@ -84,6 +85,8 @@ class Admission:
     declared_tools: list[str] | None = None
     # Someone sealed an offer in the room: the opening asks whether the reveal is due.
     offers_sealed: bool = False
+    # The agent's owner has a live slip for it here: the tools it lists are read and checked.
+    slip_live: bool = False
 
 
 TOOL_RESOURCE_PREFIX = "tool:"
@@ -219,16 +222,19 @@ def _token_use_sql(vendor: str) -> str:
 
 @functools.cache
 def _seat_sql(vendor: str) -> str:
-    """The agent's seat in the room, with the room, the room's ledger head and whether any
-    offer was sealed there: one row, or none when the agent holds no seat in the room."""
+    """The agent's seat in the room, with the room, the room's ledger head, whether any offer
+    was sealed there and whether its owner has a live slip for it: one row, or none when the
+    agent holds no seat in the room."""
     q = connection.ops.quote_name
-    member, room, head, offer = (
-        q(model._meta.db_table) for model in (RoomMember, Room, LedgerHead, SealedOffer)
+    member, room, head, offer, slip = (
+        q(model._meta.db_table) for model in (RoomMember, Room, LedgerHead, SealedOffer, Slip)
     )
     return (
         "SELECT m.owner_id, m.acked_seq, m.standing, "  # noqa: S608
         "r.purpose, r.charter, r.state, r.terms, r.last_seq, h.seq, h.hash, "
-        f"EXISTS (SELECT 1 FROM {offer} o WHERE o.room_id = r.id) "
+        f"EXISTS (SELECT 1 FROM {offer} o WHERE o.room_id = r.id), "
+        f"EXISTS (SELECT 1 FROM {slip} s WHERE s.room_id = r.id AND s.owner_id = m.owner_id "
+        "AND s.agent_id = m.agent_id AND s.superseded_at IS NULL) "
         f"FROM {member} m JOIN {room} r ON r.id = m.room_id "
         f"LEFT JOIN {head} h ON h.room_id = r.id "
         "WHERE m.room_id = %s AND m.agent_id = %s"
@@ -241,12 +247,14 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
     now = timezone.now()
     agent_pk = Agent._meta.pk
     assert agent_pk is not None
+    # The connection itself, looked up once (each use of the proxy is a context-local lookup).
+    db = connections[DEFAULT_DB_ALIAS]
     with transaction.atomic():
-        with connection.cursor() as cursor:
+        with db.cursor() as cursor:
             cursor.execute(
-                _token_use_sql(connection.vendor),
+                _token_use_sql(db.vendor),
                 [
-                    Agent._meta.get_field("token_last_used_at").get_db_prep_save(now, connection),
+                    Agent._meta.get_field("token_last_used_at").get_db_prep_save(now, db),
                     secret_digest(token),
                 ],
             )
@@ -255,17 +263,17 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
                 return Refusal(CloseCode.UNAUTHENTICATED, "Unknown or revoked token.")
             agent_id = _as_uuid(agent_row[0])
             cursor.execute(
-                _seat_sql(connection.vendor),
+                _seat_sql(db.vendor),
                 [
-                    Room._meta.get_field("id").get_db_prep_value(room_id, connection),
-                    agent_pk.get_db_prep_value(agent_id, connection),
+                    Room._meta.get_field("id").get_db_prep_value(room_id, db),
+                    agent_pk.get_db_prep_value(agent_id, db),
                 ],
             )
             seat = cursor.fetchone()
         if seat is None:
             return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
         owner_id, acked_seq, standing, purpose, charter, state, terms, last_seq = seat[:8]
-        head_seq, head_hash, offers_sealed = seat[8:]
+        head_seq, head_hash, offers_sealed, slip_live = seat[8:]
         if state not in _JOINABLE:
             return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {state}.")
         if standing == SeatStanding.BLOCKED:
@@ -289,16 +297,26 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
         RoomFacts(
             room_id,
             # Room content, sealed at rest: opened here, checked to be this room's.
-            room_text_open(str(purpose), column=ROOM_PURPOSE, room_id=room_id),
-            room_text_open(str(charter), column=ROOM_CHARTER, room_id=room_id),
+            *_room_texts(room_id, purpose, charter),
             str(state),
-            terms_field.from_db_value(terms, None, connection),  # type: ignore[arg-type]
+            terms_field.from_db_value(terms, None, db),  # type: ignore[arg-type]
             int(last_seq),
         ),
         advisor_only=bool(agent_row[1]),
-        declared_tools=tools_field.from_db_value(agent_row[2], None, connection),  # type: ignore[arg-type]
+        declared_tools=tools_field.from_db_value(agent_row[2], None, db),  # type: ignore[arg-type]
         offers_sealed=bool(offers_sealed),
+        slip_live=bool(slip_live),
     )
+
+
+def _room_texts(room_id: UUID, purpose: Any, charter: Any) -> tuple[str, str]:
+    """The room's purpose and charter, sealed at rest: opened, each checked to be this room's
+    (one read: the room key's destroyed mark is read once for both)."""
+    with one_hop():
+        return (
+            room_text_open(str(purpose), column=ROOM_PURPOSE, room_id=room_id),
+            room_text_open(str(charter), column=ROOM_CHARTER, room_id=room_id),
+        )
 
 
 def tools_listed(admission: Admission, *, now: datetime | None = None) -> list[dict[str, Any]]:
@@ -313,9 +331,13 @@ def tools_listed(admission: Admission, *, now: datetime | None = None) -> list[d
     if participant.agent_id is None:
         return []
     now = now or timezone.now()
-    # The tier is not asked here (no use is decided); the default is passed for the record.
-    slips = room_slips_read(room_id=participant.room_id, tier=tier_narrowest([]).value, lock=False)
-    checked = slips.slips.get((str(participant.owner_id), participant.agent_id))
+    checked = None
+    if admission.slip_live:
+        # The tier is not asked here (no use is decided); the default is passed for the record.
+        slips = room_slips_read(
+            room_id=participant.room_id, tier=tier_narrowest([]).value, lock=False
+        )
+        checked = slips.slips.get((str(participant.owner_id), participant.agent_id))
     signed = checked.signed if checked is not None and checked.failure is None else None
     now_s = int(now.timestamp())
     slip_tools = (

@@ -28,10 +28,11 @@ from tests.slips.conftest import seat_slip_sign
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # The token's use, the seat with its room, the Join (the head's compare-and-set and the
-# insert) in one transaction, then the slip read and the tool policy: 8 with SQLite's BEGIN
-# and COMMIT. It was 14 (the agent and the room read twice, the ledger through the ORM, the
-# backlog and the sealed offers read when there are none).
-CONNECT_STATEMENTS_MAX = 8
+# insert) in one transaction, then the tool policy: 7 with SQLite's BEGIN and COMMIT. It was
+# 14 (the agent and the room read twice, the ledger through the ORM, the slips, the backlog
+# and the sealed offers read when there are none). One more where there is something to read:
+# the agent's slip, or messages past its ack.
+CONNECT_STATEMENTS_MAX = 7
 
 
 @pytest.fixture
@@ -136,7 +137,7 @@ async def test_the_slip_behind_the_listed_tools_is_checked_on_every_connect(
     socket, welcome = await _connect(setup.room.id, setup.a.token)
     assert "book_table" in _tool_names(welcome)  # the slip's tool
     assert "venues_search" in _tool_names(welcome)  # touches no owner data: needs no slip
-    assert len(connect_hops[0]) <= CONNECT_STATEMENTS_MAX, "\n".join(connect_hops[0])
+    assert len(connect_hops[0]) <= CONNECT_STATEMENTS_MAX + 1, "\n".join(connect_hops[0])
     await socket.disconnect()
 
     def spoil() -> None:
