@@ -16,6 +16,8 @@ from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from frontend import transcript
@@ -99,7 +101,17 @@ def room_delete_confirm(request: OwnerRequest, room_id: UUID) -> HttpResponse:
         except RoomError:
             return _not_found(request)
         told = " The other owner has been told." if deleted.told else ""
-        messages.success(request, f"The room “{deleted.purpose}” was deleted for both sides.{told}")
+        # format_html escapes the purpose; the link is ours (the message keeps it safe).
+        messages.success(
+            request,
+            format_html(
+                "The room “{}” was deleted for both sides.{} "
+                '<a href="{}">Its ledger</a> stays, without content, for its own window.',
+                deleted.purpose,
+                told,
+                reverse("room-ledger", args=[room_id]),
+            ),
+        )
         return redirect("dashboard")
     return render(
         request,

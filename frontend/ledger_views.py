@@ -11,6 +11,7 @@ from django.shortcuts import render
 
 from rooms import outcomes, selectors
 from rooms.errors import RoomError
+from rooms.ledger_api import deleted_room_for_owner
 
 
 @login_required
@@ -19,7 +20,12 @@ def room_ledger(request: HttpRequest, room_id: UUID) -> HttpResponse:
     try:
         seat = selectors.room_seat(owner=request.user, room_id=room_id)
     except RoomError:
-        return render(request, "frontend/not_found.html", status=404)
+        # A deleted room's ledger stays, without content, for its own window: its former
+        # owners may still read and check it; anyone else gets the same page as for no room.
+        deleted = deleted_room_for_owner(owner=request.user, room_id=room_id)
+        if deleted is None:
+            return render(request, "frontend/not_found.html", status=404)
+        return render(request, "rooms/deleted_room_ledger.html", {"deleted": deleted})
     # Data arrives through the API (rooms/ledger_api.py); the page only hosts the checker.
     # Each event's sentence comes with it (``words``, outside the hashed fields), so the
     # browser's hash check reads the raw events and the words never take part in it.

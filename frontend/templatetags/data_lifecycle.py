@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from django import template
 
@@ -36,6 +37,7 @@ class NoticeWords:
     sentence: str  # "alice deleted the room 'Dinner'."
     purpose: str
     when: datetime
+    room_id: UUID  # for the link to the deleted room's ledger, which stays for its window
 
 
 @register.inclusion_tag("frontend/_deletion_notices.html", takes_context=True)
@@ -50,5 +52,5 @@ def deletion_notices(context: template.Context) -> dict[str, Any]:
             if n.account_deleted
             else f"{n.deleted_by_name} deleted the room '{n.room_purpose}'."
         )
-        notices.append(NoticeWords(n.id, how, n.room_purpose, n.created_at))
+        notices.append(NoticeWords(n.id, how, n.room_purpose, n.created_at, n.room_id))
     return {"notices": notices, "csrf_token": context.get("csrf_token")}

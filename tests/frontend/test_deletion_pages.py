@@ -90,10 +90,12 @@ def test_deleting_a_room_says_what_goes_and_stays_then_both_sides_lose_it(
     bob_rooms = visible(bob.get("/").content.decode())
     assert "The room “Dinner for two” was deleted for both sides." in bob_rooms
     assert "The other owner has been told." in bob_rooms
-    # Neither side can open anything of it any more.
+    # Neither side can open anything of it any more but its ledger, which says so.
     for client in (alice, bob):
-        for path in ("", "ledger/", "slip/", "delete/", "close/", "?part=transcript"):
+        for path in ("", "slip/", "delete/", "close/", "?part=transcript"):
             assert client.get(f"/rooms/{opened.room.id}/{path}").status_code == 404, path
+        ledger = client.get(f"/rooms/{opened.room.id}/ledger/").content.decode()
+        assert 'id="room-deleted"' in ledger and "Dinner for two" not in ledger
         assert client.get(f"/api/rooms/{opened.room.id}/messages").status_code == 404
 
     # Alice is told on her rooms page, by name, and can dismiss it.
