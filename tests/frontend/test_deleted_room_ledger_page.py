@@ -29,7 +29,7 @@ def _journal(tmp_path: Path, settings: Any) -> None:
     }
 
 
-def _client(user: User) -> Client:
+def _client(user: Any) -> Client:
     client = Client()
     client.force_login(user)
     return client
