@@ -495,10 +495,30 @@ def ledger_verify_room(*, room_id: UUID, recanonicalise: bool = False) -> ChainV
     return _stray(verdict, room_id) if verdict.ok else verdict
 
 
+def _event_room_ids() -> set[UUID]:
+    """Every room with events. PostgreSQL: one index probe per room (a recursive skip over
+    the (room, seq) index), not a DISTINCT over every event, which costs the server more
+    than a tenth of reading them all; SQLite's DISTINCT walks that index cheaply itself."""
+    if connection.vendor != "postgresql":
+        return set(LedgerEvent.objects.values_list("room_id", flat=True).distinct())
+    table = connection.ops.quote_name(LedgerEvent._meta.db_table)
+    room = connection.ops.quote_name(str(LedgerEvent._meta.get_field("room_id").column))
+    # Only the model's own table and column names go into the text.
+    sql = (
+        f"WITH RECURSIVE rooms(room) AS (SELECT (SELECT {room} FROM {table} ORDER BY {room} "  # noqa: S608
+        f"LIMIT 1) UNION ALL SELECT (SELECT e.{room} FROM {table} e WHERE e.{room} > rooms.room "
+        f"ORDER BY e.{room} LIMIT 1) FROM rooms WHERE rooms.room IS NOT NULL) "
+        "SELECT room FROM rooms WHERE room IS NOT NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return {value if isinstance(value, UUID) else UUID(str(value)) for (value,) in cursor}
+
+
 def ledger_room_ids() -> list[UUID]:
     """Every room the ledger knows: with a head row, events, or signed heads."""
     ids = set(LedgerHead.objects.values_list("room_id", flat=True))
-    ids.update(LedgerEvent.objects.values_list("room_id", flat=True).distinct())
+    ids.update(_event_room_ids())
     ids.update(SignedHead.objects.values_list("room_id", flat=True).distinct())
     ids.update(HeadWitness.objects.values_list("room_id", flat=True).distinct())
     return sorted(ids, key=str)
@@ -600,9 +620,9 @@ def _rooms_rows(
 ) -> Iterator[Iterator[tuple[UUID, Iterable[StoredRow]]]]:
     """Every room that has a head row or events, in order, with its rows up to its head row
     in order: one prepared statement per page of a room (``_room_pages``), which spares
-    every row a room column and the grouping. Rooms with events but no head row (found by
-    one DISTINCT) come with no rows: the caller verifies them on their own."""
-    rooms = set(heads) | set(LedgerEvent.objects.values_list("room_id", flat=True).distinct())
+    every row a room column and the grouping. Rooms with events but no head row
+    (``_event_room_ids``) come with no rows: the caller verifies them on their own."""
+    rooms = set(heads) | _event_room_ids()
     order = sorted(rooms, key=str)
     plan = [(room_id, heads[room_id].seq) for room_id in order if room_id in heads]
     with _ahead(_room_pages(plan)) as pages:
