@@ -221,10 +221,13 @@ def _token_use_sql(vendor: str) -> str:
 
 
 @functools.cache
-def _seat_sql(vendor: str) -> str:
+def _seat_sql(vendor: str, head_locked: bool) -> str:
     """The agent's seat in the room, with the room, the room's ledger head, whether any offer
     was sealed there and whether its owner has a live slip for it: one row, or none when the
-    agent holds no seat in the room."""
+    agent holds no seat in the room. ``head_locked`` (PostgreSQL): the head is locked until
+    the handshake commits, so two agents of a room joining at once take turns at it instead
+    of one failing its compare-and-set (the append's slower path); a room without a head yet
+    then reads no row."""
     q = connection.ops.quote_name
     member, room, head, offer, slip = (
         q(model._meta.db_table) for model in (RoomMember, Room, LedgerHead, SealedOffer, Slip)
@@ -236,8 +239,8 @@ def _seat_sql(vendor: str) -> str:
         f"EXISTS (SELECT 1 FROM {slip} s WHERE s.room_id = r.id AND s.owner_id = m.owner_id "
         "AND s.agent_id = m.agent_id AND s.superseded_at IS NULL) "
         f"FROM {member} m JOIN {room} r ON r.id = m.room_id "
-        f"LEFT JOIN {head} h ON h.room_id = r.id "
-        "WHERE m.room_id = %s AND m.agent_id = %s"
+        f"{'' if head_locked else 'LEFT '}JOIN {head} h ON h.room_id = r.id "
+        "WHERE m.room_id = %s AND m.agent_id = %s" + (" FOR UPDATE OF h" if head_locked else "")
     )
 
 
@@ -262,14 +265,18 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
             if agent_row is None:
                 return Refusal(CloseCode.UNAUTHENTICATED, "Unknown or revoked token.")
             agent_id = _as_uuid(agent_row[0])
-            cursor.execute(
-                _seat_sql(db.vendor),
-                [
-                    Room._meta.get_field("id").get_db_prep_value(room_id, db),
-                    agent_pk.get_db_prep_value(agent_id, db),
-                ],
-            )
+            seat_params = [
+                Room._meta.get_field("id").get_db_prep_value(room_id, db),
+                agent_pk.get_db_prep_value(agent_id, db),
+            ]
+            # SQLite's IMMEDIATE transaction already holds the one write lock.
+            head_locked = db.features.has_select_for_update_of
+            cursor.execute(_seat_sql(db.vendor, head_locked), seat_params)
             seat = cursor.fetchone()
+            if seat is None and head_locked:
+                # No seat, or a room whose ledger has no head yet: read without the lock.
+                cursor.execute(_seat_sql(db.vendor, False), seat_params)
+                seat = cursor.fetchone()
         if seat is None:
             return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
         owner_id, acked_seq, standing, purpose, charter, state, terms, last_seq = seat[:8]
