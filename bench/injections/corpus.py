@@ -56,8 +56,8 @@ HarmBench subsets are harmful requests, not injections, and its multilingual see
 translations, so they are left out). Loaders from file names and JSON keys only.
 
 Round 7. After round 6's figure (68.4% at d0b2c71) its two packages were opened as tuning too,
-and the learned flagger retrained on rounds 1-6 with its settings chosen by leave-one-package-
-out cross-validation; a seventh held-out set, from three packages no earlier round loaded, was
+and the learned flagger retrained on rounds 1-6 with its settings chosen by leave-one-round-out
+cross-validation; a seventh held-out set, from three packages no earlier round loaded, was
 measured once with rules and model frozen: fas-judgement 3.1.1 (Fallen Angel Systems, MIT; the
 ``text`` of each row of ``patterns/data/single-shot/patterns.json``, the ``encoding_evasion``
 and ``multilingual`` categories and every row whose ``language`` is not English counted as
