@@ -51,6 +51,13 @@ CHAR_NGRAMS: tuple[int, ...] = (4,)
 # limit bounds the input anyway; this keeps one message's cost bounded below it.
 MAX_CHARS = 16_384
 
+_crc32 = zlib.crc32
+# The kind tags of feature_strings() as CRC-32 seeds: crc32(b"w " + word) is
+# crc32(word, _WORD_SEED), and crc32(b"b " + a + b" " + b) is crc32(b, crc32(a + b" ",
+# _PAIR_SEED)).
+_WORD_SEED = _crc32(b"w ")
+_PAIR_SEED = _crc32(b"b ")
+
 
 def _words(text: str) -> list[str]:
     return _WORD.findall(_DIGITS.sub("0", text[:MAX_CHARS].casefold()))
@@ -74,8 +81,45 @@ def feature_buckets(
     text: str, buckets: int, char_ngrams: tuple[int, ...] = CHAR_NGRAMS
 ) -> set[int]:
     """The distinct hash bins ``text``'s features fall in (CRC-32: stable across runs and
-    processes, unlike ``hash()``)."""
-    return {zlib.crc32(f.encode("utf-8")) % buckets for f in feature_strings(text, char_ngrams)}
+    processes, unlike ``hash()``): exactly ``{crc32(f.encode("utf-8")) % buckets for f in
+    feature_strings(text, char_ngrams)}``, computed without building the tagged strings.
+
+    This runs on every peer message, so it hashes bytes, never builds a tagged string: a
+    word's UTF-8 bytes are a piece of the word sequence's (a space never occurs inside a
+    word or a multi-byte character); the tags are CRC-32 seeds (``crc32(b, crc32(a))`` is
+    ``crc32(a + b)``); each distinct word and word pair is hashed once; and on ASCII or
+    Latin-1 text a character gram is a byte slice, re-encoded only if it holds an accent.
+    tests/rooms/test_fence_equivalence.py checks it against the string definition."""
+    words = _words(text)
+    if not words:
+        return set()
+    joined = " " + " ".join(words) + " "
+    raw = joined.encode("utf-8")
+    encoded = raw[1:-1].split(b" ")
+    distinct = set(encoded)
+    bins = {_crc32(word, _WORD_SEED) % buckets for word in distinct}
+    # The seed of "b <a> ": each pair then costs one CRC-32 call over its second word.
+    after = {word: _crc32(word + b" ", _PAIR_SEED) for word in distinct}
+    bins.update(_crc32(b, after[a]) % buckets for a, b in set(itertools.pairwise(encoded)))
+    if len(raw) == len(joined):
+        single = raw  # ASCII: a character gram is its UTF-8 byte slice
+    else:
+        try:
+            # Latin-1 is one byte per character too, and the same bytes as UTF-8 on ASCII:
+            # a gram is sliced as bytes and only a gram holding an accent is re-encoded.
+            single = joined.encode("latin-1")
+        except UnicodeEncodeError:
+            single = b""  # another script: the grams as strings
+    for n in char_ngrams:
+        if single:
+            bins.update(
+                _crc32(gram if gram.isascii() else gram.decode("latin-1").encode("utf-8")) % buckets
+                for gram in {single[i : i + n] for i in range(len(single) - n + 1)}
+            )
+        else:
+            texts = {joined[i : i + n] for i in range(len(joined) - n + 1)}
+            bins.update(_crc32(gram.encode("utf-8")) % buckets for gram in texts)
+    return bins
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +137,8 @@ class FenceModel:
         bins = feature_buckets(text, self.buckets, self.char_ngrams)
         if not bins:
             return self.bias
-        weights = self.weights
-        total = sum(weights[b] for b in bins)
+        # Integer weights summed exactly, in any order: the same total as the training run's.
+        total = sum(map(self.weights.__getitem__, bins))
         return self.bias + self.scale * total / math.sqrt(len(bins))
 
     def reads_as_instruction(self, text: str) -> bool:
