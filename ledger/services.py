@@ -272,14 +272,27 @@ def _events_insert(connection: BaseDatabaseWrapper, rows: Sequence[dict[str, obj
                     + ", ".join([row] * len(chunk))
                 )
                 _INSERT_SQL[key] = sql
-            cursor.execute(
-                sql,
-                [
-                    field.get_db_prep_save(values[field.attname], connection)
-                    for values in chunk
-                    for field in _EVENT_FIELDS
-                ],
-            )
+            cursor.execute(sql, _insert_params(connection, chunk))
+
+
+_UNSET = object()
+
+
+def _insert_params(connection: BaseDatabaseWrapper, rows: Sequence[dict[str, object]]) -> list[Any]:
+    """Each row's values through its field's ``get_db_prep_save``, row after row. A batch's
+    rows share their room and their moment (the same objects): those are prepared once, not
+    once per row (a datetime's preparation reads the time-zone setting each time)."""
+    params: list[Any] = []
+    seen: list[object] = [_UNSET] * len(_EVENT_FIELDS)
+    prepared: list[Any] = [None] * len(_EVENT_FIELDS)
+    for values in rows:
+        for i, field in enumerate(_EVENT_FIELDS):
+            value = values[field.attname]
+            if value is not seen[i]:
+                seen[i] = value
+                prepared[i] = field.get_db_prep_save(value, connection)
+            params.append(prepared[i])
+    return params
 
 
 def _sign_appended(room_id: UUID, appended: Sequence[AppendedEvent]) -> None:
