@@ -237,22 +237,31 @@ _ASTRAL_STRIPPABLE = re.compile(f"[{char_class(cp for cp in _CODE_POINT_TABLE if
 ASTRAL_RUNS = re.compile("[\U00010000-\U0010ffff]+")
 
 
+def _without_astral_strippable(run: re.Match[str]) -> str:
+    return _ASTRAL_STRIPPABLE.sub("", run[0])
+
+
 def strip_code_points(text: str) -> tuple[str, Counter[StripCategory]]:
     """Delete every catalogued code point; return the text and per-category counts."""
     counts: Counter[StripCategory] = Counter()
+    astral_runs: list[str] = []
     if text.isascii():
-        patterns: tuple[re.Pattern[str], ...] = (_ASCII_STRIPPABLE,)
+        pattern = _ASCII_STRIPPABLE
     else:
-        patterns = (_BMP_STRIPPABLE,)
-        # Check the astral class only against the astral characters actually present.
+        pattern = _BMP_STRIPPABLE
+        # The astral class is matched only against the astral characters actually present,
+        # and removed run by run: the whole text never meets it (an astral class costs re a
+        # range check per range for every character it looks at).
         astral = "".join(ASTRAL_RUNS.findall(text))
-        if astral and _ASTRAL_STRIPPABLE.search(astral):
-            patterns = (_BMP_STRIPPABLE, _ASTRAL_STRIPPABLE)
-    for pattern in patterns:
-        runs = pattern.findall(text)
-        if runs:
-            counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(runs))
-            text = pattern.sub("", text)
+        if astral:
+            astral_runs = _ASTRAL_STRIPPABLE.findall(astral)
+    runs = pattern.findall(text)
+    if runs:
+        counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(runs))
+        text = pattern.sub("", text)
+    if astral_runs:
+        counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(astral_runs))
+        text = ASTRAL_RUNS.sub(_without_astral_strippable, text)
     if "\ufe0e" in text or "\ufe0f" in text:  # the lookbehind is costly; run it only if needed
         text, stray = STRAY_PRESENTATION_SELECTOR.subn("", text)
         if stray:
@@ -598,6 +607,9 @@ HEADER_ROLE_WORDS: tuple[str, ...] = (
 # What may stand before a role marker on its line and still leave it starting the turn:
 # whitespace and markdown (blockquote, emphasis, list bullets, numbered lists, table bars).
 _LEAD = r"[ \t]*(?:(?:[>*_~`|\-+•·]|\d{1,3}[.)])[ \t]*)*"
+# Before a role and its colon a heading's hashes may stand among the rest ("### > User:",
+# "> ## System:"): still a turn starter. One symbol per repeat keeps it linear.
+_LEAD_OR_HEADING = r"[ \t]*(?:(?:[>*_~`|\-+•·#]|\d{1,3}[.)])[ \t]*)*"
 _EMPHASIS = r"[*_`~]*"
 _ROLES = "|".join(sorted((re.escape(w) for w in ROLE_WORDS), key=len, reverse=True))
 _HEADERS = "|".join(
@@ -608,7 +620,7 @@ _ROLE_QUALIFIER = (
     r"|response|reply|request|command|mode))?"
 )
 _ONE_LINE_ROLE = (
-    rf"{_LEAD}{_EMPHASIS}[ \t]*(?:{_ROLES}){_ROLE_QUALIFIER}[ \t]*{_EMPHASIS}[ \t]*"
+    rf"{_LEAD_OR_HEADING}{_EMPHASIS}[ \t]*(?:{_ROLES}){_ROLE_QUALIFIER}[ \t]*{_EMPHASIS}[ \t]*"
     rf"(?:\([^()\n]{{0,32}}\)[ \t]*)?{_EMPHASIS}[ \t]*:{_EMPHASIS}"
 )
 _HEADER_ROLE = (
@@ -759,6 +771,51 @@ BOUNDARY_TAIL_REGEX = re.compile(
     r"(?:/?\s*(?:un[\s_\-]*)?trusted\s+(?:source|nonce|truncated)\s*=|(?<![\w-])nonce\s*=\s*[\"'])"
     r"[^\n<>]{0,256}(?:>{1,2}|(?=[\n<]|\Z))"
 )
+# BOUNDARY_TAIL_REGEX, found in linear time (_boundary_tails). Every match holds "trusted"
+# (first branch) or starts at "nonce" (second), and before "trusted" its first branch takes
+# only "/", whitespace, "un", "_" and "-": so a match can only start in the run of those
+# characters right before an occurrence of either word. The guarded form refuses to start
+# the first branch right after whitespace (unless at a "/"): such a start is never the
+# leftmost, as the branch's "\s*" takes that whitespace too. Scanning every position with the
+# plain regex rescanned the rest of a whitespace run from each of its positions (8,000 spaces
+# and one "trusted" cost 0.7 s), and cost ~60 ns a character on any text holding the words.
+_BOUNDARY_TAIL_WORD = re.compile("trusted|nonce")
+_BOUNDARY_TAIL_LEAD = frozenset("/_-un")
+_BOUNDARY_TAIL_GUARDED = re.compile(
+    r"(?:(?:(?<!\s)|(?=/))/?\s*(?:un[\s_\-]*)?trusted\s+(?:source|nonce|truncated)\s*="
+    r"|(?<![\w-])nonce\s*=\s*[\"'])"
+    r"[^\n<>]{0,256}(?:>{1,2}|(?=[\n<]|\Z))"
+)
+_SPACE = re.compile(r"\s")
+
+
+def _boundary_tails(view: str) -> list[tuple[int, int]]:
+    """The spans of ``BOUNDARY_TAIL_REGEX.finditer(view)``, trying only the positions where
+    a match can start, so in linear time whatever the text holds."""
+    spans: list[tuple[int, int]] = []
+    position = 0  # where finditer's next search would start
+    for word in _BOUNDARY_TAIL_WORD.finditer(view):
+        core = word.start()
+        if core < position:
+            continue  # inside the previous match
+        lead = core
+        while lead > position and (
+            view[lead - 1] in _BOUNDARY_TAIL_LEAD or _SPACE.match(view, lead - 1)
+        ):
+            lead -= 1
+        for start in range(lead, core + 1):
+            if start == position and start and _SPACE.match(view, start - 1):
+                # The search resumes inside a whitespace run: here the plain regex decides.
+                match = BOUNDARY_TAIL_REGEX.match(view, start)
+            else:
+                match = _BOUNDARY_TAIL_GUARDED.match(view, start)
+            if match is not None:
+                spans.append(match.span())
+                position = match.end()
+                break
+    return spans
+
+
 LINE_MARKER_REGEX = re.compile(LINE_ROLE_PATTERN, re.MULTILINE)
 _AUTHORITY_IN_MARKER = re.compile(
     rf"(?<![a-z])(?:{'|'.join(sorted(AUTHORITY_ROLE_WORDS))})(?![a-z])"
@@ -795,8 +852,8 @@ def find_control_tokens(text: str) -> list[tuple[int, int, StripCategory]]:
                 category = _role_category(view[start:end])
             found.append((to_source(match.start()), to_source(match.end() - 1) + 1, category))
     if "nonce" in view or "trusted" in view:
-        for match in BOUNDARY_TAIL_REGEX.finditer(view):
-            start, end = to_source(match.start()), to_source(match.end() - 1) + 1
+        for match_start, match_end in _boundary_tails(view):
+            start, end = to_source(match_start), to_source(match_end - 1) + 1
             found.append((start, end, StripCategory.FENCE_MARKER))
     if ":" in view or "#" in view:
         for match in LINE_MARKER_REGEX.finditer(view):
