@@ -54,12 +54,10 @@ nothing reaches the agent, and the pause or close is in the ledger once, when it
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
 import logging
-import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -108,7 +106,7 @@ from rooms.sealing import (
     room_content_open,
     room_text_open,
 )
-from rooms.untrusted import NONCE_BYTES, FencedText, fence, trusted_preamble
+from rooms.untrusted import FencedText, fence, fence_clean, fence_renonce, trusted_preamble
 from slips.models import RoomTier, Slip
 from slips.vault import TurnKeys, vault_item_scoped_view, vault_items_read
 from slips.verification import (
@@ -554,9 +552,9 @@ def _facts_after_failure(*, room_id: UUID, agent_id: UUID, turn: int | None) -> 
 def _clean_strings(value: Any) -> Any:
     """The other owner's item content with every string stripped like peer text."""
     if isinstance(value, str):
-        # Only the clean text is used: no suspicion of an item is reported, so the learned
-        # flagger (the fence's dearest part) is not asked.
-        return fence(value, source="peer.item", flagger=False).text
+        # Only the clean text is used: no suspicion of an item is reported, so neither the
+        # rules nor the learned flagger judge it (they were half of an item's cost).
+        return fence_clean(value, source="peer.item")
     if isinstance(value, list):
         return [_clean_strings(v) for v in value]
     if isinstance(value, dict):
@@ -570,7 +568,7 @@ def _peer_item(item: ClearedItem) -> PeerItem:
         json.dumps(content, ensure_ascii=False, sort_keys=True),
         source="peer.item",
         cap_bytes=CONTEXT_PEER_ITEM_CAP_BYTES,
-        flagger=False,  # the block's suspicions are not used (see _clean_strings)
+        judge=False,  # the block's suspicions are not used (see _clean_strings)
     )
     return PeerItem(
         item_id=item.item_id,
@@ -604,32 +602,14 @@ def _peer_message_fenced(text: str) -> FencedText:
         known = _peer_message_memo.get(key)
         if known is not None:
             _peer_message_memo.move_to_end(key)
-    renewed = _fresh_nonce(known) if known is not None else None
-    if renewed is not None:
-        return renewed
+    if known is not None:
+        return fence_renonce(known)
     block = fence(text, source="peer", cap_bytes=CONTEXT_MESSAGE_CAP_BYTES, flagger=False)
-    renewed = _fresh_nonce(block)
-    if renewed is None:  # only a block whose nonce can be renewed is kept
-        return block
     with _peer_message_memo_lock:
         _peer_message_memo[key] = block
         while len(_peer_message_memo) > _PEER_MESSAGE_MEMO_ENTRIES:
             _peer_message_memo.popitem(last=False)
-    return renewed  # the memo's own nonce is never placed in a context
-
-
-def _fresh_nonce(block: FencedText) -> FencedText | None:
-    """``block`` with a new nonce, or None if it is not shaped as the fence makes it: the
-    boundary lines are its first and last lines (its body is exactly what lies between
-    them), and each carries the nonce once."""
-    opening, _, rest = block.fenced.partition("\n")
-    body, _, closing = rest.rpartition("\n")
-    old = block.nonce
-    if body != block.text or opening.count(old) != 1 or closing.count(old) != 1:
-        return None
-    nonce = secrets.token_hex(NONCE_BYTES)
-    fenced = f"{opening.replace(old, nonce)}\n{body}\n{closing.replace(old, nonce)}"
-    return dataclasses.replace(block, fenced=fenced, nonce=nonce)
+    return fence_renonce(block)  # the memo's own nonce is never placed in a context
 
 
 @functools.cache

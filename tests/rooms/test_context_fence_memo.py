@@ -53,15 +53,6 @@ def test_each_turn_gets_new_nonces_around_the_same_clean_bodies(make_open_room: 
     assert turns[0].peer_messages[0].flags == ["role_token"]  # as recorded when it was said
 
 
-def test_a_block_not_shaped_as_the_fence_makes_it_is_never_renewed() -> None:
-    block = fence("hello", source="peer", cap_bytes=CONTEXT_MESSAGE_CAP_BYTES)
-    renewed = room_context._fresh_nonce(block)
-    assert renewed is not None and renewed.nonce != block.nonce
-    assert renewed.fenced.replace(renewed.nonce, block.nonce) == block.fenced
-    forged = room_context.dataclasses.replace(block, text="something else")
-    assert room_context._fresh_nonce(forged) is None
-
-
 def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(room_context, "_PEER_MESSAGE_MEMO_ENTRIES", 3)
     room_context._peer_message_memo.clear()
