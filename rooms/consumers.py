@@ -536,8 +536,8 @@ class RoomConsumer(AsyncWebsocketConsumer):
         ).model_dump_json()
         for_agent = participant.kind == "agent"
         after = participant.acked_seq if for_agent else max(0, room.last_seq - OWNER_BACKLOG)
-        # Sequence numbers are taken from the room's last_seq: none above it was read then,
-        # and what is recorded later rings the bell this socket already listens to.
+        # A message's seq is taken from the room's last_seq, so none past the one the handshake
+        # read existed then; what is recorded since rings the bell this socket listens to.
         backlog = (
             selectors.messages_after(
                 room_id=room.id, after_seq=after, exclude_sender=participant.agent_id
