@@ -20,7 +20,6 @@ import asyncio
 import collections
 import copy
 import logging
-import math
 import weakref
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -92,6 +91,7 @@ from rooms.protocol import (
     parse_client_frame,
 )
 from slips.selectors import slip_in_force
+from synapsia_protocol.codes import retry_hint
 
 T = TypeVar("T")
 
@@ -355,6 +355,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             logger.warning(
                 "room socket closed: its client did not read (%d bytes waiting)", backlog
             )
+            limits.frame_refused("send_buffer")
             await self._shut(CloseCode.SLOW_READER)
 
     async def _shut(
@@ -597,6 +598,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         if len(self._inbox) >= settings.SYNAPSIA["SOCKET_INBOX_MAX_FRAMES"]:
             # A client sending faster than its frames can be handled, far past any rate: its
             # queued frames are dropped with the socket (nothing of them was recorded).
+            limits.frame_refused("inbox")
             await self._shut(
                 CloseCode.INBOX_FULL,
                 (ErrorCode.INBOX_FULL, "Too many frames waiting to be handled.", None),
@@ -652,9 +654,11 @@ class RoomConsumer(AsyncWebsocketConsumer):
 
     def _parse(self, raw: Any) -> Any:
         try:
-            return parse_client_frame(raw, max_bytes=settings.SYNAPSIA["MAX_FRAME_BYTES"])
+            parsed: Any = parse_client_frame(raw, max_bytes=settings.SYNAPSIA["MAX_FRAME_BYTES"])
         except FrameError as refused:
-            return refused
+            parsed = refused
+        limits.frame_received(parsed)
+        return parsed
 
     def _within_rate(self, kind: limits.Kind, frames: int) -> int:
         """How many of ``frames`` frames of ``kind`` the agent's rate allows now (a prefix)."""
@@ -678,9 +682,9 @@ class RoomConsumer(AsyncWebsocketConsumer):
         else:
             if wait is None and self._limits is not None:
                 wait = self._limits.wait(kind)
-            seconds = max(1, math.ceil(wait or 0))
             code, message = _RATE_REFUSALS[kind]
-            message = f"{message} Try again in {seconds} s."
+            message = f"{message} {retry_hint(wait or 0)}"
+        limits.rate_refused(kind)
         await self.send(error_frame(code, message, ref))
         if self._limits is not None and self._limits.refused():
             await in_db_thread(flares.flare_raise)(

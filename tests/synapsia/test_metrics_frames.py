@@ -20,12 +20,6 @@ from synapsia.metrics import (
 from synapsia_protocol import CLIENT_FRAME_TYPES, FrameError, parse_client_frame
 from tests.socket_frames import frame, join, next_frame_of, say
 
-# The consumer calls these hooks once the change in /work/briefs/h6-requests.md is applied to
-# rooms/consumers.py; strict, so the marker must go in the same commit.
-needs_consumer_hooks = pytest.mark.xfail(
-    strict=True, reason="rooms/consumers.py does not call the frame counters yet"
-)
-
 
 def counted(counter: Counter, **labels: str) -> float:
     """One series' value, read from the counter alone (the registry's database collector
@@ -96,7 +90,6 @@ def test_the_hooks_count_by_type_and_limit() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-@needs_consumer_hooks
 async def test_a_socket_counts_what_it_takes_and_what_its_rate_refuses(
     make_open_room: Any, socket_limits: Any
 ) -> None:
@@ -119,7 +112,6 @@ async def test_a_socket_counts_what_it_takes_and_what_its_rate_refuses(
 
 
 @pytest.mark.django_db(transaction=True)
-@needs_consumer_hooks
 async def test_contexts_past_the_turn_and_a_flooded_inbox_are_counted(
     make_open_room: Any, socket_limits: Any
 ) -> None:
