@@ -14,22 +14,20 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from dining import Catalogue, CatalogueInvalid, TermsInvalid, catalogue_get, terms_parse
-from gatekeeper.policy import tool_descriptors_for
 from gatekeeper.reasons import rule_sentence, tool_words
 from ledger.receipts import NO_PLAN_REASON_WORDS
+from rooms import handshake
 from rooms.bearer import secret_digest
 from rooms.errors import NotFound
 from rooms.models import Agent, Flare, Message, Room, RoomMember, Whisper
 from rooms.sealing import one_hop
 from slips.models import VaultItem
 from slips.money import minor_in_words
-from slips.services import live_slip_capabilities
 
 if TYPE_CHECKING:
     from rooms.handshake import Participant
 
 BACKLOG_LIMIT = 500
-TOOL_RESOURCE_PREFIX = "tool:"
 
 
 def agents_of_owner(*, owner: User) -> QuerySet[Agent]:
@@ -76,23 +74,23 @@ def messages_after(
 
 
 def tools_listed(*, participant: Participant) -> list[dict[str, Any]]:
-    """MCP definitions of the tools an agent may request: tool policy ∩ its owner's live slip
-    ∩ its own hints. Owners' sockets get none."""
+    """MCP definitions of the tools an agent may request, for a seat known outside a socket's
+    handshake (the MCP bridge, tests): the handshake's own listing (tool policy ∩ its owner's
+    slip for it, checked now ∩ its own hints), so there is one. Owners' sockets get none."""
     if participant.agent_id is None:
         return []
     agent = Agent.objects.get(id=participant.agent_id)
-    in_slip = live_slip_capabilities(room_id=participant.room_id).get(str(participant.owner_id), ())
-    slip_tools = frozenset(
-        c.resource.removeprefix(TOOL_RESOURCE_PREFIX)
-        for c in in_slip
-        if c.resource.startswith(TOOL_RESOURCE_PREFIX)
-    )
-    return tool_descriptors_for(
-        agent_id=agent.id,
+    room = Room.objects.get(id=participant.room_id)
+    admission = handshake.Admission(
+        participant,
+        handshake.RoomFacts(
+            room.id, room.purpose, room.charter, room.state, room.terms, room.last_seq
+        ),
         advisor_only=agent.advisor_only,
         declared_tools=agent.declared_tools,
-        slip_cleared=slip_tools,
+        slip_live=True,  # read and checked by the listing itself
     )
+    return handshake.tools_listed(admission)
 
 
 # --- the room in words (the owner's room page and the grants they decide) ----------------
