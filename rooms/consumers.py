@@ -34,6 +34,7 @@ from channels.layers import InMemoryChannelLayer
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db import Error as DatabaseError
+from django.db import transaction
 from django.utils import timezone
 
 from gatekeeper.actions import ActionResult, action_result_lookup
@@ -205,10 +206,45 @@ def offers_revealed_frame(room_id: Any, reveal: sealed.Reveal) -> str:
 
 
 SayRun = tuple[Any, Any, list[tuple[str, str]]]  # (room_id, agent_id, [(client_id, text)])
+Ack = tuple[Any, Any, int]  # (room_id, agent_id, seq)
+
+
+def _desk_hop(
+    *, acks: list[Ack], runs: list[SayRun]
+) -> tuple[list[bool] | Exception, list[list[services.SaidMessage]] | Exception]:
+    """One hop of the desk: the acknowledgements handed in (one transaction, each still its
+    own statement), then the `say` runs (``services.messages_say_runs``, its own
+    transaction). Each part's failure is returned, not raised, so it reaches only the sockets
+    whose frames it was about."""
+    acked: list[bool] | Exception = []
+    if acks:
+        try:
+            results = [False] * len(acks)
+            with transaction.atomic():
+                # Seats updated in one order, so two processes' hops wait instead of
+                # deadlocking (PostgreSQL); every ack is answered as its own statement says.
+                for index in sorted(
+                    range(len(acks)), key=lambda i: (str(acks[i][0]), str(acks[i][1]))
+                ):
+                    room_id, agent_id, seq = acks[index]
+                    results[index] = services.messages_ack(
+                        room_id=room_id, agent_id=agent_id, seq=seq
+                    )
+            acked = results
+        except Exception as failed:
+            acked = failed
+    said: list[list[services.SaidMessage]] | Exception = []
+    if runs:
+        try:
+            said = services.messages_say_runs(runs=runs)
+        except Exception as failed:
+            said = failed
+    return acked, said
 
 
 class SayDesk:
-    """Where a process's sockets hand in their `say` runs: group commit across sockets.
+    """Where a process's sockets hand in their `say` runs and acks: group commit across
+    sockets.
 
     A run handed in while no recording is under way is recorded at once, alone: a single
     frame pays one hop and one transaction, as before. Runs handed in while a recording is
@@ -216,10 +252,16 @@ class SayDesk:
     one hop, one transaction and one commit for many sockets' messages, each message still
     checked by its own statement. SQLite has one writer, so one recording at a time there;
     PostgreSQL takes a few at once (their rooms locked in one order).
+
+    An ``ack`` goes the same way: acks waiting when a hop starts are recorded in it, before
+    its runs, in one transaction (each its own ``services.messages_ack`` statement, answered
+    as that statement says). A socket awaits its ack before its next frame, so its frames are
+    still recorded in the order it sent them.
     """
 
     def __init__(self) -> None:
         self._waiting: list[tuple[SayRun, asyncio.Future[list[services.SaidMessage]]]] = []
+        self._acks: list[tuple[Ack, asyncio.Future[bool]]] = []
         self._recording = 0
 
     @staticmethod
@@ -231,14 +273,25 @@ class SayDesk:
             asyncio.get_running_loop().create_future()
         )
         self._waiting.append((run, future))
+        self._start()
+        return await future
+
+    async def ack(self, ack: Ack) -> bool:
+        """Record an acknowledgement; False if the record refuses it (``messages_ack``)."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._acks.append((ack, future))
+        self._start()
+        return await future
+
+    def _start(self) -> None:
         if self._recording < self._concurrency():
             self._recording += 1
             asyncio.get_running_loop().create_task(self._record_waiting())
-        return await future
 
     async def _record_waiting(self) -> None:
         try:
-            while self._waiting:
+            while self._waiting or self._acks:
+                acks, self._acks = self._acks, []
                 batch: list[tuple[SayRun, asyncio.Future[list[services.SaidMessage]]]] = []
                 size = 0
                 while self._waiting and (
@@ -249,21 +302,29 @@ class SayDesk:
                     batch.append(item)
                     size += len(item[0][2])
                 try:
-                    results = await in_db_thread(services.messages_say_runs)(
-                        runs=[run for run, _ in batch]
+                    acked, results = await in_db_thread(_desk_hop)(
+                        acks=[ack for ack, _ in acks], runs=[run for run, _ in batch]
                     )
                 except Exception as failed:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(failed)
-                    continue
-                for (_, future), said in zip(batch, results, strict=True):
-                    # A socket that went away meanwhile: its messages are recorded; its
-                    # client resends the frame ids and learns so (``duplicate``).
-                    if not future.done():
-                        future.set_result(said)
+                    acked = results = failed
+                _settle([future for _, future in acks], acked)
+                # A socket that went away meanwhile: its messages are recorded; its client
+                # resends the frame ids and learns so (``duplicate``).
+                _settle([future for _, future in batch], results)
         finally:
             self._recording -= 1
+
+
+def _settle(futures: list[asyncio.Future[Any]], outcome: list[Any] | Exception) -> None:
+    """Answer each waiting socket with its own result, or all of them with the failure."""
+    if isinstance(outcome, Exception):
+        for future in futures:
+            if not future.done():
+                future.set_exception(outcome)
+        return
+    for future, result in zip(futures, outcome, strict=True):
+        if not future.done():
+            future.set_result(result)
 
 
 _desks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SayDesk] = weakref.WeakKeyDictionary()
@@ -962,9 +1023,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
 
     async def _ack(self, frame: AckFrame) -> None:
         participant = self._agent_only(frame.id)
-        acked = await in_db_thread(services.messages_ack)(
-            room_id=participant.room_id, agent_id=participant.agent_id, seq=frame.body.seq
-        )
+        acked = await say_desk().ack((participant.room_id, participant.agent_id, frame.body.seq))
         if not acked:
             raise FrameError(ErrorCode.INVALID_ACK, "No such message to acknowledge.", frame.id)
 
