@@ -241,27 +241,52 @@ def _without_astral_strippable(run: re.Match[str]) -> str:
     return _ASTRAL_STRIPPABLE.sub("", run[0])
 
 
+# One scan finds every BMP code point the catalogue strips and every astral character (the
+# astral range is one range check, not one per catalogued astral range): the few characters
+# it returns are all the astral and BMP classes below ever need to look at.
+_BMP_STRIPPABLE_OR_ASTRAL = re.compile(
+    f"[{char_class(cp for cp in _CODE_POINT_TABLE if cp < 0x10000)}\U00010000-\U0010ffff]+"
+)
+# The BMP class with a group: ``split`` returns what is kept and what is removed in one scan.
+_BMP_STRIPPABLE_SPLIT = re.compile(f"({_BMP_STRIPPABLE.pattern})")
+
+
 def strip_code_points(text: str) -> tuple[str, Counter[StripCategory]]:
     """Delete every catalogued code point; return the text and per-category counts."""
     counts: Counter[StripCategory] = Counter()
-    astral_runs: list[str] = []
     if text.isascii():
-        pattern = _ASCII_STRIPPABLE
-    else:
-        pattern = _BMP_STRIPPABLE
-        # The astral class is matched only against the astral characters actually present,
-        # and removed run by run: the whole text never meets it (an astral class costs re a
-        # range check per range for every character it looks at).
-        astral = "".join(ASTRAL_RUNS.findall(text))
-        if astral:
-            astral_runs = _ASTRAL_STRIPPABLE.findall(astral)
-    runs = pattern.findall(text)
-    if runs:
-        counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(runs))
-        text = pattern.sub("", text)
-    if astral_runs:
-        counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(astral_runs))
-        text = ASTRAL_RUNS.sub(_without_astral_strippable, text)
+        runs = _ASCII_STRIPPABLE.findall(text)
+        if runs:
+            counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(runs))
+            text = _ASCII_STRIPPABLE.sub("", text)
+        return text, counts
+    # The candidates in text order: every BMP strippable and every astral character. The
+    # astral class is matched only against the astral characters among them and removed run
+    # by run, so the whole text never meets it (an astral class costs re a range check per
+    # range for every character it looks at); the BMP class meets the whole text again only
+    # when a candidate is BMP strippable.
+    candidates = "".join(_BMP_STRIPPABLE_OR_ASTRAL.findall(text))
+    if candidates:
+        astral = "".join(ASTRAL_RUNS.findall(candidates))
+        astral_runs = _ASTRAL_STRIPPABLE.findall(astral) if astral else []
+        if _BMP_STRIPPABLE.search(candidates):
+            parts = _BMP_STRIPPABLE_SPLIT.split(text)
+            counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(parts[1::2]))
+            text = "".join(parts[0::2])
+        if astral_runs:
+            counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(astral_runs))
+            text = ASTRAL_RUNS.sub(_without_astral_strippable, text)
+    return strip_stray_presentation_selectors(text, counts)
+
+
+def strip_stray_presentation_selectors(
+    text: str, counts: Counter[StripCategory]
+) -> tuple[str, Counter[StripCategory]]:
+    """Delete every VS15/VS16 that does not follow an emoji base; ``counts`` gains them.
+
+    The only part of :func:`strip_code_points` that can act on text it has already cleaned
+    once, after deletions elsewhere (a removed "User:*" leaves the selector that followed
+    its "*" after something else): see ``rooms.untrusted._sanitise``."""
     if "\ufe0e" in text or "\ufe0f" in text:  # the lookbehind is costly; run it only if needed
         text, stray = STRAY_PRESENTATION_SELECTOR.subn("", text)
         if stray:
@@ -368,22 +393,30 @@ def fold(text: str) -> str:
 
 
 def _folded_view(text: str) -> tuple[str, Callable[[int], int]]:
-    """The folded view and a function mapping a view index back to a text index."""
+    """The folded view and a function mapping a view index back to a text index.
+
+    The map of where casefolding expanded a character is built on the first call only: a
+    pass that finds no token (the last pass of every cleaning) never scans the text for it.
+    """
     view = fold(text)
     if len(view) == len(text):
         return view, lambda index: index
     view_starts: list[int] = []
     view_ends: list[int] = []
     sources: list[int] = []
-    shift = 0
-    for match in _EXPANDING_CASEFOLD.finditer(text):
-        source = match.start()
-        view_starts.append(source + shift)
-        shift += len(text[source].casefold()) - 1
-        view_ends.append(source + shift + 1)
-        sources.append(source)
+
+    def build() -> None:
+        shift = 0
+        for match in _EXPANDING_CASEFOLD.finditer(text):
+            source = match.start()
+            view_starts.append(source + shift)
+            shift += len(text[source].casefold()) - 1
+            view_ends.append(source + shift + 1)
+            sources.append(source)
 
     def to_source(index: int) -> int:
+        if not sources:
+            build()  # the view is longer than the text, so there is at least one expansion
         k = bisect_right(view_starts, index) - 1
         if k < 0:
             return index
@@ -789,13 +822,27 @@ _BOUNDARY_TAIL_GUARDED = re.compile(
 _SPACE = re.compile(r"\s")
 
 
+def _boundary_tail_words(view: str) -> list[int]:
+    """The starts of ``_BOUNDARY_TAIL_WORD.finditer(view)``, by ``str.find`` (C-speed, where
+    re tries the alternation at every position). Neither word can overlap itself or the
+    other (no proper suffix of one is a prefix of either), so the occurrences of both, in
+    order, are exactly the matches."""
+    starts: list[int] = []
+    for word in ("trusted", "nonce"):
+        found = view.find(word)
+        while found >= 0:
+            starts.append(found)
+            found = view.find(word, found + len(word))
+    starts.sort()
+    return starts
+
+
 def _boundary_tails(view: str) -> list[tuple[int, int]]:
     """The spans of ``BOUNDARY_TAIL_REGEX.finditer(view)``, trying only the positions where
     a match can start, so in linear time whatever the text holds."""
     spans: list[tuple[int, int]] = []
     position = 0  # where finditer's next search would start
-    for word in _BOUNDARY_TAIL_WORD.finditer(view):
-        core = word.start()
+    for core in _boundary_tail_words(view):
         if core < position:
             continue  # inside the previous match
         lead = core
@@ -909,11 +956,13 @@ ESCAPE_SEQUENCE_REGEX = re.compile(
 )
 
 _ESCAPE_START = re.compile("[\x1b\x90\x98\x9b\x9d-\x9f]")
+# The same characters, for the presence check: one ``in`` each is C-speed, the class is not.
+_ESCAPE_STARTS = "\x1b\x90\x98\x9b\x9d\x9e\x9f"
 
 
 def strip_escape_sequences(text: str) -> tuple[str, int]:
     """Delete whole terminal escape sequences; return the text and how many were removed."""
-    if not _ESCAPE_START.search(text):
+    if not any(char in text for char in _ESCAPE_STARTS):
         return text, 0
     return ESCAPE_SEQUENCE_REGEX.subn("", text)
 

@@ -54,6 +54,7 @@ from rooms.control_tokens import (
     strip_code_points,
     strip_control_tokens,
     strip_escape_sequences,
+    strip_stray_presentation_selectors,
     strip_token_punctuation,
 )
 from rooms.fence_model import load_model
@@ -323,16 +324,34 @@ def _sanitise(text: str) -> _Clean:
     stripped: Counter[StripCategory] = Counter()
     text = unicodedata.normalize("NFKC", _LINE_BREAKS.sub("\n", text))
     hidden_runs = _hidden_runs(text)  # before stripping: afterwards there is nothing to see
+    first_pass = True
     for attempt in range(2):
         for _ in range(MAX_PASSES):
             text = unicodedata.normalize("NFKC", text)
             before = text
             text, decoded = decode_encoded_punctuation(text)
             stripped[StripCategory.ENCODED_PUNCTUATION] += decoded
-            text, escapes = strip_escape_sequences(text)
-            stripped[StripCategory.ESCAPE_SEQUENCE] += escapes
-            text, counts = strip_code_points(text)
-            stripped.update(counts)
+            if first_pass:
+                text, escapes = strip_escape_sequences(text)
+                stripped[StripCategory.ESCAPE_SEQUENCE] += escapes
+                text, counts = strip_code_points(text)
+                stripped.update(counts)
+                first_pass = False
+            else:
+                # After the first pass no catalogued code point can be in the text again, so
+                # the code-point classes and the escape-sequence search (every escape starts
+                # with ESC or a C1 control, both catalogued) would find nothing: the first
+                # pass's strip_code_points removed them all, and nothing after it adds one.
+                # Token stripping and strip_token_punctuation only delete (and membership is
+                # per character, so deleting cannot create one); decoding writes only ASCII
+                # punctuation ("<>|[]/:\"=&") or leaves the match as it was; NFKC of text
+                # without catalogued code points has none either: no code point outside
+                # the catalogue has one in its NFKD, and no catalogued code point has a
+                # canonical decomposition, so composing cannot produce one (both checked
+                # over every code point by tests/rooms/test_fence_pass_equivalence.py).
+                # What a later pass can still meet is a presentation selector that a
+                # deletion moved away from its emoji base ("User:*" + U+FE0F).
+                text, _ = strip_stray_presentation_selectors(text, stripped)
             text, counts = strip_control_tokens(text)
             stripped.update(counts)
             if text == before:
