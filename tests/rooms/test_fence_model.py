@@ -186,9 +186,9 @@ def test_training_keeps_the_held_out_measures_out() -> None:
 
     assert not set(train.TRAINING_SEEDS) & set(HELD_OUT_SEEDS)
     assert not set(train.TRAINING_SEEDS) & set(TUNING_SEEDS)
-    # Round 7's loader and the dinner chat are the held-out measures: train never names them.
+    # Round 8's loader and the dinner chat are the held-out measures: train never names them.
     names = set(vars(train))
-    assert "load_held_out_7" not in names
+    assert "load_held_out_8" not in names
     assert "chat_messages" not in names and "benign_corpus" not in names
 
 
@@ -241,4 +241,4 @@ def test_the_round_estimate_does_not_count_copies_of_other_rounds() -> None:
         train.Example(copied, 0, "written"),
     ]
     assert train._novel(examples) == [False, False, True, False]
-    assert set(train.ROUND_OF_SOURCE.values()) == set(range(7))
+    assert set(train.ROUND_OF_SOURCE.values()) == set(range(train.LAST_ROUND + 1))
