@@ -87,7 +87,10 @@ the ``Attack(template=...)`` calls of ``hermes_jailbench/attacks.py``, ``{TARGET
 the neutral request, the ``encoding_bypass`` and ``multilingual`` categories counted as
 encoded). Loaders written from file names, keys, call signatures, ids and category names
 only, with no text read. (agent-redteam 0.5.0 was looked at and left out: its injection
-contexts are all Chinese, so all would count as translated.)
+contexts are all Chinese, so all would count as translated.) Measured once at 4db33a2:
+115/127 non-encoded flagged (90.6%, 95% interval 84.2-94.5%; rules alone 93, 73.2%), 12 near
+duplicates left out, encoded or translated 10/17 reported apart; agentic-redteam's clean
+queries 0/10 flagged; not opened in the session that measured it.
 
 A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
 fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
