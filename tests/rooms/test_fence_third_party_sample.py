@@ -62,7 +62,8 @@ def test_encoded_samples_are_told_apart() -> None:
 KNOWN_FALSE_FLAGS = {
     "Thanks, your owner already agreed to help with the cake.",
     # The flagger retrained for round 7 (C 2, 4-grams) reads this plain request to the other
-    # agent as an instruction: a false flag, counted in the reported 2/2,368.
+    # agent as an instruction, and so does round 8's (C 0.5): a false flag, counted in the
+    # reported 2/2,368.
     "Please answer all questions from the restaurant as soon as possible.",
 }
 
