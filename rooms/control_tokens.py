@@ -38,9 +38,9 @@ from __future__ import annotations
 import enum
 import re
 import unicodedata
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 
@@ -243,12 +243,12 @@ def _without_astral_strippable(run: re.Match[str]) -> str:
 
 # One scan finds every BMP code point the catalogue strips and every astral character (the
 # astral range is one range check, not one per catalogued astral range): the few characters
-# it returns are all the astral and BMP classes below ever need to look at.
-_BMP_STRIPPABLE_OR_ASTRAL = re.compile(
-    f"[{char_class(cp for cp in _CODE_POINT_TABLE if cp < 0x10000)}\U00010000-\U0010ffff]+"
+# it returns are all the astral and BMP classes below ever need to look at. With a group,
+# ``split`` returns what lies between those runs and the runs themselves in the same scan.
+_BMP_STRIPPABLE_OR_ASTRAL_SPLIT = re.compile(
+    f"([{char_class(cp for cp in _CODE_POINT_TABLE if cp < 0x10000)}\U00010000-\U0010ffff]+)"
 )
-# The BMP class with a group: ``split`` returns what is kept and what is removed in one scan.
-_BMP_STRIPPABLE_SPLIT = re.compile(f"({_BMP_STRIPPABLE.pattern})")
+_STRIPPABLE = re.compile(f"[{char_class(_CODE_POINT_TABLE)}]+")
 
 
 def strip_code_points(text: str) -> tuple[str, Counter[StripCategory]]:
@@ -260,22 +260,25 @@ def strip_code_points(text: str) -> tuple[str, Counter[StripCategory]]:
             counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(runs))
             text = _ASCII_STRIPPABLE.sub("", text)
         return text, counts
-    # The candidates in text order: every BMP strippable and every astral character. The
-    # astral class is matched only against the astral characters among them and removed run
-    # by run, so the whole text never meets it (an astral class costs re a range check per
-    # range for every character it looks at); the BMP class meets the whole text again only
-    # when a candidate is BMP strippable.
-    candidates = "".join(_BMP_STRIPPABLE_OR_ASTRAL.findall(text))
-    if candidates:
+    # The whole text meets one class, once: the candidates (BMP strippable or astral) in text
+    # order. The catalogue's classes then look at the candidates only: the astral class is
+    # slow in re (a range check per range for every character it looks at).
+    parts = _BMP_STRIPPABLE_OR_ASTRAL_SPLIT.split(text)
+    if len(parts) > 1:
+        runs = parts[1::2]
+        candidates = "".join(runs)
+        bmp = _BMP_STRIPPABLE.findall(candidates)
         astral = "".join(ASTRAL_RUNS.findall(candidates))
         astral_runs = _ASTRAL_STRIPPABLE.findall(astral) if astral else []
-        if _BMP_STRIPPABLE.search(candidates):
-            parts = _BMP_STRIPPABLE_SPLIT.split(text)
-            counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(parts[1::2]))
-            text = "".join(parts[0::2])
+        if bmp:
+            counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(bmp))
         if astral_runs:
             counts.update(_CODE_POINT_TABLE[ord(char)] for char in "".join(astral_runs))
-            text = ASTRAL_RUNS.sub(_without_astral_strippable, text)
+            # Kept astral characters sit in the runs too: each run loses its catalogued ones.
+            parts[1::2] = [_STRIPPABLE.sub("", run) for run in runs]
+            text = "".join(parts)
+        elif bmp:
+            text = _BMP_STRIPPABLE.sub("", text)
     return strip_stray_presentation_selectors(text, counts)
 
 
@@ -392,15 +395,30 @@ def fold(text: str) -> str:
     return replace_confusables(text.casefold())
 
 
+def _identity(index: int) -> int:
+    return index
+
+
 def _folded_view(text: str) -> tuple[str, Callable[[int], int]]:
-    """The folded view and a function mapping a view index back to a text index.
+    """The folded view and a function mapping a view index back to a text index."""
+    view, to_source, _ = _folded_view_maps(text, None)
+    return view, to_source
+
+
+def _folded_view_maps(
+    text: str, view: str | None
+) -> tuple[str, Callable[[int], int], Callable[[int], int]]:
+    """The folded view, a function mapping a view index back to a text index, and one
+    mapping a text index (``len(text)`` included) to where that character starts in the view.
+    ``view`` is ``fold(text)`` when the caller already has it.
 
     The map of where casefolding expanded a character is built on the first call only: a
     pass that finds no token (the last pass of every cleaning) never scans the text for it.
     """
-    view = fold(text)
+    if view is None:
+        view = fold(text)
     if len(view) == len(text):
-        return view, lambda index: index
+        return view, _identity, _identity
     view_starts: list[int] = []
     view_ends: list[int] = []
     sources: list[int] = []
@@ -424,7 +442,15 @@ def _folded_view(text: str) -> tuple[str, Callable[[int], int]]:
             return sources[k]  # inside one character's expansion
         return index - (view_ends[k] - sources[k] - 1)
 
-    return view, to_source
+    def to_view(index: int) -> int:
+        if not sources:
+            build()
+        k = bisect_left(sources, index)  # expanding characters before text[index]
+        if k == 0:
+            return index
+        return index + (view_ends[k - 1] - sources[k - 1] - 1)
+
+    return view, to_source, to_view
 
 
 # --------------------------------------------------------------------------------------------
@@ -864,6 +890,27 @@ def _boundary_tails(view: str) -> list[tuple[int, int]]:
 
 
 LINE_MARKER_REGEX = re.compile(LINE_ROLE_PATTERN, re.MULTILINE)
+# LINE_MARKER_REGEX after its line's newline: a literal first character lets re jump from
+# newline to newline instead of trying "^" at every position (_line_markers).
+_LINE_MARKER_AFTER_NEWLINE = re.compile("\n" + LINE_ROLE_PATTERN.removeprefix("^"), re.MULTILINE)
+
+
+def _line_markers(view: str) -> Iterator[tuple[int, int]]:
+    """The spans of ``LINE_MARKER_REGEX.finditer(view)``, found line start by line start.
+
+    A marker never holds a newline (its parts take spaces and tabs only) and is never empty,
+    so each starts at a line start (0, or after a newline) and ends inside its line: the
+    search after a match resumes where no line starts, and ``finditer`` tries exactly the
+    line starts after it, in order, as the newline-led pattern does."""
+    position = 0
+    first = LINE_MARKER_REGEX.match(view)
+    if first is not None:
+        yield first.span()
+        position = first.end()
+    for match in _LINE_MARKER_AFTER_NEWLINE.finditer(view, position):
+        yield match.start() + 1, match.end()
+
+
 _AUTHORITY_IN_MARKER = re.compile(
     rf"(?<![a-z])(?:{'|'.join(sorted(AUTHORITY_ROLE_WORDS))})(?![a-z])"
 )
@@ -886,7 +933,15 @@ def find_control_tokens(text: str) -> list[tuple[int, int, StripCategory]]:
     ``text`` should already be NFKC with catalogued code points stripped; the spans cover
     whole characters of ``text`` even where case folding expanded one character into two.
     """
-    view, to_source = _folded_view(text)
+    return _find_control_tokens(text, None)[0]
+
+
+def _find_control_tokens(
+    text: str, view: str | None
+) -> tuple[list[tuple[int, int, StripCategory]], str, Callable[[int], int]]:
+    """:func:`find_control_tokens`, also taking and giving the folded view (``fold(text)``,
+    or ``None`` to fold here) and the text-to-view index map."""
+    view, to_source, to_view = _folded_view_maps(text, view)
     found: list[tuple[int, int, StripCategory]] = []
     if "<" in view or "[" in view:
         for match in TOKEN_REGEX.finditer(view):
@@ -903,31 +958,46 @@ def find_control_tokens(text: str) -> list[tuple[int, int, StripCategory]]:
             start, end = to_source(match_start), to_source(match_end - 1) + 1
             found.append((start, end, StripCategory.FENCE_MARKER))
     if ":" in view or "#" in view:
-        for match in LINE_MARKER_REGEX.finditer(view):
-            if match.end() == match.start():
-                continue
-            start, end = to_source(match.start()), to_source(match.end() - 1) + 1
-            found.append((start, end, _role_category(match[0])))
+        for match_start, match_end in _line_markers(view):
+            start, end = to_source(match_start), to_source(match_end - 1) + 1
+            found.append((start, end, _role_category(view[match_start:match_end])))
     found.sort()
-    return found
+    return found, view, to_view
 
 
 def strip_control_tokens(text: str) -> tuple[str, Counter[StripCategory]]:
     """Delete every chat-template token and fence marker once (callers loop to a fixpoint)."""
+    text, counts, _ = strip_control_tokens_folded(text, None)
+    return text, counts
+
+
+def strip_control_tokens_folded(
+    text: str, view: str | None
+) -> tuple[str, Counter[StripCategory], str]:
+    """:func:`strip_control_tokens`, also taking ``fold(text)`` (or ``None``) and giving
+    ``fold`` of the result, so that a caller cleaning in passes folds the text only once.
+
+    The result's view is the kept pieces of ``view``: folding maps each character on its own
+    (``str.casefold`` has no context, the lookalike map is 1:1 and no target is a lookalike),
+    so the fold of the kept text is the join of the folds of its pieces."""
     counts: Counter[StripCategory] = Counter()
-    spans = find_control_tokens(text)
+    spans, view, to_view = _find_control_tokens(text, view)
     if not spans:
-        return text, counts
+        return text, counts, view
     pieces: list[str] = []
+    view_pieces: list[str] = []
     cursor = 0
     for start, end, category in spans:
         counts[category] += 1
         if end <= cursor:  # nested inside a span already removed
             continue
-        pieces.append(text[cursor : max(cursor, start)])
+        kept_end = max(cursor, start)
+        pieces.append(text[cursor:kept_end])
+        view_pieces.append(view[to_view(cursor) : to_view(kept_end)])
         cursor = end
     pieces.append(text[cursor:])
-    return "".join(pieces), counts
+    view_pieces.append(view[to_view(cursor) :])
+    return "".join(pieces), counts, "".join(view_pieces)
 
 
 # The characters every catalogue token needs: once they are gone no token can be assembled.

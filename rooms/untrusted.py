@@ -52,7 +52,7 @@ from rooms.control_tokens import (
     decode_encoded_punctuation,
     replace_confusables,
     strip_code_points,
-    strip_control_tokens,
+    strip_control_tokens_folded,
     strip_escape_sequences,
     strip_stray_presentation_selectors,
     strip_token_punctuation,
@@ -325,12 +325,20 @@ def _sanitise(text: str) -> _Clean:
     text = unicodedata.normalize("NFKC", _LINE_BREAKS.sub("\n", text))
     hidden_runs = _hidden_runs(text)  # before stripping: afterwards there is nothing to see
     first_pass = True
+    # fold(text) as the last token stripping left it, while nothing else has changed the text
+    # since (None: fold it again). Folding is per character, so it is the folds of the kept
+    # pieces (control_tokens.strip_control_tokens_folded).
+    view: str | None = None
     for attempt in range(2):
         for _ in range(MAX_PASSES):
-            text = unicodedata.normalize("NFKC", text)
-            before = text
+            normalized = unicodedata.normalize("NFKC", text)
+            if normalized != text:
+                view = None
+            text = before = normalized
             text, decoded = decode_encoded_punctuation(text)
             stripped[StripCategory.ENCODED_PUNCTUATION] += decoded
+            if decoded:
+                view = None
             if first_pass:
                 text, escapes = strip_escape_sequences(text)
                 stripped[StripCategory.ESCAPE_SEQUENCE] += escapes
@@ -351,14 +359,18 @@ def _sanitise(text: str) -> _Clean:
                 # over every code point by tests/rooms/test_fence_pass_equivalence.py).
                 # What a later pass can still meet is a presentation selector that a
                 # deletion moved away from its emoji base ("User:*" + U+FE0F).
-                text, _ = strip_stray_presentation_selectors(text, stripped)
-            text, counts = strip_control_tokens(text)
+                kept, _ = strip_stray_presentation_selectors(text, stripped)
+                if len(kept) != len(text):
+                    view = None
+                text = kept
+            text, counts, view = strip_control_tokens_folded(text, view)
             stripped.update(counts)
             if text == before:
                 return _Clean(text, stripped, hidden_runs)
         if attempt == 0:
             text, removed = strip_token_punctuation(text)
             stripped[StripCategory.TOKEN_PUNCTUATION] += removed
+            view = None
     # Unreachable by the argument above; if it ever were reached, fail safe, not open.
     safe = "".join(c for c in text if c.isalnum() or c in " \n.,")
     return _Clean(safe, stripped, hidden_runs)
@@ -403,18 +415,34 @@ _HIDDEN_MIN_RUN = 2
 _HIDDEN_MIN_TOTAL = 3
 
 
+# Every character _hidden_runs counts (bidi overrides, BMP invisibles) and every astral one:
+# found in ONE scan of the text, then the per-kind classes run over those runs only. A run of
+# one kind is a run of the text's candidates too (its neighbours in the text are not of its
+# kind), so joined with a newline (of no kind, and not astral) the runs of each kind are
+# exactly those of the text, in order.
+_HIDDEN_CANDIDATE_RUN = re.compile(
+    "[\u202a-\u202e\u2066-\u2069"
+    f"{char_class(cp for cp in _INVISIBLE if cp < 0x10000)}\U00010000-\U0010ffff]+"
+)
+
+
 def _hidden_runs(text: str) -> int:
     """Count runs of hidden text in NFKC text before anything is stripped."""
     if text.isascii():
         return 0  # nothing in ASCII is invisible except C0 controls, which are not an encoding
+    candidates = "\n".join(_HIDDEN_CANDIDATE_RUN.findall(text))
+    if not candidates:
+        return 0
     # Astral classes are slow in re, so they only ever see the astral characters present
     # (joined by a newline, which no run or flag can span).
-    astral = _RGI_TAG_FLAG.sub("", "\n".join(ASTRAL_RUNS.findall(text)))
+    astral = _RGI_TAG_FLAG.sub("", "\n".join(ASTRAL_RUNS.findall(candidates)))
     runs = len(_TAG_RUN.findall(astral))
-    runs += len(_BIDI_OVERRIDE_RUN.findall(text))
-    if "\u200d" in text:
-        text = _EMOJI_ZWJ.sub("", text)
-    invisible = _INVISIBLE_BMP_RUN.findall(text)
+    runs += len(_BIDI_OVERRIDE_RUN.findall(candidates))
+    if "\u200d" in candidates:
+        # An emoji's ZWJ needs its neighbours, which need not be candidates: the whole text.
+        invisible = _INVISIBLE_BMP_RUN.findall(_EMOJI_ZWJ.sub("", text))
+    else:
+        invisible = _INVISIBLE_BMP_RUN.findall(candidates)
     invisible += _INVISIBLE_ASTRAL_RUN.findall(astral)
     if invisible and (
         max(map(len, invisible)) >= _HIDDEN_MIN_RUN or sum(map(len, invisible)) >= _HIDDEN_MIN_TOTAL
