@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import weakref
 from typing import Any, Protocol
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from prometheus_client import Gauge
@@ -38,6 +39,29 @@ SOCKETS_CONNECTED = Gauge(
 )
 for _kind in ("agent", "owner"):
     SOCKETS_CONNECTED.labels(participant=_kind).set(0)
+
+
+class SweptInMemoryChannelLayer(InMemoryChannelLayer):
+    """The embedded profile's layer: channels' in-memory layer, its expiry sweep run at most
+    once per ``EXPIRY_SWEEP_SECONDS``.
+
+    Channels sweeps every channel and group of the process for expired messages and
+    memberships on every ``receive`` and ``group_send``: with a room socket's two groups
+    and a few events per turn, that scan was most of the layer's CPU (py-spy, bench turn
+    cell). Messages expire after a minute and memberships after a day, so a sweep a second
+    ends them within a second of their time; what the bell would have said is in the record
+    anyway (the sockets' record sweep).
+    """
+
+    EXPIRY_SWEEP_SECONDS = 1.0
+    _swept_at = float("-inf")
+
+    def _clean_expired(self) -> None:
+        now = time.monotonic()
+        if now - self._swept_at < self.EXPIRY_SWEEP_SECONDS:
+            return
+        self._swept_at = now
+        super()._clean_expired()
 
 
 def room_group(room_id: UUID) -> str:
