@@ -29,6 +29,7 @@ from playwright._impl._api_structures import SetCookieParam  # typing only; not 
 
 from practice.seeding import Practice, practice_seed
 from rooms import services as rooms
+from rooms.deletion import room_delete
 from tests.conftest import CHROMIUM_FLAGS, service_unavailable
 from tests.e2e.daphne import running_daphne
 from tests.frontend import browser
@@ -58,6 +59,7 @@ class Site:
     base: str
     practice: Practice
     invite_token: str
+    deleted_room_id: Any  # a room the owner (demo-bob, the host) deleted: its ledger stays
     owner: Any  # a logged-in browser context (demo-alice)
     anonymous: Any  # a browser context with no session
 
@@ -84,6 +86,10 @@ def site(
             owner=practice.guest.owner, purpose="Lunch next week", charter="Find a lunch slot."
         )
         invite = rooms.invite_create(owner=practice.guest.owner, room_id=draft.id)
+        deleted = rooms.room_create(
+            owner=practice.host.owner, purpose="An old plan", charter="Gone since."
+        )
+        room_delete(owner=practice.host.owner, room_id=deleted.id)
         log = tmp_path_factory.mktemp("daphne") / "daphne.log"
         previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
         os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # ORM calls beside Playwright's loop
@@ -101,7 +107,7 @@ def site(
                     owner.add_cookies([cookie])
                     anonymous = chromium.new_context(viewport=browser.DESKTOP)
                     try:
-                        yield Site(base, practice, invite.token, owner, anonymous)
+                        yield Site(base, practice, invite.token, deleted.id, owner, anonymous)
                     finally:
                         owner.close()
                         anonymous.close()
@@ -216,6 +222,11 @@ def test_owner_page_is_accessible_strict_and_fits_a_phone(
     if owner_page.name == "password reset" and not settings.PASSWORD_RESET_BY_EMAIL:
         status = 503  # production without an email server: the page says so, with no form
     _visit(site, context, path, owner_page.name, status)
+
+
+def test_a_deleted_rooms_ledger_page_is_held_to_the_same_standards(site: Site) -> None:
+    path = reverse("room-ledger", kwargs={"room_id": site.deleted_room_id})
+    _visit(site, site.owner, path, "deleted room ledger", 200)
 
 
 @pytest.mark.parametrize("signed_in", [True, False], ids=["signed-in", "signed-out"])
