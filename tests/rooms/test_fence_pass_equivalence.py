@@ -13,6 +13,8 @@ What changed, and is checked here against frozen copies of the code as it was at
   (``strip_control_tokens_folded``), so a later pass folds nothing;
 * ``_hidden_runs`` scans the text once for its candidates;
 * line-start role markers are searched from newline to newline (``_line_markers``);
+* ``_family_matches`` skips a word where one regex joining its key's alternatives says
+  none of them matches (the alternatives are still matched and counted one by one);
 * ``_sanitise`` runs the code-point classes and the escape search in the first pass only. The
   argument (in ``rooms.untrusted._sanitise``) rests on two facts about Unicode that are
   checked here over every code point: no code point outside the catalogue has a catalogued
@@ -142,10 +144,56 @@ def _reference_strip_control_tokens(text: str) -> tuple[str, Counter[StripCatego
     return "".join(pieces), counts
 
 
+def _reference_hidden_runs(text: str) -> int:
+    if text.isascii():
+        return 0
+    astral = untrusted._RGI_TAG_FLAG.sub("", "\n".join(ct.ASTRAL_RUNS.findall(text)))
+    runs = len(untrusted._TAG_RUN.findall(astral))
+    runs += len(untrusted._BIDI_OVERRIDE_RUN.findall(text))
+    if "\u200d" in text:
+        text = untrusted._EMOJI_ZWJ.sub("", text)
+    invisible = untrusted._INVISIBLE_BMP_RUN.findall(text)
+    invisible += untrusted._INVISIBLE_ASTRAL_RUN.findall(astral)
+    if invisible and (
+        max(map(len, invisible)) >= untrusted._HIDDEN_MIN_RUN
+        or sum(map(len, invisible)) >= untrusted._HIDDEN_MIN_TOTAL
+    ):
+        runs += len(invisible)
+    return runs
+
+
+def _reference_family_matches(view: str) -> Counter[int]:
+    found: Counter[int] = Counter()
+    ends: dict[int, int] = {}
+    for word in untrusted._WORDS.finditer(view):
+        candidates = untrusted._BY_KEY.get(
+            word.group(1) if word.end(2) > word.start(2) else word.group()
+        )
+        if not candidates:
+            continue
+        start = word.start()
+        for alt in candidates:
+            if ends.get(id(alt), -1) > start:
+                continue
+            match = alt.regex.match(view, start)
+            if match is not None:
+                found[alt.family] += 1
+                ends[id(alt)] = max(match.end(), start + 1)
+    scanned = [alt for needle, alt in untrusted._BY_NEEDLE if needle in view]
+    scanned += untrusted._ALWAYS
+    if not view.isascii():
+        scanned += untrusted._NON_LATIN
+    for alt in dict.fromkeys(scanned):
+        hits = untrusted._count_matches(alt, view)
+        if hits:
+            found[alt.family] += hits
+    return found
+
+
 def _reference_sanitise(text: str) -> tuple[str, Counter[StripCategory], int]:
     stripped: Counter[StripCategory] = Counter()
     text = unicodedata.normalize("NFKC", untrusted._LINE_BREAKS.sub("\n", text))
-    hidden_runs = untrusted._hidden_runs(text)
+    hidden_runs = _reference_hidden_runs(text)
     for attempt in range(2):
         for _ in range(untrusted.MAX_PASSES):
             text = unicodedata.normalize("NFKC", text)
@@ -178,6 +226,8 @@ def _assert_same(text: str) -> None:
     assert clean.hidden_runs == ref_hidden, text
     reference = untrusted._Clean(ref_text, ref_stripped, ref_hidden)
     assert untrusted._suspicions(clean) == untrusted._suspicions(reference), text
+    for view in dict.fromkeys((untrusted._phrase_view(ref_text), untrusted._phrase_view(text))):
+        assert untrusted._family_matches(view) == _reference_family_matches(view), text
     for form in dict.fromkeys((text, unicodedata.normalize("NFKC", text), ref_text)):
         assert ct.find_control_tokens(form) == _reference_find_control_tokens(form), form
         now, now_counts = ct.strip_code_points(form)
