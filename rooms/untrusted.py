@@ -1368,19 +1368,6 @@ _BY_NEEDLE: tuple[tuple[str, _Alternative], ...] = tuple(
 _ALWAYS = tuple(a for a in _ALTERNATIVES if a.always and not a.non_latin)
 _NON_LATIN = tuple(a for a in _ALTERNATIVES if a.non_latin)
 _WORDS = re.compile(rf"(?<!\w)(\w{{1,{_PREFIX_CHARS}}})(\w*)")
-_ANY_OF_KEY: dict[str, re.Pattern[str]] = {}
-
-
-def _any_of_key(key: str) -> re.Pattern[str]:
-    """One regex that matches at a position exactly where at least one of the alternatives
-    keyed by ``key`` matches there (an alternation tries each branch in full before the
-    next), compiled on first use. Only ever a filter: matches are still counted per
-    alternative. The alternatives hold no group references, so joining them changes none."""
-    regex = _ANY_OF_KEY.get(key)
-    if regex is None:
-        joined = "|".join(f"(?:{alt.regex.pattern})" for alt in _BY_KEY[key])
-        regex = _ANY_OF_KEY[key] = re.compile(joined, re.MULTILINE)
-    return regex
 
 
 def _family_matches(view: str) -> Counter[int]:
@@ -1392,13 +1379,10 @@ def _family_matches(view: str) -> Counter[int]:
         # A word of up to three letters selects the alternatives keyed by exactly it (every
         # key shorter than three letters ends where its pattern needs a non-word character);
         # a longer word selects those keyed by its first three letters.
-        key = word.group(1) if word.end(2) > word.start(2) else word.group()
-        candidates = by_key.get(key)
+        candidates = by_key.get(word.group(1) if word.end(2) > word.start(2) else word.group())
         if not candidates:
             continue
         start = word.start()
-        if len(candidates) > 1 and _any_of_key(key).match(view, start) is None:
-            continue  # none of them matches here (most words): one call instead of one each
         for alt in candidates:
             if ends.get(id(alt), -1) > start:
                 continue

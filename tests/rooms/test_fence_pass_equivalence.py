@@ -13,8 +13,7 @@ What changed, and is checked here against frozen copies of the code as it was at
   (``strip_control_tokens_folded``), so a later pass folds nothing;
 * ``_hidden_runs`` scans the text once for its candidates;
 * line-start role markers are searched from newline to newline (``_line_markers``);
-* ``_family_matches`` skips a word where one regex joining its key's alternatives says
-  none of them matches (the alternatives are still matched and counted one by one);
+* (``_family_matches`` is unchanged; its frozen copy guards the rule matching all the same.)
 * ``_sanitise`` runs the code-point classes and the escape search in the first pass only. The
   argument (in ``rooms.untrusted._sanitise``) rests on two facts about Unicode that are
   checked here over every code point: no code point outside the catalogue has a catalogued
