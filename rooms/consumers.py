@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import copy
 import logging
 import weakref
@@ -220,7 +221,8 @@ def _desk_hop(
     if acks:
         try:
             results = [False] * len(acks)
-            with transaction.atomic():
+            # A lone ack is one statement in its own implicit transaction, as it was alone.
+            with transaction.atomic() if len(acks) > 1 else contextlib.nullcontext():
                 # Seats updated in one order, so two processes' hops wait instead of
                 # deadlocking (PostgreSQL); every ack is answered as its own statement says.
                 for index in sorted(
