@@ -220,7 +220,9 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # channels' in-memory layer, its expiry scan of every channel and group run at most once
+    # a second instead of on every receive (rooms.realtime).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "rooms.realtime.SweptInMemoryChannelLayer"}}
 
 # --- Cache: the throttles' counters (API, password reset) --------------------------------------
 # Production shares them across processes in Redis; the embedded default (one process) keeps
