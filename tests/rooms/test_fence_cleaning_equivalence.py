@@ -1,8 +1,9 @@
 """The fence's cleaning finds exactly what its frozen definition finds: the boundary tails
 ``BOUNDARY_TAIL_REGEX.finditer`` gives and the code points the two stripping classes remove,
 whatever shortcut the module takes to find them in linear time (issue 13: "8 KB <= 10x the
-1 KB cost"). The references below are the code as it was when the fence was frozen for the
-held-out measurement, kept here so that a change to the module cannot move both sides.
+1 KB cost"). The references are the code as it was when the fence was frozen for the
+held-out measurement, kept in ``test_fence_pass_equivalence`` so that a change to the module
+cannot move both sides.
 
 Checked over the project's injection and ordinary corpora and generated random and hostile
 text (forged boundary tails after whitespace runs, "un"/"_"/"-" leads, nested attributes,
@@ -11,65 +12,18 @@ astral and invisible characters)."""
 from __future__ import annotations
 
 import functools
-import re
 import unicodedata
-from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rooms import control_tokens as ct
-from rooms.control_tokens import StripCategory
 from rooms.untrusted import fence
+from tests.rooms.test_fence_pass_equivalence import (
+    _reference_find_control_tokens,
+    _reference_strip_code_points,
+)
 from tests.rooms.test_untrusted_corpus import benign_corpus, injection_corpus
-
-
-def _reference_find_control_tokens(text: str) -> list[tuple[int, int, StripCategory]]:
-    view, to_source = ct._folded_view(text)
-    found: list[tuple[int, int, StripCategory]] = []
-    if "<" in view or "[" in view:
-        for match in ct.TOKEN_REGEX.finditer(view):
-            start, end = match.start(), match.end()
-            if ct.FENCE_MARKER_REGEX.match(view, start, end):
-                category = StripCategory.FENCE_MARKER
-            elif ct._TEMPLATE_TOKEN_REGEX.fullmatch(view, start, end):
-                category = StripCategory.CHAT_TEMPLATE_TOKEN
-            else:
-                category = ct._role_category(view[start:end])
-            found.append((to_source(match.start()), to_source(match.end() - 1) + 1, category))
-    if "nonce" in view or "trusted" in view:
-        for match in ct.BOUNDARY_TAIL_REGEX.finditer(view):
-            start, end = to_source(match.start()), to_source(match.end() - 1) + 1
-            found.append((start, end, StripCategory.FENCE_MARKER))
-    if ":" in view or "#" in view:
-        for match in ct.LINE_MARKER_REGEX.finditer(view):
-            if match.end() == match.start():
-                continue
-            start, end = to_source(match.start()), to_source(match.end() - 1) + 1
-            found.append((start, end, ct._role_category(match[0])))
-    found.sort()
-    return found
-
-
-def _reference_strip_code_points(text: str) -> tuple[str, Counter[StripCategory]]:
-    counts: Counter[StripCategory] = Counter()
-    if text.isascii():
-        patterns: tuple[re.Pattern[str], ...] = (ct._ASCII_STRIPPABLE,)
-    else:
-        patterns = (ct._BMP_STRIPPABLE,)
-        astral = "".join(ct.ASTRAL_RUNS.findall(text))
-        if astral and ct._ASTRAL_STRIPPABLE.search(astral):
-            patterns = (ct._BMP_STRIPPABLE, ct._ASTRAL_STRIPPABLE)
-    for pattern in patterns:
-        runs = pattern.findall(text)
-        if runs:
-            counts.update(ct._CODE_POINT_TABLE[ord(char)] for char in "".join(runs))
-            text = pattern.sub("", text)
-    if "\ufe0e" in text or "\ufe0f" in text:
-        text, stray = ct.STRAY_PRESENTATION_SELECTOR.subn("", text)
-        if stray:
-            counts[StripCategory.VARIATION_SELECTOR] += stray
-    return text, counts
 
 
 def _assert_same(text: str) -> None:
