@@ -11,7 +11,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from gatekeeper.records import ActionRecord
-from rooms import forks, limits, standing
+from rooms import context, forks, limits, standing
 from rooms.models import Flare, Message, Room, RoomMember, RoomState
 from rooms.protocol import CloseCode
 from tests.socket_frames import frame, join, next_frame_of, say
@@ -182,10 +182,19 @@ async def test_an_agent_spinning_on_its_limits_is_flared(
     await a.disconnect()
 
 
-async def test_a_client_flooding_its_inbox_is_closed(make_open_room, rates) -> None:
+async def test_a_client_flooding_its_inbox_is_closed(
+    make_open_room, rates, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rates(SOCKET_INBOX_MAX_FRAMES=4)
     setup = await database_sync_to_async(make_open_room)()
     a = await join(setup.room.id, setup.a.token)
+    real = context.context_for_agent
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.5)  # held on any machine: a quick hop lets the pings through one by one
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(context, "context_for_agent", held)
     # A database hop first, so the frames behind it queue up in the inbox.
     await a.send_json_to(frame("context_request", {}, "c-1"))
     for n in range(40):
