@@ -5,23 +5,12 @@ ordinary, which is left out."""
 from __future__ import annotations
 
 import json
-import zipfile
 from pathlib import Path
 
 import yaml
 
-from bench.injections.corpus import NEUTRAL_REQUEST, PACKAGES, Package, load_held_out_8
-
-
-def _make_wheel(directory: Path, package: Package, files: dict[str, str]) -> None:
-    stem = package.name.replace("-", "_")
-    with zipfile.ZipFile(directory / f"{stem}-{package.version}-py3-none-any.whl", "w") as z:
-        for name, text in files.items():
-            z.writestr(name, text)
-
-
-def _package(name: str) -> Package:
-    return next(p for p in PACKAGES if p.name == name)
+from bench.injections.corpus import NEUTRAL_REQUEST, PACKAGES, load_held_out_8
+from tests.bench.test_injection_corpora_round7 import _make_wheel, _package
 
 
 def _payloads(*queries: str) -> str:
