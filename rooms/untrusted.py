@@ -1362,6 +1362,19 @@ def _dispatch_table() -> dict[str, tuple[_Alternative, ...]]:
 # punctuation, at a line start or in another script scan the text once each, and only when
 # their first character (or any non-ASCII character) is present.
 _BY_KEY = _dispatch_table()
+# Per key, ONE regex that matches where any of its alternatives does: their alternation, each
+# branch as written and captured (no alternative has a group of its own, so the group that
+# matched is the number of the branch). Most word starts that select alternatives begin none
+# of them, and one anchored ``match`` rejects them all at once instead of one call per
+# alternative. Where it matches, branch j is the FIRST alternative that matches there (an
+# alternation tries its branches in order, and nothing follows it), so the ones before it
+# cannot match, j's own match is the one ``match`` gave, and only those after j are tried one
+# by one. What is counted is unchanged (tests/rooms/test_fence_pass_equivalence.py keeps the
+# per-alternative loop frozen and compares).
+_KEY_FILTER: dict[str, re.Pattern[str]] = {
+    key: re.compile("|".join(f"({alt.regex.pattern})" for alt in alts), re.MULTILINE)
+    for key, alts in _BY_KEY.items()
+}
 _BY_NEEDLE: tuple[tuple[str, _Alternative], ...] = tuple(
     (n, a) for a in _ALTERNATIVES if not a.always and not a.non_latin for n in sorted(a.needles)
 )
@@ -1375,18 +1388,26 @@ def _family_matches(view: str) -> Counter[int]:
     found: Counter[int] = Counter()
     ends: dict[int, int] = {}  # alternative -> end of its last match
     by_key: dict[str, tuple[_Alternative, ...]] = _BY_KEY
+    key_filter = _KEY_FILTER
     for word in _WORDS.finditer(view):
         # A word of up to three letters selects the alternatives keyed by exactly it (every
         # key shorter than three letters ends where its pattern needs a non-word character);
         # a longer word selects those keyed by its first three letters.
-        candidates = by_key.get(word.group(1) if word.end(2) > word.start(2) else word.group())
-        if not candidates:
+        key = word.group(1) if word.end(2) > word.start(2) else word.group()
+        some = key_filter.get(key)
+        if some is None:
             continue
         start = word.start()
-        for alt in candidates:
+        first = some.match(view, start)
+        if first is None:
+            continue  # no alternative keyed by this word matches here
+        alts = by_key[key]
+        branch = (first.lastindex or 1) - 1  # every branch is a group: never None
+        for number in range(branch, len(alts)):
+            alt = alts[number]
             if ends.get(id(alt), -1) > start:
                 continue
-            match = alt.regex.match(view, start)
+            match = first if number == branch else alt.regex.match(view, start)
             if match is not None:
                 found[alt.family] += 1
                 ends[id(alt)] = max(match.end(), start + 1)
