@@ -10,6 +10,7 @@ one are checked on their own.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
@@ -18,6 +19,7 @@ import pytest
 
 from agents import RateLimitedError, RoomClient
 from agents.client import RATE_BACKOFF_FIRST, rate_limit_delay
+from ledger.models import LedgerEvent
 from rooms.models import Message
 from synapsia.serving import running_daphne
 from synapsia_protocol import ErrorCode
@@ -79,6 +81,16 @@ def limited_host(
         yield served.host
 
 
+def _left(room_id: UUID) -> None:
+    """Wait until the server has recorded the socket's leave, its last write for the room: the
+    module's Daphne outlives each test, and the flush after a test must not race its writes
+    (on PostgreSQL the two deadlocked once)."""
+    deadline = time.monotonic() + 10
+    while not LedgerEvent.objects.filter(room_id=room_id, kind="leave").exists():
+        assert time.monotonic() < deadline, "the server never recorded the socket's leave"
+        time.sleep(0.05)
+
+
 def _texts(room_id: UUID) -> list[str]:
     return list(
         Message.objects.filter(room_id=room_id).order_by("seq").values_list("text", flat=True)
@@ -99,6 +111,7 @@ def test_refused_says_are_resent_after_the_hint_and_stored_once(
             return list(seqs), a.rate_limit_waits
 
     seqs, waits = asyncio.run(three_at_once())
+    _left(setup.room.id)
     # One a second: the first at once, the other two each waited out (one of them twice).
     assert sorted(seqs) == [1, 2, 3]
     assert waits >= 3
@@ -123,6 +136,7 @@ def test_after_its_retries_the_client_gives_up_with_the_servers_hint(
             )
 
     results = asyncio.run(three_at_once())
+    _left(setup.room.id)
     stored = [r for r in results if isinstance(r, int)]
     [gave_up] = [r for r in results if isinstance(r, BaseException)]
     # Refused, resent once, refused again: the one that lost both times says so.
@@ -150,6 +164,7 @@ def test_a_wait_longer_than_the_client_waits_raises_at_once(
             return first.turn, refused.value, a.rate_limit_waits
 
     turn, refused, waits = asyncio.run(two_contexts())
+    _left(setup.room.id)
     assert turn == 1
     assert refused.code == "context_rate_limited" and refused.refusals == 1
     # One an hour: the server named most of an hour, longer than the client's 30 s: not waited.
