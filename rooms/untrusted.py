@@ -1281,9 +1281,15 @@ class _Alternative:
     always: bool  # line-start patterns, and prefixes the walk could not bound
     non_latin: bool  # selected only for non-ASCII text
     word_start: bool  # a match must start at a word start
+    # A pattern the prefix walk cannot bound because it opens with up to ``reach`` free word
+    # characters before a literal (``\w{0,3}nstruct``): every match holds ``anchor`` within
+    # ``reach`` characters of its start, so the scan jumps from one occurrence to the next.
+    anchor: str = ""
+    reach: int = 0
 
 
 _WORD_CHAR = re.compile(r"\w")
+_FREE_WORD_THEN_LITERAL = re.compile(r"\\w\{0,(\d)\}([a-z]{3,})")
 
 
 def _alternative(family: int, pattern: str) -> _Alternative:
@@ -1307,6 +1313,7 @@ def _alternative(family: int, pattern: str) -> _Alternative:
         elif prefix:
             needles.add(prefix[0])
     always = prefixes is None or "" in prefixes
+    anchored = _FREE_WORD_THEN_LITERAL.match(body) if always and not non_latin else None
     return _Alternative(
         family,
         re.compile(body, re.MULTILINE),
@@ -1315,6 +1322,8 @@ def _alternative(family: int, pattern: str) -> _Alternative:
         always,
         non_latin,
         _whole_words(pattern) and not needles,  # punctuation-first patterns start anywhere
+        anchored.group(2) if anchored else "",
+        int(anchored.group(1)) if anchored else 0,
     )
 
 
@@ -1323,7 +1332,24 @@ def _count_matches(alt: _Alternative, view: str) -> int:
     alternative wants whole words (a match inside a word is skipped by one character, so a
     real match overlapping it is still found)."""
     regex, count, position = alt.regex, 0, 0
-    while (match := regex.search(view, position)) is not None:
+    anchor, reach = alt.anchor, alt.reach
+    while True:
+        if anchor:
+            # A match starting at or after ``position`` holds the anchor's next occurrence
+            # (``at``) or a later one, within ``reach`` of its start: none starts before
+            # ``at - reach``, and if none starts by ``at``, the search goes on after it.
+            at = view.find(anchor, position)
+            if at < 0:
+                break
+            match = None
+            for begin in range(max(position, at - reach), at + 1):
+                if (match := regex.match(view, begin)) is not None:
+                    break
+            if match is None:
+                position = at + 1
+                continue
+        elif (match := regex.search(view, position)) is None:
+            break
         start = match.start()
         if alt.word_start and start and _WORD_CHAR.match(view, start - 1):
             position = start + 1
