@@ -7,6 +7,9 @@ action's outcome, a reveal) re-reads the reader's standing from the record first
 statement, and a reader out of standing is given nothing and closed with the close code of
 ``docs/protocol.md``. Nothing is cached: each hop reads again.
 
+This module is the reading (one statement for many readers); the rule that turns the rows
+read into a verdict is the Gatekeeper's, ``gatekeeper.standing.standing_verdict``.
+
 Live deliveries carry no database hop of their own, so a process's sockets hand their checks
 to one ``StandingDesk`` (as their `say` runs go to the ``SayDesk``): the checks waiting while
 one statement runs are answered together by the next, one statement per wake for all of them.
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 from uuid import UUID
 
@@ -24,16 +27,16 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import connection
 
-from rooms.models import Agent, Room, RoomMember, RoomState, SeatStanding
+from gatekeeper.standing import SeatFacts, standing_verdict
+from rooms.models import Agent, Room, RoomMember
 from rooms.protocol import CloseCode
-
-# An agent may be given room traffic while the room is open or paused (as it may join);
-# an owner's browser also while it is a draft (as it may watch).
-_AGENT_ROOM_STATES = frozenset({RoomState.OPEN, RoomState.PAUSED})
-_OWNER_ROOM_STATES = frozenset({RoomState.DRAFT, RoomState.OPEN, RoomState.PAUSED})
 
 # Rooms per statement: well under SQLite's and PostgreSQL's parameter limits.
 ROOMS_PER_STATEMENT = 2000
+
+
+# One seat as read: owner, agent, standing, room state, revoked (the Gatekeeper's facts).
+Seat = SeatFacts
 
 
 class Reader(NamedTuple):
@@ -44,23 +47,10 @@ class Reader(NamedTuple):
     agent_id: UUID | None
 
 
-def _verdict(
-    reader: Reader, seats: list[tuple[int, UUID | None, str, str, bool]]
-) -> CloseCode | None:
-    """None when ``reader`` is in standing, else the code its socket is closed with."""
-    seat = next((s for s in seats if s[0] == reader.owner_id), None)
-    if reader.agent_id is None:
-        if seat is None:
-            return CloseCode.FORBIDDEN  # no longer a member (or the room was deleted)
-        return None if seat[3] in _OWNER_ROOM_STATES else CloseCode.ROOM_NOT_JOINABLE
-    if seat is None or seat[1] != reader.agent_id:
-        return CloseCode.FORBIDDEN  # the seat is gone or holds another agent now
-    _, _, standing, room_state, revoked = seat
-    if revoked:
-        return CloseCode.UNAUTHENTICATED
-    if standing == SeatStanding.BLOCKED:
-        return CloseCode.FORBIDDEN
-    return None if room_state in _AGENT_ROOM_STATES else CloseCode.ROOM_NOT_JOINABLE
+def _verdict(reader: Reader, seats: Sequence[Seat]) -> CloseCode | None:
+    """None when ``reader`` is in standing, else the code its socket is closed with: the
+    rule is the Gatekeeper's (``gatekeeper.standing.standing_verdict``)."""
+    return standing_verdict(owner_id=reader.owner_id, agent_id=reader.agent_id, seats=seats)
 
 
 def _as_uuid(value: Any) -> UUID | None:
@@ -91,7 +81,7 @@ def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None
     room_ids = list(dict.fromkeys(r.room_id for r in wanted))
     pk = Room._meta.pk
     assert pk is not None
-    seats: dict[UUID, list[tuple[int, UUID | None, str, str, bool]]] = {}
+    seats: dict[UUID, list[Seat]] = {}
     for start in range(0, len(room_ids), ROOMS_PER_STATEMENT):
         chunk = room_ids[start : start + ROOMS_PER_STATEMENT]
         with connection.cursor() as cursor:
@@ -100,13 +90,10 @@ def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None
             )
             rows = cursor.fetchall()
         for room_id, owner_id, agent_id, seat_standing, state, revoked_at in rows:
-            seats.setdefault(_as_uuid(room_id), []).append(  # type: ignore[arg-type]
-                (int(owner_id), _as_uuid(agent_id), seat_standing, state, revoked_at is not None)
-            )
+            revoked = revoked_at is not None
+            seat = Seat(int(owner_id), _as_uuid(agent_id), seat_standing, state, revoked)
+            seats.setdefault(_as_uuid(room_id), []).append(seat)  # type: ignore[arg-type]
     return {reader: _verdict(reader, seats.get(reader.room_id, [])) for reader in wanted}
-
-
-Seat = tuple[int, UUID | None, str, str, bool]  # owner, agent, standing, room state, revoked
 
 
 def rooms_swept(room_ids: list[UUID]) -> tuple[dict[UUID, int], dict[UUID, list[Seat]]]:
@@ -138,7 +125,7 @@ def rooms_swept(room_ids: list[UUID]) -> tuple[dict[UUID, int], dict[UUID, list[
             room_seats = seats.setdefault(room_uuid, [])
             if owner_id is not None:
                 room_seats.append(
-                    (
+                    Seat(
                         int(owner_id),
                         _as_uuid(agent_id),
                         seat_standing,

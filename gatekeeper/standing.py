@@ -1,0 +1,61 @@
+"""Standing: may this reader still be given anything from the room? The rule, in one place.
+
+A reader is a socket's far end: an agent in its seat, or its owner's browser. Every hop that
+hands a socket something from the room (a live message, a whisper, a catch-up read, an
+action's outcome, a reveal) asks this rule first, on the room's seats as just read from the
+record (``rooms.standing`` reads them, in one statement for many readers, and calls
+``standing_verdict``). A reader out of standing is given nothing and its socket is closed with
+the code the rule names (``docs/protocol.md``). Nothing here reads or caches anything: the
+verdict is a pure function of the rows read for this hop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+from uuid import UUID
+
+from rooms.models import RoomState, SeatStanding
+from rooms.protocol import CloseCode
+
+# An agent may be given room traffic while the room is open or paused, the states in which
+# it may join: a paused room still tells its agents what happens (the owners resuming it).
+AGENT_ROOM_STATES: frozenset[str] = frozenset({RoomState.OPEN, RoomState.PAUSED})
+# An owner's browser also while the room is a draft: an owner may watch a room being set up.
+OWNER_ROOM_STATES: frozenset[str] = frozenset({RoomState.DRAFT, RoomState.OPEN, RoomState.PAUSED})
+
+
+class SeatFacts(NamedTuple):
+    """One seat of the reader's room as read for this hop (a tuple, so rows map straight in)."""
+
+    owner_id: int
+    agent_id: UUID | None  # the agent bound to the seat, if any
+    standing: str  # ``SeatStanding``
+    room_state: str  # ``RoomState`` (the same on every seat of a room)
+    agent_revoked: bool  # the bound agent's token was revoked
+
+
+def standing_verdict(
+    *, owner_id: int, agent_id: UUID | None, seats: Sequence[SeatFacts]
+) -> CloseCode | None:
+    """None when the reader (``owner_id``'s browser when ``agent_id`` is None, else that agent
+    in ``owner_id``'s seat) is in standing among its room's ``seats``; else the close code.
+
+    No seats at all means the room is gone (deleted) or the reader never had one: FORBIDDEN,
+    the same as a stranger, so a socket learns nothing of why. A muted or stepped-in agent is
+    still in standing: it is still told what is said; only its speech and actions are refused
+    (``gatekeeper.decision``, rule ``agent_withdrawn``)."""
+    seat = next((s for s in seats if s.owner_id == owner_id), None)
+    if agent_id is None:
+        if seat is None:
+            return CloseCode.FORBIDDEN  # no longer a member (or the room was deleted)
+        return None if seat.room_state in OWNER_ROOM_STATES else CloseCode.ROOM_NOT_JOINABLE
+    if seat is None or seat.agent_id != agent_id:
+        return CloseCode.FORBIDDEN  # the seat is gone or holds another agent now
+    # Revocation first: the token itself is dead, whatever its seat (UNAUTHENTICATED); then
+    # the owner's block (FORBIDDEN); only then the room's state.
+    if seat.agent_revoked:
+        return CloseCode.UNAUTHENTICATED
+    if seat.standing == SeatStanding.BLOCKED:
+        return CloseCode.FORBIDDEN
+    return None if seat.room_state in AGENT_ROOM_STATES else CloseCode.ROOM_NOT_JOINABLE
