@@ -1,7 +1,9 @@
 """Owners read and verify their room's ledger (session auth; both seats, nobody else).
 
-Authorization is the room's business (``rooms.selectors.room_seat``: 404 for strangers);
-the records come from ``ledger`` unchanged, so a browser can recompute every hash.
+Who may read is the Gatekeeper's rule (``gatekeeper.ledger_access.ledger_access``: the room's
+seats, or a deleted room's former owners; 404 for anyone else); this module reads the seat and
+the deletion record for it. The records come from ``ledger`` unchanged, so a browser can
+recompute every hash.
 
 Each event also carries ``words``: the event as a sentence for people, named from the room's
 seats (``gatekeeper.reasons.event_sentence``). ``words`` is outside the hashed envelope
@@ -11,9 +13,9 @@ adds ``words``.
 
 A **deleted** room's ledger stays its owners' (issue 14: it keeps its non-content events for its
 own window and still verifies): both former owners still read, verify, download and witness
-it here (``rooms.deletion.room_deletion_for_owner``: the deletion record names whose seats
-they were), with ``deleted`` saying in words that the room was deleted and when. Nobody else
-does: a stranger, staff or a superuser gets the same 404 as for a room that never existed.
+it here (the deletion record names whose seats they were: ``gatekeeper.ledger_access``),
+with ``deleted`` saying in words that the room was deleted and when. Nobody else does: a
+stranger, staff or a superuser gets the same 404 as for a room that never existed.
 
 Owners also **witness** the record: after the browser verified the chain, it countersigns the
 latest server-signed head with the owner's device key (``POST …/ledger/witnesses``). Which key
@@ -36,6 +38,7 @@ from ninja import Router, Schema, Status
 from ninja.security import django_auth
 from pydantic import Field
 
+from gatekeeper.ledger_access import LedgerAccess, is_same_account, ledger_access
 from gatekeeper.reasons import event_sentence, rule_sentence, tool_words, vault_kind_words
 from gatekeeper.records import ActionRecord
 from ledger import selectors as ledger_selectors
@@ -49,7 +52,6 @@ from ledger.witnesses import (
     signature_decode,
 )
 from rooms import selectors
-from rooms.deletion import room_deletion_for_owner
 from rooms.errors import NotFound
 from rooms.models import Agent, DeletionReason, RoomDeletion, RoomMember
 from slips.models import KeyCustody, VaultItem
@@ -163,12 +165,31 @@ def _ledger_room(request: HttpRequest, room_id: UUID) -> LedgerRoom:
     # django_auth has already refused anonymous requests.
     assert isinstance(request.user, User)
     try:
-        return LedgerRoom(selectors.room_seat(owner=request.user, room_id=room_id).room_id)
+        seated: UUID | None = selectors.room_seat(owner=request.user, room_id=room_id).room_id
     except NotFound:
-        deletion = room_deletion_for_owner(owner=request.user, room_id=room_id)
-        if deletion is None:
-            raise  # the same answer as for a room that never existed
+        seated = None
+    # A room with a seat in it is not deleted: its deletion record is read only without one.
+    deletion = None if seated is not None else RoomDeletion.objects.filter(room_id=room_id).first()
+    access = ledger_access(
+        reader=request.user,
+        holds_seat=seated is not None,
+        deleted_owners=None if deletion is None else deletion.owners,
+    )
+    if access is LedgerAccess.SEATED and seated is not None:
+        return LedgerRoom(seated)
+    if access is LedgerAccess.FORMER_OWNER and deletion is not None:
         return LedgerRoom(deletion.room_id, deletion)
+    raise NotFound("No such room.")  # the same answer as for a room that never existed
+
+
+def _deletion_for_former_owner(*, owner: User, room_id: UUID) -> RoomDeletion | None:
+    """The deletion record of the room if the Gatekeeper lets ``owner``, who holds no seat in
+    it, read its ledger as a former owner; else None (read now, for this request)."""
+    record = RoomDeletion.objects.filter(room_id=room_id).first()
+    if record is None:
+        return None
+    access = ledger_access(reader=owner, holds_seat=False, deleted_owners=record.owners)
+    return record if access is LedgerAccess.FORMER_OWNER else None
 
 
 # --- a deleted room, in words ------------------------------------------------------------------
@@ -183,20 +204,13 @@ def _when(moment: datetime) -> str:
 
 def _deleted_owners(deletion: RoomDeletion) -> dict[str, User]:
     """The deleted room's owners whose accounts still exist (the same accounts: id and the
-    moment they joined), by id as the ledger writes it."""
-    seats = {
-        int(s["user_id"]): str(s.get("date_joined"))
-        for s in deletion.owners
-        if isinstance(s, dict) and isinstance(s.get("user_id"), int)
-    }
-    found = {}
-    for user in User.objects.filter(pk__in=seats):
-        try:
-            if datetime.fromisoformat(seats[user.pk]) == user.date_joined:
-                found[str(user.pk)] = user
-        except ValueError:
-            continue
-    return found
+    moment they joined, ``gatekeeper.ledger_access.is_same_account``), by id as the ledger
+    writes it."""
+    seats = [
+        s for s in deletion.owners if isinstance(s, dict) and isinstance(s.get("user_id"), int)
+    ]
+    users = User.objects.filter(pk__in={s["user_id"] for s in seats})
+    return {str(u.pk): u for u in users if any(is_same_account(s, u) for s in seats)}
 
 
 def deleted_room_words(*, deletion: RoomDeletion, viewer: User) -> DeletedRoomOut:
@@ -231,7 +245,7 @@ class DeletedRoomLedger:
 def deleted_room_for_owner(*, owner: User, room_id: UUID) -> DeletedRoomLedger | None:
     """For the ledger page: a deleted room ``owner`` held a seat in, in words; else None (the
     page's 404, as for any room that is not theirs)."""
-    deletion = room_deletion_for_owner(owner=owner, room_id=room_id)
+    deletion = _deletion_for_former_owner(owner=owner, room_id=room_id)
     if deletion is None:
         return None
     return DeletedRoomLedger(
