@@ -253,6 +253,45 @@ def fence_cell(*, rounds: int = 5, budget_s: float = 0.4) -> dict[str, Any]:
     return result
 
 
+def pieces_cell(*, rounds: int = 5, budget_s: float = 0.4) -> dict[str, Any]:
+    """Linearity apart from composition: each ``*_stream`` 8 KB text as a whole against the
+    sum of its eight 1 KB pieces fenced one by one, and the mean piece against the first
+    (which is the 1 KB cell). Rules only (``flagger=False``): the model runs only where no rule
+    fired, which differs between a whole and its pieces. A whole near the sum of its pieces is
+    linear cost; a mean piece above the first is the stream's composition (the rest of the
+    8 KB holds more to strip and more phrases that match than its first kilobyte)."""
+    ordinary, injections = _ordinary_pool(), _hostile_pool()
+    result: dict[str, Any] = {}
+    for kind in ("ordinary_stream", "hostile_stream"):
+        text = stream_of(
+            8192, hostile=kind.startswith("hostile"), ordinary=ordinary, injections=injections
+        )
+        pieces = [text[k : k + 1024] for k in range(0, 8192, 1024)]
+        per_round: list[tuple[float, list[float]]] = []
+        for _ in range(rounds):
+            whole = _time_flagger(text, budget_s, flagger=False)
+            parts = [_time_flagger(piece, budget_s / 8, flagger=False) for piece in pieces]
+            per_round.append((whole, parts))
+        result[kind] = {
+            "us_whole": round(statistics.median(w for w, _ in per_round) * 1e6, 1),
+            "us_sum_of_pieces": round(statistics.median(sum(p) for _, p in per_round) * 1e6, 1),
+            "whole_over_sum": round(statistics.median(w / sum(p) for w, p in per_round), 2),
+            "mean_piece_over_first": round(
+                statistics.median(sum(p) / len(p) / p[0] for _, p in per_round), 2
+            ),
+        }
+    return result
+
+
+def format_pieces(result: dict[str, Any]) -> str:
+    return "\n".join(
+        f"pieces {kind:15s} 8KB whole {body['us_whole']:.1f} us, its 1KB pieces "
+        f"{body['us_sum_of_pieces']:.1f} us (whole/sum x{body['whole_over_sum']:.2f}); "
+        f"mean piece / first x{body['mean_piece_over_first']:.2f}"
+        for kind, body in result.items()
+    )
+
+
 def format_cell(result: dict[str, Any]) -> str:
     lines = []
     for kind, body in result.items():
@@ -277,6 +316,11 @@ def main(argv: list[str] | None = None) -> int:
         "--flagger", action="store_true", help="also what the learned flagger adds per call"
     )
     parser.add_argument(
+        "--pieces",
+        action="store_true",
+        help="also each 8 KB stream against the sum of its 1 KB pieces (rules only)",
+    )
+    parser.add_argument(
         "--compare-model",
         metavar="FILE",
         help="only: the committed model's score() cost against this model file's",
@@ -291,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.flagger:
         added = flagger_cell(rounds=args.rounds, budget_s=args.budget)
         print(json.dumps(added, indent=2) if args.json else format_flagger(added))
+    if args.pieces:
+        split = pieces_cell(rounds=args.rounds, budget_s=args.budget)
+        print(json.dumps(split, indent=2) if args.json else format_pieces(split))
     return 0 if all(body["goal_8k_ratio_met"] for body in result.values()) else 1
 
 
