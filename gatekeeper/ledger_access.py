@@ -26,6 +26,8 @@ from datetime import datetime
 
 from django.contrib.auth.models import User
 
+from slips.models import DeviceKey, KeyCustody
+
 
 class LedgerAccess(enum.Enum):
     """Why a reader may read a room's ledger, or that they may not."""
@@ -60,3 +62,19 @@ def ledger_access(
     if deleted_owners is not None and any(is_same_account(s, reader) for s in deleted_owners):
         return LedgerAccess.FORMER_OWNER
     return LedgerAccess.REFUSED
+
+
+def witness_key_usable(*, key: DeviceKey | None, reader: User) -> bool:
+    """May ``key`` countersign a signed head of a ledger ``reader`` may read (a witness)?
+
+    Only a key of the reader's own that is registered, not revoked, not rotated away and held
+    by their device: the point of a witness is a signature the server's database cannot make,
+    so a practice key the server holds never witnesses. ``key`` None (no such key) is no."""
+    return (
+        key is not None
+        and reader.pk is not None
+        and key.owner_id == reader.pk
+        and key.revoked_at is None
+        and key.retired_at is None
+        and key.custody == KeyCustody.DEVICE
+    )

@@ -19,7 +19,7 @@ stranger, staff or a superuser gets the same 404 as for a room that never existe
 
 Owners also **witness** the record: after the browser verified the chain, it countersigns the
 latest server-signed head with the owner's device key (``POST …/ledger/witnesses``). Which key
-may witness is decided here, from the owner's own registered keys (``slips.selectors``); the
+may witness is the Gatekeeper's rule (``gatekeeper.ledger_access.witness_key_usable``); the
 signature and the head are checked by ``ledger.witnesses``.
 """
 
@@ -38,7 +38,12 @@ from ninja import Router, Schema, Status
 from ninja.security import django_auth
 from pydantic import Field
 
-from gatekeeper.ledger_access import LedgerAccess, is_same_account, ledger_access
+from gatekeeper.ledger_access import (
+    LedgerAccess,
+    is_same_account,
+    ledger_access,
+    witness_key_usable,
+)
 from gatekeeper.reasons import event_sentence, rule_sentence, tool_words, vault_kind_words
 from gatekeeper.records import ActionRecord
 from ledger import selectors as ledger_selectors
@@ -54,7 +59,7 @@ from ledger.witnesses import (
 from rooms import selectors
 from rooms.errors import NotFound
 from rooms.models import Agent, DeletionReason, RoomDeletion, RoomMember
-from slips.models import KeyCustody, VaultItem
+from slips.models import VaultItem
 from slips.selectors import keys_of_owner
 
 router = Router(auth=django_auth, tags=["ledger"])
@@ -543,18 +548,9 @@ def room_ledger_witness(
     server's database cannot make."""
     rid = _room_id(request, room_id)
     assert isinstance(request.user, User)
-    key = (
-        keys_of_owner(owner=request.user)
-        .filter(
-            id=payload.key_id,
-            revoked_at__isnull=True,
-            retired_at__isnull=True,
-            custody=KeyCustody.DEVICE,
-        )
-        .first()
-    )
+    key = keys_of_owner(owner=request.user).filter(id=payload.key_id).first()
     try:
-        if key is None:
+        if key is None or not witness_key_usable(key=key, reader=request.user):
             raise WitnessRefused(
                 "witness_key_unusable",
                 "That is not a device key of yours that can sign: enroll one on this device.",

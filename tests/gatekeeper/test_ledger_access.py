@@ -2,7 +2,8 @@
 reader x a live room's seat or a deleted room's record, against the rule written out here.
 
 Pure: the users are unsaved ``User`` objects and the deletion record's ``owners`` a list, as
-``rooms.ledger_api`` reads them. The API end to end is ``tests/rooms/test_deleted_room_ledger``.
+``rooms.ledger_api`` reads them; likewise the keys a witness may be signed with. The API end
+to end is ``tests/rooms/test_deleted_room_ledger`` and ``tests/ledger/test_witnesses``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from django.contrib.auth.models import User
 
-from gatekeeper.ledger_access import LedgerAccess, is_same_account, ledger_access
+from gatekeeper.ledger_access import (
+    LedgerAccess,
+    is_same_account,
+    ledger_access,
+    witness_key_usable,
+)
+from slips.models import DeviceKey, KeyCustody
 
 JOINED = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
 ALICE_PK, BOB_PK, MALLORY_PK = 7, 8, 9
@@ -96,3 +103,43 @@ def test_the_same_moment_in_another_zone_is_the_same_account() -> None:
     other_zone = JOINED.astimezone(timezone(timedelta(hours=1))).isoformat()
     assert other_zone.endswith("+01:00")
     assert is_same_account({"user_id": ALICE_PK, "date_joined": other_zone}, _user(ALICE_PK))
+
+
+# --- which key may witness ---------------------------------------------------------------------
+
+KEY_STATES = list(
+    itertools.product(
+        [True, False],  # the reader's own key
+        [False, True],  # revoked
+        [False, True],  # retired (rotated away)
+        list(KeyCustody),
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("own", "revoked", "retired", "custody"),
+    KEY_STATES,
+    ids=[
+        f"{'own' if o else 'other owner'}|{'revoked' if rv else 'live'}|"
+        f"{'retired' if rt else 'current'}|{c}"
+        for o, rv, rt, c in KEY_STATES
+    ],
+)
+def test_which_key_may_witness(own: bool, revoked: bool, retired: bool, custody: str) -> None:
+    alice = _user(ALICE_PK)
+    at = JOINED + timedelta(days=2)
+    key = DeviceKey(
+        owner_id=ALICE_PK if own else BOB_PK,
+        revoked_at=at if revoked else None,
+        retired_at=at if retired else None,
+        custody=custody,
+    )
+    want = own and not revoked and not retired and custody == KeyCustody.DEVICE
+    assert witness_key_usable(key=key, reader=alice) is want
+
+
+def test_no_key_and_an_unsaved_reader_never_witness() -> None:
+    assert not witness_key_usable(key=None, reader=_user(ALICE_PK))
+    key = DeviceKey(owner_id=None, custody=KeyCustody.DEVICE)
+    assert not witness_key_usable(key=key, reader=User(username="nobody"))
