@@ -104,7 +104,11 @@ and ``injecagent_demo.json`` rendered as its injection attacks render one, the m
 ``TEMPLATES`` in turn with ``INJECTION_MARKER`` and the scenario's ``attacker_goal``, its
 ``user_task`` as ordinary text; the ``benign_*`` rows of ``demo_behaviors.json`` as ordinary
 text, the other rows harmful requests, left out). Loaders from file names, keys, class,
-attribute and category names only, no text read before the one measurement.
+attribute and category names only, no text read before the one measurement. Measured once
+at 8fb2f44: 45/53 non-encoded flagged (84.9%, 95% interval 72.9-92.1%; rules alone 33,
+62.3%), no near duplicates, none encoded; the 41 ordinary texts 0 flagged; not opened in the
+session that measured it. 18 of the 53 are redharness's three templates around scenario
+goals (18/18 flagged); without them 27/35 (77.1%, 61.0-87.9%).
 (agentprobe-injection 0.2.0a1 was looked at and left for a later round: its injections are
 built by lambdas over payloads from elsewhere in the package.)
 
