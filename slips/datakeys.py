@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 import sqlite3
 import threading
@@ -98,7 +99,13 @@ def _decode(value: str, variable: str) -> bytes:
     return material
 
 
+@functools.lru_cache(maxsize=8)
 def _master(material: bytes) -> MasterKey:
+    """The master key ``material`` configures: its fingerprint and wrapping key, derived once
+    per process per material (two HKDFs were a seventh of opening a turn's vault items). A pure
+    function of the configured bytes, decided nothing: the configuration is still read on every
+    call (``master_key_current``), so a changed or retired key is seen at once; the store's
+    wrapped keys, their owners and their destroyed marks are read on every open."""
     fingerprint = _hkdf(material, b"synapsia-master-id-v1")[:8].hex()
     return MasterKey(
         id=fingerprint, wrapping=_hkdf(material, b"synapsia-master-wrap-v1"), material=material

@@ -287,3 +287,30 @@ def test_the_migration_leaves_items_readable_where_the_key_store_is_not_mounted(
     row = VaultItem.objects.get(id=item.id)
     assert bytes(row.sealed) == legacy
     assert vault_open(row).text == "old"  # type: ignore[attr-defined]
+
+
+def test_master_key_derived_once_per_material_and_a_change_is_seen(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The master key's two HKDFs run once per configured material, not on every data key
+    opened; the configuration is still read on every call, so a new key takes effect at once."""
+    from slips import datakeys
+
+    derived: list[bytes] = []
+    real = datakeys._hkdf
+
+    def counting(material: bytes, info: bytes) -> bytes:
+        derived.append(material)
+        return real(material, info)
+
+    monkeypatch.setattr(datakeys, "_hkdf", counting)
+    datakeys._master.cache_clear()
+    settings.SLIPS = {**getattr(settings, "SLIPS", {}), "MASTER_KEY": KEY_A}
+    first = [master_key_current() for _ in range(5)]
+    assert len(derived) == 2  # fingerprint and wrapping key, once
+    assert len({k.id for k in first}) == 1
+    settings.SLIPS = {**settings.SLIPS, "MASTER_KEY": KEY_B}
+    changed = master_key_current()
+    assert changed.id != first[0].id and changed.material == b"B" * 32
+    assert changed.wrapping == real(b"B" * 32, b"synapsia-master-wrap-v1")
+    assert len(derived) == 4
