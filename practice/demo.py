@@ -41,6 +41,8 @@ from synapsia.serving import ROOT, Served, running_daphne, server_env, stop
 GuestAgent = Literal["negotiator", "adversary"]
 Say = Callable[[str], None]
 APPROVER_POLL_SECONDS = 0.3
+# Facing the adversary, how long Alice's agent waits for a sensible reply or a paused room.
+ADVERSARY_REPLY_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -127,8 +129,10 @@ async def _host_and_guest(
         )
         host_run = negotiate(
             host,
-            # Facing the adversary, Alice's agent gives up once nothing sensible arrives.
-            reply_timeout=20.0 if guest_agent == "adversary" else timeout,
+            # Facing the adversary, Alice's agent gives up once nothing sensible arrives: on
+            # loopback every attempt lands within milliseconds, and the room its attempts
+            # paused stays paused (no owner resumes it here), so waiting longer only waits.
+            reply_timeout=ADVERSARY_REPLY_SECONDS if guest_agent == "adversary" else timeout,
             on_step=lambda line: say(f"[alice's agent] {line}"),
         )
         return await asyncio.wait_for(asyncio.gather(host_run, guest_run), timeout * 4)
