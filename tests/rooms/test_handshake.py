@@ -24,6 +24,9 @@ async def refused_with(path: str, headers: list[tuple[bytes, bytes]]) -> int:
     assert connected  # accepted only to deliver the close code
     output = await communicator.receive_output(timeout=5)
     assert output["type"] == "websocket.close", f"room data sent before refusal: {output}"
+    # As Daphne does after a close: the consumer ends on the disconnect (without it ``wait``
+    # sat out its one-second timeout and cancelled the consumer, every refusal).
+    await communicator.send_input({"type": "websocket.disconnect", "code": output["code"]})
     await communicator.wait()
     return int(output["code"])
 
