@@ -11,7 +11,7 @@ within 24 hours: at once). Crypto-shredding: room content is sealed under the ro
 (after the journal line), which makes copies in older database backups unreadable too.
 
 What stays: the room's ledger (non-content events, for its own window; it still verifies, and
-both owners still read it: ``room_deletion_for_owner``), and a ``RoomDeletion`` record (room
+both owners still read it: ``gatekeeper.ledger_access``), and a ``RoomDeletion`` record (room
 id, when, by whom, whose seats: no content), also appended to a journal
 file outside the database (``SYNAPSIA["DELETION_JOURNAL_PATH"]``), so restoring a database
 backup taken before the deletion cannot bring the deletion record back with the content:
@@ -333,28 +333,6 @@ def account_delete(*, owner: User) -> AccountDeleted:
         )
         owner.delete()
     return AccountDeleted(user_id=user_id, rooms=deleted)
-
-
-# --- a deleted room's ledger --------------------------------------------------------------
-
-
-def room_deletion_for_owner(*, owner: User, room_id: UUID) -> RoomDeletion | None:
-    """The deletion record of a deleted room ``owner`` held a seat in (the same account: its
-    id and the moment it joined), else None: for anyone else (a stranger, staff, a later
-    account that got a deleted owner's id) the room does not exist. What that allows is only
-    the room's ledger, which holds no content (``rooms.ledger_api``)."""
-    record = RoomDeletion.objects.filter(room_id=room_id).first()
-    if record is None or owner.pk is None:
-        return None
-    for seat in record.owners:
-        if not isinstance(seat, dict) or seat.get("user_id") != owner.pk:
-            continue
-        try:
-            if datetime.fromisoformat(str(seat.get("date_joined"))) == owner.date_joined:
-                return record
-        except ValueError:
-            continue
-    return None
 
 
 # --- after a restore -----------------------------------------------------------------------
