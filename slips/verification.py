@@ -506,14 +506,15 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
         )
         rows = cursor.fetchall()
     snapshot = RoomSlips(room_id=room_id, tier=tier)
-    slips: dict[UUID, SlipRow] = {}
+    # By the slip id as the driver returned it: a row per capability record, and the slip's
+    # columns (its ids as UUIDs) are built once per slip, not once per record.
+    slips: dict[Any, SlipRow] = {}
     for row in rows:
         record_id, position, resource, operation, uses_left = row[:5]
-        slip_id = _as_uuid(row[5])
-        stored = slips.get(slip_id)
+        stored = slips.get(row[5])
         if stored is None:
-            stored = slips[slip_id] = SlipRow(
-                id=slip_id,
+            stored = slips[row[5]] = SlipRow(
+                id=_as_uuid(row[5]),
                 owner_id=int(row[6]),
                 room_id=_as_uuid(row[7]),
                 agent_id=_as_uuid(row[8]),
@@ -527,7 +528,7 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
                 key_revoked=bool(row[16]),
                 public_key=bytes(row[17]),
             )
-        snapshot.records.setdefault(slip_id, {})[int(position)] = CapabilityRow(
+        snapshot.records.setdefault(stored.id, {})[int(position)] = CapabilityRow(
             id=int(record_id),
             slip=stored,
             position=int(position),
