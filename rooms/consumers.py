@@ -210,13 +210,25 @@ SayRun = tuple[Any, Any, list[tuple[str, str]]]  # (room_id, agent_id, [(client_
 Ack = tuple[Any, Any, int]  # (room_id, agent_id, seq)
 
 
+Verdicts = dict[standing.Reader, CloseCode | None]
+
+
 def _desk_hop(
-    *, acks: list[Ack], runs: list[SayRun]
-) -> tuple[list[bool] | Exception, list[list[services.SaidMessage]] | Exception]:
-    """One hop of the desk: the acknowledgements handed in (one transaction, each still its
-    own statement), then the `say` runs (``services.messages_say_runs``, its own
-    transaction). Each part's failure is returned, not raised, so it reaches only the sockets
-    whose frames it was about."""
+    *, acks: list[Ack], runs: list[SayRun], readers: list[standing.Reader] | None = None
+) -> tuple[
+    list[bool] | Exception, list[list[services.SaidMessage]] | Exception, Verdicts | Exception
+]:
+    """One hop of the desk: the readers' standing asked before a live delivery (one
+    statement, ``standing.readers_standing``, read now: after every question was asked),
+    the acknowledgements handed in (one transaction, each still its own statement), then the
+    `say` runs (``services.messages_say_runs``, its own transaction). Each part's failure is
+    returned, not raised, so it reaches only the sockets whose frames it was about."""
+    verdicts: Verdicts | Exception = {}
+    if readers:
+        try:
+            verdicts = standing.readers_standing(readers)
+        except Exception as failed:
+            verdicts = failed
     acked: list[bool] | Exception = []
     if acks:
         try:
@@ -241,7 +253,7 @@ def _desk_hop(
             said = services.messages_say_runs(runs=runs)
         except Exception as failed:
             said = failed
-    return acked, said
+    return acked, said, verdicts
 
 
 class SayDesk:
@@ -259,12 +271,21 @@ class SayDesk:
     its runs, in one transaction (each its own ``services.messages_ack`` statement, answered
     as that statement says). A socket awaits its ack before its next frame, so its frames are
     still recorded in the order it sent them.
+
+    So does the standing check before a live delivery (``standing``): the checks waiting
+    when a hop starts are answered by one ``standing.readers_standing`` statement in it, a
+    read made after each was asked (nothing is answered from an earlier read). At one
+    message in flight a delivery's check rode a hop of its own (``standing.StandingDesk``)
+    next to the says' hops; here it shares theirs.
     """
 
     def __init__(self) -> None:
         self._waiting: list[tuple[SayRun, asyncio.Future[list[services.SaidMessage]]]] = []
         self._acks: list[tuple[Ack, asyncio.Future[bool]]] = []
+        self._checks: list[tuple[standing.Reader, asyncio.Future[CloseCode | None]]] = []
         self._recording = 0
+        # Standing statements run, for tests and the benchmark.
+        self.standing_statements = 0
 
     @staticmethod
     def _concurrency() -> int:
@@ -285,6 +306,14 @@ class SayDesk:
         self._start()
         return await future
 
+    async def standing(self, reader: standing.Reader) -> CloseCode | None:
+        """The reader's standing, read from the record in the next hop: None, or the close
+        code for a reader out of standing. A failed read raises (the caller fails closed)."""
+        future: asyncio.Future[CloseCode | None] = asyncio.get_running_loop().create_future()
+        self._checks.append((reader, future))
+        self._start()
+        return await future
+
     def _start(self) -> None:
         if self._recording < self._concurrency():
             self._recording += 1
@@ -292,8 +321,9 @@ class SayDesk:
 
     async def _record_waiting(self) -> None:
         try:
-            while self._waiting or self._acks:
+            while self._waiting or self._acks or self._checks:
                 acks, self._acks = self._acks, []
+                checks, self._checks = self._checks, []
                 batch: list[tuple[SayRun, asyncio.Future[list[services.SaidMessage]]]] = []
                 size = 0
                 while self._waiting and (
@@ -303,12 +333,23 @@ class SayDesk:
                     item = self._waiting.pop(0)
                     batch.append(item)
                     size += len(item[0][2])
+                if checks:
+                    self.standing_statements += 1
                 try:
-                    acked, results = await in_db_thread(_desk_hop)(
-                        acks=[ack for ack, _ in acks], runs=[run for run, _ in batch]
+                    acked, results, verdicts = await in_db_thread(_desk_hop)(
+                        acks=[ack for ack, _ in acks],
+                        runs=[run for run, _ in batch],
+                        readers=[reader for reader, _ in checks],
                     )
                 except Exception as failed:
-                    acked = results = failed
+                    acked = results = verdicts = failed
+                # Standing first: a delivery waits on nothing else of the hop's.
+                _settle(
+                    [future for _, future in checks],
+                    verdicts
+                    if isinstance(verdicts, Exception)
+                    else [verdicts[reader] for reader, _ in checks],
+                )
                 _settle([future for _, future in acks], acked)
                 # A socket that went away meanwhile: its messages are recorded; its client
                 # resends the frame ids and learns so (``duplicate``).
@@ -1087,7 +1128,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 own = self._own_hex()
                 if any(sender != own for _, sender, _, _ in batch):
                     # Only what is given needs the check (its own messages only move position).
-                    verdict = await standing.standing_desk().check(self._reader())
+                    verdict = await say_desk().standing(self._reader())
                     if verdict is not None:
                         await self._shut(verdict)
                         return
