@@ -8,6 +8,7 @@ services are absent the second pass skips with the reason; ``.ci/run`` sets
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import socket
@@ -79,7 +80,61 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"synapsia profile: {settings.PROFILE} (services required: {SERVICES_REQUIRED})"
 
 
+# Tests of pure code (the fence, the protocol's words, the catalogue, tool schemas, rule tables,
+# deploy files, bench checks): no database, cache, channel layer or task queue, so the profile
+# cannot change what they see. They run once, in the embedded pass; the services pass
+# deselects them. A listed test that asks for the database is a collection error, not dropped.
+PROFILE_FREE = (
+    "tests/agents/test_llm.py",
+    "tests/agents/test_negotiator_plan.py",
+    "tests/agents/test_sdk_decoding.py",
+    "tests/bench/test_eval_checks.py",
+    "tests/bench/test_fence_bench*.py",
+    "tests/bench/test_injection_corpora*.py",
+    "tests/deploy/test_compose.py",
+    "tests/deploy/test_hadolint.py",
+    "tests/deploy/test_k8s.py",
+    "tests/dining/test_catalogue_files.py",
+    "tests/dining/test_rules.py",
+    "tests/gatekeeper/test_ledger_access.py",
+    "tests/gatekeeper/test_reasons.py",
+    "tests/gatekeeper/test_standing_rule.py",
+    "tests/gatekeeper/tools/test_arguments.py",
+    "tests/gatekeeper/tools/test_descriptor_memo.py",
+    "tests/gatekeeper/tools/test_registry.py",
+    "tests/rooms/test_fence_cleaning_equivalence.py",
+    "tests/rooms/test_fence_equivalence.py",
+    "tests/rooms/test_fence_hardening.py",
+    "tests/rooms/test_fence_pass_equivalence.py",
+    "tests/rooms/test_fence_third_party_sample.py",
+    "tests/rooms/test_protocol_ask.py",
+    "tests/rooms/test_protocol_docs.py",
+    "tests/rooms/test_protocol_package.py",
+    "tests/rooms/test_untrusted*.py",
+)
+_DATABASE_FIXTURES = frozenset({"db", "transactional_db", "live_daphne", "settings", "client"})
+
+
+def _profile_free(item: pytest.Item) -> bool:
+    path = item.nodeid.split("::", 1)[0]
+    if not any(fnmatch.fnmatch(path, pattern) for pattern in PROFILE_FREE):
+        return False
+    uses = _DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+    if uses or item.get_closest_marker("django_db"):
+        raise pytest.UsageError(
+            f"{item.nodeid} is listed in PROFILE_FREE (tests/conftest.py) but uses "
+            f"{', '.join(sorted(uses)) or 'the database'}: take its file off the list"
+        )
+    return True
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if SERVICES_PASS:
+        once = [item for item in items if _profile_free(item)]
+        if once:
+            config.hook.pytest_deselected(items=once)
+            ran_before = set(once)
+            items[:] = [item for item in items if item not in ran_before]
     if not SERVICES_PASS:
         skip = pytest.mark.skip(reason="production profile only: runs in pass 2 of make test")
         for item in items:
