@@ -226,7 +226,9 @@ def _decide_action(request: ActionRequest) -> Decision:
         tool=spec.name,
     )
     if not policy.allowed:
-        return deny(policy.rule, f"This agent may not use {spec.name} ({policy.rule}).")
+        # The rule travels in its own field; the sentence is for whoever reads the outcome
+        # (an agent's owner, the practice demo's report), so it names no rule id.
+        return deny(policy.rule, f"This agent may not use {spec.name}.")
     manifest = spec.effective_manifest
     # The catalogue, not the agent, says what a venue costs and whether it can seat the
     # party then; what it refuses no owner's grant can make true, so it is a denial.

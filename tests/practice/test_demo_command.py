@@ -98,6 +98,7 @@ def test_the_adversarial_guest_is_stopped_at_every_attempt() -> None:
     code, out, room_id = _demo("--guest", "adversary")
     assert code == 0, out
     assert "boundaries held" in out
+    assert "This agent may not use spend." in out  # the refusal's words name no rule id
     bobs_agent = RoomMember.objects.get(room_id=room_id, owner__username="demo-bob").agent_id
     executed = _events(room_id, "action_executed")
     assert [e for e in executed if e.data["agent_id"] == str(bobs_agent)] == []
