@@ -275,8 +275,8 @@ class SayDesk:
     So does the standing check before a live delivery (``standing``): the checks waiting
     when a hop starts are answered by one ``standing.readers_standing`` statement in it, a
     read made after each was asked (nothing is answered from an earlier read). At one
-    message in flight a delivery's check rode a hop of its own (``standing.StandingDesk``)
-    next to the says' hops; here it shares theirs.
+    message in flight a check with a hop of its own doubled the hops per message; here it
+    shares the says'.
     """
 
     def __init__(self) -> None:

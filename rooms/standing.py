@@ -11,20 +11,17 @@ This module is the reading (one statement for many readers); the rule that turns
 read into a verdict is the Gatekeeper's, ``gatekeeper.standing.standing_verdict``.
 
 Live deliveries carry no database hop of their own, so a process's sockets hand their checks
-to one ``StandingDesk`` (as their `say` runs go to the ``SayDesk``): the checks waiting while
-one statement runs are answered together by the next, one statement per wake for all of them.
+to the consumers' ``SayDesk`` (``SayDesk.standing``): the checks waiting when one of its hops
+starts are answered by one ``readers_standing`` statement in that hop, beside its acks and
+`say` runs.
 """
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from channels.db import database_sync_to_async
-from django.conf import settings
 from django.db import connection
 
 from gatekeeper.standing import SeatFacts, standing_verdict
@@ -144,62 +141,3 @@ def seat_verdict(reader: Reader, seats: list[Seat]) -> CloseCode | None:
 def reader_standing(reader: Reader) -> CloseCode | None:
     """One reader's standing (inside a hop that reads something else for it too)."""
     return readers_standing([reader])[reader]
-
-
-class StandingDesk:
-    """Where a process's sockets ask for their readers' standing before a live delivery.
-
-    A check asked while no statement runs starts one at once; checks asked meanwhile wait for
-    it to end and are answered together by the next statement (which starts after they were
-    asked, so none is answered from a read older than its question).
-    """
-
-    def __init__(self) -> None:
-        self._waiting: list[tuple[Reader, asyncio.Future[CloseCode | None]]] = []
-        self._running = False
-        # Statements run, for tests and the benchmark.
-        self.statements = 0
-
-    async def check(self, reader: Reader) -> CloseCode | None:
-        future: asyncio.Future[CloseCode | None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((reader, future))
-        if not self._running:
-            self._running = True
-            asyncio.get_running_loop().create_task(self._answer_waiting())
-        return await future
-
-    async def _answer_waiting(self) -> None:
-        thread_sensitive = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
-        try:
-            while self._waiting:
-                batch, self._waiting = self._waiting, []
-                try:
-                    self.statements += 1
-                    verdicts = await database_sync_to_async(
-                        readers_standing, thread_sensitive=thread_sensitive
-                    )([reader for reader, _ in batch])
-                except Exception as failed:
-                    # The caller fails closed: nothing is delivered on a check that failed.
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(failed)
-                    continue
-                for reader, future in batch:
-                    if not future.done():
-                        future.set_result(verdicts[reader])
-        finally:
-            self._running = False
-
-
-_desks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, StandingDesk] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def standing_desk() -> StandingDesk:
-    """This event loop's desk (one per Daphne process; one per test)."""
-    loop = asyncio.get_running_loop()
-    desk = _desks.get(loop)
-    if desk is None:
-        desk = _desks[loop] = StandingDesk()
-    return desk

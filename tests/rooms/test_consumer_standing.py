@@ -264,33 +264,6 @@ def test_one_statement_checks_every_reader(make_open_room: Any, rooms: int) -> N
     assert list(verdicts.values()) == [None] * len(readers)
 
 
-async def test_the_desk_answers_checks_asked_together_with_few_statements(
-    make_open_room: Any,
-) -> None:
-    readers = []
-    for n in range(4):
-        readers += _readers(await database_sync_to_async(make_open_room)(prefix=f"d{n}-"))
-    desk = standing.StandingDesk()
-    verdicts = await asyncio.gather(*(desk.check(r) for r in readers * 5))
-    assert verdicts == [None] * 60
-    # The first check runs alone; the 59 asked meanwhile share the next statement.
-    assert desk.statements <= 2
-
-
-async def test_a_check_that_fails_delivers_nothing(
-    make_open_room: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    setup = await database_sync_to_async(make_open_room)()
-    agent_b, _, _ = _readers(setup)
-
-    def unanswered(readers: Any) -> Any:
-        raise RuntimeError("no answer")
-
-    monkeypatch.setattr(standing, "readers_standing", unanswered)
-    with pytest.raises(RuntimeError):
-        await standing.StandingDesk().check(agent_b)
-
-
 # --- the channel layer down (services pass: Redis behind a port that stops answering) ------
 
 
