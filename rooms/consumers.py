@@ -214,7 +214,7 @@ Verdicts = dict[standing.Reader, CloseCode | None]
 
 
 def _desk_hop(
-    *, acks: list[Ack], runs: list[SayRun], readers: list[standing.Reader] | None = None
+    *, acks: list[Ack], runs: list[SayRun], readers: list[standing.Reader]
 ) -> tuple[
     list[bool] | Exception, list[list[services.SaidMessage]] | Exception, Verdicts | Exception
 ]:
