@@ -93,6 +93,7 @@ PROFILE_FREE = (
     "tests/bench/test_injection_corpora*.py",
     "tests/deploy/test_compose.py",
     "tests/deploy/test_hadolint.py",
+    "tests/deploy/test_image.py",
     "tests/deploy/test_k8s.py",
     "tests/dining/test_catalogue_files.py",
     "tests/dining/test_rules.py",

@@ -25,13 +25,9 @@ import pytest
 from tests.deploy import dockerfile
 from tests.deploy.dockerfile import ROOT
 
-pytestmark = [
-    pytest.mark.e2e,
-    # One replay is enough: it builds its own environment, whatever the pass's profile.
-    pytest.mark.skipif(
-        bool(os.environ.get("SYNAPSIA_TEST_SERVICES")), reason="runs in the embedded pass"
-    ),
-]
+# One replay is enough: it builds its own environment, whatever the pass's profile
+# (PROFILE_FREE in tests/conftest.py: it runs in the embedded pass only).
+pytestmark = pytest.mark.e2e
 
 PIP_CACHE = os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
 _ARGS, STAGES = dockerfile.parse(dockerfile.DOCKERFILE.read_text())
