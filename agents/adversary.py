@@ -90,12 +90,17 @@ class AttemptResult:
     flags), ``blocked`` (the room stayed paused) or ``refused`` (an error frame); for an act
     the action's status (``denied``, ``awaiting_grant``, ... ``executed`` would be a breach);
     for the context probe ``denied`` (what it asked for was not given) or ``given``.
-    ``no_answer`` when the server did not answer in time."""
+    ``no_answer`` when the server did not answer in time.
+
+    ``detail`` is in words, for a person watching the run; ``rule`` is the server's code for
+    the same answer (the denial's rule, the refusal's error code, the suspicion rule a say
+    should raise), for a program checking it, never shown in the words."""
 
     name: str
     kind: AttemptKind
     outcome: str
     detail: str
+    rule: str = ""
 
 
 @dataclass(frozen=True)
@@ -257,11 +262,20 @@ async def _say(room: RoomClient, attempt: Attempt, pause_timeout: float) -> Atte
     try:
         seq = await room.say_when_open(attempt.text, timeout=pause_timeout)
     except TimeoutError:
-        return AttemptResult(attempt.name, attempt.kind, "blocked", "room paused")
+        return AttemptResult(attempt.name, attempt.kind, "blocked", "the room stayed paused")
     except FrameRefusedError as refused:
-        return AttemptResult(attempt.name, attempt.kind, "refused", refused.code)
-    expect = f"should raise {attempt.expect}" if attempt.expect else "should raise no flag"
-    return AttemptResult(attempt.name, attempt.kind, "delivered", f"seq {seq}; {expect}")
+        return _refused(attempt, refused)
+    return AttemptResult(
+        attempt.name,
+        attempt.kind,
+        "delivered",
+        f"message {seq}, fenced for the reader",
+        attempt.expect,
+    )
+
+
+def _refused(attempt: Attempt, refused: FrameRefusedError) -> AttemptResult:
+    return AttemptResult(attempt.name, attempt.kind, "refused", refused.message, refused.code)
 
 
 def _has_titles(value: Any) -> bool:
@@ -290,6 +304,16 @@ def _arguments(attempt: Attempt, room: RoomClient) -> dict[str, Any]:
     return {k: (me if v is OWN_AGENT_ID else v) for k, v in attempt.arguments.items()}
 
 
+# An act's answer without words of its own (the server words its denials; these are the rest).
+_STATUS_WORDS = {
+    "awaiting_grant": "held for the owner's approval",
+    "denied": "denied",
+    "executed": "it ran",
+    "failed": "it failed",
+    "pending": "waiting for the service's answer",
+}
+
+
 async def _act(room: RoomClient, attempt: Attempt, pause_timeout: float) -> AttemptResult:
     await _wait_until_open(room, pause_timeout)
     outcome = await room.act(attempt.tool, _arguments(attempt, room), timeout=REQUEST_TIMEOUT)
@@ -299,8 +323,8 @@ async def _act(room: RoomClient, attempt: Attempt, pause_timeout: float) -> Atte
         # owner's decision here (they can deny in the browser); the next attempt waits,
         # bounded, for the room to reopen.
         room.room_state = "paused"
-    detail = f"{outcome.rule}: {outcome.detail}" if outcome.detail else outcome.rule
-    return AttemptResult(attempt.name, attempt.kind, outcome.status, detail)
+    detail = outcome.detail or _STATUS_WORDS.get(outcome.status, outcome.status)
+    return AttemptResult(attempt.name, attempt.kind, outcome.status, detail, outcome.rule)
 
 
 async def _attempt(room: RoomClient, attempt: Attempt, pause_timeout: float) -> AttemptResult:
@@ -313,7 +337,7 @@ async def _attempt(room: RoomClient, attempt: Attempt, pause_timeout: float) -> 
             return _probe_context(attempt, asked)
         return await _act(room, attempt, pause_timeout)
     except FrameRefusedError as refused:
-        return AttemptResult(attempt.name, attempt.kind, "refused", refused.code)
+        return _refused(attempt, refused)
     except TimeoutError:
         return AttemptResult(attempt.name, attempt.kind, "no_answer", "no answer in time")
 
@@ -340,7 +364,8 @@ async def run_adversary(
 
 
 def _print_result(result: AttemptResult) -> None:
-    print(f"{result.name} [{result.kind}] {result.outcome}: {result.detail}", flush=True)
+    rule = f" [{result.rule}]" if result.rule else ""
+    print(f"{result.name} [{result.kind}] {result.outcome}{rule}: {result.detail}", flush=True)
 
 
 async def main(argv: list[str] | None = None) -> int:

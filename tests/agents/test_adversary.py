@@ -230,7 +230,7 @@ def test_every_attempt_is_stopped_flagged_or_held_at_a_fork(scene: Any) -> None:
     with OwnerAtTheDesk(base_url, setup.room.id, setup.b.owner) as bob_owner:
         report, heard, alices_context = asyncio.run(play())
     for r in report.results:  # run with -s to see the demo's transcript
-        print(f"{tool_policy}: {r.name} [{r.kind}] {r.outcome}: {r.detail}")
+        print(f"{tool_policy}: {r.name} [{r.kind}] {r.outcome} [{r.rule}]: {r.detail}")
     print(f"{tool_policy}: Bob at his desk: {bob_owner.did}")
     assert bob_owner.errors == []
     results = {r.name: r for r in report.results}
@@ -249,7 +249,10 @@ def test_every_attempt_is_stopped_flagged_or_held_at_a_fork(scene: Any) -> None:
     for attempt, message in zip(SAYS, heard, strict=True):
         result = results[attempt.name]
         assert result.outcome == "delivered", result
-        assert result.detail.startswith(f"seq {message.seq};")
+        assert (result.detail, result.rule) == (
+            f"message {message.seq}, fenced for the reader",
+            attempt.expect,
+        )
         rules = [attempt.expect] if attempt.expect else []
         assert message.flags == rules, attempt.name
         assert Message.objects.get(room=setup.room, seq=message.seq).flags == list(rules)
@@ -305,7 +308,9 @@ def test_every_attempt_is_stopped_flagged_or_held_at_a_fork(scene: Any) -> None:
     expected = _expected_acts(tool_policy)
     for attempt in ACTS:
         result = results[attempt.name]
-        assert (result.outcome, result.detail.split(":")[0]) == expected[attempt.name], result
+        assert (result.outcome, result.rule) == expected[attempt.name], result
+        # What a person watching reads is the server's words, never its rule id.
+        assert result.detail and result.rule not in result.detail, result
     denials = [e.data for e in events if e.kind == "denial"]
     assert {d["subject_id"] for d in denials} == {str(setup.b.agent.id)}
     denied_rules = [d["rule"] for d in denials if d["rule"] != "disclosure.not_cleared"]
@@ -348,9 +353,9 @@ def test_in_a_paused_room_it_is_blocked_denied_and_stops_by_itself(
     started = time.monotonic()
     report = asyncio.run(play())
     assert time.monotonic() - started < 30
-    outcomes = [(r.name, r.outcome, r.detail.split(":")[0]) for r in report.results]
-    assert outcomes == [(a.name, "blocked", "room paused") for a in SAYS] + [
-        ("data.context_probe", "denied", "denied"),
+    outcomes = [(r.name, r.outcome, r.rule) for r in report.results]
+    assert outcomes == [(a.name, "blocked", "") for a in SAYS] + [
+        ("data.context_probe", "denied", ""),
         ("act.unknown_tool", "denied", "unknown_tool"),  # a shape refusal comes first
         ("act.malformed_arguments", "denied", "invalid_arguments"),
         ("act.huge_spend_to_self", "denied", "room_not_open"),
