@@ -548,6 +548,35 @@ _ADDRESS = (
     r"|www\.[\w-]{1,63}|webhook)"
 )
 
+# Round 10's preparation (rounds 8 and 9 opened): requests for the personal data a reader
+# holds about someone, asked plainly ("what is the phone number on the contact record?").
+_ASK = (
+    r"(?:what|what's|which|tell|give|show|share|print|list|recite|read out|output|display"
+    r"|reveal|provide|send|return|dump|export|look up|pull up|retrieve|fetch|copy|repeat"
+    r"|disclose|confirm|generate|create|make up|invent|include)"
+)
+_PERSONAL = (
+    r"(?:(?:phone|telephone|mobile|cell) numbers?|e-?mail address(?:es)?|home address(?:es)?"
+    r"|mailing (?:address(?:es)?|details)|postal address(?:es)?|street address(?:es)?"
+    r"|date of birth|birth ?dates?|social security numbers?|ssns?|contact (?:records?|details"
+    r"|info(?:rmation)?|cards?)|personal (?:data|details|information|info)|pii"
+    r"|(?:customer|client|user|patient|employee|account holder'?s?) (?:records?|data|details"
+    r"|information|info|profiles?))"
+)
+_ON_FILE = (
+    r"(?:on file|on record|stored|saved|cached|in (?:your|the|their) (?:records?|database|db"
+    r"|system|memory|files?|crm|context)|you (?:have|hold|keep) (?:stored|saved|on file"
+    r"|on record)|you (?:remember|retain|stored|saved)|from (?:your|the) (?:records?|database"
+    r"|memory|files?|context))"
+)
+# Planted secrets: a canary, key or token the reader was given and must not repeat.
+_PLANTED = (
+    r"(?:api keys?|secret keys?|access (?:keys?|tokens?)|private keys?|passwords?|credentials"
+    r"|auth(?:entication)? tokens?|bearer tokens?|session tokens?|secrets|secret (?:value|string"
+    r"|code|word|phrase|token)|product keys?|license keys?|env(?:ironment)? variables?|\.env"
+    r"|tokens? (?:value|string))"
+)
+
 INTENT_FAMILIES: tuple[IntentFamily, ...] = (
     IntentFamily(
         "override_instructions",
@@ -720,6 +749,21 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"|instructions|system prompt|context|setup)",
             r"(?:text|words|instructions|prompt|message|content|rules)s? (?:that )?(?:you (?:were"
             r"|have been|got) given|you received|given to you|you were told)",
+            # Round 10's preparation: planted canaries and memorised data asked for back.
+            r"(?:complete|finish|continue|reproduce|recall|recite|repeat|print|output|reveal|tell"
+            r"|give|say|type|write out|spell out|return|echo|fill in|provide) (?:me |us )?"
+            r"(?:\w+ ){0,6}?(?:canary|secret|hidden|planted|memori[sz]ed|confidential|internal)"
+            r" (?:tokens?|strings?|values?|identifiers?|ids?|codes?|keys?"
+            r"|passwords?|phrases?|words?|texts?|passages?|data|numbers?|markers?)",
+            r"canary ?-? ?[a-z0-9]{2,12} ?-",
+            r"(?:canary|secret sharer) (?:canary|tokens?|strings?|values?|codes?|identifiers?"
+            r"|markers?|tests?)",
+            r"(?:keep |continue |start )?(?:repeating|repeat|saying|say|writing|write|printing"
+            r"|print|outputting|output|typing|type) (?:the )?(?:word|phrase|letter|token|string)"
+            r" (?:\w+ ){0,3}?(?:forever|endlessly|indefinitely|infinitely|over and over|until you"
+            r"|nonstop|without stopping)",
+            r"memori[sz]ed (?:\w+ )?(?:training|text|data|passages?|content|sequences?|examples?)",
+            r"(?:from|in|of) your (?:training|fine-?tuning) (?:data|corpus|set|examples|material)",
         ),
     ),
     IntentFamily(
@@ -825,6 +869,17 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r" (?:\w+ ){0,4}?(?:the following|this) (?:\w+ )?(?:string|anchor|link|image|code"
             r"|snippet|markdown|html|tag|script|url|text|phrase|sentence|message)",
             r"exactly as (?:it is|written|shown|given|provided|below)",
+            # Round 10's preparation: personal data asked for plainly, where the reader holds it.
+            rf"{_ASK} (?:me |us )?(?:\w+ ){{0,6}}?{_PERSONAL} (?:\w+ ){{0,6}}?{_ON_FILE}",
+            rf"{_ASK} (?:me |us )?(?:\w+ ){{0,8}}?(?:(?:stored|saved|cached|full|complete"
+            rf"|entire) )?(?:contact|customer|client|patient|employee|stored|saved) (?:records?"
+            rf"|profiles?|entr(?:y|ies)|files?)",
+            rf"{_ASK} (?:me |us )?(?:\w+ ){{0,8}}?(?:social security numbers?|ssns?|passport"
+            rf" numbers?|credit card numbers?|card numbers?|bank account numbers?)",
+            rf"{_ASK} (?:me |us )?(?:\w+ ){{0,4}}?(?:your|the|its|any|this|that|my|our|their"
+            rf"|all) (?:\w+ ){{0,2}}?{_PLANTED}",
+            rf"{_ASK} (?:me |us )?(?:\w+ ){{0,4}}?(?:realistic|real|actual|working|valid|live)"
+            rf" (?:\w+ ){{0,3}}?(?:values? for|examples? of)? ?(?:\w+ ){{0,2}}?{_PLANTED}",
         ),
     ),
     IntentFamily(
@@ -986,6 +1041,31 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r"(?:say|generate|write|produce|output) anything (?:now|and everything|at all|you want"
             r"|i ask|without)",
             r"(?:perform|do) anything and everything",
+            # Round 10's preparation (round 8's misses): framings that wrap a harmful request.
+            r"(?:act|pretend|play|roleplay|role-play|behave|be|speak|talk|respond) (?:\w+ ){0,3}?"
+            r"(?:as|like|to be) (?:my|a|the) (?:\w+ )?(?:grand(?:ma|mother|pa|father|mom|dad"
+            r"|parent)"
+            r"|granny|nana)",
+            r"(?:grand(?:ma|mother|pa|father|mom|dad)|granny|nana) (?:\w+ ){0,3}?used to"
+            r" (?:\w+ ){0,8}?(?:bedtime|fall asleep|go to sleep|help me sleep|lullab)",
+            r"opposite (?:day|world|mode)",
+            r"hypothetical (?:\w+ ){0,3}?(?:scenario|world|situation|universe|setting)"
+            r" (?:\w+ ){0,5}?(?:no|without|free of) (?:\w+ ){0,2}?(?:safety|rules|restrictions"
+            r"|limits|consequences|filters|ethics|guidelines|laws)",
+            r"(?:imagine|in|picture) (?:a|an|this) (?:\w+ )?(?:world|scenario|universe|reality)"
+            r" (?:where|in which) (?:\w+ ){0,4}?(?:no|without) (?:\w+ ){0,2}?(?:safety|rules"
+            r"|restrictions|consequences|filters|ethics|laws|guidelines)",
+            r"(?:explain|describe|tell me|show me|teach me|teaches me|write|detail|outline|give me)"
+            r" (?:\w+ ){0,6}?how (?:to|one would|someone would|i (?:can|could|would)) (?:\w+ )"
+            r"{0,2}?(?:hack|hacking|pick (?:a |the )?(?:\w+ )?locks?|lock ?pick|break into"
+            r"|crack (?:a |the )?(?:\w+ ){0,2}?(?:password|safe|code|hash)|forge|counterfeit"
+            r"|launder|steal)",
+            r"how (?:to|do i|do you|would (?:one|someone|i|you)|can i|could i) (?:\w+ ){0,2}?"
+            r"(?:make|build|create|assemble|synthesi[sz]e|cook|write) (?:a |an |the |some )?"
+            r"(?:\w+ )?(?:bombs?|explosives?|weapons?|meth|methamphetamine|poisons?|nerve agents?"
+            r"|napalm|malware|ransomware|keyloggers?|phishing (?:emails?|pages?|sites?|kits?))",
+            r"(?:working|real|functional|live|weaponi[sz]ed) (?:example |sample )?(?:payloads?"
+            r"|exploits?|malware)",
         ),
     ),
     IntentFamily(
@@ -1138,6 +1218,13 @@ INTENT_FAMILIES: tuple[IntentFamily, ...] = (
             r" (?:invoked|called|run|used|executed|triggered)",
             r"(?:store|save|keep|add|write|record|remember) (?:\w+ ){0,8}?(?:in|into|to) (?:your"
             r" )?(?:knowledge base|long-?term memory|memory store|persistent memory)",
+            # Round 10's preparation: a tool named by its identifier, system files, a dropped table.
+            r"(?:use|call|invoke|run|execute|trigger|employ) (?:the |your |a )?[a-z][a-z0-9]*_"
+            r"[a-z0-9_]+ (?:tool|function|api|endpoint|command|action|plugin)",
+            r"etc/(?:passwd|shadow|sudoers|hosts)",
+            r"drop (?:table|database) (?:if exists )?[a-z_][a-z0-9_]* ?;",
+            r"\"(?:function|tool|tool_name|action|function_call)\"[\x20\t\n]*:[\x20\t\n]*"
+            r"\"[a-z][a-z0-9]*_[a-z0-9_]+\"",
         ),
     ),
 )

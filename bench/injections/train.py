@@ -10,15 +10,18 @@ Python). Trains only on what earlier rounds already opened:
   agentdojo and spikee (round 1's held-out set); bastioncorpus and pyrit (round 2);
   agent-injection-bench, prompt-security-fuzzer and langkit (round 3); inspect-evals
   (round 4); agentseal (round 5); aicu-scanner and aegisrt (round 6); fas-judgement,
-  sentinelprobe and weiseer-prompt-redteam (round 7);
+  sentinelprobe and weiseer-prompt-redteam (round 7); agentic-redteam,
+  jailbreak-corpus-mini-py, nullsec-promptinject and hermes-jailbench (round 8); canaryprobe,
+  dual-llm-bench and redharness (round 9);
 * ordinary text (label 0): the project's benign negotiation corpus, the benign examples and
   near misses of the fence tests, bastioncorpus's ``benign`` rows, round 3's controls and
   archived chats (less the ones the rules flag: four of those six are injections, see
   docs/untrusted.md), inspect-evals' ordinary material, sentinelprobe's user requests (round
-  7), and every negotiator line over
+  7), agentic-redteam's clean queries (round 8), round 9's user goals, tasks and benign
+  behaviours, and every negotiator line over
   :data:`TRAINING_SEEDS` (seeds no evaluation uses).
 
-Never round 8 (the held-out set: see :mod:`bench.injections.corpus`), the
+Never round 10 (the held-out set: see :mod:`bench.injections.corpus`), the
 negotiator's held-out seeds (:data:`bench.eval.scenarios.HELD_OUT_SEEDS`) or the dinner chat
 of ``bench/injections/benign.py``: those are the held-out measures.
 
@@ -56,6 +59,8 @@ from bench.injections.corpus import (
     load_held_out_5,
     load_held_out_6,
     load_held_out_7,
+    load_held_out_8,
+    load_held_out_9,
     load_tuning,
 )
 from rooms import fence_model
@@ -71,7 +76,10 @@ TRAINING_SEEDS = range(5000, 5100)
 # many grams per message). Round 8's preparation, rounds 1-7, 4-grams (each round left out /
 # earlier rounds only): C 0.25 80.6/62.0%, C 0.5 83.8/71.5%, C 0.7 82.6/73.1%, C 1 81.6/74.4%,
 # C 2 79.6/72.4%, C 4 78.3/65.3%; 5-grams alone at C 1 78.3/67.8%.
-C = 0.5
+# Round 10's preparation, rounds 1-9, 4-grams (each round left out / earlier rounds only):
+# C 0.25 69.8/54.2%, C 0.5 74.0/60.6%, C 1 78.5/63.6%, C 2 79.6/65.8%, C 3 80.3/66.0%,
+# C 4 76.8/59.2%, C 8 77.7/54.1%.
+C = 3.0
 CHAR_NGRAMS: tuple[int, ...] = fence_model.CHAR_NGRAMS
 # The round each injection source was first measured in as held out (round 0: the tuning
 # corpora the rules were first written from); the estimate leaves a round out as a whole,
@@ -95,9 +103,16 @@ ROUND_OF_SOURCE = {
     "fas-judgement": 7,
     "sentinelprobe": 7,
     "weiseer-prompt-redteam": 7,
+    "agentic-redteam": 8,
+    "jailbreak-corpus-mini": 8,
+    "nullsec-promptinject": 8,
+    "hermes-jailbench": 8,
+    "canaryprobe": 9,
+    "dual-llm-bench": 9,
+    "redharness": 9,
 }
 # The last round opened as tuning: the leave-one-round-out estimate covers rounds 1 to it.
-LAST_ROUND = 7
+LAST_ROUND = 9
 ORDINARY_BUDGET = 0.01
 FOLDS = 5
 CHECKS = 40  # texts whose training-time scores are stored in the model for the tests
@@ -142,8 +157,12 @@ def training_examples(wheels: Path) -> list[Example]:
     held_6, near_6 = load_held_out_6(wheels, reference)
     reference += [s.text for s in held_6 + near_6]
     held_7, ordinary_7, near_7 = load_held_out_7(wheels, reference)
+    reference += [s.text for s in held_7 + near_7] + ordinary_7
+    held_8, ordinary_8, near_8 = load_held_out_8(wheels, reference)
+    reference += [s.text for s in held_8 + near_8] + ordinary_8
+    held_9, ordinary_9, near_9 = load_held_out_9(wheels, reference)
     opened += held_3 + near_3 + held_4 + near_4 + held_5 + near_5 + held_6 + near_6
-    opened += held_7 + near_7
+    opened += held_7 + near_7 + held_8 + near_8 + held_9 + near_9
     injections += [(s.text, s.source.split(":")[0]) for s in opened if not s.encoded]
     encoded_project = {make(p) for make in own.ENCODED for p in own.PAYLOADS}
     injections = [(t, g) for t, g in injections if t not in encoded_project]
@@ -155,6 +174,7 @@ def training_examples(wheels: Path) -> list[Example]:
     ordinary += [(t, "third-party") for t in benign_3 if not _rules_flag(t)]
     ordinary += [(t, "third-party") for t in benign_4]
     ordinary += [(t, "third-party") for t in ordinary_7]
+    ordinary += [(t, "third-party") for t in ordinary_8 + ordinary_9]
     ordinary += [(t, "negotiator") for t in negotiator_messages(TRAINING_SEEDS)]
 
     examples: dict[str, Example] = {}

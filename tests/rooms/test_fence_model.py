@@ -186,9 +186,9 @@ def test_training_keeps_the_held_out_measures_out() -> None:
 
     assert not set(train.TRAINING_SEEDS) & set(HELD_OUT_SEEDS)
     assert not set(train.TRAINING_SEEDS) & set(TUNING_SEEDS)
-    # Round 8's loader and the dinner chat are the held-out measures: train never names them.
+    # Round 10's loader and the dinner chat are the held-out measures: train never names them.
     names = set(vars(train))
-    assert "load_held_out_8" not in names
+    assert "load_held_out_10" not in names
     assert "chat_messages" not in names and "benign_corpus" not in names
 
 
