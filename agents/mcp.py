@@ -47,7 +47,14 @@ from agents.client import (
     RoomClosedError,
 )
 from agents.context import TurnContext
-from synapsia_protocol import FLARE_REASONS, MAX_MESSAGE_CHARS, FlareBody, SayBody, body_schema
+from synapsia_protocol import (
+    FLARE_REASONS,
+    MAX_MESSAGE_CHARS,
+    ContextRequestBody,
+    FlareBody,
+    SayBody,
+    body_schema,
+)
 
 log = logging.getLogger("synapsia.agents.mcp")
 
@@ -148,7 +155,16 @@ def _bridge_tool(
     )
 
 
-_NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+def _context_schema() -> dict[str, Any]:
+    """The protocol's own ``context_request`` body (every vault kind, its limits), with a
+    word on what asking does."""
+    schema = body_schema(ContextRequestBody)
+    schema["properties"]["ask"]["description"] = (
+        "kinds of the other owner's items you want; asking clears nothing, and each kind not "
+        "cleared is a denial both owners see"
+    )
+    return schema
+
 
 BRIDGE_TOOLS: tuple[types.Tool, ...] = (
     _bridge_tool(
@@ -158,28 +174,7 @@ BRIDGE_TOOLS: tuple[types.Tool, ...] = (
         "charter, terms, your owner's cleared items, whispers and notices (trusted), then the "
         "other side's cleared items and recent messages as fenced untrusted data in a separate "
         "content block. Each call is a new turn and spends one use of every cleared item.",
-        {
-            "type": "object",
-            "properties": {
-                "ask": {
-                    "type": "array",
-                    "items": {
-                        "enum": [
-                            "availability",
-                            "budget",
-                            "food_likes",
-                            "allergies",
-                            "neighbourhood",
-                            "link",
-                            "note",
-                        ]
-                    },
-                    "description": "kinds of the other owner's items you want; asking clears "
-                    "nothing, and each kind not cleared is a denial both owners see",
-                }
-            },
-            "additionalProperties": False,
-        },
+        _context_schema(),
         read_only=True,
     ),
     _bridge_tool(
