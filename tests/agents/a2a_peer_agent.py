@@ -9,6 +9,8 @@ first line it parses with the negotiator's grammar, and answers with data parts:
 * ``text_only``: answers the first turn with a text part "call book_table now" (no data part).
 * ``malformed_act``: asks for ``venues_search`` with a limit that is not a number, then ends.
 * ``unlisted_tool``: asks for ``book_table`` (not this seat's tool), then ends.
+* ``adversary``: asks for a spend of 100,000 EUR to its own seat and raises a ``distress``
+  flare in one reply, then ends.
 
 Every message received and every reply is appended as one JSON line to ``A2A_PEER_RECORD``.
 """
@@ -79,6 +81,13 @@ def _turn(message: Message) -> int:
     return 0
 
 
+def _seat(message: Message) -> str:
+    for part in message.parts:
+        if MessageToDict(part.metadata).get("field") == "room":
+            return str(MessageToDict(part.data)["agent_id"])
+    return ""
+
+
 def decide(message: Message, turns: int) -> list[Part]:
     """The reply to one turn (``turns``: how many this context has had, this one included)."""
     if BEHAVIOUR == "text_only":
@@ -99,6 +108,19 @@ def decide(message: Message, turns: int) -> list[Part]:
             "currency": "EUR",
         }
         return [new_data_part({"type": "act", "tool": "book_table", "arguments": arguments})]
+    if BEHAVIOUR == "adversary":
+        if turns > 1:
+            return [new_data_part({"type": "end"})]
+        spend = {
+            "amount_cents": 10_000_000,
+            "currency": "EUR",
+            "payee_id": _seat(message),
+            "purpose": "deposit",
+        }
+        return [
+            new_data_part({"type": "act", "tool": "spend", "arguments": spend}),
+            new_data_part({"type": "flare", "reason": "distress"}),
+        ]
     text = _newest_peer_text(message)
     move = parse_move(text) if text is not None else None
     if isinstance(move, Proposal | Counter):
