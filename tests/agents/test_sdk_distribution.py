@@ -79,15 +79,23 @@ def test_the_installed_sdk_is_alone_in_its_venv(sdk_venv: Path) -> None:
         "assert agents.context.TurnContext is synapsia_protocol.AgentContext\n"
         "server = ['django', 'rooms', 'gatekeeper', 'slips', 'ledger', 'dining', 'synapsia']\n"
         "print([m for m in server if importlib.util.find_spec(m) is not None])\n"
+        "import importlib.metadata as md, re\n"
+        "def needs(dist):\n"
+        "    reqs = [r for r in md.requires(dist) or [] if 'extra ==' not in r]\n"
+        "    return sorted(re.split(r'[<>=!~;\\[ ]', r, maxsplit=1)[0].lower() for r in reqs)\n"
+        "print(needs('synapsia-agents'), needs('synapsia-protocol'))\n"
     )
     result = subprocess.run(
         [str(sdk_venv), "-c", probe], **_outside_the_repo(sdk_venv), check=False, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    agents_file, protocol_file, server = result.stdout.splitlines()
+    agents_file, protocol_file, server, needs = result.stdout.splitlines()
     site = str(sdk_venv.parent.parent / "lib")
     assert agents_file.startswith(site) and protocol_file.startswith(site)
     assert server == "[]"  # no server package exists in the venv, so none was imported
+    # What the two distributions declare (the MCP and A2A extras aside): the protocol package,
+    # websockets and pydantic for the SDK; pydantic alone for the protocol package.
+    assert needs == "['pydantic', 'synapsia-protocol', 'websockets'] ['pydantic']"
 
 
 def test_the_sdk_passes_its_own_tests_in_its_venv(sdk_venv: Path, tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ from ninja import Schema
 import agents
 import agents.client
 import agents.context
-import rooms
 import rooms.consumers
 import rooms.context
 import rooms.protocol
@@ -47,7 +46,7 @@ def _modules(package: ModuleType) -> Iterator[ModuleType]:
 def _fields(cls: type) -> frozenset[str]:
     if issubclass(cls, pydantic.BaseModel):
         return frozenset(cls.model_fields)
-    return frozenset(field.name for field in dataclasses.fields(cls))
+    return frozenset(field.name for field in dataclasses.fields(cls))  # type: ignore[arg-type]
 
 
 def _own_frame_like_classes(package: ModuleType, *, structural: bool = True) -> list[str]:
@@ -89,14 +88,38 @@ def test_the_sdk_defines_no_frame_class_of_its_own() -> None:
     assert _own_frame_like_classes(agents) == []
 
 
-def test_the_server_defines_no_frame_class_of_its_own() -> None:
-    assert _own_frame_like_classes(rooms, structural=False) == []
+# Every package of the server, not only the one with the consumer: a frame class defined
+# anywhere on the server side (a view's, a task's, the Gatekeeper's) would be a second copy.
+SERVER_PACKAGES = (
+    "rooms",
+    "gatekeeper",
+    "slips",
+    "ledger",
+    "synapsia",
+    "frontend",
+    "practice",
+    "dining",
+    "stewards",
+    "artifacts",
+)
+
+
+def test_the_list_of_server_packages_is_every_package_of_the_repository() -> None:
+    # A new top-level package is either the server's (and walked above) or one of these.
+    elsewhere = {"agents", "synapsia_protocol", "tests", "bench"}
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert packages - elsewhere == set(SERVER_PACKAGES)
+
+
+@pytest.mark.parametrize("package", SERVER_PACKAGES)
+def test_the_server_defines_no_frame_class_of_its_own(package: str) -> None:
+    assert _own_frame_like_classes(importlib.import_module(package), structural=False) == []
 
 
 def test_the_walk_would_see_a_copied_frame() -> None:
     # The check above is only worth something if it catches a copy: a module with one.
     fake = ModuleType("fake_sdk")
-    fake.__path__ = []  # type: ignore[attr-defined]
+    fake.__path__ = []
 
     @dataclasses.dataclass
     class Delivered:  # MessageBody's fields under another name, less one
@@ -142,6 +165,9 @@ def test_the_walk_would_see_a_copied_frame() -> None:
     [
         (rooms.protocol, ["SayFrame", "ActFrame", "AgentContext", "CloseCode", "ErrorCode"]),
         (rooms.consumers, ["SayFrame", "ContextFrame", "MessageBody", "CloseCode"]),
+        # What the consumer validates with and what the SDK decodes with: the package's own.
+        (rooms.consumers, ["parse_client_frame", "error_frame", "new_frame_id"]),
+        (agents.client, ["parse_server_frame"]),
         (rooms.context, ["AgentContext", "ClearedItem", "PeerItem", "ContextMessage"]),
         (agents.context, ["ClearedItem", "PeerItem"]),
     ],
