@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 from uuid import UUID
 
+from cryptography.exceptions import InvalidTag
 from django.db import models
 from django.db.models.query_utils import DeferredAttribute
 
@@ -157,7 +158,9 @@ def _sealing_key(room_id: UUID) -> tuple[UUID, Any]:
     return key.id, _keys.put(key.id, room_id, key.key)
 
 
-# The keys whose destroyed mark was read in this thread's current hop (``one_hop``), if any.
+# The keys whose destroyed mark was read in this thread's current hop (``one_hop``), if any,
+# and the opening keys already found for them in it (by the key id's raw bytes, with the raw
+# room id they open for), so a hop's many values each cost a parse and a decryption only.
 _hop = threading.local()
 
 
@@ -169,12 +172,12 @@ def one_hop() -> Iterator[None]:
     destroys meanwhile is dropped from it at once. Nested hops share the outer one."""
     outer = getattr(_hop, "live", None)
     if outer is None:
-        _hop.live = set()
+        _hop.live, _hop.opening = set(), {}
     try:
         yield
     finally:
         if outer is None:
-            _hop.live = None
+            _hop.live = _hop.opening = None
 
 
 def _live(key_id: UUID) -> bool:
@@ -186,6 +189,19 @@ def _live(key_id: UUID) -> bool:
     if live is not None:
         live.add(key_id)
     return True
+
+
+def _opening_key_in_hop(key_raw: bytes, room_raw: bytes) -> Any:
+    opening: dict[bytes, tuple[bytes, Any]] | None = getattr(_hop, "opening", None)
+    found = opening.get(key_raw) if opening is not None else None
+    if found is not None:
+        if found[0] != room_raw:
+            raise _refused("it was sealed under another room's key")
+        return found[1]
+    aead = _opening_key(UUID(bytes=key_raw), UUID(bytes=room_raw))
+    if opening is not None:
+        opening[key_raw] = (room_raw, aead)
+    return aead
 
 
 def _opening_key(key_id: UUID, room_id: UUID) -> Any:
@@ -216,6 +232,7 @@ def room_key_destroy(room_id: UUID) -> int:
     live: set[UUID] | None = getattr(_hop, "live", None)
     if live is not None:
         live.clear()  # nothing read after this in the hop trusts an earlier mark
+        _hop.opening.clear()
     _keys.drop_room(room_id)
     return data_keys_destroy(kind="room", subject=_subject(room_id), since="")
 
@@ -229,7 +246,11 @@ def room_keys_forget() -> None:
 
 
 def _aad(column: str, room_id: UUID) -> bytes:
-    return _AAD + column.encode() + b"|" + room_id.bytes
+    return _aad_raw(column, room_id.bytes)
+
+
+def _aad_raw(column: str, room_raw: bytes) -> bytes:
+    return _AAD + column.encode() + b"|" + room_raw
 
 
 class RoomSealer:
@@ -266,20 +287,19 @@ def room_content_open(*, sealed: str, column: str, room_id: UUID | None = None) 
     (raw SQL readers pass it): a value sealed for another room is refused. Raises
     ``DataKeyDestroyed`` (a deleted room), ``DataKeyMissing`` (a key store that does not
     belong with this database) or ``RoomContentRefused`` (tampered, moved)."""
-    from cryptography.exceptions import InvalidTag
-
-    opened = _open(sealed, column)
-    if room_id is not None and opened[0] != room_id:
+    raw = _open(sealed)
+    room_raw, key_raw = raw[:16], raw[16:32]
+    if room_id is not None and room_raw != room_id.bytes:
         raise _refused("it was sealed for another room")
-    sealed_room, key_id, nonce, body = opened
-    aead = _opening_key(key_id, sealed_room)
+    aead = _opening_key_in_hop(key_raw, room_raw)
     try:
-        return bytes(aead.decrypt(nonce, body, _aad(column, sealed_room)))
+        return bytes(aead.decrypt(raw[32:_HEAD], raw[_HEAD:], _aad_raw(column, room_raw)))
     except InvalidTag:
         raise _refused("it was altered, or copied from another column") from None
 
 
-def _open(sealed: str, column: str) -> tuple[UUID, UUID, bytes, bytes]:
+def _open(sealed: str) -> bytes:
+    """The sealed value's bytes: room id, key id, nonce (``_HEAD``), then the ciphertext."""
     if not is_sealed(sealed):
         raise _refused("it is not sealed")
     encoded = sealed[len(SEALED_PREFIX) :]
@@ -289,12 +309,12 @@ def _open(sealed: str, column: str) -> tuple[UUID, UUID, bytes, bytes]:
         raise _refused("it is malformed") from None
     if len(raw) < _HEAD + 16:  # the GCM tag alone is 16 bytes
         raise _refused("it is cut short")
-    return UUID(bytes=raw[:16]), UUID(bytes=raw[16:32]), raw[32:_HEAD], raw[_HEAD:]
+    return raw
 
 
 def sealed_room(sealed: str) -> UUID:
     """The room a sealed value says it belongs to (no key needed, nothing decrypted)."""
-    return _open(sealed, "")[0]
+    return UUID(bytes=_open(sealed)[:16])
 
 
 def room_text_open(value: str, *, column: str, room_id: UUID | None = None) -> OpenedText:

@@ -21,6 +21,7 @@ from rooms.sealing import (
     RoomContentRefused,
     RoomSealer,
     SealedJSONField,
+    one_hop,
     opened_for_room,
     room_content_open,
     room_content_seal,
@@ -142,6 +143,13 @@ def test_a_sealed_value_naming_another_rooms_key_is_refused(
             room_keys_forget()
         with pytest.raises(RoomContentRefused, match="another room's key"):
             room_content_open(sealed=value, column="message.text", room_id=one.room.id)
+    # In one hop, after the other room's key has opened its own value there (the hop keeps
+    # the opening key by key id): still refused, and the honest values still open.
+    with one_hop():
+        assert room_content_open(sealed=theirs, column="message.text") == b"x"
+        with pytest.raises(RoomContentRefused, match="another room's key"):
+            room_content_open(sealed=value, column="message.text", room_id=one.room.id)
+        assert room_content_open(sealed=mine, column="message.text") == b"mine"
 
 
 def test_a_sealed_offer_copied_into_another_rooms_row_is_refused(
