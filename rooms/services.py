@@ -7,6 +7,7 @@ clear message (changing nothing) when the request cannot be honoured.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -386,43 +387,99 @@ def _next_seq(room_id: UUID, agent_id: UUID, standing: SeatStanding) -> int | No
 _MESSAGE_COLUMNS = ("room", "seq", "sender", "client_id", "text", "flags", "author", "created_at")
 
 
-@functools.cache
-def _insert_messages_sql(vendor: str, rows: int) -> str:
-    table = connection.ops.quote_name(Message._meta.db_table)
-    columns = ", ".join(
+def _message_columns() -> str:
+    return ", ".join(
         connection.ops.quote_name(Message._meta.get_field(name).column)  # type: ignore[union-attr,arg-type]
         for name in _MESSAGE_COLUMNS
     )
+
+
+@functools.cache
+def _insert_messages_sql(vendor: str, rows: int) -> str:
+    table = connection.ops.quote_name(Message._meta.db_table)
     row = "(" + ", ".join(["%s"] * len(_MESSAGE_COLUMNS)) + ")"
     # Only our own table and column names are interpolated; every value is a bound parameter.
-    return f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row] * rows)  # noqa: S608
+    return f"INSERT INTO {table} ({_message_columns()}) VALUES " + ", ".join([row] * rows)  # noqa: S608
 
 
-def _insert_messages(created_at: datetime, rows: list[tuple[UUID, UUID, int, str, str]]) -> None:
+@functools.cache
+def _say_statement_sql(vendor: str) -> str:
+    """PostgreSQL: ``_next_seq``'s check-and-number and the message's INSERT as one
+    statement (a data-modifying CTE): no row is stored unless the check passed, and the
+    number is the one the check took. SQLite has no such CTE; it runs the two."""
+    table = connection.ops.quote_name(Message._meta.db_table)
+    seq = connection.ops.quote_name(Message._meta.get_field("seq").column)  # type: ignore[arg-type]
+    taken = _next_seq_sql(vendor).replace("RETURNING last_seq", "RETURNING id, last_seq")
+    # Only our own table and column names are interpolated; every value is a bound parameter.
+    return (
+        f"WITH taken AS ({taken}) INSERT INTO {table} ({_message_columns()}) "  # noqa: S608
+        "SELECT taken.id, taken.last_seq, %s, %s, %s, %s, %s, %s FROM taken "
+        f"RETURNING {seq}"
+    )
+
+
+class _MessageRows:
+    """Prepares the message rows of one hop: each text sealed under its room's data key
+    (one key look-up per room), the constant columns prepared once; the constants once per
+    process would be the ORM's ``bulk_create`` without its per-run compilation (which cost
+    more than the insert on the say path)."""
+
+    def __init__(self, created_at: datetime) -> None:
+        field = Message._meta.get_field
+        self._room, self._sender = field("room"), field("sender")
+        self._sealer = RoomSealer()
+        self._flags = field("flags").get_db_prep_save([], connection)  # type: ignore[union-attr]
+        self._at = field("created_at").get_db_prep_save(created_at, connection)  # type: ignore[union-attr]
+        self._prepared: dict[UUID, Any] = {}
+
+    def _id(self, value: UUID, field: Any) -> Any:
+        if value not in self._prepared:
+            self._prepared[value] = field.get_db_prep_save(value, connection)
+        return self._prepared[value]
+
+    def after_seq(self, room_id: UUID, agent_id: UUID, client_id: str, text: str) -> list[Any]:
+        """The values after ``(room, seq)``: sender, client id, sealed text, flags, author,
+        time."""
+        sealed = self._sealer.text(room_id=room_id, column=MESSAGE_TEXT, text=text)
+        return [self._id(agent_id, self._sender), client_id, sealed, self._flags, "agent", self._at]
+
+    def room(self, room_id: UUID) -> Any:
+        return self._id(room_id, self._room)
+
+
+def _insert_messages(prepared: _MessageRows, rows: list[tuple[UUID, UUID, int, str, str]]) -> None:
     """Insert unflagged agents' ``(room_id, agent_id, seq, client_id, text)`` rows in one
-    statement (any rooms), each text sealed under its room's data key (rooms.sealing).
-
-    What ``bulk_create`` would send, without compiling the same query for every run (that
-    compilation cost more than the insert on the say path); the constants are prepared once.
-    """
-    field = Message._meta.get_field
-    room_field, sender_field = field("room"), field("sender")
-    # Sealed under each room's data key (one key look-up per room for the whole run).
-    sealer = RoomSealer()
-    flags = field("flags").get_db_prep_save([], connection)  # type: ignore[union-attr]
-    at = field("created_at").get_db_prep_save(created_at, connection)  # type: ignore[union-attr]
-    prepared: dict[UUID, Any] = {}
+    statement (any rooms)."""
     params: list[Any] = []
     for room_id, agent_id, seq, client_id, text in rows:
-        if room_id not in prepared:
-            prepared[room_id] = room_field.get_db_prep_save(room_id, connection)  # type: ignore[union-attr]
-        if agent_id not in prepared:
-            prepared[agent_id] = sender_field.get_db_prep_save(agent_id, connection)  # type: ignore[union-attr]
-        sealed = sealer.text(room_id=room_id, column=MESSAGE_TEXT, text=text)
-        params += [prepared[room_id], seq, prepared[agent_id], client_id]
-        params += [sealed, flags, "agent", at]
+        params += [
+            prepared.room(room_id),
+            seq,
+            *prepared.after_seq(room_id, agent_id, client_id, text),
+        ]
     with connection.cursor() as cursor:
         cursor.execute(_insert_messages_sql(connection.vendor, len(rows)), params)
+
+
+def _say_statement(
+    prepared: _MessageRows, room_id: UUID, agent_id: UUID, client_id: str, text: str
+) -> int | None:
+    """PostgreSQL: check, number and store one message in one statement
+    (``_say_statement_sql``). The number taken, or None when the check refused it (nothing
+    stored)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _say_statement_sql(connection.vendor),
+            [
+                Room._meta.pk.get_db_prep_value(room_id, connection),
+                RoomState.OPEN.value,
+                Agent._meta.pk.get_db_prep_value(agent_id, connection),
+                SeatStanding.ACTIVE.value,
+                *prepared.after_seq(room_id, agent_id, client_id, text),
+            ],
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else None
 
 
 def _earlier(room_id: UUID, agent_id: UUID, client_id: str) -> SaidMessage | None:
@@ -537,10 +594,13 @@ SAY_RUNS_MAX_MESSAGES = 512
 def messages_say_runs(
     *, runs: list[tuple[UUID, UUID, list[tuple[str, str]]]]
 ) -> list[list[SaidMessage]]:
-    """``messages_say`` for several sockets' runs at once (any rooms): one transaction, one
-    commit, one INSERT for them all, and still one ``UPDATE … RETURNING`` per message that
-    re-checks its room's state, its seat's membership and standing and its agent's
-    revocation at that moment. Returns, per run, the recorded prefix (as ``messages_say``).
+    """``messages_say`` for several sockets' runs at once (any rooms): one transaction and
+    one commit for them all, and still one ``UPDATE … RETURNING`` per message that re-checks
+    its room's state, its seat's membership and standing and its agent's revocation at that
+    moment. On SQLite one INSERT stores them all; on PostgreSQL each message's check and
+    INSERT are one statement (``_say_statement``), and a hop with one message makes just
+    that statement, its own transaction. Returns, per run, the recorded prefix (as
+    ``messages_say``).
 
     Rooms are locked in the order of their ids, so two processes recording overlapping rooms
     at once wait for each other instead of deadlocking (PostgreSQL). A resent frame id in
@@ -560,20 +620,29 @@ def messages_say_runs(
         return [[] for _ in runs]
     now = timezone.now()
     taken: list[list[tuple[int, str, str]]] = [[] for _ in runs]
+    rows_for = _MessageRows(now)
+    # PostgreSQL checks, numbers and stores each message in one statement; one message
+    # alone is then one statement in its own implicit transaction (no BEGIN, no COMMIT).
+    one_statement = connection.vendor == "postgresql"
+    alone = one_statement and sum(map(len, prepared)) == 1
     try:
-        with transaction.atomic():
+        with contextlib.nullcontext() if alone else transaction.atomic():
             rows: list[tuple[UUID, UUID, int, str, str]] = []
             for index in sorted(range(len(runs)), key=lambda i: runs[i][0].bytes):
                 room_id, agent_id, _ = runs[index]
                 for client_id, text, _ in prepared[index]:
-                    seq = _next_seq(room_id, agent_id, SeatStanding.ACTIVE)
+                    if one_statement:
+                        seq = _say_statement(rows_for, room_id, agent_id, client_id, text)
+                    else:
+                        seq = _next_seq(room_id, agent_id, SeatStanding.ACTIVE)
                     if seq is None:
                         break  # refused now: this one and the rest go the one-by-one way
                     taken[index].append((seq, client_id, text))
-                    rows.append((room_id, agent_id, seq, client_id, text))
+                    if not one_statement:
+                        rows.append((room_id, agent_id, seq, client_id, text))
             # Stored before anyone hears of them: the caller announces after this commits.
             if rows:
-                _insert_messages(now, rows)
+                _insert_messages(rows_for, rows)
     except IntegrityError:
         if len(runs) == 1:
             return [[]]  # a resent frame id; nothing of the run was stored

@@ -25,7 +25,7 @@ def _kinds(captured: CaptureQueriesContext) -> list[str]:
     return [q["sql"].split()[0].upper() for q in captured.captured_queries]
 
 
-def test_a_single_say_is_one_checked_update_and_one_insert(make_open_room: Any) -> None:
+def test_a_single_say_is_its_checked_statements_and_nothing_else(make_open_room: Any) -> None:
     setup = make_open_room()
     services.messages_say(room_id=setup.room.id, agent_id=setup.a.agent.id, says=[("w", "warm")])
     with CaptureQueriesContext(connection) as captured:
@@ -33,11 +33,51 @@ def test_a_single_say_is_one_checked_update_and_one_insert(make_open_room: Any) 
             room_id=setup.room.id, agent_id=setup.a.agent.id, says=[("a-1", "hello")]
         )
     assert [m.seq for m in said] == [2]
-    kinds = [k for k in _kinds(captured) if k not in ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE")]
-    # The UPDATE … RETURNING re-checks room state, seat, standing and revocation and takes
-    # the number; the INSERT stores the message. Nothing else: no SELECT, no ORM query.
-    assert kinds == ["UPDATE", "INSERT"], captured.captured_queries
-    assert len(captured) <= 4
+    if connection.vendor == "postgresql":
+        # One statement: the UPDATE … RETURNING (room state, seat, standing, revocation;
+        # the number) feeding the INSERT, in its own implicit transaction.
+        assert _kinds(captured) == ["WITH"], captured.captured_queries
+        sql = captured.captured_queries[0]["sql"]
+        assert "UPDATE" in sql and "INSERT" in sql
+        assert connection.get_autocommit()
+    else:
+        kinds = [
+            k for k in _kinds(captured) if k not in ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE")
+        ]
+        # The UPDATE … RETURNING re-checks and takes the number; the INSERT stores it.
+        assert kinds == ["UPDATE", "INSERT"], captured.captured_queries
+        assert len(captured) <= 4
+    stored = Message.objects.get(room_id=setup.room.id, seq=2)
+    assert (stored.text, stored.client_id, stored.sender_id) == ("hello", "a-1", setup.a.agent.id)
+
+
+def test_a_lone_say_refused_or_resent_stores_nothing_and_takes_no_number(
+    make_open_room: Any,
+) -> None:
+    """Alone, the say is one statement on PostgreSQL (no transaction around it): a check
+    that refuses stores nothing, and a resent frame id rolls the number back with the
+    failed INSERT, so the record stays gapless either way."""
+    setup = make_open_room()
+    room, agent = setup.room.id, setup.a.agent.id
+    assert [
+        m.seq for m in services.messages_say(room_id=room, agent_id=agent, says=[("a-1", "x")])
+    ] == [1]
+    assert services.messages_say(room_id=room, agent_id=agent, says=[("a-1", "again")]) == []
+    services.room_transition(owner=setup.a.owner, room_id=room, to=RoomState.PAUSED)
+    assert services.messages_say(room_id=room, agent_id=agent, says=[("a-2", "paused")]) == []
+    services.room_transition(owner=setup.a.owner, room_id=room, to=RoomState.OPEN)
+    said = services.messages_say(room_id=room, agent_id=agent, says=[("a-3", "open again")])
+    assert [m.seq for m in said] == [2]
+    services.agent_revoke(owner=setup.a.owner, agent_id=agent)
+    assert services.messages_say(room_id=room, agent_id=agent, says=[("a-4", "revoked")]) == []
+    assert list(
+        Message.objects.filter(room_id=room).order_by("seq").values_list("seq", "text")
+    ) == [
+        (1, "x"),
+        (2, "open again"),
+    ]
+    setup.room.refresh_from_db()
+    assert setup.room.last_seq == 2
 
 
 def test_runs_of_several_sockets_share_one_transaction_each_message_checked(
@@ -53,8 +93,12 @@ def test_runs_of_several_sockets_share_one_transaction_each_message_checked(
         said = services.messages_say_runs(runs=runs)
     assert [[m.seq for m in run] for run in said] == [[1, 2], [1], [3]]
     kinds = _kinds(captured)
-    assert kinds.count("UPDATE") == 4  # one check per message
-    assert kinds.count("INSERT") == 1  # one insert for all of them
+    if connection.vendor == "postgresql":
+        assert kinds.count("WITH") == 4  # one checked statement per message
+        assert "UPDATE" not in kinds and "INSERT" not in kinds
+    else:
+        assert kinds.count("UPDATE") == 4  # one check per message
+        assert kinds.count("INSERT") == 1  # one insert for all of them
     assert kinds.count("COMMIT") <= 1
     stored = list(Message.objects.order_by("room_id", "seq").values_list("room_id", "seq", "text"))
     assert sorted(stored) == sorted(
