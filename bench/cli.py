@@ -500,10 +500,12 @@ def summarise(runs: list[dict[str, Any]], rate: str) -> dict[str, Any]:
         }
         if rate == "msg_per_s":
             rows[name]["server_cpu_ms_per_msg"] = median(mode, "server_cpu_ms_per_msg")
+            rows[name]["database_cpu_ms_per_msg"] = median(mode, "database_cpu_ms_per_msg")
         else:
             rows[name]["context_p50_ms"] = median(mode, "context_ms", "p50")
             rows[name]["context_p99_ms"] = median(mode, "context_ms", "p99")
             rows[name]["server_cpu_ms_per_turn"] = median(mode, "server_cpu_ms_per_turn")
+            rows[name]["database_cpu_ms_per_turn"] = median(mode, "database_cpu_ms_per_turn")
     return rows | {"ratios": ratios, "ratio_median": _median(ratios)}
 
 

@@ -42,6 +42,50 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+class DatabaseCpu:
+    """CPU seconds spent by the PostgreSQL backends serving the bench database (services
+    profile; the backends run on this machine, so ``/proc`` has them). The server's own
+    CPU leaves out the statements' cost on the database side, which shares the same cores.
+
+    The backends are those in ``pg_stat_activity`` for the database at each reading, except
+    the reader's own. One that exits between two readings loses its CPU from the figure (the
+    servers keep theirs open: ``CONN_MAX_AGE``), so the figure is a floor."""
+
+    def __init__(self) -> None:
+        self.url = os.environ.get("DATABASE_URL") or None
+        self._before: dict[int, float] = {}
+
+    def _backends(self) -> dict[int, float]:
+        import psycopg
+
+        assert self.url is not None
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+            pids = [
+                int(row[0])
+                for row in conn.execute(
+                    "SELECT pid FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ]
+        readings = {pid: process_cpu_seconds(pid) for pid in pids}
+        return {pid: cpu for pid, cpu in readings.items() if cpu is not None}
+
+    def start(self) -> None:
+        if self.url is not None:
+            self._before = self._backends()
+
+    def seconds(self) -> float | None:
+        """CPU seconds since ``start`` (None without a database to read)."""
+        if self.url is None:
+            return None
+        after = self._backends()
+        return sum(cpu - self._before.get(pid, 0.0) for pid, cpu in after.items())
+
+
+def _per(total: float | None, count: int, unit: float = 1000.0) -> float | None:
+    return total * unit / count if total is not None and count else None
+
+
 @dataclass
 class Client:
     """One socket: an agent of a room (or a relay peer)."""
@@ -102,6 +146,7 @@ class Run:
         self.deadline = 0.0
         self.drained = False
         self.drain_s = 0.0
+        self.database_cpu_s: float | None = None
 
     # --- connections ----------------------------------------------------------------------
 
@@ -226,6 +271,8 @@ class Run:
         for client, task in zip(self.clients, receivers, strict=True):
             task.add_done_callback(functools.partial(self._receiver_ended, client))
         server_pid = self.config.get("server_pid")
+        self.database_cpu = DatabaseCpu()
+        self.database_cpu.start()
         cpu_before = process_cpu_seconds(server_pid) if server_pid else None
         own_before = time.process_time()
         self.started = time.monotonic()
@@ -244,6 +291,7 @@ class Run:
         self.drain_s = time.monotonic() - drain_start
         last_delivery = max((c.last_delivery for c in self.clients), default=self.started)
         cpu_after = process_cpu_seconds(server_pid) if server_pid else None
+        self.database_cpu_s = self.database_cpu.seconds()
         own_cpu = time.process_time() - own_before
         progress.cancel()
         if self.mode == "synapsia":
@@ -328,6 +376,8 @@ class Run:
             "server_cpu_ms_per_msg": server_cpu * 1000 / delivered
             if server_cpu is not None and delivered
             else None,
+            "database_cpu_s": self.database_cpu_s,
+            "database_cpu_ms_per_msg": _per(self.database_cpu_s, delivered),
             "loadgen_cpu_s": own_cpu,
         }
 
@@ -481,6 +531,8 @@ class TurnRun:
         self.errors += [repr(c) for c in connected if isinstance(c, BaseException)]
         ready = [(i, c) for i, c in enumerate(connected) if not isinstance(c, BaseException)]
         server_pid = self.config.get("server_pid")
+        database_cpu = DatabaseCpu()
+        database_cpu.start()
         cpu_before = process_cpu_seconds(server_pid) if server_pid else None
         started = time.monotonic()
         deadline = started + self.config["duration"]
@@ -490,6 +542,7 @@ class TurnRun:
         )
         elapsed = time.monotonic() - started
         cpu_after = process_cpu_seconds(server_pid) if server_pid else None
+        database_cpu_s = database_cpu.seconds()
         # The server's CPU per turn: steadier than the rate on a shared machine, where the
         # rate is mostly how much of a core the server was given.
         server_cpu = (
@@ -513,6 +566,8 @@ class TurnRun:
             "server_cpu_ms_per_turn": server_cpu * 1000 / turns
             if server_cpu is not None and turns
             else None,
+            "database_cpu_s": database_cpu_s,
+            "database_cpu_ms_per_turn": _per(database_cpu_s, turns),
             "context_items_min": min(self.context_items) if self.context_items else None,
             "context_items_max": max(self.context_items) if self.context_items else None,
             "sent": self.sent,
@@ -556,6 +611,8 @@ class IdleRun:
                 ws, _ = await _connect(url, headers, self.synapsia)
             opened.append(ws)
 
+        database_cpu = DatabaseCpu()
+        database_cpu.start()
         cpu_start = process_cpu_seconds(pid)
         started = time.monotonic()
         results = await asyncio.gather(
@@ -563,6 +620,7 @@ class IdleRun:
         )
         connect_s = time.monotonic() - started
         cpu_connect = process_cpu_seconds(pid)
+        connect_database_cpu_s = database_cpu.seconds()
         errors = [repr(r) for r in results if isinstance(r, BaseException)]
         print(
             f"  [{self.config['mode']}] {len(opened)} sockets connected in {connect_s:.1f}s; "
@@ -595,6 +653,7 @@ class IdleRun:
             "connect_cpu_s": cpu_connect - cpu_start
             if cpu_connect is not None and cpu_start is not None
             else None,
+            "connect_database_cpu_s": connect_database_cpu_s,
             "idle_s": self.config["idle_s"],
             "idle_cpu_s": idle_cpu,
             "idle_cpu_share": idle_cpu / self.config["idle_s"] if idle_cpu is not None else None,

@@ -35,6 +35,11 @@ def run_line(run: dict[str, Any]) -> str:
         f"{run['sent']} in {run['elapsed_s']:.1f}s  p50 {_fmt(lat['p50'])} p95 "
         f"{_fmt(lat['p95'])} p99 {_fmt(lat['p99'])} ms  lost {run['lost']} dup "
         f"{run['duplicates']}  server CPU {_fmt(run['server_cpu_ms_per_msg'], '.2f')} ms/msg"
+        + (
+            f"  database CPU {run['database_cpu_ms_per_msg']:.2f} ms/msg"
+            if run.get("database_cpu_ms_per_msg") is not None
+            else ""
+        )
         + (f"  errors {run['errors'][:2]}" if run["errors"] else "")
     )
 
@@ -53,6 +58,11 @@ def turn_line(run: dict[str, Any]) -> str:
             else ""
         )
         + (
+            f"  database CPU {run['database_cpu_ms_per_turn']:.2f} ms/turn"
+            if run.get("database_cpu_ms_per_turn") is not None
+            else ""
+        )
+        + (
             f"  items cleared {run['context_items_min']}-{run['context_items_max']}"
             if run.get("context_items_min") is not None
             else ""
@@ -68,8 +78,18 @@ def idle_line(run: dict[str, Any]) -> str:
         f"{run['connect_s']:.1f}s  RSS {_fmt(run['rss_mb'])} MB  idle CPU "
         f"{_fmt(run['idle_cpu_s'], '.2f')} s over {run['idle_s']:g}s "
         f"({_fmt(100 * run['idle_cpu_share'] if run['idle_cpu_share'] is not None else None)}% "
-        f"of a core)" + (f"  errors {run['errors'][:2]}" if run["errors"] else "")
+        f"of a core)"
+        + _per_connect(run, "connect_cpu_s", "server")
+        + _per_connect(run, "connect_database_cpu_s", "database")
+        + (f"  errors {run['errors'][:2]}" if run["errors"] else "")
     )
+
+
+def _per_connect(run: dict[str, Any], key: str, whose: str) -> str:
+    value, connected = run.get(key), run.get("connected")
+    if value is None or not connected:
+        return ""
+    return f"  {whose} CPU {1000 * value / connected:.2f} ms/connect"
 
 
 def final_table(results: dict[str, Any]) -> str:
