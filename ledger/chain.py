@@ -85,6 +85,29 @@ def envelope_bytes(
     return ENVELOPE_PREFIX + data_canonical + suffix.encode()
 
 
+def envelopes_for(*, room_id: str, occurred_at: str) -> Callable[..., bytes]:
+    """``envelope_bytes`` for many events of one room at one moment (a batch append): the
+    room's and the moment's strings are written once, each kind once, and every envelope is
+    byte for byte what ``envelope_bytes`` makes of the same values
+    (``tests/ledger/test_stored_bytes.py`` compares them)."""
+    room, moment = json_string(room_id), json_string(occurred_at)
+    kinds: dict[str, str] = {}
+
+    def envelope(*, data_canonical: bytes, seq: int, kind: str, prev_hash: str) -> bytes:
+        if type(seq) is not int or not 0 <= seq <= _SAFE_INTEGER:
+            raise rfc8785.IntegerDomainError(seq)
+        kind_json = kinds.get(kind)
+        if kind_json is None:
+            kind_json = kinds[kind] = json_string(kind)
+        suffix = (
+            f',"kind":{kind_json},"occurred_at":{moment},"prev_hash":{json_string(prev_hash)},'
+            f'"room_id":{room},"seq":{seq}}}'
+        )
+        return ENVELOPE_PREFIX + data_canonical + suffix.encode()
+
+    return envelope
+
+
 class CanonicalData(dict[str, Any]):
     """``data`` together with its RFC 8785 text, computed once at append: the ``data`` column
     stores exactly that text (see ``CanonicalJSONEncoder``) instead of canonicalising again."""

@@ -36,6 +36,7 @@ from ledger.chain import (
     REQUIRES_HEAD,
     CanonicalData,
     envelope_bytes,
+    envelopes_for,
     occurred_at_text,
 )
 from ledger.events import LedgerEventRecord
@@ -346,7 +347,11 @@ def _data_canonical(data: dict[str, Any]) -> bytes:
             )
         ):
             return rfc8785.dumps(data)
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return _FLAT_JSON.encode(data).encode()
+
+
+# One encoder for every flat event (``json.dumps`` with arguments builds one per call).
+_FLAT_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def _chained(
@@ -358,7 +363,9 @@ def _chained(
     appended: list[AppendedEvent] = []
     seq, prev_hash = head
     occurred_at = timezone.now()
-    stamp = occurred_at_text(occurred_at)
+    # Every event of the batch names the same room and moment: their envelope strings are
+    # written once for the batch (``envelopes_for``: the same bytes as ``envelope_bytes``).
+    envelope = envelopes_for(room_id=str(room_id), occurred_at=occurred_at_text(occurred_at))
     for event in events:
         if not isinstance(event, BaseModel) or "kind" not in type(event).model_fields:
             raise LedgerAppendError(f"not a ledger event record: {type(event).__name__}")
@@ -366,14 +373,7 @@ def _chained(
         data = event.model_dump(mode="json", exclude={"kind"})
         seq += 1
         data_canonical = _data_canonical(data)
-        canonical = envelope_bytes(
-            data_canonical=data_canonical,
-            room_id=str(room_id),
-            seq=seq,
-            kind=kind,
-            occurred_at=stamp,
-            prev_hash=prev_hash,
-        )
+        canonical = envelope(data_canonical=data_canonical, seq=seq, kind=kind, prev_hash=prev_hash)
         if len(canonical) > MAX_CANONICAL_BYTES:
             raise LedgerAppendError(f"{kind} event is {len(canonical)} bytes; metadata only")
         digest = hashlib.sha256(canonical).hexdigest()

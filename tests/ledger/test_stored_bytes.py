@@ -19,7 +19,13 @@ from django.db import connection, transaction
 from pydantic import BaseModel
 
 from ledger import services, verification
-from ledger.chain import ENVELOPE_PREFIX, event_canonical_bytes, occurred_at_text
+from ledger.chain import (
+    ENVELOPE_PREFIX,
+    envelope_bytes,
+    envelopes_for,
+    event_canonical_bytes,
+    occurred_at_text,
+)
 from ledger.models import LedgerEvent, LedgerHead
 from ledger.services import ledger_append
 from ledger.signing import ledger_sign_head
@@ -70,6 +76,32 @@ def test_the_envelope_built_from_its_parts_is_rfc8785_of_the_whole(data) -> None
             "occurred_at": "2026-01-02T03:04:05.000001Z", "data": data, "prev_hash": "ab" * 32,
         }  # fmt: skip
         assert event_canonical_bytes(**envelope) == rfc8785.dumps(envelope)
+
+
+@pytest.mark.parametrize(
+    "room_id", [str(uuid.uuid4()), 'room "quoted" \\ \u00e9 \U0001f600', "r\u2028\x01"]
+)
+def test_a_batch_envelope_is_the_same_bytes_as_one_built_alone(room_id: str) -> None:
+    """``envelopes_for`` (a batch append writes the room's and the moment's strings once, each
+    kind once) gives exactly ``envelope_bytes``' bytes, so RFC 8785's, for every event of the
+    batch, awkward strings included; a count outside RFC 8785's integers is refused alike."""
+    moment = "2026-01-02T03:04:05.000001Z"
+    envelope = envelopes_for(room_id=room_id, occurred_at=moment)
+    for seq, kind in enumerate(("join", 'odd"kind\\', "kind\u00e9", "join", "disclosure"), 1):
+        data = rfc8785.dumps({"n": seq, "s": 'x"\\\u00e9'})
+        prev = "ab" * 32 if seq % 2 else "0" * 64
+        alone = envelope_bytes(
+            data_canonical=data, room_id=room_id, seq=seq, kind=kind, occurred_at=moment,
+            prev_hash=prev,
+        )  # fmt: skip
+        assert envelope(data_canonical=data, seq=seq, kind=kind, prev_hash=prev) == alone
+        assert alone == rfc8785.dumps(
+            {"data": json.loads(data), "room_id": room_id, "seq": seq, "kind": kind,
+             "occurred_at": moment, "prev_hash": prev}
+        )  # fmt: skip
+    for refused in (-1, 2**53, True):
+        with pytest.raises(rfc8785.IntegerDomainError):
+            envelope(data_canonical=b"{}", seq=refused, kind="join", prev_hash="0" * 64)
 
 
 def test_append_stores_the_hashed_bytes_and_the_data_column_as_rfc8785(make_chain) -> None:
