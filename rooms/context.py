@@ -106,7 +106,14 @@ from rooms.sealing import (
     room_content_open,
     room_text_open,
 )
-from rooms.untrusted import FencedText, fence, fence_clean, fence_renonce, trusted_preamble
+from rooms.untrusted import (
+    SCAN_CHARS_PER_CAP_BYTE,
+    FencedText,
+    fence,
+    fence_clean,
+    fence_renonce,
+    trusted_preamble,
+)
 from slips.models import RoomTier, Slip
 from slips.vault import TurnKeys, vault_item_scoped_view, vault_items_read
 from slips.verification import (
@@ -365,6 +372,7 @@ def _disclosures(
         wanted=[(p.source.owner_id, p.source.resource) for p in showing], lock=True
     )
     keys = TurnKeys()  # each owner's data key opened once this turn
+    keys.read_for(row for found in rows.values() for row in found)  # all in one read
     spend: list[int] = []
     for p in showing:
         found = rows.get((p.source.owner_id, p.source.resource), [])
@@ -427,6 +435,17 @@ def _asks_owner(decision: Decision) -> bool:
 
 
 def _assemble(
+    *, room_id: UUID, agent_id: UUID, turn: int | None, asked: Sequence[str]
+) -> AgentContext:
+    # The room key's destroyed mark is read once for the turn (the purpose and charter of the
+    # facts, the messages and the whispers), as each slip's signature is verified once per
+    # turn; nothing of it outlives the turn, and a key this process destroys meanwhile is
+    # dropped from it at once (rooms.sealing.one_hop).
+    with one_hop():
+        return _assembled(room_id=room_id, agent_id=agent_id, turn=turn, asked=asked)
+
+
+def _assembled(
     *, room_id: UUID, agent_id: UUID, turn: int | None, asked: Sequence[str]
 ) -> AgentContext:
     notices: list[str] = []
@@ -612,6 +631,32 @@ def _peer_message_fenced(text: str) -> FencedText:
     return fence_renonce(block)  # the memo's own nonce is never placed in a context
 
 
+def peer_message_memo_prime(text: str, block: FencedText) -> bool:
+    """Keep what the say path's fence made of ``text`` (``block``, from ``fence(text,
+    source="peer")``) for the next context that carries it, when it is exactly what a
+    context's own fence would make (``_peer_message_fenced``): the same source, the text
+    within the context's scan window, nothing cut, and the whole block within the context's
+    cap. Then the body, its truncation and what was stripped are equal, the cleaning being
+    a pure function of the text below those bounds (tests/rooms/test_context_fence_memo.py
+    compares them). Only what the text cleans to is kept, as the memo keeps it; every
+    context still gives the block a fresh nonce. Its suspicions are never read by a context
+    (each message carries the flags recorded when it was said). Whether it was kept."""
+    if (
+        block.source != "peer"
+        or block.truncated
+        or len(text) > CONTEXT_MESSAGE_CAP_BYTES * SCAN_CHARS_PER_CAP_BYTE
+        or len(block.fenced.encode("utf-8", "surrogatepass")) > CONTEXT_MESSAGE_CAP_BYTES
+    ):
+        return False
+    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    with _peer_message_memo_lock:
+        _peer_message_memo[key] = block
+        _peer_message_memo.move_to_end(key)
+        while len(_peer_message_memo) > _PEER_MESSAGE_MEMO_ENTRIES:
+            _peer_message_memo.popitem(last=False)
+    return True
+
+
 @functools.cache
 def _recent_sql(vendor: str) -> str:
     """The peer's recent messages and the owner's recent whispers in one statement (each
@@ -653,7 +698,8 @@ def _recent(
             [room_p, agent_p, CONTEXT_PEER_MESSAGES, room_p, agent_p, owner_id, CONTEXT_WHISPERS],
         )
         rows = cursor.fetchall()
-    # One read: the room key's destroyed mark is checked once for all of its rows, not per row.
+    # One read: the room key's destroyed mark is checked once for all of its rows, not per row
+    # (once per turn when called from _assemble, whose hop this one joins).
     with one_hop():
         return _recent_opened(rows, room_id=room_id)
 
@@ -685,14 +731,19 @@ def _recent_opened(
         key=lambda w: w[0],
     )
     fenced: list[ContextMessage] = []
+    senders: dict[Any, UUID] = {}  # the other agent's id parsed once, not once per message
     for _part, seq, sender, text, flags, created_at in said:
         block = _peer_message_fenced(_opened_text(str(text), column=MESSAGE_TEXT, room_id=room_id))
-        if isinstance(flags, str | bytes):
+        if flags in ("[]", b"[]"):  # most messages were flagged for nothing
+            flags = []
+        elif isinstance(flags, str | bytes):
             flags = json.loads(flags)
+        if sender is not None and sender not in senders:
+            senders[sender] = _uuid(sender)
         fenced.append(
             ContextMessage(
                 seq=int(seq),
-                sender_agent_id=_uuid(sender) if sender is not None else None,
+                sender_agent_id=senders[sender] if sender is not None else None,
                 fenced=block.fenced,
                 nonce=block.nonce,
                 flags=list(flags or []),

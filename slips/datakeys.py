@@ -30,7 +30,7 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -258,14 +258,48 @@ def data_key_for(*, kind: KeyKind, subject: str, since: str) -> DataKey:
     )
 
 
-def data_key_open(key_id: uuid.UUID, *, kind: KeyKind, subject: str) -> bytes:
+# What a key's row says, as ``data_keys_read`` returns it: kind, subject, master id, wrapped.
+StoredKey = tuple[str, str, str | None, bytes | None]
+
+
+def data_keys_read(key_ids: Collection[uuid.UUID]) -> dict[str, StoredKey]:
+    """The key store's rows for ``key_ids`` (by key id as text), in one read: for a reader
+    that opens several keys at one moment (a context turn, each owner's key) and then hands
+    each row to ``data_key_open``, which checks it as it checks a row it reads itself. A key
+    not in the store is simply absent (``data_key_open`` then says it is missing)."""
+    wanted = sorted({str(k) for k in key_ids})
+    if not wanted:
+        return {}
+    marks = ", ".join("?" * len(wanted))
+    rows = _connection().execute(
+        "SELECT key_id, kind, subject, master_id, wrapped FROM data_keys "  # noqa: S608
+        f"WHERE key_id IN ({marks})",
+        wanted,
+    )
+    return {
+        str(key_id): (kind, subject, master, wrapped)
+        for key_id, kind, subject, master, wrapped in rows
+    }
+
+
+def data_key_open(
+    key_id: uuid.UUID,
+    *,
+    kind: KeyKind,
+    subject: str,
+    read: Mapping[str, StoredKey] | None = None,
+) -> bytes:
     """The key ``key_id`` names, if it is ``subject``'s: content names its key by id, and a
-    key of another subject (a row moved between owners) is refused."""
-    with _store() as store:
-        row = store.execute(
-            "SELECT kind, subject, master_id, wrapped FROM data_keys WHERE key_id = ?",
-            (str(key_id),),
-        ).fetchone()
+    key of another subject (a row moved between owners) is refused. ``read``: the rows a
+    ``data_keys_read`` of this moment returned (then the store is not read again)."""
+    if read is not None:
+        row: StoredKey | None = read.get(str(key_id))
+    else:
+        with _store() as store:
+            row = store.execute(
+                "SELECT kind, subject, master_id, wrapped FROM data_keys WHERE key_id = ?",
+                (str(key_id),),
+            ).fetchone()
     if row is None:
         raise DataKeyMissing(
             "data_key_missing",
@@ -277,7 +311,8 @@ def data_key_open(key_id: uuid.UUID, *, kind: KeyKind, subject: str) -> bytes:
         raise Misconfigured("vault_sealed", "This content is sealed under another owner's key.")
     if wrapped is None:
         raise _destroyed(kind)
-    return _unwrap(master_id, bytes(wrapped), _wrap_aad(str(key_id), kind, subject))
+    # A row without a master id names no master key: refused by _unwrap as unconfigured.
+    return _unwrap(master_id or "", bytes(wrapped), _wrap_aad(str(key_id), kind, subject))
 
 
 def data_key_live(key_id: uuid.UUID) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 from typing import Annotated, Any, Literal
@@ -333,13 +333,28 @@ class TurnKeys:
     def __init__(self) -> None:
         self._opened: dict[tuple[UUID, str], bytes] = {}
         self._aeads: dict[tuple[UUID, str], Any] = {}
+        self._read: dict[str, Any] | None = None
+
+    def read_for(self, rows: Iterable[VaultRow]) -> None:
+        """Read the key store's rows of every owner key ``rows`` are sealed under, in one
+        read (each owner's key was one read of its own), for this turn's ``open``s. Each is
+        still checked when opened: its subject, its destroyed mark, its unwrapping."""
+        from slips.datakeys import data_keys_read
+
+        ids = {
+            UUID(bytes=r.sealed[1:17])
+            for r in rows
+            if r.sealed[:1] == OWNER_SEAL_VERSION and len(r.sealed) >= 17
+        }
+        self._read = data_keys_read(ids)
 
     def open(self, key_id: UUID, *, subject: str) -> bytes:
         from slips.datakeys import data_key_open
 
         opened = self._opened.get((key_id, subject))
         if opened is None:
-            opened = data_key_open(key_id, kind="owner", subject=subject)
+            read = self._read if self._read is not None and str(key_id) in self._read else None
+            opened = data_key_open(key_id, kind="owner", subject=subject, read=read)
             self._opened[(key_id, subject)] = opened
         return opened
 
