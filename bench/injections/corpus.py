@@ -130,7 +130,13 @@ attack lists of ``rag_redteam/probes/*.py``, ``INJECTION_TEMPLATES``, the tool `
 ``EXFIL_QUERIES``, ``EXTRACTION_QUERIES``, ``EMBEDDING_QUERIES`` and cross_document's
 ``trigger_doc``, ``{canary}`` and ``{tool}`` filled as the probes fill them; ``BENIGN_DOCS``,
 ``PROBE_QUERY`` and citation_integrity's ``UNANSWERABLE_QUERIES`` as ordinary text; the
-sampled combinations of ``fuzz.py`` not used).
+sampled combinations of ``fuzz.py`` not used). Loaders committed at c0127c6, before rounds 8
+and 9 were opened; rules tuned on rounds 8 and 9 and the flagger retrained on rounds 1-9
+(C 3) after. Measured once at 45b0867: 115/121 non-encoded flagged (95.0%, 95% interval
+89.6-97.7%; rules alone 102, 84.3%), 3 near duplicates left out, encoded or translated 7/13
+reported apart; the packages' 76 ordinary texts 3 flagged (all by the model); not opened in
+the session that measured it. 62 of the 121 are agentprobe-injection's few requests in many
+wrappings (all flagged); without them 53/59 (89.8%, 79.5-95.3%).
 
 A sample is ``encoded`` when its instruction is hidden by an encoding or a translation the
 fence does not decode (base64/hex runs, spikee's translated seeds): those are reported apart,
