@@ -20,7 +20,7 @@ from rooms.context import context_for_agent
 from slips import services as slip_services
 from slips import vault
 from slips.datakeys import DataKeyDestroyed, data_keys_destroy
-from slips.errors import Malformed
+from slips.errors import Malformed, Misconfigured
 from slips.models import Slip, SlipCapability
 from slips.verification import _signed_payload
 from tests.slips.conftest import seat_slip_sign
@@ -157,3 +157,55 @@ def test_the_memo_holds_what_the_bytes_say_and_nothing_about_the_room() -> None:
         with pytest.raises(Malformed):
             _signed_payload(b'{"v": 1}')
     assert _signed_payload.cache_info().currsize == before
+
+
+def test_a_turn_reads_the_key_store_once_for_its_owner_keys_and_once_for_the_room_key(
+    make_open_room: Any,
+) -> None:
+    """Both owners' keys come from one key-store read, and the room key's destroyed mark is
+    read once for the turn's purpose, charter and messages; each turn reads them again."""
+    from rooms import services as room_services
+    from slips import datakeys
+
+    setup = make_open_room()
+    vault.vault_item_create(owner=setup.a.owner, content={"kind": "food_likes", "items": ["ramen"]})
+    vault.vault_item_create(owner=setup.b.owner, content={"kind": "budget", "currency": "EUR",
+                            "minimum": 3000, "maximum": 5000})  # fmt: skip
+    seat_slip_sign(setup.a, setup.room.id, [_record("food_likes")])
+    own = {"resource": "budget", "operation": "read", "recipient": "own_agent", "scope": "range"}
+    seat_slip_sign(setup.b, setup.room.id, [{**own, "approval": "none", "max_uses": 50}])
+    for n in range(3):
+        room_services.message_say(
+            room_id=setup.room.id, agent_id=setup.a.agent.id, client_id=f"k{n}", text=f"m {n}"
+        )
+    store = datakeys._connection()
+    for _turn in range(2):
+        statements: list[str] = []
+        store.set_trace_callback(statements.append)
+        try:
+            turn = _bobs(setup)
+        finally:
+            store.set_trace_callback(None)
+        assert [i.resource for i in turn.own_items] == ["budget"]
+        assert [i.resource for i in turn.peer_items] == ["food_likes"]
+        assert len(turn.peer_messages) == 3
+        reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+        assert len(reads) == 2, reads
+        assert sum("IN (" in s for s in reads) == 1  # both owners' keys, one statement
+
+
+def test_an_owner_key_handed_to_another_owner_is_refused_by_the_batch_read(
+    make_open_room: Any,
+) -> None:
+    """The turn reads its owner keys in one statement, and still refuses a key whose row was
+    moved to another subject (a sealed blob naming a key that is not its owner's)."""
+    from slips import datakeys
+
+    setup, _key, _slip = _warm(make_open_room)
+    datakeys._connection().execute(
+        "UPDATE data_keys SET subject = ? WHERE kind = 'owner' AND subject = ?",
+        (str(setup.b.owner.pk), str(setup.a.owner.pk)),
+    )
+    with pytest.raises(Misconfigured) as refused:
+        _bobs(setup)
+    assert "another owner's key" in str(refused.value)
