@@ -21,21 +21,22 @@ import collections
 import contextlib
 import copy
 import logging
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
+from asgiref.sync import SyncToAsync
 from channels.consumer import get_handler_name
-from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import InMemoryChannelLayer
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db import Error as DatabaseError
-from django.db import transaction
+from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
 from gatekeeper.actions import ActionResult, action_result_lookup
@@ -118,8 +119,49 @@ SAY_RUN_MAX = 32
 logger = logging.getLogger(__name__)
 
 
+# A connection whose last statement ran this recently is not health-checked again at the
+# start of the next hop; one idle longer is (``_Hop``).
+HEALTH_CHECK_AFTER_IDLE_S = 1.0
+
+
+def _note_use(execute: Any, sql: Any, params: Any, many: bool, context: dict[str, Any]) -> Any:
+    """Execute wrapper: when a statement on this connection last answered."""
+    result = execute(sql, params, many, context)
+    context["connection"]._synapsia_answered_at = time.monotonic()
+    return result
+
+
+class _Hop(SyncToAsync):
+    """channels' ``DatabaseSyncToAsync`` (old and broken connections closed before and after
+    the hop), with Django's health check (``CONN_HEALTH_CHECKS``: a ``SELECT 1`` round trip
+    before the hop's first statement) made only on a connection that has been idle: one
+    whose last statement answered more than ``HEALTH_CHECK_AFTER_IDLE_S`` ago, or never. A
+    connection that broke while idle is still found out and reopened before the hop uses
+    it; under load, where a connection answered a moment ago, the extra round trip per hop
+    is saved. A connection with an error since its last commit is checked by Django itself
+    (``close_if_unusable_or_obsolete``), whatever its age."""
+
+    def thread_handler(self, loop: Any, *args: Any, **kwargs: Any) -> Any:
+        close_old_connections()
+        database = connections["default"]
+        if _note_use not in database.execute_wrappers:
+            database.execute_wrappers.append(_note_use)
+        answered = getattr(database, "_synapsia_answered_at", None)
+        if (
+            database.connection is not None
+            and database.health_check_enabled  # type: ignore[attr-defined]
+            and answered is not None
+            and time.monotonic() - answered < HEALTH_CHECK_AFTER_IDLE_S
+        ):
+            database.health_check_done = True  # type: ignore[attr-defined]
+        try:
+            return super().thread_handler(loop, *args, **kwargs)
+        finally:
+            close_old_connections()
+
+
 def in_db_thread(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
-    """Run one socket hop's database work in a worker thread.
+    """Run one socket hop's database work in a worker thread (``_Hop``).
 
     PostgreSQL: any thread from the pool. Channels' default funnels every socket of a Daphne
     process through one thread, which serialised all rooms' round trips (bench/, py-spy); each
@@ -127,7 +169,7 @@ def in_db_thread(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     writer: threads racing for its lock sleep in its busy handler, so there one thread it is.
     """
     thread_sensitive = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
-    return database_sync_to_async(func, thread_sensitive=thread_sensitive)
+    return _Hop(func, thread_sensitive=thread_sensitive)
 
 
 def _empty_here(layer: Any, group: str) -> bool:
