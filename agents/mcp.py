@@ -35,9 +35,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import mcp_types as types
-from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
+try:
+    import mcp_types as types
+    from mcp.server import Server, ServerRequestContext
+    from mcp.server.stdio import stdio_server
+except ImportError as missing:  # the SDK installed without its extra
+    raise ImportError(
+        f"the MCP bridge needs the MCP SDK: pip install './agents[mcp]' ({missing})"
+    ) from missing
 
 from agents.cli import REFUSED, UNREACHABLE, room_args, room_arguments
 from agents.client import (

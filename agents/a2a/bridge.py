@@ -42,21 +42,26 @@ from ipaddress import ip_address
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import httpx
-from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
-from a2a.types import (
-    AgentCapabilities,
-    AgentCard,
-    AgentSkill,
-    Message,
-    Part,
-    Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
-    StreamResponse,
-)
-from google.protobuf import struct_pb2
-from google.protobuf.json_format import MessageToDict, ParseDict
+try:
+    import httpx
+    from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+    from a2a.types import (
+        AgentCapabilities,
+        AgentCard,
+        AgentSkill,
+        Message,
+        Part,
+        Role,
+        SendMessageConfiguration,
+        SendMessageRequest,
+        StreamResponse,
+    )
+    from google.protobuf import struct_pb2
+    from google.protobuf.json_format import MessageToDict, ParseDict
+except ImportError as missing:  # the SDK installed without its extra
+    raise ImportError(
+        f"the A2A adapter needs a2a-sdk: pip install './agents[a2a]' ({missing})"
+    ) from missing
 from pydantic import ValidationError
 
 from agents.a2a.schema import schema_problems

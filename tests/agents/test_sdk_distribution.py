@@ -93,6 +93,12 @@ def test_the_installed_sdk_is_alone_in_its_venv(sdk_venv: Path) -> None:
     site = str(sdk_venv.parent.parent / "lib")
     assert agents_file.startswith(site) and protocol_file.startswith(site)
     assert server == "[]"  # no server package exists in the venv, so none was imported
+    # The bridges are extras: without them, each says which one to install.
+    for module, extra in (("agents.mcp", "mcp"), ("agents.a2a", "a2a")):
+        run = [str(sdk_venv), "-m", module, "--help"]
+        missing = subprocess.run(run, **_outside_the_repo(sdk_venv), check=False, timeout=60)
+        assert missing.returncode == 1
+        assert f"pip install './agents[{extra}]'" in missing.stderr, missing.stderr
     # What the two distributions declare (the MCP and A2A extras aside): the protocol package,
     # websockets and pydantic for the SDK; pydantic alone for the protocol package.
     assert needs == "['pydantic', 'synapsia-protocol', 'websockets'] ['pydantic']"
