@@ -539,6 +539,7 @@ def message_say(
                             source_agent_id=str(agent_id), message_seq=seq, rule=rule
                         ),
                     )
+                _memo_prime_on_commit([(text, fenced)])
                 return SaidMessage(
                     seq,
                     agent_id,
@@ -643,6 +644,13 @@ def messages_say_runs(
             # Stored before anyone hears of them: the caller announces after this commits.
             if rows:
                 _insert_messages(rows_for, rows)
+            _memo_prime_on_commit(
+                [
+                    (text, fenced)
+                    for done, run in zip(taken, prepared, strict=True)
+                    for (_, _, text), (_, _, fenced) in zip(done, run, strict=False)
+                ]
+            )
     except IntegrityError:
         if len(runs) == 1:
             return [[]]  # a resent frame id; nothing of the run was stored
@@ -654,6 +662,17 @@ def messages_say_runs(
         ]
         for done, run, (_, agent_id, _) in zip(taken, prepared, runs, strict=True)
     ]
+
+
+def _memo_prime_on_commit(said: list[tuple[str, FencedText]]) -> None:
+    """Once the messages are stored, hand the peer's next context what the say path's fence
+    made of each text, so that context need not fence it again (``rooms.context`` keeps a
+    block only where its own fence would make the same one). Nothing if the transaction
+    rolls back."""
+    from rooms.context import peer_message_memo_prime  # context imports this module
+
+    if said:
+        transaction.on_commit(lambda: [peer_message_memo_prime(t, f) for t, f in said])
 
 
 @functools.cache
