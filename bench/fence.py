@@ -220,6 +220,129 @@ def model_cost_cell(other_path: str, *, rounds: int = 5, budget_s: float = 0.4) 
     return result
 
 
+# The fence's own modules: ``--against REV`` loads these as they were at REV (the learned
+# flagger's module and weights are the working tree's for both, and the flagger is off).
+FENCE_MODULES = ("control_tokens", "untrusted")
+
+
+def fence_at(rev: str) -> Any:
+    """``rooms.untrusted`` as it was at git revision ``rev``, loaded beside the working tree's
+    under another package name (its ``rooms.control_tokens`` import pointed at that
+    revision's copy), so both can be timed alternately in one process."""
+    import importlib.util
+    import tempfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    package = "fence_at_" + "".join(c if c.isalnum() else "_" for c in rev)
+    folder = Path(tempfile.mkdtemp(prefix="bench-fence-")) / package
+    folder.mkdir()
+    (folder / "__init__.py").write_text("", encoding="utf-8")
+    for name in FENCE_MODULES:
+        source = subprocess.run(
+            ["git", "show", f"{rev}:rooms/{name}.py"],  # noqa: S607 (a dev command)
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        source = source.replace(
+            "from rooms.control_tokens import", f"from {package}.control_tokens import"
+        )
+        (folder / f"{name}.py").write_text(source, encoding="utf-8")
+    sys.path.insert(0, str(folder.parent))
+    try:
+        return importlib.import_module(f"{package}.untrusted")
+    finally:
+        sys.path.remove(str(folder.parent))
+
+
+def _outcome(fenced: Any) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
+    """What a fence() call decided, nonce aside: its clean text, stripped and suspicions (as
+    names and counts, so two copies of the module compare equal)."""
+    return (
+        fenced.text,
+        tuple((str(item.category), item.count) for item in fenced.stripped),
+        tuple((str(item.rule), item.count) for item in fenced.suspicions),
+    )
+
+
+def against_cell(rev: str, *, rounds: int = 5, budget_s: float = 0.4) -> dict[str, Any]:
+    """The working tree's fence() against ``rev``'s, rules only, on each kind's 1 KB and 8 KB
+    texts: both timed in alternation within each round (the order rotating), medians of
+    thread CPU per call, the within-round ratio now / then, and each one's 8 KB / 1 KB ratio.
+    Both must decide the same on every text (else this raises: a speed-up that changes the
+    output is not one)."""
+    from rooms import untrusted
+
+    versions = {"now": untrusted, "then": fence_at(rev)}
+    ordinary, injections = _ordinary_pool(), _hostile_pool()
+    sizes = (1024, 8192)
+    result: dict[str, Any] = {"rev": rev}
+    for kind in KINDS:
+        make = stream_of if kind.endswith("stream") else text_of
+        texts = {
+            s: make(s, hostile=kind.startswith("hostile"), ordinary=ordinary, injections=injections)
+            for s in sizes
+        }
+
+        def timed(name: str, text: str) -> float:
+            module = versions[name]
+            cap = len(text.encode("utf-8")) * 4 + 4096
+            module.fence(text, source="peer", cap_bytes=cap, flagger=False)  # warm
+            samples: list[float] = []
+            deadline = time.perf_counter() + budget_s
+            while time.perf_counter() < deadline or len(samples) < 5:
+                started = time.thread_time()
+                module.fence(text, source="peer", cap_bytes=cap, flagger=False)
+                samples.append(time.thread_time() - started)
+            return statistics.median(samples)
+
+        for s in sizes:
+            cap = len(texts[s].encode("utf-8")) * 4 + 4096
+            now, then = (
+                _outcome(versions[n].fence(texts[s], source="peer", cap_bytes=cap, flagger=False))
+                for n in ("now", "then")
+            )
+            if now != then:
+                raise AssertionError(f"{kind} {s // 1024} KB: the fence decides otherwise at {rev}")
+        cells = [(name, s) for s in sizes for name in versions]
+        per_round: list[dict[tuple[str, int], float]] = []
+        for r in range(rounds):
+            order = cells[r % len(cells) :] + cells[: r % len(cells)]
+            per_round.append({(name, s): timed(name, texts[s]) for name, s in order})
+        row: dict[str, Any] = {}
+        for s in sizes:
+            for name in versions:
+                row[f"us_{name}_{s // 1024}KB"] = round(
+                    statistics.median(t[(name, s)] for t in per_round) * 1e6, 1
+                )
+            row[f"now_over_then_{s // 1024}KB"] = round(
+                statistics.median(t[("now", s)] / t[("then", s)] for t in per_round), 3
+            )
+        for name in versions:
+            row[f"ratio_8k_over_1k_{name}"] = round(
+                statistics.median(t[(name, 8192)] / t[(name, 1024)] for t in per_round), 2
+            )
+        result[kind] = row
+    return result
+
+
+def format_against(result: dict[str, Any]) -> str:
+    lines = []
+    for kind in KINDS:
+        row = result[kind]
+        lines.append(
+            f"against {result['rev']} {kind:15s} "
+            f"1KB {row['us_then_1KB']:.1f} -> {row['us_now_1KB']:.1f} us "
+            f"(x{row['now_over_then_1KB']:.3f})  "
+            f"8KB {row['us_then_8KB']:.1f} -> {row['us_now_8KB']:.1f} us "
+            f"(x{row['now_over_then_8KB']:.3f})  "
+            f"8KB/1KB x{row['ratio_8k_over_1k_then']:.2f} -> x{row['ratio_8k_over_1k_now']:.2f}"
+        )
+    return "\n".join(lines)
+
+
 def fence_cell(*, rounds: int = 5, budget_s: float = 0.4) -> dict[str, Any]:
     """Per-call medians and within-round ratios for both kinds of text."""
     ordinary, injections = _ordinary_pool(), _hostile_pool()
@@ -325,7 +448,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FILE",
         help="only: the committed model's score() cost against this model file's",
     )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="only: the working tree's fence (rules only) against the one at git revision REV,"
+        " alternated in one process, after checking both decide the same on every text",
+    )
     args = parser.parse_args(argv)
+    if args.against:
+        against = against_cell(args.against, rounds=args.rounds, budget_s=args.budget)
+        print(json.dumps(against, indent=2) if args.json else format_against(against))
+        return 0
     if args.compare_model:
         compared = model_cost_cell(args.compare_model, rounds=args.rounds, budget_s=args.budget)
         print(json.dumps(compared, indent=2))

@@ -1373,6 +1373,22 @@ class _Alternative:
     # ``reach`` characters of its start, so the scan jumps from one occurrence to the next.
     anchor: str = ""
     reach: int = 0
+    # A pattern that can only match at a line start (it opens with "^", no alternation above
+    # it): the same pattern led by a newline instead, so re jumps from newline to newline (a
+    # literal first) where "^" made it try every position (_count_matches).
+    newline_led: re.Pattern[str] | None = None
+
+
+def _newline_led(body: str) -> re.Pattern[str] | None:
+    """``body`` with its leading "^" replaced by a literal newline, when the parsed pattern
+    is a sequence whose first item is that "^" (so it anchors every match), else ``None``."""
+    if not body.startswith("^"):
+        return None
+    parsed = re._parser.parse(body).data  # type: ignore[attr-defined]
+    first = parsed[0] if parsed else None
+    if first is None or str(first[0]) != "AT" or str(first[1]) != "AT_BEGINNING":
+        return None
+    return re.compile("\n(?:" + body.removeprefix("^") + ")", re.MULTILINE)
 
 
 _WORD_CHAR = re.compile(r"\w")
@@ -1411,6 +1427,7 @@ def _alternative(family: int, pattern: str) -> _Alternative:
         _whole_words(pattern) and not needles,  # punctuation-first patterns start anywhere
         anchored.group(2) if anchored else "",
         int(anchored.group(1)) if anchored else 0,
+        _newline_led(body) if always else None,
     )
 
 
@@ -1419,9 +1436,24 @@ def _count_matches(alt: _Alternative, view: str) -> int:
     alternative wants whole words (a match inside a word is skipped by one character, so a
     real match overlapping it is still found)."""
     regex, count, position = alt.regex, 0, 0
-    anchor, reach = alt.anchor, alt.reach
+    anchor, reach, newline_led = alt.anchor, alt.reach, alt.newline_led
     while True:
-        if anchor:
+        if newline_led is not None:
+            # Matches start at line starts only: at 0, or right after a newline. The first
+            # at or after ``position`` is the one at 0 (if ``position`` is 0 and it matches
+            # there), else the one after the first newline at or after ``position - 1``
+            # where the led pattern matches; ``regex.match`` there gives the very match
+            # ``regex.search(view, position)`` would.
+            match = regex.match(view, 0) if position == 0 else None
+            if match is None:
+                led = newline_led.search(view, max(position - 1, 0))
+                if led is None:
+                    break
+                match = regex.match(view, led.start() + 1)
+                if match is None:  # cannot happen (same pattern, same characters): go on
+                    position = led.start() + 2  # after this line start
+                    continue
+        elif anchor:
             # A match starting at or after ``position`` holds the anchor's next occurrence
             # (``at``) or a later one, within ``reach`` of its start: none starts before
             # ``at - reach``, and if none starts by ``at``, the search goes on after it.
