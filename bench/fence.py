@@ -406,6 +406,105 @@ def pieces_cell(*, rounds: int = 5, budget_s: float = 0.4) -> dict[str, Any]:
     return result
 
 
+BREAKDOWN_PARTS = ("fence", "cleaning", "cleaning_clean_text", "rules")
+
+
+def breakdown_cell(*, rounds: int = 5, budget_s: float = 0.4) -> dict[str, Any]:
+    """Where each ``*_stream``'s 8 KB / 1 KB ratio comes from, rules only: per size, the whole
+    ``fence()`` call; its cleaning (``_sanitise``, every pass); the same cleaning of the
+    already clean text (same content, nothing left to strip: it settles in one pass, so the
+    difference is what stripping costs, later passes included); and the suspicion rules on
+    the clean text (``_suspicions``). Parts and sizes alternate within each round; each
+    part's ratio is taken within a round, then the median."""
+    from rooms import untrusted
+
+    ordinary, injections = _ordinary_pool(), _hostile_pool()
+    sizes = (1024, 8192)
+    result: dict[str, Any] = {}
+    for kind in ("ordinary_stream", "hostile_stream"):
+        texts = {
+            s: stream_of(
+                s, hostile=kind.startswith("hostile"), ordinary=ordinary, injections=injections
+            )
+            for s in sizes
+        }
+        cleans = {s: untrusted._sanitise(texts[s]) for s in sizes}
+        calls = {
+            (part, s): call
+            for s in sizes
+            for part, call in _breakdown_calls(untrusted, texts[s], cleans[s]).items()
+        }
+
+        def timed(call: Any) -> float:
+            call()  # warm
+            samples: list[float] = []
+            deadline = time.perf_counter() + budget_s
+            while time.perf_counter() < deadline or len(samples) < 5:
+                started = time.thread_time()
+                call()
+                samples.append(time.thread_time() - started)
+            return statistics.median(samples)
+
+        cells = list(calls)
+        per_round: list[dict[tuple[str, int], float]] = []
+        for r in range(rounds):
+            order = cells[r % len(cells) :] + cells[: r % len(cells)]
+            per_round.append({cell: timed(calls[cell]) for cell in order})
+        result[kind] = {
+            part: {
+                **{
+                    f"us_{s // 1024}KB": round(
+                        statistics.median(t[(part, s)] for t in per_round) * 1e6, 1
+                    )
+                    for s in sizes
+                },
+                "ratio_8k_over_1k": round(
+                    statistics.median(t[(part, 8192)] / t[(part, 1024)] for t in per_round), 2
+                ),
+            }
+            for part in BREAKDOWN_PARTS
+        }
+        result[kind]["passes"] = {f"{s // 1024}KB": _passes(untrusted, texts[s]) for s in sizes}
+    return result
+
+
+def _breakdown_calls(untrusted: Any, text: str, clean: Any) -> dict[str, Any]:
+    cap = len(text.encode("utf-8")) * 4 + 4096
+    return {
+        "fence": lambda: fence(text, source="peer", cap_bytes=cap, flagger=False),
+        "cleaning": lambda: untrusted._sanitise(text),
+        "cleaning_clean_text": lambda: untrusted._sanitise(clean.text),
+        "rules": lambda: untrusted._suspicions(clean),
+    }
+
+
+def _passes(untrusted: Any, text: str) -> int:
+    """How many token-stripping passes ``_sanitise`` runs on ``text`` (the last changes
+    nothing)."""
+    from unittest import mock
+
+    with mock.patch.object(
+        untrusted, "strip_control_tokens_folded", wraps=untrusted.strip_control_tokens_folded
+    ) as counted:
+        untrusted._sanitise(text)
+    return int(counted.call_count)
+
+
+def format_breakdown(result: dict[str, Any]) -> str:
+    lines = []
+    for kind, body in result.items():
+        passes = body["passes"]
+        cells = "  ".join(
+            f"{part} {body[part]['us_1KB']:.0f}/{body[part]['us_8KB']:.0f} us"
+            f" x{body[part]['ratio_8k_over_1k']:.2f}"
+            for part in BREAKDOWN_PARTS
+        )
+        lines.append(
+            f"breakdown {kind:15s} (1KB/8KB) {cells}  passes {passes['1KB']}/{passes['8KB']}"
+        )
+    return "\n".join(lines)
+
+
 def format_pieces(result: dict[str, Any]) -> str:
     return "\n".join(
         f"pieces {kind:15s} 8KB whole {body['us_whole']:.1f} us, its 1KB pieces "
@@ -449,6 +548,12 @@ def main(argv: list[str] | None = None) -> int:
         help="only: the committed model's score() cost against this model file's",
     )
     parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also each stream's 1 KB and 8 KB split into cleaning (and what stripping adds)"
+        " and the suspicion rules (rules only)",
+    )
+    parser.add_argument(
         "--against",
         metavar="REV",
         help="only: the working tree's fence (rules only) against the one at git revision REV,"
@@ -471,6 +576,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.pieces:
         split = pieces_cell(rounds=args.rounds, budget_s=args.budget)
         print(json.dumps(split, indent=2) if args.json else format_pieces(split))
+    if args.breakdown:
+        parts = breakdown_cell(rounds=args.rounds, budget_s=args.budget)
+        print(json.dumps(parts, indent=2) if args.json else format_breakdown(parts))
     return 0 if all(body["goal_8k_ratio_met"] for body in result.values()) else 1
 
 

@@ -43,3 +43,32 @@ def test_the_pieces_are_the_stream_cut_in_eight_and_fenced_with_the_rules_only(
     assert body["whole_over_sum"] == round(9216 / 7680, 2)
     assert body["mean_piece_over_first"] == pytest.approx(7680 / 8 / 512, abs=0.01)
     assert "whole/sum x1.20" in bench_fence.format_pieces(result)
+
+
+def test_the_breakdown_splits_each_stream_into_cleaning_and_rules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(bench_fence, "_ordinary_pool", lambda: ORDINARY)
+    monkeypatch.setattr(bench_fence, "_hostile_pool", lambda: INJECTIONS)
+    result = bench_fence.breakdown_cell(rounds=1, budget_s=0.0)
+    assert set(result) == {"ordinary_stream", "hostile_stream"}
+    for body in result.values():
+        for part in bench_fence.BREAKDOWN_PARTS:
+            assert body[part]["us_1KB"] > 0 and body[part]["us_8KB"] > 0
+            assert body[part]["ratio_8k_over_1k"] > 0
+    # The pass counts are the cleaning's own: the ordinary stream strips nothing (one pass);
+    # the hostile one strips a token, and the pass after it changes nothing.
+    assert result["ordinary_stream"]["passes"] == {"1KB": 1, "8KB": 1}
+    assert result["hostile_stream"]["passes"]["8KB"] >= 2
+    assert "passes" in bench_fence.format_breakdown(result)
+
+
+def test_the_clean_text_the_breakdown_times_has_nothing_left_to_strip() -> None:
+    from rooms import untrusted
+
+    stream = bench_fence.stream_of(8192, hostile=True, ordinary=ORDINARY, injections=INJECTIONS)
+    clean = untrusted._sanitise(stream)
+    again = untrusted._sanitise(clean.text)
+    assert again.text == clean.text
+    assert not +again.stripped
+    assert bench_fence._passes(untrusted, clean.text) == 1
