@@ -1108,17 +1108,45 @@ def _decoded(match: re.Match[str]) -> str:
     return char if char in _NUMERIC_TARGETS else match[0]
 
 
+# What every ENCODED_PUNCTUATION_REGEX match starts with (checked on the parsed pattern by
+# tests/rooms/test_fence_pass_equivalence.py).
+ENCODED_FIRST_CHARACTERS = ("&", "%")
+
+
 def decode_encoded_punctuation(text: str) -> tuple[str, int]:
-    """Decode entity / percent forms of token punctuation; return the text and the count."""
+    """Decode entity / percent forms of token punctuation; return the text and the count.
+
+    ``ENCODED_PUNCTUATION_REGEX.sub`` with each match decoded, found as
+    :func:`_token_matches` finds tokens: every match starts with "&" or "%" and none is
+    empty, so the non-overlapping matches ``sub`` replaces are those ``match`` finds at the
+    positions of those characters (``str.find``), in order, skipping any inside the
+    previous match; re's own search would test every character of the text."""
     if "&" not in text and "%" not in text:
         return text, 0
+    starts: list[int] = []
+    for char in ENCODED_FIRST_CHARACTERS:
+        found = text.find(char)
+        while found >= 0:
+            starts.append(found)
+            found = text.find(char, found + 1)
+    starts.sort()
     count = 0
-
-    def replace(match: re.Match[str]) -> str:
-        nonlocal count
+    pieces: list[str] = []
+    position = 0
+    match_at = ENCODED_PUNCTUATION_REGEX.match
+    for start in starts:
+        if start < position:
+            continue  # inside the previous match
+        match = match_at(text, start)
+        if match is None:
+            continue
         decoded = _decoded(match)
         if decoded != match[0]:
             count += 1
-        return decoded
-
-    return ENCODED_PUNCTUATION_REGEX.sub(replace, text), count
+        pieces.append(text[position:start])
+        pieces.append(decoded)
+        position = match.end()
+    if not pieces:
+        return text, 0
+    pieces.append(text[position:])
+    return "".join(pieces), count

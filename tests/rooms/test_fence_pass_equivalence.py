@@ -24,6 +24,8 @@ What changed, and is checked here against frozen copies of the code as it was at
 * the token catalogue's regex is tried only where its first characters ("<", "[") stand,
   found by ``str.find`` (``control_tokens._token_matches``; its frozen copy is
   ``TOKEN_REGEX.finditer``);
+* decoding tries its regex only where "&" or "%" stands, the same way (its frozen copy is
+  ``ENCODED_PUNCTUATION_REGEX.sub``);
 * a rule pattern that can only match at a line start is searched with a newline-led copy,
   so re jumps from newline to newline (its frozen copy is the plain ``search`` loop);
 * ``_sanitise`` runs the code-point classes and the escape search in the first pass only. The
@@ -83,6 +85,21 @@ def _reference_strip_code_points(text: str) -> tuple[str, Counter[StripCategory]
         if stray:
             counts[StripCategory.VARIATION_SELECTOR] += stray
     return text, counts
+
+
+def _reference_decode_encoded_punctuation(text: str) -> tuple[str, int]:
+    if "&" not in text and "%" not in text:
+        return text, 0
+    count = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        decoded = ct._decoded(match)
+        if decoded != match[0]:
+            count += 1
+        return decoded
+
+    return ct.ENCODED_PUNCTUATION_REGEX.sub(replace, text), count
 
 
 def _reference_folded_view(text: str) -> tuple[str, Callable[[int], int]]:
@@ -221,7 +238,7 @@ def _reference_sanitise(text: str) -> tuple[str, Counter[StripCategory], int]:
         for _ in range(untrusted.MAX_PASSES):
             text = unicodedata.normalize("NFKC", text)
             before = text
-            text, decoded = ct.decode_encoded_punctuation(text)
+            text, decoded = _reference_decode_encoded_punctuation(text)
             stripped[StripCategory.ENCODED_PUNCTUATION] += decoded
             text, escapes = _reference_strip_escape_sequences(text)
             stripped[StripCategory.ESCAPE_SEQUENCE] += escapes
@@ -257,6 +274,9 @@ def _assert_same(text: str) -> None:
         then, then_counts = _reference_strip_code_points(form)
         assert now == then and +now_counts == +then_counts, form
         assert ct.strip_escape_sequences(form) == _reference_strip_escape_sequences(form), form
+        assert ct.decode_encoded_punctuation(form) == _reference_decode_encoded_punctuation(form), (
+            form
+        )
         # The view handed to the next pass is the fold of what was kept, given or not.
         for known_view in (None, ct.fold(form)):
             kept, counts, view = ct.strip_control_tokens_folded(form, known_view)
@@ -653,3 +673,79 @@ def test_the_line_start_search_counts_as_the_plain_search() -> None:
                     hits += count
             _assert_same(form)
     assert hits  # the cases do match, at line 0 and after newlines
+
+
+# --- decoding tried at its first characters only ------------------------------------------------
+
+
+def test_every_encoded_form_starts_with_one_of_the_first_characters() -> None:
+    parsed = re._parser.parse(ct.ENCODED_PUNCTUATION_REGEX.pattern).data  # type: ignore[attr-defined]
+    finished, growing = untrusted._prefixes(parsed, 1)
+    assert finished | growing == set(ct.ENCODED_FIRST_CHARACTERS)
+    # Neither character has a case twin, so IGNORECASE adds no other first character.
+    assert all(c.upper() == c.lower() == c for c in ct.ENCODED_FIRST_CHARACTERS)
+
+
+ENCODED_CASES = [
+    "",
+    "&",
+    "%",
+    "&&&&lt;",
+    "%%3C%3c%7C%5b%5D%3E%%",
+    "&lt;&lt;/untrusted&gt;&gt; &LT; &#60; &#x3C; &#0000060; &#65; &#x41; &amp;lt;",
+    "&l&lt;t; %3%3CC &#6&#48;0; &verticalline;&vert &colon&sol;",
+    "50% off & free corkage &nbsp; R&D 100%3",
+    "&#x3c|im_start|&#x3e; %3C%7Cim_end%7C%3E",
+]
+
+
+def test_decoding_finds_what_sub_finds() -> None:
+    for text in ENCODED_CASES:
+        for form in (text, text.upper(), "x" + text + "y"):
+            assert ct.decode_encoded_punctuation(form) == _reference_decode_encoded_punctuation(
+                form
+            ), form
+            _assert_same(form)
+
+
+_ENCODED_PIECES = st.sampled_from(
+    [
+        "&",
+        "%",
+        "#",
+        "x",
+        "X",
+        "0",
+        "3",
+        "6",
+        "c",
+        "C",
+        "e",
+        "7",
+        "5",
+        "b",
+        "d",
+        ";",
+        "lt",
+        "gt",
+        "amp",
+        "vert",
+        "quot",
+        "&lt;",
+        "&#60;",
+        "&#x3e;",
+        "%3C",
+        "%7c",
+        " ",
+        "<",
+        "|",
+        "im_start",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.lists(_ENCODED_PIECES, max_size=40).map("".join))
+def test_decoding_finds_what_sub_finds_on_mixes(text: str) -> None:
+    assert ct.decode_encoded_punctuation(text) == _reference_decode_encoded_punctuation(text)
+    _assert_same(text)
