@@ -78,6 +78,16 @@ FLAGGER_ENABLED = True
 _SOURCE = re.compile(r"[a-z][a-z0-9_.-]{0,31}\Z")
 _NONCE = re.compile(rf"[0-9a-f]{{{NONCE_BYTES * 2}}}\Z")
 _LINE_BREAKS = re.compile("\r\n?|[\x85\u2028\u2029]")
+# Every _LINE_BREAKS match starts with one of these: one ``in`` each is C-speed, where the
+# regex's own search tests every character (about 8 ns each, 60 us on 8 KB of text).
+_LINE_BREAK_STARTS = "\r\x85\u2028\u2029"
+
+
+def _line_breaks_to_lf(text: str) -> str:
+    """``_LINE_BREAKS.sub("\\n", text)``, skipped when the text holds no line break but LF."""
+    if any(char in text for char in _LINE_BREAK_STARTS):
+        return _LINE_BREAKS.sub("\n", text)
+    return text
 
 
 class SuspicionRule(enum.StrEnum):
@@ -322,7 +332,7 @@ def _sanitise(text: str) -> _Clean:
     from is deleted, after which nothing can assemble and one more pass settles.
     """
     stripped: Counter[StripCategory] = Counter()
-    text = unicodedata.normalize("NFKC", _LINE_BREAKS.sub("\n", text))
+    text = unicodedata.normalize("NFKC", _line_breaks_to_lf(text))
     hidden_runs = _hidden_runs(text)  # before stripping: afterwards there is nothing to see
     first_pass = True
     # fold(text) as the last token stripping left it, while nothing else has changed the text

@@ -26,6 +26,8 @@ What changed, and is checked here against frozen copies of the code as it was at
   ``TOKEN_REGEX.finditer``);
 * decoding tries its regex only where "&" or "%" stands, the same way (its frozen copy is
   ``ENCODED_PUNCTUATION_REGEX.sub``);
+* line breaks are rewritten only when one other than LF is present (frozen copy: the
+  ``_LINE_BREAKS.sub`` of ``_reference_sanitise``);
 * a rule pattern that can only match at a line start is searched with a newline-led copy,
   so re jumps from newline to newline (its frozen copy is the plain ``search`` loop);
 * ``_sanitise`` runs the code-point classes and the escape search in the first pass only. The
@@ -748,4 +750,25 @@ _ENCODED_PIECES = st.sampled_from(
 @given(text=st.lists(_ENCODED_PIECES, max_size=40).map("".join))
 def test_decoding_finds_what_sub_finds_on_mixes(text: str) -> None:
     assert ct.decode_encoded_punctuation(text) == _reference_decode_encoded_punctuation(text)
+    _assert_same(text)
+
+
+# --- line breaks rewritten only when present ---------------------------------------------------
+
+
+def test_every_line_break_match_starts_with_one_of_the_listed_characters() -> None:
+    parsed = re._parser.parse(untrusted._LINE_BREAKS.pattern).data  # type: ignore[attr-defined]
+    finished, growing = untrusted._prefixes(parsed, 1)
+    assert finished | growing == set(untrusted._LINE_BREAK_STARTS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(["\r", "\n", "\r\n", "\x85", "\u2028", "\u2029", "a", " ", "é", "\u2027"]),
+        max_size=30,
+    ).map("".join)
+)
+def test_line_breaks_become_lf_as_the_regex_makes_them(text: str) -> None:
+    assert untrusted._line_breaks_to_lf(text) == untrusted._LINE_BREAKS.sub("\n", text)
     _assert_same(text)
