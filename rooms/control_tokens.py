@@ -829,27 +829,34 @@ TOKEN_FIRST_CHARACTERS = ("<", "[")
 
 
 def _token_matches(view: str) -> Iterator[re.Match[str]]:
-    """``TOKEN_REGEX.finditer(view)``, trying only the positions of its first characters.
+    """``TOKEN_REGEX.finditer(view)``, trying only the positions of its first characters
+    (``_matches_at_first_characters``): re's own search checks every character of the view
+    against the pattern's first-character set, about 6 ns a character, which cost a text
+    holding one "<" about as much as all its other token patterns together."""
+    return _matches_at_first_characters(TOKEN_REGEX, view, TOKEN_FIRST_CHARACTERS)
 
-    Every match starts with "<" or "[" and none is empty, so ``finditer`` (which tries each
-    position from the end of its last match on) finds exactly the matches that ``match``
-    finds at those positions, taken in order and skipping those inside the previous match.
-    The positions come from ``str.find`` (C-speed): re's own search checks every character
-    of the view against the pattern's first-character set, about 6 ns a character, which
-    cost a text holding one "<" about as much as all its other token patterns together."""
+
+def _matches_at_first_characters(
+    regex: re.Pattern[str], text: str, first: tuple[str, ...]
+) -> Iterator[re.Match[str]]:
+    """``regex.finditer(text)`` for a pattern whose every match starts with one of ``first``
+    and none is empty: ``finditer`` (which tries each position from the end of its last match
+    on) then finds exactly the matches that ``match`` finds at those characters' positions,
+    taken in order and skipping those inside the previous match. The positions come from
+    ``str.find`` (C-speed)."""
     starts: list[int] = []
-    for char in TOKEN_FIRST_CHARACTERS:
-        found = view.find(char)
+    for char in first:
+        found = text.find(char)
         while found >= 0:
             starts.append(found)
-            found = view.find(char, found + 1)
+            found = text.find(char, found + 1)
     starts.sort()
     position = 0
-    match_at = TOKEN_REGEX.match
+    match_at = regex.match
     for start in starts:
         if start < position:
             continue  # inside the previous match
-        match = match_at(view, start)
+        match = match_at(text, start)
         if match is not None:
             yield match
             position = match.end()
@@ -1116,34 +1123,21 @@ ENCODED_FIRST_CHARACTERS = ("&", "%")
 def decode_encoded_punctuation(text: str) -> tuple[str, int]:
     """Decode entity / percent forms of token punctuation; return the text and the count.
 
-    ``ENCODED_PUNCTUATION_REGEX.sub`` with each match decoded, found as
-    :func:`_token_matches` finds tokens: every match starts with "&" or "%" and none is
-    empty, so the non-overlapping matches ``sub`` replaces are those ``match`` finds at the
-    positions of those characters (``str.find``), in order, skipping any inside the
-    previous match; re's own search would test every character of the text."""
+    ``ENCODED_PUNCTUATION_REGEX.sub`` with each match decoded, the matches found at the
+    positions of "&" and "%" (``_matches_at_first_characters``: every match starts with one
+    and none is empty); re's own search would test every character of the text."""
     if "&" not in text and "%" not in text:
         return text, 0
-    starts: list[int] = []
-    for char in ENCODED_FIRST_CHARACTERS:
-        found = text.find(char)
-        while found >= 0:
-            starts.append(found)
-            found = text.find(char, found + 1)
-    starts.sort()
     count = 0
     pieces: list[str] = []
     position = 0
-    match_at = ENCODED_PUNCTUATION_REGEX.match
-    for start in starts:
-        if start < position:
-            continue  # inside the previous match
-        match = match_at(text, start)
-        if match is None:
-            continue
+    for match in _matches_at_first_characters(
+        ENCODED_PUNCTUATION_REGEX, text, ENCODED_FIRST_CHARACTERS
+    ):
         decoded = _decoded(match)
         if decoded != match[0]:
             count += 1
-        pieces.append(text[position:start])
+        pieces.append(text[position : match.start()])
         pieces.append(decoded)
         position = match.end()
     if not pieces:
