@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import secrets
 from typing import Any
 
@@ -20,6 +22,37 @@ from synapsia_protocol.frames import (
     _client_frame,
     _server_frame,
 )
+
+
+class _NotANumber(ValueError):
+    """A number JSON's grammar (or Python's) lets through but no field of a frame can hold."""
+
+
+def _refuse_constant(name: str) -> float:
+    # NaN, Infinity and -Infinity: Python's json reads them, JSON itself does not have them.
+    raise _NotANumber(f"{name} is not a JSON number.")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # 1e400: valid JSON that no double holds
+        raise _NotANumber(f"{text[:32]} is too large a number.")
+    return value
+
+
+# An escaped UTF-16 surrogate (as Python's json.dumps writes every emoji): whether it is half
+# of a pair or alone is settled by encoding the parsed frame, only for frames that hold one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _holds_lone_surrogate(raw: str, data: object) -> bool:
+    if "\\u" not in raw or _SURROGATE_ESCAPE.search(raw) is None:
+        return False
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 class FrameError(Exception):
@@ -43,7 +76,11 @@ def parse_client_frame(raw: str | None, *, max_bytes: int) -> AnyClientFrame:
     if len(raw) > max_bytes or len(raw.encode()) > max_bytes:
         raise FrameError(ErrorCode.OVERSIZED, f"Frames are limited to {max_bytes} bytes.")
     try:
-        data: Any = json.loads(raw)
+        data: Any = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except _NotANumber as exc:
+        raise FrameError(
+            ErrorCode.MALFORMED, f"Frame holds a number no field takes: {exc}"
+        ) from None
     except ValueError:  # also an integer beyond Python's digit limit
         raise FrameError(ErrorCode.MALFORMED, "Frame is not valid JSON.") from None
     except RecursionError:  # thousands of nested brackets fit in one frame
@@ -51,8 +88,16 @@ def parse_client_frame(raw: str | None, *, max_bytes: int) -> AnyClientFrame:
     if not isinstance(data, dict):
         raise FrameError(ErrorCode.MALFORMED, "Frame must be a JSON object.")
     ref = data.get("id") if isinstance(data.get("id"), str) else None
-    if ref is not None and len(ref) > 64:
-        ref = None
+    if ref is not None and (
+        len(ref) > 64 or (not ref.isascii() and _holds_lone_surrogate(raw, ref))
+    ):
+        ref = None  # not echoed: it could not be written back as UTF-8
+    if _holds_lone_surrogate(raw, data):
+        raise FrameError(
+            ErrorCode.INVALID_BODY if ref is not None else ErrorCode.MALFORMED,
+            "Frame holds a lone surrogate (half of a UTF-16 pair): text must be valid Unicode.",
+            ref,
+        )
     if set(data) != {"v", "type", "id", "body"}:
         raise FrameError(ErrorCode.MALFORMED, "Frame needs exactly: v, type, id, body.", ref)
     # type() and not ==: true == 1 == 1.0 in Python, and neither is the version.
