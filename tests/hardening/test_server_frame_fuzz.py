@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from rooms import services
 from rooms.models import RoomState
+from rooms.realtime import announce_slip_key_revoked
 from synapsia.asgi import application
 from synapsia_protocol import SERVER_FRAME_TYPES, FrameError, parse_server_frame
 from tests.socket_frames import frame, join, say
@@ -40,11 +41,19 @@ any_json = st.recursive(
 )
 
 PROPOSE = {"start": "2026-12-04T19:00:00+00:00", "duration_minutes": 90}
+OFFER = {
+    "venue_id": "sora-sushi",
+    "start": "2026-12-05T19:00:00+01:00",
+    "party_size": 2,
+    "price_per_person_minor": 4275,
+    "currency": "EUR",
+}
 
 
 async def _record_frames(make_open_room: Any) -> list[dict[str, Any]]:
     """One of each server frame a short room session produces (welcome, sent, message, pong,
-    error, context, whisper, action_result, room_state), as the socket sent them."""
+    error, context, whisper, action_result, offers_revealed, room_state, notice), as the socket
+    sent them."""
     setup = await database_sync_to_async(make_open_room)()
     seen: dict[str, dict[str, Any]] = {}
 
@@ -61,6 +70,10 @@ async def _record_frames(make_open_room: Any) -> list[dict[str, Any]]:
     assert (await a.connect())[0]
     b = await join(setup.room.id, setup.b.token)
     await a.send_json_to(say("Friday at eight?", "s-1"))
+    # Both seal (before the act below pauses the room): the reveal reaches both sockets.
+    await a.send_json_to(frame("seal_offer", {"offer": OFFER}, "seal-a"))
+    await b.send_json_to(frame("seal_offer", {"offer": {**OFFER, "party_size": 3}}, "seal-b"))
+    await drain(a)
     await a.send_json_to(frame("ping", {}, "p-1"))
     await a.send_json_to(frame("say", {"text": ""}, "bad-1"))
     await a.send_json_to(frame("context_request", {}, "c-1"))
@@ -75,6 +88,13 @@ async def _record_frames(make_open_room: Any) -> list[dict[str, Any]]:
             owner=setup.a.owner, room_id=setup.room.id, to=RoomState.PAUSED
         )
         await drain(a)
+    # A notice, as the slip-key revocation announces one (a holds no slip, so the socket is
+    # closed right after: the last frame recorded from it).
+    await database_sync_to_async(announce_slip_key_revoked)(
+        affected=[(setup.room.id, setup.a.agent.id)]
+    )
+    notice = await a.receive_json_from(timeout=5)
+    seen.setdefault(notice["type"], notice)
     await a.disconnect()
     await b.disconnect()
     return list(seen.values())
@@ -109,9 +129,7 @@ async def test_mangled_server_frames_of_every_recorded_type_decode_or_are_refuse
 ) -> None:
     recorded = await _record_frames(make_open_room)
     kinds = {f["type"] for f in recorded}
-    # Every type a room session gives without a second owner's action; offers_revealed and
-    # notice need a sealed-offer exchange and a grant, covered by their own frame tests.
-    assert kinds >= SERVER_FRAME_TYPES - {"offers_revealed", "notice"}, kinds
+    assert kinds == SERVER_FRAME_TYPES, SERVER_FRAME_TYPES - kinds
     for original in recorded:  # each as sent decodes to its own type
         decoded = parse_server_frame(json.dumps(original))
         assert decoded is not None and decoded.type == original["type"]
