@@ -57,6 +57,13 @@ for _variable, _group, _key, _name in (
     if _variable not in os.environ:
         os.environ[_variable] = str(_RUN_FILES / _name)
         getattr(settings, _group)[_key] = os.environ[_variable]
+# The embedded test database too: two runs in one checkout (a developer's and an editor's, or
+# helpers side by side) otherwise shared var/db-test.sqlite3, and one run's teardown deleted
+# the file under the other ("disk I/O error"). Servers the tests start are given the test
+# database's actual name (synapsia.serving.server_env).
+_database = settings.DATABASES["default"]
+if _database["ENGINE"].endswith("sqlite3") and "SYNAPSIA_SQLITE_PATH" not in os.environ:
+    _database.setdefault("TEST", {})["NAME"] = str(_RUN_FILES / "db-test.sqlite3")
 
 
 def _reachable(url: str, default_port: int) -> str | None:

@@ -34,17 +34,16 @@ from agents.a2a.bridge import Act, Refused, Say
 from agents.client import Welcome
 from agents.negotiator import NegotiationResult, negotiate
 from bench.eval.leaks import stated
-from bench.eval.scenarios import Owner
 from dining import catalogue_default
 from gatekeeper.records import ActionRecord
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
-from practice import scenario
 from practice.demo import StandInOwners
 from practice.models import AgentRole
 from practice.seeding import Practice, SeatPlan, practice_seed, room_seed
 from rooms.models import Flare, Message, Room, RoomOutcome, RoomState
 from synapsia.serving import ROOT, free_port
+from tests.agents.practice_owners import practice_withheld
 
 BERLIN = ZoneInfo("Europe/Berlin")
 KINDS = ("availability", "budget", "food_likes", "food_dislikes", "allergies", "neighbourhood")
@@ -206,27 +205,6 @@ def _part_text(part: dict[str, Any]) -> str:
 # --- against a real room ----------------------------------------------------------------------
 
 
-def _practice_withheld(role: scenario.Role) -> tuple[Owner, list[str]]:
-    """What a practice room owner keeps from the other side: the budget (demo-alice's goes to
-    her own agent only; demo-bob's too, with ``guest_shares_budget=False``), as the leak
-    checks know it, and the private words of the vault (calendar titles, the budget's note),
-    which never leave it."""
-    vault = {item["kind"]: item for item in scenario.vault_items(role, timezone.now())}
-    budget = vault["budget"]
-    owner = Owner(
-        busy=(),
-        currency=budget["currency"],
-        budget_min=budget["minimum"],
-        budget_max=budget["maximum"],
-        likes=(),
-        dislikes=(),
-        allergies=(),
-        home="",
-        sharing={"budget": "withheld"},
-    )
-    return owner, [w["title"] for w in vault["availability"]["busy"]] + [budget["notes"]]
-
-
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_an_a2a_agent_in_the_guest_seat_completes_a_practice_room_negotiation(
@@ -263,7 +241,7 @@ def test_an_a2a_agent_in_the_guest_seat_completes_a_practice_room_negotiation(
     catalogue = catalogue_default()
     # Nothing beyond Alice's slip reached the A2A agent: not her budget, her calendar's titles
     # or her budget's note, in any part.
-    alice, private = _practice_withheld("host")
+    alice, private = practice_withheld("host")
     for turn in turns:
         for part in _parts(turn):
             text = _part_text(part)
@@ -271,7 +249,7 @@ def test_an_a2a_agent_in_the_guest_seat_completes_a_practice_room_negotiation(
             if part["metadata"]["synapsia.trust"] == "untrusted":
                 assert not stated(alice, [text], catalogue), part
     # And no message states Bob's withheld budget (his own agent's only).
-    bob, _ = _practice_withheld("guest")
+    bob, _ = practice_withheld("guest")
     lines = Message.objects.filter(room_id=practice.room_id).values_list("text", flat=True)
     guest_lines = lines.filter(sender_id=practice.guest.agent_id)
     assert guest_lines and not stated(bob, list(lines), catalogue)

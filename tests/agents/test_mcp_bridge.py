@@ -23,7 +23,6 @@ from typing import Any, get_args
 
 import mcp_types as types
 import pytest
-from django.utils import timezone
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -38,7 +37,6 @@ from gatekeeper.records import ActionRecord, ActionStatus
 from gatekeeper.tools.registry import tool_get
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
-from practice import scenario
 from practice.demo import StandInOwners
 from practice.models import AgentRole
 from practice.seeding import Practice, SeatPlan, practice_seed, room_seed
@@ -46,6 +44,7 @@ from rooms.handshake import Participant
 from rooms.models import Flare, Message, Room, RoomOutcome, RoomState
 from rooms.selectors import tools_listed
 from synapsia_protocol import ContextRequestBody, FlareBody, SayBody, VaultKind, body_schema
+from tests.agents.practice_owners import practice_withheld
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 REPO = Path(__file__).resolve().parents[2]
@@ -280,27 +279,6 @@ async def _scripted_guest(session: ClientSession) -> tuple[list[str], list[str]]
     return heard, given
 
 
-def _withheld(role: scenario.Role) -> tuple[Owner, list[str]]:
-    """What a practice room owner keeps from the other side: the budget (demo-alice's goes to
-    her own agent only; demo-bob's too, with ``guest_shares_budget=False``), as the leak
-    checks know it, and the private words of the vault (calendar titles, the budget's note),
-    which never leave it."""
-    vault = {item["kind"]: item for item in scenario.vault_items(role, timezone.now())}
-    budget = vault["budget"]
-    owner = Owner(
-        busy=(),
-        currency=budget["currency"],
-        budget_min=budget["minimum"],
-        budget_max=budget["maximum"],
-        likes=(),
-        dislikes=(),
-        allergies=(),
-        home="",
-        sharing={"budget": "withheld"},
-    )
-    return owner, [w["title"] for w in vault["availability"]["busy"]] + [budget["notes"]]
-
-
 def test_a_practice_room_negotiation_completes_through_the_bridge(
     live_daphne: str,
 ) -> None:
@@ -345,7 +323,7 @@ def test_a_practice_room_negotiation_completes_through_the_bridge(
     assert '"status": "executed"' in receipt and '"tool": "venues_search"' in receipt
     # Nothing beyond Alice's slip reached the MCP client: her free/busy and likes, never her
     # budget, her calendar's titles or her budget's note; her agent stated none of it either.
-    alice, private = _withheld("host")
+    alice, private = practice_withheld("host")
     untrusted = given[1]
     assert "Cleared item (availability, free_busy_14d)" in untrusted
     assert "Cleared item (food_likes, list)" in untrusted
@@ -357,7 +335,7 @@ def test_a_practice_room_negotiation_completes_through_the_bridge(
     # Nor did Bob's withheld budget reach any message: his seat was given only his own.
     assert "Cleared item (budget" not in given[0]
     assert "Your owner's cleared items" in given[0] and '"resource": "budget"' in given[0]
-    bob, _ = _withheld("guest")
+    bob, _ = practice_withheld("guest")
     texts = list(Message.objects.filter(room_id=practice.room_id).values_list("text", flat=True))
     assert stated(bob, texts, catalogue) == []
     # Its only actions were typed calls: a plain ACCEPT line booked nothing on its side.
