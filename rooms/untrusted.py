@@ -39,7 +39,7 @@ import secrets
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from rooms.control_tokens import (
@@ -50,6 +50,7 @@ from rooms.control_tokens import (
     category_of,
     char_class,
     decode_encoded_punctuation,
+    non_ascii_characters,
     replace_confusables,
     strip_code_points,
     strip_control_tokens_folded,
@@ -230,7 +231,17 @@ def fence_renonce(block: FencedText) -> FencedText:
     nonce = secrets.token_hex(NONCE_BYTES)
     opening = _opening(block.source, nonce, truncated=block.truncated)
     fenced = f"{opening}\n{block.text}\n{_closing(nonce)}"
-    return replace(block, fenced=fenced, nonce=nonce)
+    # Built directly: dataclasses.replace goes through the fields and __init__ by keyword,
+    # about 0.06-0.08 ms per context of blocks (the context memo renonces every block).
+    return FencedText(
+        fenced,
+        block.text,
+        block.source,
+        nonce,
+        block.truncated,
+        block.stripped,
+        block.suspicions,
+    )
 
 
 def _clean_within_cap(
@@ -1264,7 +1275,18 @@ _FOREIGN_OVERRIDE: tuple[str, ...] = (
 )
 
 
-_MARK = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+_MARK_RANGES = (
+    (0x0300, 0x036F),
+    (0x1AB0, 0x1AFF),
+    (0x1DC0, 0x1DFF),
+    (0x20D0, 0x20FF),
+    (0xFE20, 0xFE2F),
+)
+_MARK = re.compile("[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in _MARK_RANGES) + "]")
+# The same characters as a set (all outside ASCII): whether the NFKD text holds one at all is
+# read off its non-ASCII characters, so text without marks skips the class scan (~2.7 ns a
+# character) of _MARK.sub.
+_MARK_SET = frozenset(chr(cp) for low, high in _MARK_RANGES for cp in range(low, high + 1))
 
 
 def _phrase_view(text: str) -> str:
@@ -1272,8 +1294,10 @@ def _phrase_view(text: str) -> str:
     mattering, and so do mixed-script spellings (a Cyrillic o inside "ignore")."""
     if text.isascii():
         return text.lower()  # the same result, without three passes over the text
-    bare = _MARK.sub("", unicodedata.normalize("NFKD", text)).casefold()
-    return replace_confusables(bare, alphanumeric_only=True)
+    decomposed = unicodedata.normalize("NFKD", text)
+    if not _MARK_SET.isdisjoint(non_ascii_characters(decomposed)):
+        decomposed = _MARK.sub("", decomposed)
+    return replace_confusables(decomposed.casefold(), alphanumeric_only=True)
 
 
 def _fold_pattern(pattern: str) -> str:
@@ -1387,6 +1411,11 @@ class _Alternative:
     # it): the same pattern led by a newline instead, so re jumps from newline to newline (a
     # literal first) where "^" made it try every position (_count_matches).
     newline_led: re.Pattern[str] | None = None
+    # Another-script pattern whose every match starts with one of these strings (its parsed
+    # prefixes of up to two characters): the scan finds their occurrences with ``str.find``
+    # and tries the pattern only there, where ``search`` tested every position (~2.5 ns a
+    # character, 20 us per pattern on 8 KB) once the text held any non-ASCII character.
+    starts: tuple[str, ...] = ()
 
 
 def _newline_led(body: str) -> re.Pattern[str] | None:
@@ -1402,6 +1431,21 @@ def _newline_led(body: str) -> re.Pattern[str] | None:
 
 
 _WORD_CHAR = re.compile(r"\w")
+_START_CHARS = 2
+
+
+def _match_starts(body: str) -> tuple[str, ...]:
+    """The strings (up to :data:`_START_CHARS` characters) every match of ``body`` starts
+    with, or ``()`` when the prefix walk cannot bound them (a class it does not expand, or a
+    match that may be empty)."""
+    parsed = re._parser.parse(body).data  # type: ignore[attr-defined]
+    finished, growing = _prefixes(parsed, _START_CHARS)
+    starts = finished | growing
+    if not starts or "" in starts:
+        return ()
+    return tuple(sorted(starts))
+
+
 _FREE_WORD_THEN_LITERAL = re.compile(r"\\w\{0,(\d)\}([a-z]{3,})")
 
 
@@ -1438,6 +1482,7 @@ def _alternative(family: int, pattern: str) -> _Alternative:
         anchored.group(2) if anchored else "",
         int(anchored.group(1)) if anchored else 0,
         _newline_led(body) if always else None,
+        _match_starts(body) if non_latin else (),
     )
 
 
@@ -1447,8 +1492,31 @@ def _count_matches(alt: _Alternative, view: str) -> int:
     real match overlapping it is still found)."""
     regex, count, position = alt.regex, 0, 0
     anchor, reach, newline_led = alt.anchor, alt.reach, alt.newline_led
+    candidates: list[int] = []
+    if alt.starts:
+        # Every match starts at an occurrence of one of ``alt.starts`` (overlapping ones
+        # included), so the first of those at or after ``position`` where ``match`` succeeds
+        # is where ``search(view, position)`` would find its match.
+        for start_string in alt.starts:
+            found = view.find(start_string)
+            while found >= 0:
+                candidates.append(found)
+                found = view.find(start_string, found + 1)
+        if not candidates:
+            return 0
+        candidates = sorted(set(candidates))
+    next_candidate = 0
     while True:
-        if newline_led is not None:
+        if candidates:
+            match = None
+            while next_candidate < len(candidates):
+                begin = candidates[next_candidate]
+                next_candidate += 1
+                if begin >= position and (match := regex.match(view, begin)) is not None:
+                    break
+            if match is None:
+                break
+        elif newline_led is not None:
             # Matches start at line starts only: at 0, or right after a newline. The first
             # at or after ``position`` is the one at 0 (if ``position`` is 0 and it matches
             # there), else the one after the first newline at or after ``position - 1``
@@ -1517,25 +1585,50 @@ def _dispatch_table() -> dict[str, tuple[_Alternative, ...]]:
 # punctuation, at a line start or in another script scan the text once each, and only when
 # their first character (or any non-ASCII character) is present.
 _BY_KEY = _dispatch_table()
+
+
+def _key_alternation(alts: tuple[_Alternative, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"({alt.regex.pattern})" for alt in alts), re.MULTILINE)
+
+
 # Per key, ONE regex that matches where any of its alternatives does: their alternation, each
 # branch as written and captured (no alternative has a group of its own, so the group that
 # matched is the number of the branch). Most word starts that select alternatives begin none
 # of them, and one anchored ``match`` rejects them all at once instead of one call per
 # alternative. Where it matches, branch j is the FIRST alternative that matches there (an
 # alternation tries its branches in order, and nothing follows it), so the ones before it
-# cannot match, j's own match is the one ``match`` gave, and only those after j are tried one
-# by one. What is counted is unchanged (tests/rooms/test_fence_pass_equivalence.py keeps the
-# per-alternative loop frozen and compares).
+# cannot match, j's own match is the one ``match`` gave, and only those after j are asked
+# (_after_filter, below). What is counted is unchanged (tests/rooms/test_fence_pass_equivalence.py
+# keeps the per-alternative loop frozen and compares).
 _KEY_FILTER: dict[str, re.Pattern[str]] = {
-    key: re.compile("|".join(f"({alt.regex.pattern})" for alt in alts), re.MULTILINE)
-    for key, alts in _BY_KEY.items()
+    key: _key_alternation(alts) for key, alts in _BY_KEY.items()
 }
+
+
+# After the key's alternation matched at branch j, the alternatives after j are asked the
+# same way: ONE alternation of alternatives j+1.. (its first matching branch is the next
+# alternative that matches there, its match that alternative's own), instead of one
+# ``match`` call per alternative. On injection text, where a word start does open a shape,
+# this is where the rules spent their time (the 8 KB hostile stream: ~0.2 ms of ~2 ms).
+# Compiled on first use and kept: there are at most one per (key, position), about 1,100 in
+# all, and compiling them all at import would cost seconds; a text meets a few of them.
+_AFTER_FILTERS: dict[tuple[str, int], re.Pattern[str]] = {}
+
+
+def _after_filter(key: str, first: int) -> re.Pattern[str]:
+    """The alternation of ``_BY_KEY[key][first:]``, each branch captured, compiled once."""
+    regex = _AFTER_FILTERS.get((key, first))
+    if regex is None:
+        regex = _AFTER_FILTERS[(key, first)] = _key_alternation(_BY_KEY[key][first:])
+    return regex
+
+
 _BY_NEEDLE: tuple[tuple[str, _Alternative], ...] = tuple(
     (n, a) for a in _ALTERNATIVES if not a.always and not a.non_latin for n in sorted(a.needles)
 )
 _ALWAYS = tuple(a for a in _ALTERNATIVES if a.always and not a.non_latin)
 _NON_LATIN = tuple(a for a in _ALTERNATIVES if a.non_latin)
-_WORDS = re.compile(rf"(?<!\w)(\w{{1,{_PREFIX_CHARS}}})(\w*)")
+_WORDS = re.compile(rf"(?<!\w)(\w{{1,{_PREFIX_CHARS}}})\w*")
 
 
 def _family_matches(view: str) -> Counter[int]:
@@ -1547,8 +1640,9 @@ def _family_matches(view: str) -> Counter[int]:
     for word in _WORDS.finditer(view):
         # A word of up to three letters selects the alternatives keyed by exactly it (every
         # key shorter than three letters ends where its pattern needs a non-word character);
-        # a longer word selects those keyed by its first three letters.
-        key = word.group(1) if word.end(2) > word.start(2) else word.group()
+        # a longer word selects those keyed by its first three letters: group 1 either way
+        # (``\w{1,3}`` takes the whole of a short word).
+        key = word[1]
         some = key_filter.get(key)
         if some is None:
             continue
@@ -1557,15 +1651,24 @@ def _family_matches(view: str) -> Counter[int]:
         if first is None:
             continue  # no alternative keyed by this word matches here
         alts = by_key[key]
-        branch = (first.lastindex or 1) - 1  # every branch is a group: never None
-        for number in range(branch, len(alts)):
+        number = (first.lastindex or 1) - 1  # every branch is a group: never None
+        match = first
+        while True:
+            # ``match`` is alternative ``number``'s own match here, and none between the
+            # previous one and it matches here. One still covered by its previous match is
+            # not counted (the per-alternative loop never tried it).
             alt = alts[number]
-            if ends.get(id(alt), -1) > start:
-                continue
-            match = first if number == branch else alt.regex.match(view, start)
-            if match is not None:
+            if ends.get(id(alt), -1) <= start:
                 found[alt.family] += 1
                 ends[id(alt)] = max(match.end(), start + 1)
+            number += 1
+            if number == len(alts):
+                break
+            later = _after_filter(key, number).match(view, start)
+            if later is None:
+                break
+            number += (later.lastindex or 1) - 1
+            match = later
     scanned = [alt for needle, alt in _BY_NEEDLE if needle in view]
     scanned += _ALWAYS
     if not view.isascii():
@@ -1602,6 +1705,46 @@ _SQUEEZED_INSTRUCTION = re.compile(
 )
 
 
+def _occurrences(text: bytes, needles: Iterable[bytes]) -> list[int]:
+    """Every position where one of ``needles`` starts in ``text`` (overlaps included), in
+    order, by ``bytes.find`` (C-speed)."""
+    positions: set[int] = set()
+    for needle in needles:
+        found = text.find(needle)
+        while found >= 0:
+            positions.add(found)
+            found = text.find(needle, found + 1)
+    return sorted(positions)
+
+
+# Every _SQUEEZED_INSTRUCTION match starts with one of these (its parsed prefixes; checked by
+# tests/rooms/test_fence_gate_equivalence.py), and none is empty.
+_SQUEEZED_STARTS: tuple[bytes, ...] = tuple(
+    sorted(
+        prefix.encode("latin-1")
+        for prefix in set().union(
+            *_prefixes(re._parser.parse(_SQUEEZED_INSTRUCTION.pattern).data, 3)  # type: ignore[attr-defined]
+        )
+    )
+)
+
+
+def _squeezed_matches(candidate: bytes) -> int:
+    """``len(_SQUEEZED_INSTRUCTION.findall(candidate))``, trying the pattern only where one
+    of its starts stands: findall's scan tried every position (~40 ns a letter: about
+    0.24 ms per view of an 8 KB text once a needle made it run, four views)."""
+    count = position = 0
+    match_at = _SQUEEZED_INSTRUCTION.match
+    for start in _occurrences(candidate, _SQUEEZED_STARTS):
+        if start < position:
+            continue  # inside the previous match
+        match = match_at(candidate, start)
+        if match is not None:
+            count += 1
+            position = match.end()
+    return count
+
+
 def _squeezed_count(view: str) -> int:
     raw = view.encode("ascii", "ignore")
     squeezed = raw.translate(None, _NOT_LETTERS)
@@ -1614,7 +1757,7 @@ def _squeezed_count(view: str) -> int:
     hits = 0
     for candidate in views:
         if any(needle in candidate for needle in _SQUEEZED_NEEDLES):
-            hits += len(_SQUEEZED_INSTRUCTION.findall(candidate))
+            hits += _squeezed_matches(candidate)
     return hits
 
 

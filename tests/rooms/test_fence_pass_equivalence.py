@@ -204,10 +204,13 @@ def _reference_count_matches(alt: untrusted._Alternative, view: str) -> int:
     return count
 
 
+_REF_WORDS = re.compile(r"(?<!\w)(\w{1,3})(\w*)")
+
+
 def _reference_family_matches(view: str) -> Counter[int]:
     found: Counter[int] = Counter()
     ends: dict[int, int] = {}
-    for word in untrusted._WORDS.finditer(view):
+    for word in _REF_WORDS.finditer(view):
         candidates = untrusted._BY_KEY.get(
             word.group(1) if word.end(2) > word.start(2) else word.group()
         )
@@ -450,7 +453,7 @@ DISPATCH_CASES = [
 def _naive_family_matches(view: str) -> Counter[int]:
     """Every word start each keyed alternative matches at, overlaps included."""
     found: Counter[int] = Counter()
-    for word in untrusted._WORDS.finditer(view):
+    for word in _REF_WORDS.finditer(view):
         key = word.group(1) if word.end(2) > word.start(2) else word.group()
         for alt in untrusted._BY_KEY.get(key, ()):
             if alt.regex.match(view, word.start()):
@@ -464,7 +467,7 @@ def test_the_dispatch_counts_as_before_where_alternatives_share_a_start() -> Non
         for form in (text, text.upper(), "\n".join([text] * 3)):
             _assert_same(form)
             view = untrusted._phrase_view(untrusted._sanitise(form).text)
-            for word in untrusted._WORDS.finditer(view):
+            for word in _REF_WORDS.finditer(view):
                 key = word.group(1) if word.end(2) > word.start(2) else word.group()
                 alts = untrusted._BY_KEY.get(key, ())
                 shared += sum(1 for a in alts if a.regex.match(view, word.start())) > 1
