@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import weakref
 from typing import Any, Protocol
@@ -23,7 +24,7 @@ from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import transaction
-from prometheus_client import Gauge
+from prometheus_client import Gauge, Histogram
 
 from synapsia.metrics import REGISTRY
 
@@ -39,6 +40,40 @@ SOCKETS_CONNECTED = Gauge(
 )
 for _kind in ("agent", "owner"):
     SOCKETS_CONNECTED.labels(participant=_kind).set(0)
+
+# In-process, and only where ``SYNAPSIA_SAY_DESK_TIMING=1`` (the benchmark sets it; the series
+# are not in docs/operations.md's table): where the wall time of a say desk hop
+# (rooms.consumers.SayDesk) goes. "queued": from the hop's hand-off to the thread pool until
+# its work starts on the thread (the pool's queue, the GIL, the connection sweep before it);
+# "run": the work on the thread, of which "cpu" is the thread's own CPU; "answered": from the
+# work's end until the event loop takes the answer (the sweep after it, the loop's queue).
+SAY_DESK_TIMING = os.environ.get("SYNAPSIA_SAY_DESK_TIMING") == "1"
+SAY_DESK_HOP_SECONDS = Histogram(
+    "synapsia_say_desk_hop_seconds",
+    "Say desk hops: seconds by phase (queued, run, cpu, answered).",
+    ["phase"],
+    registry=REGISTRY if SAY_DESK_TIMING else None,
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),
+)
+SAY_DESK_HOP_FRAMES = Histogram(
+    "synapsia_say_desk_hop_frames",
+    "Say desk hops: the frames one hop answered (says, acks and standing checks).",
+    registry=REGISTRY if SAY_DESK_TIMING else None,
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+)
+
+
+def say_desk_hop_observed(
+    *, handed: float, started: float, cpu: float, ended: float, answered: float, frames: int
+) -> None:
+    """Record one say desk hop's phases (monotonic seconds; ``cpu`` is thread CPU seconds)."""
+    if not SAY_DESK_TIMING:
+        return
+    SAY_DESK_HOP_SECONDS.labels(phase="queued").observe(max(0.0, started - handed))
+    SAY_DESK_HOP_SECONDS.labels(phase="run").observe(max(0.0, ended - started))
+    SAY_DESK_HOP_SECONDS.labels(phase="cpu").observe(max(0.0, cpu))
+    SAY_DESK_HOP_SECONDS.labels(phase="answered").observe(max(0.0, answered - ended))
+    SAY_DESK_HOP_FRAMES.observe(frames)
 
 
 class SweptInMemoryChannelLayer(InMemoryChannelLayer):
