@@ -21,11 +21,13 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,6 +204,45 @@ def _rooms_config(
     ]
 
 
+_HOP_SERIES = re.compile(
+    r'^synapsia_say_desk_hop_(seconds|frames)_(sum|count)(?:\{phase="(\w+)"\})? (\S+)$', re.M
+)
+
+
+def say_desk_hops(run: ProfileRun, server: Any) -> dict[str, float]:
+    """The server's say desk hop series (``rooms.realtime``), read from its ``/metrics``:
+    ``{"seconds_sum:queued": ..., "frames_count": ...}``; empty if it cannot be read."""
+    request = urllib.request.Request(
+        f"http://{server.host}/metrics",
+        headers={"Authorization": f"Bearer {run.stack.env['SYNAPSIA_METRICS_TOKEN']}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (http, loopback)
+            text = response.read().decode()
+    except OSError:
+        return {}
+    return {
+        f"{kind}_{stat}" + (f":{phase}" if phase else ""): float(value)
+        for kind, stat, phase, value in _HOP_SERIES.findall(text)
+    }
+
+
+def say_desk_hops_between(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """The hops of one run: how many, frames per hop, and each phase's mean in ms."""
+    delta = {key: after[key] - before.get(key, 0.0) for key in after}
+    hops = delta.get("frames_count", 0.0)
+    if hops <= 0:
+        return {}
+    return {
+        "hops": int(hops),
+        "frames_per_hop": round(delta.get("frames_sum", 0.0) / hops, 2),
+        **{
+            f"{phase}_ms": round(1000 * delta.get(f"seconds_sum:{phase}", 0.0) / hops, 3)
+            for phase in ("queued", "run", "cpu", "answered")
+        },
+    }
+
+
 def cell_say(run: ProfileRun) -> dict[str, Any]:
     """Both agents of each room pipeline `say` frames with W messages in flight."""
     args = run.args
@@ -226,10 +267,17 @@ def cell_say(run: ProfileRun) -> dict[str, Any]:
                     "ack_every": args.ack_every,
                     "text_bytes": args.text_bytes,
                 }
+                hops_before = say_desk_hops(run, server) if mode == "synapsia" else None
                 result = run.loadgen(server, config, args.duration + args.drain + 180)
                 result["round"] = round_no
+                if hops_before is not None:
+                    result["say_desk_hops"] = say_desk_hops_between(
+                        hops_before, say_desk_hops(run, server)
+                    )
                 runs.append(result)
                 print("    " + report.run_line(result), flush=True)
+                if result.get("say_desk_hops"):
+                    print("    " + report.say_desk_line(result["say_desk_hops"]), flush=True)
         variants[f"window {window}"] = {"runs": runs, "summary": summarise(runs, "msg_per_s")}
     return variants
 
@@ -288,7 +336,14 @@ def cell_idle(run: ProfileRun) -> dict[str, Any]:
                     f"server, connect, then {args.idle_seconds:g}s idle"
                 )
                 log = run.stack.workdir / f"idle-{sockets}-{round_no}-{mode}.log"
-                with running_daphne(run.stack, application, log) as server:
+                # --pyspy: Synapsia's idle server runs under py-spy too (connects and idle
+                # window), its profile kept beside the log and summarised in the result.
+                profile_to = (
+                    run.stack.workdir / f"idle-{sockets}-{round_no}.pyspy.txt"
+                    if args.pyspy and mode == "synapsia"
+                    else None
+                )
+                with running_daphne(run.stack, application, log, profile_to=profile_to) as server:
                     config_rooms = _rooms_config(run, server, mode, rooms)
                     pairs = [
                         [url, (room.get("tokens") or [None, None])[side]]
@@ -305,6 +360,9 @@ def cell_idle(run: ProfileRun) -> dict[str, Any]:
                     }
                     result = run.loadgen(server, config, args.idle_seconds + 400)
                 result["round"] = round_no
+                if profile_to is not None and profile_to.exists():
+                    result["pyspy_profile"] = str(profile_to)
+                    result["pyspy_top"] = report.pyspy_top(profile_to)
                 runs.append(result)
                 print("    " + report.idle_line(result), flush=True)
         variants[f"{sockets} sockets"] = {"runs": runs, "summary": summarise_idle(runs)}

@@ -159,6 +159,15 @@ def _pct(share: float | None) -> float | None:
     return None if share is None else 100 * share
 
 
+def say_desk_line(hops: dict[str, Any]) -> str:
+    """One line of a say run's desk hops (``cli.say_desk_hops_between``)."""
+    return (
+        f"  say desk: {hops['hops']} hops, {hops['frames_per_hop']:.1f} frames a hop; ms a hop: "
+        f"queued {hops['queued_ms']:.2f}, run {hops['run_ms']:.2f} (CPU {hops['cpu_ms']:.2f}), "
+        f"answered {hops['answered_ms']:.2f}"
+    )
+
+
 def pyspy_top(path: Path, limit: int = 25) -> dict[str, Any]:
     """Summarise py-spy's raw (collapsed) stacks: inclusive shares by bucket and by function."""
     total = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -52,6 +53,10 @@ class Stack:
     workdir: Path
 
 
+# A fresh token per bench run for the servers' /metrics (read by the say cell).
+METRICS_TOKEN = secrets.token_urlsafe(24)
+
+
 def base_env(debug: bool, settings: str) -> dict[str, str]:
     """The parent's environment without any database/layer settings of its own."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
@@ -62,6 +67,9 @@ def base_env(debug: bool, settings: str) -> dict[str, str]:
         SYNAPSIA_DEBUG="true" if debug else "false",
         SYNAPSIA_ALLOWED_HOSTS="127.0.0.1,localhost",
     )
+    # The servers' /metrics, read by the say cell for the say desk's hop phases (loopback).
+    env.setdefault("SYNAPSIA_METRICS_TOKEN", METRICS_TOKEN)
+    env.setdefault("SYNAPSIA_SAY_DESK_TIMING", "1")
     # Per-agent socket rates sized for people's agents (120 says a minute) would refuse a
     # load client; rates this high are still counted on every frame (their cost is in the
     # figures) and never refuse. The contexts-per-turn cap is the turn cell's own business.
