@@ -11,8 +11,11 @@ tests that need them, so the file also runs, and fails where it should, on the o
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -124,6 +127,126 @@ def test_finding_4_twenty_wrong_passwords_on_the_admin_login_meet_a_throttle(
     client = Client(REMOTE_ADDR=ATTACKER)
     statuses = [_login(client, "/admin/login/", "root", f"g{n}") for n in range(20)]
     assert 429 in statuses, f"20 wrong admin passwords, no throttle: {sorted(set(statuses))}"
+
+
+def _never_reading_agent(host: str, room_id: object, token: str) -> Any:
+    """An agent socket opened by hand that reads nothing after the handshake's headers (a
+    WebSocket library would read in the background), with a small receive buffer."""
+    import base64
+    import os
+    import socket
+
+    address, port = host.rsplit(":", 1)
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.connect((address, int(port)))
+    key = base64.b64encode(os.urandom(16)).decode()
+    raw.sendall(
+        (
+            f"GET /ws/rooms/{room_id}/ HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+            f"Authorization: Bearer {token}\r\n\r\n"
+        ).encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += raw.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return raw
+
+
+def _within(condition: Any, seconds: float = 60.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@contextlib.contextmanager
+def _daphne_without_pings(env: dict[str, str], log: Any) -> Iterator[str]:
+    """A real Daphne whose keep-alive pings come only after ten minutes: a client that never
+    reads also never answers a ping, and Daphne's ping timeout (30 s by default) would end it
+    whatever the server's own limits are. Yields ``host:port``."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from synapsia.serving import ROOT, free_port, stop
+
+    host = f"127.0.0.1:{free_port()}"
+    address, port = host.split(":")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", address, "-p", port, "--ping-interval", "600",
+         "--ping-timeout", "600", "synapsia.asgi:application"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://{host}/healthz", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        yield host
+    finally:
+        stop(process)
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_finding_4_a_socket_that_never_reads_is_closed_by_the_server(
+    make_open_room: Any, tmp_path: Any
+) -> None:
+    """On a real Daphne, Bob's agent socket reads nothing while Alice's agent says 700
+    messages of about 7 KB (about 10 MB to deliver). The server must end that socket and
+    record the agent's leave; before, it kept the socket and buffered what it could not send
+    (the review: 159 -> 250 MB, not released after close)."""
+    import random
+    import string
+
+    from agents import RoomClient
+    from ledger.models import LedgerEvent
+    from synapsia.serving import server_env
+
+    setup = make_open_room()
+    env = server_env(SYNAPSIA_CATCH_UP_SECONDS="1")
+    env.update(
+        SYNAPSIA_SOCKET_SEND_BUFFER_MAX_BYTES=str(256 * 1024), SYNAPSIA_SOCKET_RATE_SAY="off"
+    )
+    b_id = str(setup.b.agent.id)
+
+    def recorded(kind: str) -> bool:
+        events = LedgerEvent.objects.filter(room_id=setup.room.id, kind=kind)
+        return events.filter(data__participant_id=b_id).exists()
+
+    with (
+        open(tmp_path / "daphne.log", "wb") as log,
+        _daphne_without_pings(env, log) as host,
+    ):
+        reader = _never_reading_agent(host, setup.room.id, setup.b.token)
+        try:
+            assert _within(lambda: recorded("join")), "the never-reading agent did not join"
+
+            async def flood() -> int:
+                letters = string.ascii_lowercase + " "
+                url = f"ws://{host}/ws/rooms/{setup.room.id}/"
+                async with RoomClient(url, setup.a.token) as a:
+                    for n in range(700):
+                        await a.say(f"{n} " + "".join(random.choices(letters, k=7000)))
+                return 700
+
+            assert asyncio.run(flood()) == 700
+            assert _within(lambda: recorded("leave")), "the server kept the socket that never reads"
+        finally:
+            reader.close()
 
 
 # --- finding 6: signup does not say a username exists ---------------------------------------
