@@ -1664,10 +1664,13 @@ def _family_matches(view: str) -> Counter[int]:
             number += 1
             if number == len(alts):
                 break
-            later = _after_filter(key, number).match(view, start)
+            if number == len(alts) - 1:
+                # One left: its own regex, nothing to compile.
+                later = alts[number].regex.match(view, start)
+            elif (later := _after_filter(key, number).match(view, start)) is not None:
+                number += (later.lastindex or 1) - 1
             if later is None:
                 break
-            number += (later.lastindex or 1) - 1
             match = later
     scanned = [alt for needle, alt in _BY_NEEDLE if needle in view]
     scanned += _ALWAYS
