@@ -1721,7 +1721,7 @@ def _occurrences(text: bytes, needles: Iterable[bytes]) -> list[int]:
 
 
 # Every _SQUEEZED_INSTRUCTION match starts with one of these (its parsed prefixes; checked by
-# tests/rooms/test_fence_gate_equivalence.py), and none is empty.
+# tests/rooms/test_fence_rules_equivalence.py), and none is empty.
 _SQUEEZED_STARTS: tuple[bytes, ...] = tuple(
     sorted(
         prefix.encode("latin-1")
