@@ -249,6 +249,107 @@ def test_finding_4_a_socket_that_never_reads_is_closed_by_the_server(
             reader.close()
 
 
+# --- finding 5: an unexpected error or a database outage is not a dead socket ---------------
+
+
+async def _until_closed(socket: Any, timeout: float = 10) -> list[dict[str, Any]]:
+    outputs = []
+    while True:
+        output = await socket.receive_output(timeout=timeout)
+        outputs.append(output)
+        if output["type"] == "websocket.close":
+            return outputs
+
+
+def _kinds(room_id: object) -> list[tuple[str, Any]]:
+    from ledger.models import LedgerEvent
+
+    events = LedgerEvent.objects.filter(room_id=room_id).order_by("seq")
+    return list(events.values_list("kind", "data"))
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_finding_5_an_unexpected_error_closes_with_a_code_daphne_can_send(
+    make_open_room: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug under an act: the agent gets an error frame and a close Daphne can send (1000 or
+    3000-4999; 1011 and 1013 are refused by autobahn and left the socket open and mute), and
+    its leave is recorded."""
+    from rooms import forks
+    from tests.socket_frames import frame, join
+
+    setup = await database_sync_to_async(make_open_room)()
+    a = await join(setup.room.id, setup.a.token)
+
+    def broken(**_: Any) -> Any:
+        raise RuntimeError("a bug in an adapter")
+
+    monkeypatch.setattr(forks, "action_for_agent", broken)
+    await a.send_json_to(frame("act", {"tool": "propose_time", "arguments": {}}, "act-1"))
+    *sent, closed = await _until_closed(a)
+    code = int(closed.get("code") or 1000)
+    assert code == 1000 or 3000 <= code <= 4999, f"close code {code}: Daphne cannot send it"
+    assert [json.loads(o["text"])["type"] for o in sent] == ["error"], "no error frame first"
+    events = await database_sync_to_async(_kinds)(setup.room.id)
+    assert events[-1][0] == "leave", "no leave recorded"
+    await a.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_finding_5_a_check_during_a_database_outage_pauses_the_room_once_it_answers(
+    make_open_room: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database stops answering while Alice's agent says something (the say's check cannot
+    be made); once it answers again, the room is paused and recorded so, and Bob's socket is
+    told. Before, the room stayed open with no record of it."""
+    from django.db import OperationalError, connections
+    from django.db.backends.utils import CursorWrapper
+
+    from rooms.models import Room, RoomState
+    from tests.socket_frames import join, next_frame_of, say
+
+    shared = connections.settings["default"]
+    saved = {key: shared.get(key) for key in ("NAME", "PORT", "HOST")}
+    real_execute = CursorWrapper.execute
+    down = False
+
+    def execute(self: CursorWrapper, sql: str, params: Any = None) -> Any:
+        if down:
+            raise OperationalError("server closed the connection unexpectedly")
+        return real_execute(self, sql, params)
+
+    monkeypatch.setattr(CursorWrapper, "execute", execute)
+    setup = await database_sync_to_async(make_open_room)()
+    a, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    await a.send_json_to(say("before the outage", "a-1"))
+    assert (await a.receive_json_from(timeout=5))["type"] == "sent"
+    assert (await b.receive_json_from(timeout=5))["type"] == "message"
+    try:
+        down = True  # new connections fail too: nothing listens where the settings point
+        if shared["ENGINE"].endswith("sqlite3"):
+            shared["NAME"] = "/nonexistent-directory/for-an-outage/db.sqlite3"
+        else:
+            shared["HOST"], shared["PORT"] = "127.0.0.1", "9"
+        await a.send_json_to(say("during the outage", "a-2"))
+        with contextlib.suppress(TimeoutError):
+            await _until_closed(a)
+        await asyncio.sleep(0.5)
+    finally:
+        down = False
+        shared.update(saved)
+    try:
+        state = await next_frame_of(b, "room_state", timeout=20)
+    except TimeoutError:
+        state = None
+    room = await database_sync_to_async(Room.objects.get)(id=setup.room.id)
+    assert room.state == RoomState.PAUSED, f"the room is {room.state} after the outage"
+    assert state is not None and state["body"]["state"] == "paused"
+    kinds = [kind for kind, _ in await database_sync_to_async(_kinds)(setup.room.id)]
+    assert "room_paused" in kinds
+    await a.disconnect()
+    await b.disconnect()
+
+
 # --- finding 6: signup does not say a username exists ---------------------------------------
 
 
