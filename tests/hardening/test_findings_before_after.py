@@ -261,7 +261,7 @@ async def _until_closed(socket: Any, timeout: float = 10) -> list[dict[str, Any]
             return outputs
 
 
-def _kinds(room_id: object) -> list[tuple[str, Any]]:
+def _kinds(room_id: Any) -> list[tuple[str, Any]]:
     from ledger.models import LedgerEvent
 
     events = LedgerEvent.objects.filter(room_id=room_id).order_by("seq")
