@@ -1597,30 +1597,12 @@ def _key_alternation(alts: tuple[_Alternative, ...]) -> re.Pattern[str]:
 # of them, and one anchored ``match`` rejects them all at once instead of one call per
 # alternative. Where it matches, branch j is the FIRST alternative that matches there (an
 # alternation tries its branches in order, and nothing follows it), so the ones before it
-# cannot match, j's own match is the one ``match`` gave, and only those after j are asked
-# (_after_filter, below). What is counted is unchanged (tests/rooms/test_fence_pass_equivalence.py
+# cannot match, j's own match is the one ``match`` gave, and only those after j are asked.
+# What is counted is unchanged (tests/rooms/test_fence_pass_equivalence.py
 # keeps the per-alternative loop frozen and compares).
 _KEY_FILTER: dict[str, re.Pattern[str]] = {
     key: _key_alternation(alts) for key, alts in _BY_KEY.items()
 }
-
-
-# After the key's alternation matched at branch j, the alternatives after j are asked the
-# same way: ONE alternation of alternatives j+1.. (its first matching branch is the next
-# alternative that matches there, its match that alternative's own), instead of one
-# ``match`` call per alternative. On injection text, where a word start does open a shape,
-# this is where the rules spent their time (the 8 KB hostile stream: ~0.2 ms of ~2 ms).
-# Compiled on first use and kept: there are at most one per (key, position), about 1,100 in
-# all, and compiling them all at import would cost seconds; a text meets a few of them.
-_AFTER_FILTERS: dict[tuple[str, int], re.Pattern[str]] = {}
-
-
-def _after_filter(key: str, first: int) -> re.Pattern[str]:
-    """The alternation of ``_BY_KEY[key][first:]``, each branch captured, compiled once."""
-    regex = _AFTER_FILTERS.get((key, first))
-    if regex is None:
-        regex = _AFTER_FILTERS[(key, first)] = _key_alternation(_BY_KEY[key][first:])
-    return regex
 
 
 _BY_NEEDLE: tuple[tuple[str, _Alternative], ...] = tuple(
@@ -1651,27 +1633,19 @@ def _family_matches(view: str) -> Counter[int]:
         if first is None:
             continue  # no alternative keyed by this word matches here
         alts = by_key[key]
-        number = (first.lastindex or 1) - 1  # every branch is a group: never None
-        match = first
-        while True:
-            # ``match`` is alternative ``number``'s own match here, and none between the
-            # previous one and it matches here. One still covered by its previous match is
-            # not counted (the per-alternative loop never tried it).
+        branch = (first.lastindex or 1) - 1  # every branch is a group: never None
+        # The alternatives after the branch are asked one ``match`` each. (One alternation of
+        # them per (key, branch) was ~10% cheaper on 8 KB of injection text, but a text can
+        # make a process compile up to ~900 of them, seconds of compiling under the GIL on
+        # the message path: not a trade for a peer to choose.)
+        for number in range(branch, len(alts)):
             alt = alts[number]
-            if ends.get(id(alt), -1) <= start:
+            if ends.get(id(alt), -1) > start:
+                continue  # still covered by its previous match: not counted, not tried
+            match = first if number == branch else alt.regex.match(view, start)
+            if match is not None:
                 found[alt.family] += 1
                 ends[id(alt)] = max(match.end(), start + 1)
-            number += 1
-            if number == len(alts):
-                break
-            if number == len(alts) - 1:
-                # One left: its own regex, nothing to compile.
-                later = alts[number].regex.match(view, start)
-            elif (later := _after_filter(key, number).match(view, start)) is not None:
-                number += (later.lastindex or 1) - 1
-            if later is None:
-                break
-            match = later
     scanned = [alt for needle, alt in _BY_NEEDLE if needle in view]
     scanned += _ALWAYS
     if not view.isascii():
