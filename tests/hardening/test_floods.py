@@ -4,7 +4,6 @@ a limit; the defaults (docs/protocol.md, "Limits") must hold the flood on their 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -96,7 +95,6 @@ async def test_six_hundred_context_requests_spend_only_a_turn_s_uses(make_open_r
     b = await join(setup.room.id, setup.b.token)
     contexts = refused = 0
     closed: int | None = None
-    started = time.monotonic()
     for n in range(CONTEXT_REQUESTS):
         await b.send_json_to(frame("context_request", {}, f"c-{n}"))
         while True:  # this request's answer (room frames such as a pause may come first)
@@ -113,7 +111,8 @@ async def test_six_hundred_context_requests_spend_only_a_turn_s_uses(make_open_r
                 break
         if closed is not None:
             break
-    assert time.monotonic() - started < 61  # within the review's window (not a speed test)
+    # The turn's limit does not refill with time (nothing new is said), so however long the
+    # 600 take on a loaded machine, no more than it may be given.
     allowed = min(_default("context_request"), settings.SYNAPSIA["CONTEXT_REQUESTS_PER_TURN"])
     assert closed is None, closed
     assert contexts <= allowed and contexts + refused == CONTEXT_REQUESTS, (contexts, refused)
