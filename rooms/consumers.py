@@ -475,6 +475,15 @@ def _join_alone(consumer: RoomConsumer, handshake_kwargs: dict[str, Any]) -> Ope
         return failed
 
 
+def _room_order(room_id: str) -> bytes:
+    """A run's order: the room's id as parsed (two spellings of one id sort alike in every
+    process); an id that does not parse is refused before any statement, so first."""
+    try:
+        return UUID(room_id).bytes
+    except ValueError:
+        return b""
+
+
 def _join_hop(items: list[tuple[RoomConsumer, dict[str, Any]]]) -> list[Opened | Exception]:
     """One hop of the join desk: the handshakes of several sockets in one transaction and one
     commit, each made in full from the record exactly as alone (``handshake.admit``: origin,
@@ -487,7 +496,7 @@ def _join_hop(items: list[tuple[RoomConsumer, dict[str, Any]]]) -> list[Opened |
     marked for rollback), rolls the run back, and every handshake of it is made again on its
     own (``_admit_and_open``), so each socket gets the outcome it would have had alone. A
     failed commit fails every socket of the run (none of their joins was recorded)."""
-    order = sorted(range(len(items)), key=lambda i: str(items[i][1]["room_id"]))
+    order = sorted(range(len(items)), key=lambda i: _room_order(items[i][1]["room_id"]))
     admitted: list[Admission | Refusal | None] = [None] * len(items)
     committing = False
     try:
