@@ -115,8 +115,6 @@ _RATE_REFUSALS: dict[limits.Kind, tuple[ErrorCode, str]] = {
 OWNER_BACKLOG = 200
 # Most consecutive queued `say` frames recorded in one hop and one transaction.
 SAY_RUN_MAX = 32
-# Most handshakes of sockets connecting at once recorded in one hop and one transaction.
-JOIN_RUN_MAX = 32
 
 logger = logging.getLogger(__name__)
 
@@ -458,146 +456,6 @@ def say_desk() -> SayDesk:
     return desk
 
 
-# A socket's handshake and opening: its refusal, or (participant, welcome, backlog frames,
-# start position, sealed offers' state).
-Opened = Refusal | tuple[Participant, str, list[str], int, sealed.SealState]
-
-
-class _JoinRunRefused(Exception):
-    """A handshake of a run marked the run's transaction for rollback (a join the ledger
-    refused): nothing of the run is kept, and each handshake is made again on its own."""
-
-
-def _join_alone(consumer: RoomConsumer, handshake_kwargs: dict[str, Any]) -> Opened | Exception:
-    try:
-        return consumer._admit_and_open(**handshake_kwargs)
-    except Exception as failed:
-        return failed
-
-
-def _room_order(room_id: str) -> bytes:
-    """A run's order: the room's id as parsed (two spellings of one id sort alike in every
-    process); an id that does not parse is refused before any statement, so first."""
-    try:
-        return UUID(room_id).bytes
-    except ValueError:
-        return b""
-
-
-def _join_hop(items: list[tuple[RoomConsumer, dict[str, Any]]]) -> list[Opened | Exception]:
-    """One hop of the join desk: the handshakes of several sockets in one transaction and one
-    commit, each made in full from the record exactly as alone (``handshake.admit``: origin,
-    room, bearer, token, seat, room state, standing, then the ``Join``), in the order of their
-    rooms' ids (the seat reads lock ledger heads, so two hops wait instead of deadlocking);
-    then, after the commit, each admitted socket's opening (as alone: its own reads).
-
-    A refusal refuses only its socket (what it wrote before it, the token's stamp, is kept,
-    as alone). A handshake that fails, or whose join the ledger refuses (the transaction is
-    marked for rollback), rolls the run back, and every handshake of it is made again on its
-    own (``_admit_and_open``), so each socket gets the outcome it would have had alone. A
-    failed commit fails every socket of the run (none of their joins was recorded)."""
-    order = sorted(range(len(items)), key=lambda i: _room_order(items[i][1]["room_id"]))
-    admitted: list[Admission | Refusal | None] = [None] * len(items)
-    committing = False
-    try:
-        with transaction.atomic():
-            for index in order:
-                admitted[index] = handshake.admit(**items[index][1])
-                if transaction.get_rollback():
-                    raise _JoinRunRefused
-            committing = True
-    except Exception as failed:
-        if committing:
-            return [failed] * len(items)
-        return [_join_alone(consumer, kwargs) for consumer, kwargs in items]
-    outcomes: list[Opened | Exception] = []
-    for (consumer, _), admission in zip(items, admitted, strict=True):
-        if not isinstance(admission, Admission):
-            outcomes.append(admission or Refusal(CloseCode.SERVER_ERROR, "Not decided."))
-            continue
-        try:
-            outcomes.append((admission.participant, *consumer._opening(admission)))
-        except Exception as failed:
-            outcomes.append(failed)
-    return outcomes
-
-
-class JoinDesk:
-    """Where a process's sockets hand in their handshakes: group commit across connects.
-
-    A handshake handed in while no hop is under way is made at once, alone
-    (``RoomConsumer._admit_and_open``: one hop, one transaction, as before). Handshakes
-    handed in while hops are under way wait and are then made together (``_join_hop``): one
-    thread hop, one transaction and one commit for many sockets, each still checked in full
-    from the record and refused on its own. SQLite has one writer, so one hop at a time
-    there; PostgreSQL takes four at once (with two, a connect arriving while both were busy
-    waited for one, and 1,000 connects took longer than with a hop each; bench idle cell)."""
-
-    def __init__(self) -> None:
-        self._waiting: list[tuple[RoomConsumer, dict[str, Any], asyncio.Future[Opened]]] = []
-        self._joining = 0
-        # Handshakes made in a hop with others, for tests and the benchmark.
-        self.joined_together = 0
-
-    @staticmethod
-    def _concurrency() -> int:
-        return 1 if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else 4
-
-    async def join(self, consumer: RoomConsumer, **handshake_kwargs: Any) -> Opened:
-        """The socket's handshake and opening, made in the next hop of the desk. A failure
-        that is not a refusal (the database did not answer) raises: the caller fails closed."""
-        future: asyncio.Future[Opened] = asyncio.get_running_loop().create_future()
-        self._waiting.append((consumer, handshake_kwargs, future))
-        if self._joining < self._concurrency():
-            self._joining += 1
-            asyncio.get_running_loop().create_task(self._join_waiting())
-        return await future
-
-    async def _join_waiting(self) -> None:
-        try:
-            while self._waiting:
-                run = self._waiting[:JOIN_RUN_MAX]
-                del self._waiting[:JOIN_RUN_MAX]
-                outcomes: list[Opened | Exception]
-                if len(run) == 1:
-                    consumer, kwargs, _ = run[0]
-                    try:
-                        outcomes = [await in_db_thread(consumer._admit_and_open)(**kwargs)]
-                    except Exception as failed:
-                        outcomes = [failed]
-                else:
-                    self.joined_together += len(run)
-                    try:
-                        outcomes = await in_db_thread(_join_hop)(
-                            [(consumer, kwargs) for consumer, kwargs, _ in run]
-                        )
-                    except Exception as failed:
-                        outcomes = [failed] * len(run)
-                for (_, _, future), outcome in zip(run, outcomes, strict=True):
-                    if future.done():
-                        continue  # the socket went away meanwhile
-                    if isinstance(outcome, Exception):
-                        future.set_exception(outcome)
-                    else:
-                        future.set_result(outcome)
-        finally:
-            self._joining -= 1
-
-
-_join_desks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JoinDesk] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def join_desk() -> JoinDesk:
-    """This event loop's join desk (one per Daphne process; one per test)."""
-    loop = asyncio.get_running_loop()
-    desk = _join_desks.get(loop)
-    if desk is None:
-        desk = _join_desks[loop] = JoinDesk()
-    return desk
-
-
 class RoomConsumer(AsyncWebsocketConsumer):
     participant: Participant | None = None
     _repetition: flares.RepetitionWatch
@@ -778,8 +636,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         # handshake and the opening reads then share one database hop.
         if room_group is not None:
             await self.channel_layer.group_add(room_group, self.channel_name)
-        opened = await join_desk().join(
-            self,
+        opened = await in_db_thread(self._admit_and_open)(
             room_id=room_id,
             headers=self.scope.get("headers", []),
             user=self.scope.get("user") or AnonymousUser(),
@@ -825,7 +682,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         headers: list[tuple[bytes, bytes]],
         user: Any,
         scope_scheme: str | None,
-    ) -> Opened:
+    ) -> Refusal | tuple[Participant, str, list[str], int, sealed.SealState]:
         """The handshake's verdict and, if admitted, what the socket is sent first (one hop)."""
         admitted = handshake.admit(
             room_id=room_id, headers=headers, user=user, scope_scheme=scope_scheme

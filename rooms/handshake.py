@@ -252,10 +252,7 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
     assert agent_pk is not None
     # The connection itself, looked up once (each use of the proxy is a context-local lookup).
     db = connections[DEFAULT_DB_ALIAS]
-    # No savepoint when the join desk makes several handshakes in one transaction: a join
-    # the ledger refuses marks that whole transaction for rollback, and the desk then makes
-    # each handshake again on its own (rooms.consumers._join_hop). Alone, the same as atomic().
-    with transaction.atomic(savepoint=False):
+    with transaction.atomic():
         with db.cursor() as cursor:
             cursor.execute(
                 _token_use_sql(db.vendor),
