@@ -14,9 +14,11 @@ K (1, 10), on a fresh Daphne per run, relay first then Synapsia:
    bearer token for Synapsia) with a 4 KB receive buffer and never read again; their K peers
    connect, and so does one reading pair (a room whose two sockets read everything);
 2. at rest (2 s after connecting): the server's RSS (``/proc/<pid>/status`` VmRSS);
-3. the flood: each peer sends ``--flood-mb`` (10 MB) of ``say`` frames at its slow reader (a
-   window of ``--window`` frames Synapsia has not answered with ``sent``), while the reading
-   pair exchange ``--pair-messages`` each; RSS sampled every 0.1 s (the peak);
+3. the flood: each peer sends ``say`` frames until the server owes its slow reader about
+   ``--flood-mb`` (10 MB) of frames (Synapsia sends an agent a 7 KB text as a ~14.3 KB frame:
+   698 says; the relay forwards ~7.1 KB: 1,411), at most ``--window`` frames Synapsia has not
+   answered with ``sent``, while the reading pair exchange ``--pair-messages`` each; RSS
+   sampled every 0.1 s (the peak);
 4. Synapsia closes its slow readers itself (counted: ``send_buffer`` refusals, each a 4408
    close, and the log's "did not read" lines; the clients' connections seen ended); the relay
    never does, so once its flood is through the bench closes them from the client side;
@@ -31,6 +33,13 @@ layer's channels and group memberships, Synapsia's limits book and record sweep,
 ``BENCH_TRACEMALLOC=1`` the server traces allocations from the first ``?mark=1`` (at rest) and
 the probe returns the top lines grown since (slow: for finding where memory is held, not for
 figures).
+
+Two more Synapsia runs on request, each on its own server and rooms: ``--trim-on-close``
+(``synapsia+trim``) tries the change proposed for rooms/consumers.py, ``malloc_trim(0)`` 3 s
+after a wave of 4408 closes (``TRIM_DELAY_S``; its "after" figure is then the one to read);
+``--flood-only`` sends the same flood with no slow reader connected (the other agent of each
+room is away): what the flood itself leaves (stored messages, caches), to tell apart from
+what the slow readers leave.
 
 Reported per run: MB growth during the flood (peak - rest), MB still held after the close and
 the quiet (absolute and as a share of the growth), the same after a trim, closes observed,
@@ -315,6 +324,7 @@ def memory_probe(*, trim: bool = False, mark: bool = False, top: int = 0) -> dic
     }
     report["obmalloc"] = obmalloc_stats()
     report["malloc"] = malloc_info()
+    report["trims_on_close"] = dict(trims)
     if trim:
         took = time.perf_counter()
         report["trimmed"] = malloc_trim()
@@ -372,9 +382,66 @@ def probed(app: Any) -> Any:
             )
             await send({"type": "http.response.body", "body": body})
             return None
+        if scope["type"] == "websocket" and os.environ.get("BENCH_TRIM_ON_CLOSE") == "1":
+            return await app(scope, receive, _trimming(send))
         return await app(scope, receive, send)
 
     return application
+
+
+# The change proposed for rooms/consumers.py (/work/briefs/h-slow-asks.md), tried here in the
+# probed server with BENCH_TRIM_ON_CLOSE=1: glibc's malloc_trim(0) once a wave of slow readers
+# is dropped. A buffer is freed only when Daphne drops the connection (~1 s after the close)
+# and reaps it, so the trim comes TRIM_DELAY_S after the *last* close of a wave (each close
+# moves it later), but never more than TRIM_WAIT_MAX_S after the wave's first.
+TRIM_DELAY_S = 3.0
+TRIM_WAIT_MAX_S = 30.0
+_trim_pending: asyncio.TimerHandle | None = None
+_trim_first = 0.0
+trims: dict[str, float] = {"count": 0, "ms": 0.0}
+
+
+def _trim_now() -> None:
+    global _trim_pending
+    _trim_pending = None
+    took = time.perf_counter()
+    malloc_trim()
+    trims["count"] += 1
+    trims["ms"] = round(trims["ms"] + (time.perf_counter() - took) * 1000, 2)
+
+
+def trim_soon() -> None:
+    """Trim the allocator ``TRIM_DELAY_S`` from now (a pending trim is moved, within
+    ``TRIM_WAIT_MAX_S`` of the first close it waits for)."""
+    global _trim_pending, _trim_first
+    loop = asyncio.get_running_loop()
+    now = loop.time()
+    if _trim_pending is not None:
+        if now - _trim_first > TRIM_WAIT_MAX_S:
+            return
+        _trim_pending.cancel()
+    else:
+        _trim_first = now
+    _trim_pending = loop.call_later(TRIM_DELAY_S, _trim_now)
+
+
+async def _trimming_send(*bound: Any, original: Any, message: dict[str, Any]) -> None:
+    await original(message)
+    if message.get("type") == "websocket.close" and message.get("code") == 4408:
+        trim_soon()
+
+
+def _trimming(send: Any) -> Any:
+    """``send`` that also calls ``trim_soon`` after a 4408 close. Daphne's ``send`` is a
+    partial bound to the connection's protocol, where ``rooms.limits.send_backlog`` finds the
+    transport's buffer: the wrapper is a partial bound to the same protocol, so the send
+    buffer's limit still sees it."""
+    bound = getattr(send, "args", ())
+
+    async def call(*args: Any) -> None:
+        await _trimming_send(*args[:-1], original=send, message=args[-1])
+
+    return functools.partial(call, *bound)
 
 
 @functools.cache
@@ -640,7 +707,7 @@ def _paths(scenario: Scenario, host: str, index: int) -> tuple[list[str], list[s
 async def run_scenario(scenario: Scenario, host: str, pid: int, log_path: Path) -> dict[str, Any]:
     """One bounded run against one fresh server (see the module's docstring)."""
     k = scenario.readers
-    synapsia = scenario.mode == "synapsia"
+    synapsia = scenario.mode != "relay"
     label = f"[{scenario.mode} K={k}]"
     tag = f"slow{k}{scenario.mode[0]}{os.getpid()}{int(time.time())}"
     started = time.monotonic()
@@ -668,7 +735,8 @@ async def run_scenario(scenario: Scenario, host: str, pid: int, log_path: Path) 
         scenario.flood_mb * 1e6 / frame_bytes(scenario.mode, scenario.text_bytes)
     )
     try:
-        for index in range(k):
+        # flood-only: the same peers and flood, their rooms' other agent away (no slow reader).
+        for index in range(0 if scenario.mode == "flood-only" else k):
             paths, tokens = _paths(scenario, host, index)
             readers.append(await asyncio.to_thread(never_reading_socket, host, paths[1], tokens[1]))
         flooders = [talker(f"{i}a", i, 0, flood_quota) for i in range(k)]
@@ -730,7 +798,7 @@ async def run_scenario(scenario: Scenario, host: str, pid: int, log_path: Path) 
 
         close_started = time.monotonic()
         closed_by_server: list[bool] = [False] * k
-        if synapsia:
+        if synapsia and readers:
             while time.monotonic() - close_started < CLOSE_WAIT_S:
                 state = await asyncio.to_thread(probe, host)
                 closes = state.get("send_buffer_closes") or 0.0
@@ -739,7 +807,7 @@ async def run_scenario(scenario: Scenario, host: str, pid: int, log_path: Path) 
                 await asyncio.sleep(0.5)
             # A second for Daphne's close handshake to time out and drop the connection.
             await asyncio.sleep(1.5)
-        else:
+        elif readers:
             # The relay never closes them: once its flood is through (its RSS flat for 2 s),
             # the slow clients go away by themselves, the only way the relay frees their data.
             flat_since, last = time.monotonic(), sampler.latest
@@ -964,7 +1032,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--window", type=int, default=16, help="frames in flight per socket")
     parser.add_argument("--pair-messages", type=int, default=200)
     parser.add_argument("--quiet", type=float, default=10.0, help="seconds after the closes")
-    parser.add_argument("--only", choices=["relay", "synapsia"])
+    parser.add_argument(
+        "--only", help="comma-separated: relay, synapsia, synapsia+trim, flood-only"
+    )
+    parser.add_argument(
+        "--flood-only",
+        action="store_true",
+        help="also run Synapsia with the same flood and no slow reader (the flood's own memory)",
+    )
+    parser.add_argument(
+        "--trim-on-close",
+        action="store_true",
+        help="also run Synapsia trimming the allocator 3 s after each wave of 4408 closes",
+    )
     parser.add_argument(
         "--keepalive",
         action="store_true",
@@ -1005,17 +1085,33 @@ def main(argv: list[str] | None = None) -> int:
         with provisioned(profile, args.workdir / profile, debug=False, keep=False) as stack:
             # Fresh rooms for every Synapsia run (K slow readers' rooms and the reading pair's):
             # a slow reader that joins a room already flooded is sent its backlog at once.
-            wanted = sum(k + 1 for k in ks)
+            modes = [
+                mode
+                for mode, wanted in (
+                    ("relay", True),
+                    ("synapsia", True),
+                    ("synapsia+trim", args.trim_on_close),
+                    ("flood-only", args.flood_only),
+                )
+                if wanted and (not args.only or mode in args.only.split(","))
+            ]
+            wanted = sum(k + 1 for k in ks) * sum(mode != "relay" for mode in modes)
             print(f"==> {profile}: seeding {wanted} rooms", flush=True)
             seeded = _seed(stack, wanted)["rooms"]
             for k in ks:
-                fresh, seeded = seeded[: k + 1], seeded[k + 1 :]
-                for mode, application in (
-                    ("relay", "bench.slowreader:relay_probe"),
-                    ("synapsia", "bench.slowreader:synapsia_probe"),
-                ):
-                    if args.only and mode != args.only:
-                        continue
+                for mode in modes:
+                    fresh = []
+                    if mode != "relay":
+                        fresh, seeded = seeded[: k + 1], seeded[k + 1 :]
+                    application = (
+                        "bench.slowreader:relay_probe"
+                        if mode == "relay"
+                        else "bench.slowreader:synapsia_probe"
+                    )
+                    env = {
+                        **stack.env,
+                        "BENCH_TRIM_ON_CLOSE": "1" if mode.endswith("trim") else "0",
+                    }
                     # Rooms 0..K-1: the slow readers and their peers; room K: the reading pair.
                     scenario = Scenario(
                         mode,
@@ -1032,10 +1128,10 @@ def main(argv: list[str] | None = None) -> int:
                         f"{os.getloadavg()[0]:.2f})",
                         flush=True,
                     )
-                    log = stack.workdir / f"{mode}-{k}.log"
+                    log = stack.workdir / f"{mode.replace('+', '-')}-{k}.log"
                     load = os.getloadavg()
                     try:
-                        with serving(stack.env, application, log, keepalive=args.keepalive) as (
+                        with serving(env, application, log, keepalive=args.keepalive) as (
                             host,
                             pid,
                         ):
