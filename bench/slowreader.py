@@ -448,9 +448,52 @@ def _trimming(send: Any) -> Any:
 def _probed(name: str) -> Any:
     if name == "synapsia_probe":
         from synapsia.asgi import application as app
+
+        if os.environ.get("BENCH_SEND_STALL") == "1":
+            _stalling_send_tried()
     else:
         from bench.relay_asgi import application as app
     return probed(app)
+
+
+# The fix proposed for rooms/consumers.py (/work/briefs/h-slow-asks.md, 1), tried in the probed
+# server with BENCH_SEND_STALL=1: over the send buffer's limit right after a write, the sender
+# waits up to SEND_STALL_S for the client to take it below the limit before calling it a slow
+# reader (a backlog written in one burst is the server's, not the client's).
+SEND_STALL_S = 5.0
+
+
+def _stalling_send_tried() -> None:
+    from rooms import consumers, limits
+    from synapsia_protocol.codes import CloseCode
+
+    async def send(
+        self: Any,
+        text_data: str | None = None,
+        bytes_data: bytes | None = None,
+        close: bool = False,
+    ) -> None:
+        if self._closed:
+            return
+        await consumers.AsyncWebsocketConsumer.send(
+            self, text_data=text_data, bytes_data=bytes_data, close=close
+        )
+        limit = consumers.settings.SYNAPSIA["SOCKET_SEND_BUFFER_MAX_BYTES"]
+        backlog = limits.send_backlog(self.base_send)
+        deadline = time.monotonic() + SEND_STALL_S
+        while backlog is not None and backlog > limit and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            if self._closed:
+                return
+            backlog = limits.send_backlog(self.base_send)
+        if backlog is not None and backlog > limit:
+            consumers.logger.warning(
+                "room socket closed: its client did not read (%d bytes waiting)", backlog
+            )
+            limits.frame_refused("send_buffer")
+            await self._shut(CloseCode.SLOW_READER)
+
+    consumers.RoomConsumer.send = send  # type: ignore[method-assign]
 
 
 def __getattr__(name: str) -> Any:
