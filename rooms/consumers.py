@@ -522,18 +522,21 @@ class RoomConsumer(AsyncWebsocketConsumer):
     async def send(
         self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False
     ) -> None:
-        """Nothing is sent once the server has closed the socket."""
+        """Nothing is sent once the server has closed the socket. A client that leaves more
+        than ``SOCKET_SEND_BUFFER_MAX_BYTES`` unread for ``limits.SEND_STALL_SECONDS`` is
+        closed (4408); until then the sender waits (backpressure)."""
         if self._closed:
             return
         await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
-        backlog = limits.send_backlog(self.base_send)
-        if backlog is not None and backlog > settings.SYNAPSIA["SOCKET_SEND_BUFFER_MAX_BYTES"]:
+        backlog = await limits.send_buffer_stalled(self.base_send, closed=lambda: self._closed)
+        if backlog is not None:
             # A client that does not read what it is sent: what waits for it is dropped with
             # the connection (Daphne aborts it when the close handshake times out).
             logger.warning(
                 "room socket closed: its client did not read (%d bytes waiting)", backlog
             )
             limits.frame_refused("send_buffer")
+            limits.trim_after_slow_reader()
             await self._shut(CloseCode.SLOW_READER)
 
     async def _shut(

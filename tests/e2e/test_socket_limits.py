@@ -156,3 +156,32 @@ def test_a_browser_socket_from_another_origin_of_the_host_is_refused(
     assert '"type":"welcome"' in answers[own]
     assert answers["http://127.0.0.1:9999"] == 4406
     assert answers["http://localhost:31337"] == 4406
+
+
+def test_a_reading_agent_takes_a_backlog_larger_than_the_send_buffer(
+    make_open_room: Any, tmp_path: Path
+) -> None:
+    """An agent that was away comes back to more than the send buffer's limit of backlog (up
+    to 500 messages are sent in one burst after the welcome). The burst is the server's own,
+    not a client that does not read: the agent is given all of it, and not closed 4408 on
+    every reconnect (it was, before the sender waited for the client to read)."""
+    setup = make_open_room()
+    env = server_env()
+    env.update(SYNAPSIA_SOCKET_RATE_SAY="off")  # the default 4 MiB send buffer
+    log = tmp_path / "daphne.log"
+    letters = string.ascii_lowercase + " "
+    with running_daphne(log_path=log, env=env) as served:
+        url = served.ws_room(setup.room.id)
+
+        async def scenario() -> int:
+            async with RoomClient(url, setup.a.token) as a:
+                for n in range(320):  # ~4.6 MB of fenced frames for b: past 4 MiB
+                    last = await a.say(f"{n} " + "".join(random.choices(letters, k=7000)))
+            heard = 0
+            async with RoomClient(url, setup.b.token) as b:
+                while (await b.next_message(timeout=60)).seq < last:
+                    heard += 1
+            return heard + 1
+
+        assert asyncio.run(scenario()) == 320
+    assert "its client did not read" not in log.read_text()
