@@ -34,12 +34,11 @@ layer's channels and group memberships, Synapsia's limits book and record sweep,
 the probe returns the top lines grown since (slow: for finding where memory is held, not for
 figures).
 
-Two more Synapsia runs on request, each on its own server and rooms: ``--trim-on-close``
-(``synapsia+trim``) tries the change proposed for rooms/consumers.py, ``malloc_trim(0)`` 3 s
-after a wave of 4408 closes (``TRIM_DELAY_S``; its "after" figure is then the one to read);
-``--flood-only`` sends the same flood with no slow reader connected (the other agent of each
-room is away): what the flood itself leaves (stored messages, caches), to tell apart from
-what the slow readers leave.
+One more Synapsia run on request, on its own server and rooms: ``--flood-only`` sends the
+same flood with no slow reader connected (the other agent of each room is away): what the
+flood itself leaves (stored messages, caches), to tell apart from what the slow readers leave.
+Synapsia trims the allocator itself 3 s after a wave of 4408 closes
+(``rooms.limits.trim_after_slow_reader``), so its "after" figure includes that trim.
 
 Reported per run: MB growth during the flood (peak - rest), MB still held after the close and
 the quiet (absolute and as a share of the growth), the same after a trim, closes observed,
@@ -324,7 +323,6 @@ def memory_probe(*, trim: bool = False, mark: bool = False, top: int = 0) -> dic
     }
     report["obmalloc"] = obmalloc_stats()
     report["malloc"] = malloc_info()
-    report["trims_on_close"] = dict(trims)
     if trim:
         took = time.perf_counter()
         report["trimmed"] = malloc_trim()
@@ -382,118 +380,18 @@ def probed(app: Any) -> Any:
             )
             await send({"type": "http.response.body", "body": body})
             return None
-        if scope["type"] == "websocket" and os.environ.get("BENCH_TRIM_ON_CLOSE") == "1":
-            return await app(scope, receive, _trimming(send))
         return await app(scope, receive, send)
 
     return application
-
-
-# The change proposed for rooms/consumers.py (/work/briefs/h-slow-asks.md), tried here in the
-# probed server with BENCH_TRIM_ON_CLOSE=1: glibc's malloc_trim(0) once a wave of slow readers
-# is dropped. A buffer is freed only when Daphne drops the connection (~1 s after the close)
-# and reaps it, so the trim comes TRIM_DELAY_S after the *last* close of a wave (each close
-# moves it later), but never more than TRIM_WAIT_MAX_S after the wave's first.
-TRIM_DELAY_S = 3.0
-TRIM_WAIT_MAX_S = 30.0
-_trim_pending: asyncio.TimerHandle | None = None
-_trim_first = 0.0
-trims: dict[str, float] = {"count": 0, "ms": 0.0}
-
-
-def _trim_now() -> None:
-    global _trim_pending
-    _trim_pending = None
-    took = time.perf_counter()
-    malloc_trim()
-    trims["count"] += 1
-    trims["ms"] = round(trims["ms"] + (time.perf_counter() - took) * 1000, 2)
-
-
-def trim_soon() -> None:
-    """Trim the allocator ``TRIM_DELAY_S`` from now (a pending trim is moved, within
-    ``TRIM_WAIT_MAX_S`` of the first close it waits for)."""
-    global _trim_pending, _trim_first
-    loop = asyncio.get_running_loop()
-    now = loop.time()
-    if _trim_pending is not None:
-        if now - _trim_first > TRIM_WAIT_MAX_S:
-            return
-        _trim_pending.cancel()
-    else:
-        _trim_first = now
-    _trim_pending = loop.call_later(TRIM_DELAY_S, _trim_now)
-
-
-async def _trimming_send(*bound: Any, original: Any, message: dict[str, Any]) -> None:
-    await original(message)
-    if message.get("type") == "websocket.close" and message.get("code") == 4408:
-        trim_soon()
-
-
-def _trimming(send: Any) -> Any:
-    """``send`` that also calls ``trim_soon`` after a 4408 close. Daphne's ``send`` is a
-    partial bound to the connection's protocol, where ``rooms.limits.send_backlog`` finds the
-    transport's buffer: the wrapper is a partial bound to the same protocol, so the send
-    buffer's limit still sees it."""
-    bound = getattr(send, "args", ())
-
-    async def call(*args: Any) -> None:
-        await _trimming_send(*args[:-1], original=send, message=args[-1])
-
-    return functools.partial(call, *bound)
 
 
 @functools.cache
 def _probed(name: str) -> Any:
     if name == "synapsia_probe":
         from synapsia.asgi import application as app
-
-        if os.environ.get("BENCH_SEND_STALL") == "1":
-            _stalling_send_tried()
     else:
         from bench.relay_asgi import application as app
     return probed(app)
-
-
-# The fix proposed for rooms/consumers.py (/work/briefs/h-slow-asks.md, 1), tried in the probed
-# server with BENCH_SEND_STALL=1: over the send buffer's limit right after a write, the sender
-# waits up to SEND_STALL_S for the client to take it below the limit before calling it a slow
-# reader (a backlog written in one burst is the server's, not the client's).
-SEND_STALL_S = 5.0
-
-
-def _stalling_send_tried() -> None:
-    from rooms import consumers, limits
-    from synapsia_protocol.codes import CloseCode
-
-    async def send(
-        self: Any,
-        text_data: str | None = None,
-        bytes_data: bytes | None = None,
-        close: bool = False,
-    ) -> None:
-        if self._closed:
-            return
-        await consumers.AsyncWebsocketConsumer.send(
-            self, text_data=text_data, bytes_data=bytes_data, close=close
-        )
-        limit = consumers.settings.SYNAPSIA["SOCKET_SEND_BUFFER_MAX_BYTES"]
-        backlog = limits.send_backlog(self.base_send)
-        deadline = time.monotonic() + SEND_STALL_S
-        while backlog is not None and backlog > limit and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-            if self._closed:
-                return
-            backlog = limits.send_backlog(self.base_send)
-        if backlog is not None and backlog > limit:
-            consumers.logger.warning(
-                "room socket closed: its client did not read (%d bytes waiting)", backlog
-            )
-            limits.frame_refused("send_buffer")
-            await self._shut(CloseCode.SLOW_READER)
-
-    consumers.RoomConsumer.send = send  # type: ignore[method-assign]
 
 
 def __getattr__(name: str) -> Any:
@@ -1075,18 +973,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--window", type=int, default=16, help="frames in flight per socket")
     parser.add_argument("--pair-messages", type=int, default=200)
     parser.add_argument("--quiet", type=float, default=10.0, help="seconds after the closes")
-    parser.add_argument(
-        "--only", help="comma-separated: relay, synapsia, synapsia+trim, flood-only"
-    )
+    parser.add_argument("--only", help="comma-separated: relay, synapsia, flood-only")
     parser.add_argument(
         "--flood-only",
         action="store_true",
         help="also run Synapsia with the same flood and no slow reader (the flood's own memory)",
-    )
-    parser.add_argument(
-        "--trim-on-close",
-        action="store_true",
-        help="also run Synapsia trimming the allocator 3 s after each wave of 4408 closes",
     )
     parser.add_argument(
         "--keepalive",
@@ -1133,7 +1024,6 @@ def main(argv: list[str] | None = None) -> int:
                 for mode, wanted in (
                     ("relay", True),
                     ("synapsia", True),
-                    ("synapsia+trim", args.trim_on_close),
                     ("flood-only", args.flood_only),
                 )
                 if wanted and (not args.only or mode in args.only.split(","))
@@ -1151,10 +1041,7 @@ def main(argv: list[str] | None = None) -> int:
                         if mode == "relay"
                         else "bench.slowreader:synapsia_probe"
                     )
-                    env = {
-                        **stack.env,
-                        "BENCH_TRIM_ON_CLOSE": "1" if mode.endswith("trim") else "0",
-                    }
+                    env = dict(stack.env)
                     # Rooms 0..K-1: the slow readers and their peers; room K: the reading pair.
                     scenario = Scenario(
                         mode,

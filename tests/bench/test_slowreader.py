@@ -5,15 +5,11 @@ check. The bench itself runs Daphne and is measured by ``python -m bench.slowrea
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import socket
 from typing import Any
 
-import pytest
-
 from bench import slowreader
-from rooms import limits
 
 SMAPS = """\
 55d0c0a00000-55d0c0c00000 r-xp 00000000 08:01 1234 /usr/bin/python3.11
@@ -110,43 +106,3 @@ def test_what_the_server_owes_a_slow_reader_per_say() -> None:
     # The relay forwards the frame; Synapsia sends an agent the text and its fenced block.
     assert slowreader.frame_bytes("relay", 7000) < 7200
     assert 14_000 < slowreader.frame_bytes("synapsia", 7000) < 14_500
-
-
-def test_a_wave_of_slow_reader_closes_trims_the_allocator_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(slowreader, "TRIM_DELAY_S", 0.05)
-    monkeypatch.setattr(slowreader, "trims", {"count": 0, "ms": 0.0})
-    monkeypatch.setattr(slowreader, "_trim_pending", None)
-    sent: list[dict[str, Any]] = []
-
-    class Transport:
-        dataBuffer = b"x" * 100
-        offset = 0
-        _tempDataLen = 50
-
-    class Protocol:
-        transport = Transport()
-
-    async def handle_reply(protocol: Protocol, message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    # Daphne's send, bound to its protocol: the send buffer's limit still sees the transport.
-    send = functools.partial(handle_reply, Protocol())
-    wrapped = slowreader._trimming(send)
-    assert limits.send_backlog(wrapped) == limits.send_backlog(send) == 150
-
-    async def wave() -> None:
-        await wrapped({"type": "websocket.close", "code": 1000})
-        await wrapped({"type": "websocket.send", "text": "x"})
-        await asyncio.sleep(0.1)
-        assert slowreader.trims["count"] == 0  # only a slow reader's close trims
-        for _ in range(3):  # closes 30 ms apart: each moves the trim 50 ms past it
-            await wrapped({"type": "websocket.close", "code": 4408})
-            await asyncio.sleep(0.03)
-        assert slowreader.trims["count"] == 0
-        await asyncio.sleep(0.2)
-
-    asyncio.run(wave())
-    assert slowreader.trims["count"] == 1
-    assert len(sent) == 5  # everything still reaches the server
