@@ -590,6 +590,40 @@ def _room(value: Any) -> UUID:
     return value if isinstance(value, UUID) else UUID(str(value))
 
 
+def _rows_by_batch(connection: Any, c: _Column, *, sealed: bool) -> Iterator[list[Any]]:
+    """(pk, room id, value) of column ``c``'s rows that are sealed (or not), ``_BATCH`` at a
+    time in pk order. Each batch is read after the previous one was written back, so a row
+    rewritten from one kind to the other is not met again."""
+    q = connection.ops.quote_name
+    last: Any = None
+    while True:
+        # SUBSTR, not LIKE: SQLite's LIKE ignores case.
+        where = f"SUBSTR({q(c.column)}, 1, 4) {'=' if sealed else '<>'} %s" + (
+            f" AND {q(c.pk)} > %s" if last is not None else ""
+        )
+        params: list[Any] = [SEALED_PREFIX] + ([last] if last is not None else [])
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {q(c.pk)}, {q(c.room)}, {q(c.column)} FROM {q(c.table)} "  # noqa: S608
+                f"WHERE {where} ORDER BY {q(c.pk)} LIMIT {_BATCH}",
+                params,
+            )
+            rows = cursor.fetchall()
+        if not rows:
+            return
+        yield rows
+        last = rows[-1][0]
+
+
+def _row_write(connection: Any, c: _Column, row_pk: Any, value: str) -> None:
+    q = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {q(c.table)} SET {q(c.column)} = %s WHERE {q(c.pk)} = %s",  # noqa: S608
+            [value, row_pk],
+        )
+
+
 def room_content_seal_existing(
     get_model: Any, connection: Any, write: Any = None, only: Collection[str] | None = None
 ) -> dict[str, int]:
@@ -598,45 +632,23 @@ def room_content_seal_existing(
     plaintext value cannot go through the sealed fields (they refuse it). Run again after an
     interruption: sealed rows are skipped. A row of a room whose key was destroyed (a restored
     backup of a deleted room) cannot be sealed: it is left for ``reapply_deletions``."""
-    q = connection.ops.quote_name
     counts: dict[str, int] = {}
     for c in _columns(get_model, only):
-        label, table, pk, column, sealed_as = c.label, c.table, c.pk, c.column, c.sealed_as
         sealed = 0
-        last: Any = None
-        while True:
-            # SUBSTR, not LIKE: SQLite's LIKE ignores case.
-            where = f"SUBSTR({q(column)}, 1, 4) <> %s" + (
-                f" AND {q(pk)} > %s" if last is not None else ""
-            )
-            params: list[Any] = [SEALED_PREFIX] + ([last] if last is not None else [])
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT {q(pk)}, {q(c.room)}, {q(column)} FROM {q(table)} "  # noqa: S608
-                    f"WHERE {where} ORDER BY {q(pk)} LIMIT {_BATCH}",
-                    params,
-                )
-                rows = cursor.fetchall()
-            if not rows:
-                break
+        for rows in _rows_by_batch(connection, c, sealed=False):
             sealer = RoomSealer()
             for row_pk, room_id, value in rows:
                 if room_id is None or value is None:
                     continue  # no room, no key (it stays as it is); nothing to seal
                 try:
-                    token = sealer.text(room_id=_room(room_id), column=sealed_as, text=str(value))
+                    token = sealer.text(room_id=_room(room_id), column=c.sealed_as, text=str(value))
                 except DataKeyDestroyed:
                     continue
-                with connection.cursor() as cursor:
-                    cursor.execute(
-                        f"UPDATE {q(table)} SET {q(column)} = %s WHERE {q(pk)} = %s",  # noqa: S608
-                        [token, row_pk],
-                    )
+                _row_write(connection, c, row_pk, token)
                 sealed += 1
-            last = rows[-1][0]
             if write is not None:
-                write(f"{label}: {sealed} sealed so far")
-        counts[label] = sealed
+                write(f"{c.label}: {sealed} sealed so far")
+        counts[c.label] = sealed
     return counts
 
 
@@ -646,44 +658,23 @@ def room_content_unseal_existing(
     """The reverse of ``room_content_seal_existing`` (migrating back): every sealed value
     opened and written back in plaintext. A row under a destroyed key stays sealed (it can
     never be opened: it is deleted content a restore brought back); counted apart."""
-    q = connection.ops.quote_name
     counts: dict[str, int] = {}
     for c in _columns(get_model, only):
-        label, table, pk, column, sealed_as = c.label, c.table, c.pk, c.column, c.sealed_as
         opened = unreadable = 0
-        last: Any = None
-        while True:
-            where = f"SUBSTR({q(column)}, 1, 4) = %s" + (
-                f" AND {q(pk)} > %s" if last is not None else ""
-            )
-            params: list[Any] = [SEALED_PREFIX] + ([last] if last is not None else [])
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT {q(pk)}, {q(c.room)}, {q(column)} FROM {q(table)} "  # noqa: S608
-                    f"WHERE {where} ORDER BY {q(pk)} LIMIT {_BATCH}",
-                    params,
-                )
-                rows = cursor.fetchall()
-            if not rows:
-                break
+        for rows in _rows_by_batch(connection, c, sealed=True):
             for row_pk, room_id, value in rows:
                 try:
                     plain = room_content_open(
-                        sealed=str(value), column=sealed_as, room_id=_room(room_id)
+                        sealed=str(value), column=c.sealed_as, room_id=_room(room_id)
                     )
                 except DataKeyDestroyed:
                     unreadable += 1
                     continue
-                with connection.cursor() as cursor:
-                    cursor.execute(
-                        f"UPDATE {q(table)} SET {q(column)} = %s WHERE {q(pk)} = %s",  # noqa: S608
-                        [plain.decode("utf-8"), row_pk],
-                    )
+                _row_write(connection, c, row_pk, plain.decode("utf-8"))
                 opened += 1
-            last = rows[-1][0]
-        counts[label] = opened
+        counts[c.label] = opened
         if write is not None and unreadable:
-            write(f"{label}: {unreadable} left sealed under destroyed keys")
+            write(f"{c.label}: {unreadable} left sealed under destroyed keys")
     return counts
 
 

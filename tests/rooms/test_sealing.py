@@ -6,6 +6,7 @@ or another), or when the key store is not the one the database was written with.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from django.apps import apps
 from django.core.management import call_command
 from django.db import connection
 
+from rooms import sealing
 from rooms.deletion import room_delete
 from rooms.models import SealedOffer
 from rooms.sealing import (
@@ -365,3 +367,32 @@ def test_one_hop_reads_each_keys_destroyed_mark_once_and_forgets_it_on_destroy(
     checks.clear()
     with pytest.raises(DataKeyDestroyed):  # and after it
         room_content_open(sealed=values[1], column="message.text")
+
+
+def test_sealing_existing_rows_goes_through_every_batch_both_ways(
+    make_open_room: Callable[..., OpenRoom], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four plaintext offers of two rooms, three rows a batch: every one is sealed under its
+    own room's key, and unsealed back, across the batch boundary."""
+    monkeypatch.setattr(sealing, "_BATCH", 3)
+    offers = []
+    for prefix in ("one-", "two-"):
+        opened = make_open_room(prefix=prefix)
+        for agent in ("a", "b"):
+            offer = _offer(opened, agent=agent)
+            _raw_offer_set(offer.id, f'{{"note": "plain-{prefix}{agent}"}}')
+            offers.append((offer.id, opened.room.id, f"plain-{prefix}{agent}"))
+
+    sealed = room_content_seal_existing(apps.get_model, connection, only=["rooms.SealedOffer"])
+    assert sealed == {"rooms.SealedOffer.offer": 4}
+    for offer_id, room_id, note in offers:
+        raw = _raw_offer(offer_id)
+        assert raw.startswith("rc1:") and note not in raw
+        opened_bytes = room_content_open(sealed=raw, column="sealed_offer.offer", room_id=room_id)
+        assert json.loads(opened_bytes) == {"note": note}
+
+    unsealed = room_content_unseal_existing(apps.get_model, connection, only=["rooms.SealedOffer"])
+    assert unsealed == {"rooms.SealedOffer.offer": 4}
+    assert {json.loads(_raw_offer(offer_id))["note"] for offer_id, _, _ in offers} == {
+        note for _, _, note in offers
+    }
