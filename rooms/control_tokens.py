@@ -43,6 +43,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
+from typing import AnyStr
 
 
 class StripCategory(enum.StrEnum):
@@ -409,18 +410,23 @@ def replace_confusables(text: str, *, alphanumeric_only: bool = False) -> str:
     return text
 
 
+def occurrences(text: AnyStr, needles: Iterable[AnyStr]) -> list[int]:
+    """Every position where one of ``needles`` starts in ``text`` (overlaps included), in
+    order and each once, by ``find`` (C-speed, where a regex tries every position)."""
+    positions: set[int] = set()
+    for needle in needles:
+        found = text.find(needle)
+        while found >= 0:
+            positions.add(found)
+            found = text.find(needle, found + 1)
+    return sorted(positions)
+
+
 def _expanding_positions(text: str) -> list[int]:
     """The starts of ``_EXPANDING_CASEFOLD.finditer(text)`` (one character each), in order:
     the distinct expanding characters present are read off the text's non-ASCII characters,
-    and each is found by ``str.find`` (C-speed), where the class scanned every position."""
-    positions: list[int] = []
-    for char in _EXPANDING_SET.intersection(non_ascii_characters(text)):
-        found = text.find(char)
-        while found >= 0:
-            positions.append(found)
-            found = text.find(char, found + 1)
-    positions.sort()
-    return positions
+    and each is found by ``str.find``, where the class scanned every position."""
+    return occurrences(text, _EXPANDING_SET.intersection(non_ascii_characters(text)))
 
 
 def fold(text: str) -> str:
@@ -874,18 +880,10 @@ def _matches_at_first_characters(
     """``regex.finditer(text)`` for a pattern whose every match starts with one of ``first``
     and none is empty: ``finditer`` (which tries each position from the end of its last match
     on) then finds exactly the matches that ``match`` finds at those characters' positions,
-    taken in order and skipping those inside the previous match. The positions come from
-    ``str.find`` (C-speed)."""
-    starts: list[int] = []
-    for char in first:
-        found = text.find(char)
-        while found >= 0:
-            starts.append(found)
-            found = text.find(char, found + 1)
-    starts.sort()
+    taken in order and skipping those inside the previous match (``occurrences``)."""
     position = 0
     match_at = regex.match
-    for start in starts:
+    for start in occurrences(text, first):
         if start < position:
             continue  # inside the previous match
         match = match_at(text, start)
@@ -924,14 +922,7 @@ def _boundary_tail_words(view: str) -> list[int]:
     re tries the alternation at every position). Neither word can overlap itself or the
     other (no proper suffix of one is a prefix of either), so the occurrences of both, in
     order, are exactly the matches."""
-    starts: list[int] = []
-    for word in ("trusted", "nonce"):
-        found = view.find(word)
-        while found >= 0:
-            starts.append(found)
-            found = view.find(word, found + len(word))
-    starts.sort()
-    return starts
+    return occurrences(view, ("trusted", "nonce"))
 
 
 def _boundary_tails(view: str) -> list[tuple[int, int]]:
