@@ -1322,10 +1322,19 @@ def _compile_alternative(pattern: str) -> str:
     r"""The regex of one family pattern. Latin-script patterns match whole words: the end is
     checked here with ``(?!\w)``; the start is checked by :func:`_count_matches` (a leading
     lookbehind would stop re from skipping ahead to the pattern's first letters, 5-10x)."""
-    body = _fold_pattern(pattern).replace(" ?", _OPTIONAL_SEPARATOR).replace(" ", _SEPARATOR)
-    if _whole_words(pattern) and (pattern[-1].isalpha() or pattern[-1] == ")"):
+    body = _separated(pattern)
+    if _wants_word_end(pattern):
         body = rf"(?:{body})(?!\w)"
     return body
+
+
+def _separated(pattern: str) -> str:
+    """``pattern`` folded, its spaces turned into bounded separator runs."""
+    return _fold_pattern(pattern).replace(" ?", _OPTIONAL_SEPARATOR).replace(" ", _SEPARATOR)
+
+
+def _wants_word_end(pattern: str) -> bool:
+    return _whole_words(pattern) and (pattern[-1].isalpha() or pattern[-1] == ")")
 
 
 _Starts = tuple[set[str], set[str]]  # (finished: cannot grow, growing: the next item follows)
@@ -1417,6 +1426,10 @@ class _Alternative:
     # and tries the pattern only there, where ``search`` tested every position (~2.5 ns a
     # character, 20 us per pattern on 8 KB) once the text held any non-ASCII character.
     starts: tuple[str, ...] = ()
+    # Every match holds an address mark (:data:`_ADDRESS_MARKS`): a text without one cannot
+    # match, so the dispatch leaves the alternative out of its key's alternation and asks it
+    # on its own only when the text holds a mark (_family_matches).
+    addressed: bool = False
 
 
 def _newline_led(body: str) -> re.Pattern[str] | None:
@@ -1449,11 +1462,47 @@ def _match_starts(body: str) -> tuple[str, ...]:
 
 _FREE_WORD_THEN_LITERAL = re.compile(r"\\w\{0,(\d)\}([a-z]{3,})")
 
+# What every match of an address holds (``_ADDRESS``: "@" in an e-mail address, "://" after
+# "http" or "https", "www." and "webhook"; the exfiltration shapes' quoted "...@" too).
+# Ordinary and injection text rarely holds any: the bench's 8 KB streams hold none.
+_ADDRESS_MARKS = ("@", "://", "www.", "webhook")
+
+
+def _holds_a_mark(items: Iterable[tuple[Any, Any]], marks: tuple[str, ...]) -> bool:
+    """Whether every match of the parsed ``items`` (a sequence) holds one of ``marks``: a run
+    of its consecutive literals holds one, or one of its items always does (a group, an
+    alternation whose every branch does, a repeat of at least one round). Anything else
+    counts as holding none, so this may say False wrongly (costs time), never True."""
+    run = ""
+    for op, av in items:
+        name = str(op)
+        if name == "LITERAL":
+            run += chr(av)
+            if any(mark in run for mark in marks):
+                return True
+            continue
+        run = ""
+        if name == "SUBPATTERN":
+            _group, add_flags, _del_flags, sub = av
+            holds = not add_flags and _holds_a_mark(sub, marks)  # (?i:...) would fold case
+        elif name == "BRANCH":
+            holds = all(_holds_a_mark(branch, marks) for branch in av[1])
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            holds = av[0] >= 1 and _holds_a_mark(av[2], marks)
+        elif name == "ATOMIC_GROUP":
+            holds = _holds_a_mark(av, marks)
+        else:
+            holds = False
+        if holds:
+            return True
+    return False
+
 
 def _alternative(family: int, pattern: str) -> _Alternative:
     body = _compile_alternative(pattern)
     non_latin = not next((c for c in pattern if c.isalpha()), "a").isascii()
     prefixes: set[str] | None = None
+    parsed: Any = None
     if not pattern.startswith("^"):
         parsed = re._parser.parse(body).data  # type: ignore[attr-defined]
         finished, growing = _prefixes(parsed, _PREFIX_CHARS)
@@ -1484,6 +1533,7 @@ def _alternative(family: int, pattern: str) -> _Alternative:
         int(anchored.group(1)) if anchored else 0,
         _newline_led(body) if always else None,
         _match_starts(body) if non_latin else (),
+        bool(keys) and parsed is not None and _holds_a_mark(parsed, _ADDRESS_MARKS),
     )
 
 
@@ -1583,8 +1633,105 @@ def _dispatch_table() -> dict[str, tuple[_Alternative, ...]]:
 _BY_KEY = _dispatch_table()
 
 
-def _key_alternation(alts: tuple[_Alternative, ...]) -> re.Pattern[str]:
-    return re.compile("|".join(f"({alt.regex.pattern})" for alt in alts), re.MULTILINE)
+# Alternatives that open alike up to a run of free words ("{_ASK} (?:me |us )?" and then
+# "(?:\w+ ){0,8}?": the five personal-data and planted-secret shapes) repeat the same walk
+# over the same words, each on its own, wherever their verb stands: at "confirm now." they
+# were 22 of the 25 us its word start cost. One regex for the group, the shared opening, the
+# longest run and the alternation of the five endings, matches wherever any of them does (the
+# path a member's match takes is a path of it: the same opening, a number of free words
+# within the longer bounds, that member's ending), so where it fails none can match, for
+# about the cost of one. Where it matches, each member is asked on its own, as before.
+_FREE_WORDS = re.compile(r"\(\?:\\w\+ \)\{(\d+),(\d+)\}\?")
+
+
+def _split_at_free_words(pattern: str) -> tuple[str, int, int, str] | None:
+    """``pattern`` as (opening, least, most, ending) around its first run of free words
+    ``(?:\\w+ ){least,most}?`` outside every group and class, or ``None`` (no such run, or
+    an alternation at the top, which would make the ending not the rest of every match)."""
+    depth, index, split = 0, 0, None
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "[":  # a class: skip to its closing bracket ("]" first is a member)
+            index += 2 if pattern.startswith("^", index + 1) else 1
+            index += 1 if pattern.startswith("]", index) else 0
+            while pattern[index] != "]":
+                index += 2 if pattern[index] == "\\" else 1
+            index += 1
+            continue
+        if depth == 0:
+            if char == "|":
+                return None
+            if split is None and (run := _FREE_WORDS.match(pattern, index)):
+                split = (pattern[:index], int(run[1]), int(run[2]), pattern[run.end() :])
+                index = run.end()
+                continue
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        index += 1
+    return split
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """Keyed alternatives with one opening up to a run of free words, and the regex that
+    matches wherever one of them does (each ending keeps its own word-end check)."""
+
+    regex: re.Pattern[str]
+    members: tuple[_Alternative, ...]
+
+
+def _groups(alternatives: tuple[_Alternative, ...], patterns: tuple[str, ...]) -> dict[int, _Group]:
+    """The group (by ``id``) of every keyed alternative that shares its opening with another."""
+    by_opening: dict[str, list[tuple[_Alternative, int, int, str, str]]] = {}
+    for alt, pattern in zip(alternatives, patterns, strict=True):
+        if alt.always or alt.non_latin or alt.addressed or not alt.keys:
+            continue
+        split = _split_at_free_words(pattern)
+        if split is None or not split[0]:
+            continue
+        opening, least, most, ending = split
+        loop = f"(?:\\w+ ){{{least},{most}}}?"
+        if _separated(opening) + _separated(loop) + _separated(ending) != _separated(pattern):
+            continue  # (a separator across a cut: cannot happen with these cuts; checked)
+        ending_body = _separated(ending) + (r"(?!\w)" if _wants_word_end(pattern) else "")
+        by_opening.setdefault(opening, []).append((alt, least, most, ending_body, pattern))
+    groups: dict[int, _Group] = {}
+    for opening, members in by_opening.items():
+        if len(members) < 2 or len({m[0].keys for m in members}) > 1:
+            continue
+        least = min(m[1] for m in members)
+        most = max(m[2] for m in members)
+        regex = re.compile(
+            _separated(opening)
+            + _separated(f"(?:\\w+ ){{{least},{most}}}?")
+            + "(?:"
+            + "|".join(f"(?:{m[3]})" for m in members)
+            + ")",
+            re.MULTILINE,
+        )
+        group = _Group(regex, tuple(m[0] for m in members))
+        groups.update((id(m[0]), group) for m in members)
+    return groups
+
+
+_GROUPS = _groups(
+    _ALTERNATIVES, tuple(pattern for family in _FAMILIES for pattern in family.patterns)
+)
+
+
+def _units(alts: tuple[_Alternative, ...]) -> tuple[_Alternative | _Group, ...]:
+    """``alts`` with each group's members replaced by their group, where the first stood."""
+    units: dict[int, _Alternative | _Group] = {}
+    for alt in alts:
+        unit = _GROUPS.get(id(alt), alt)
+        units.setdefault(id(unit), unit)
+    return tuple(units.values())
+
+
+def _key_alternation(units: tuple[_Alternative | _Group, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"({unit.regex.pattern})" for unit in units), re.MULTILINE)
 
 
 # Per key, ONE regex that matches where any of its alternatives does: their alternation, each
@@ -1596,8 +1743,24 @@ def _key_alternation(alts: tuple[_Alternative, ...]) -> re.Pattern[str]:
 # cannot match, j's own match is the one ``match`` gave, and only those after j are asked.
 # What is counted is unchanged (tests/rooms/test_fence_pass_equivalence.py
 # keeps the per-alternative loop frozen and compares).
+#
+# The alternatives that need an address (``_Alternative.addressed``: the exfiltration shapes
+# that end in one) are left out of these alternations and asked one by one, only when the
+# text holds an address mark: without one they cannot match, yet they were the costliest to
+# reject where their verb opens injection text ("send me your owner's full calendar": ~22 us
+# of the ~50 us its word start cost). A key whose alternatives all need an address gets an
+# alternation that never matches, so the walk still stops at its words.
+_NEVER = re.compile("(?!)")
+_UNITS_BY_KEY: dict[str, tuple[_Alternative | _Group, ...]] = {
+    key: _units(tuple(alt for alt in alts if not alt.addressed)) for key, alts in _BY_KEY.items()
+}
 _KEY_FILTER: dict[str, re.Pattern[str]] = {
-    key: _key_alternation(alts) for key, alts in _BY_KEY.items()
+    key: _key_alternation(units) if units else _NEVER for key, units in _UNITS_BY_KEY.items()
+}
+_ADDRESSED_BY_KEY: dict[str, tuple[_Alternative, ...]] = {
+    key: addressed
+    for key, alts in _BY_KEY.items()
+    if (addressed := tuple(alt for alt in alts if alt.addressed))
 }
 
 
@@ -1609,12 +1772,35 @@ _NON_LATIN = tuple(a for a in _ALTERNATIVES if a.non_latin)
 _WORDS = re.compile(rf"(?<!\w)(\w{{1,{_PREFIX_CHARS}}})\w*")
 
 
+def _ask_each(
+    alts: tuple[_Alternative, ...],
+    view: str,
+    start: int,
+    found: Counter[int],
+    ends: dict[int, int],
+) -> None:
+    """Count each of ``alts`` that matches at ``start`` and is not still covered by its own
+    previous match, as the key's alternation path does. What one alternative counts never
+    depends on another, so asking some apart from their key's alternation changes no count."""
+    for alt in alts:
+        if ends.get(id(alt), -1) > start:
+            continue
+        match = alt.regex.match(view, start)
+        if match is not None:
+            found[alt.family] += 1
+            ends[id(alt)] = max(match.end(), start + 1)
+
+
 def _family_matches(view: str) -> Counter[int]:
     """Matches per family index in the phrase view (non-overlapping per alternative)."""
     found: Counter[int] = Counter()
     ends: dict[int, int] = {}  # alternative -> end of its last match
-    by_key: dict[str, tuple[_Alternative, ...]] = _BY_KEY
+    by_key = _UNITS_BY_KEY
     key_filter = _KEY_FILTER
+    # Empty (so skipped at every word) unless the text holds an address mark.
+    addressed: dict[str, tuple[_Alternative, ...]] = {}
+    if any(mark in view for mark in _ADDRESS_MARKS):
+        addressed = _ADDRESSED_BY_KEY
     for word in _WORDS.finditer(view):
         # A word of up to three letters selects the alternatives keyed by exactly it (every
         # key shorter than three letters ends where its pattern needs a non-word character);
@@ -1625,17 +1811,25 @@ def _family_matches(view: str) -> Counter[int]:
         if some is None:
             continue
         start = word.start()
+        if addressed and key in addressed:
+            _ask_each(addressed[key], view, start, found, ends)
         first = some.match(view, start)
         if first is None:
             continue  # no alternative keyed by this word matches here
-        alts = by_key[key]
+        units = by_key[key]
         branch = (first.lastindex or 1) - 1  # every branch is a group: never None
         # The alternatives after the branch are asked one ``match`` each. (One alternation of
         # them per (key, branch) was ~10% cheaper on 8 KB of injection text, but a text can
         # make a process compile up to ~900 of them, seconds of compiling under the GIL on
         # the message path: not a trade for a peer to choose.)
-        for number in range(branch, len(alts)):
-            alt = alts[number]
+        for number in range(branch, len(units)):
+            alt = units[number]
+            if isinstance(alt, _Group):
+                # Where the group's regex matches (the branch's own group did), its members
+                # are asked one by one; where it does not, none of them can match.
+                if number == branch or alt.regex.match(view, start) is not None:
+                    _ask_each(alt.members, view, start, found, ends)
+                continue
             if ends.get(id(alt), -1) > start:
                 continue  # still covered by its previous match: not counted, not tried
             match = first if number == branch else alt.regex.match(view, start)
