@@ -24,7 +24,6 @@ import platform
 import re
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
@@ -37,7 +36,7 @@ from bench import report
 from bench.decision import cell_decision
 from bench.fence import cell_fence
 from bench.ledger import cell_ledger
-from bench.stack import ROOT, Server, Stack, provisioned, running_daphne
+from bench.stack import ROOT, Server, Stack, provisioned, run_module, running_daphne
 
 CELLS = ("say", "turn", "idle", "ledger", "fence", "decision")
 # Turns per room per run: below the most uses a record may grant (1,000), so no record runs
@@ -117,13 +116,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _python_module(module: str, *args: str, env: dict[str, str], timeout: float) -> None:
-    command = [sys.executable, "-m", module, *args]
-    done = subprocess.run(command, cwd=ROOT, env=env, timeout=timeout, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{shlex.join(command)} exited with {done.returncode}")
-
-
 @dataclass
 class ProfileRun:
     """What a cell needs: the profile's stack, its seeds and the options."""
@@ -144,7 +136,7 @@ class ProfileRun:
         result_path = self.stack.workdir / f"{tag}-result.json"
         config_path.write_text(json.dumps(config))
         try:
-            _python_module(
+            run_module(
                 "bench.loadgen",
                 "--config",
                 str(config_path),
@@ -173,7 +165,7 @@ class ProfileRun:
         out = self.stack.workdir / "refill-result.json"
         seeded.write_text(json.dumps(self.turn))
         try:
-            _python_module(
+            run_module(
                 "bench.django_tasks",
                 "refill",
                 "--seed-file",
@@ -390,7 +382,7 @@ def _seed(
     )
     seed_path = workdir / "seed.json"
     print(f"==> {profile}: seeding {plain_rooms} rooms through rooms.services", flush=True)
-    _python_module(
+    run_module(
         "bench.django_tasks",
         "seed",
         "--rooms",
@@ -411,7 +403,7 @@ def _seed(
             "scenario)",
             flush=True,
         )
-        _python_module(
+        run_module(
             "bench.django_tasks",
             "seed-turn",
             "--rooms",
@@ -438,7 +430,7 @@ def _in_process(
     probe_path = workdir / "probe.json"
     probe_path.write_text(json.dumps(plain))
     out = workdir / "queries.json"
-    _python_module(
+    run_module(
         "bench.django_tasks",
         "queries",
         "--seed-file",
@@ -453,7 +445,7 @@ def _in_process(
     queries = dict(json.loads(out.read_text()))
     if turn is not None:
         probe_path.write_text(json.dumps(turn))
-        _python_module(
+        run_module(
             "bench.django_tasks",
             "context",
             "--seed-file",

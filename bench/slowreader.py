@@ -60,9 +60,7 @@ import math
 import os
 import random
 import re
-import shlex
 import shutil
-import signal
 import socket
 import string
 import subprocess
@@ -850,20 +848,19 @@ def _round(value: float | None, digits: int = 1) -> float | None:
 
 
 def _seed(stack: Any, rooms: int) -> dict[str, Any]:
+    from bench.stack import run_module
+
     out = stack.workdir / "slowreader-seed.json"
-    command = [
-        sys.executable,
-        "-m",
+    run_module(
         "bench.django_tasks",
         "seed",
         "--rooms",
         str(rooms),
         "--out",
         str(out),
-    ]
-    done = subprocess.run(command, cwd=ROOT, env=stack.env, timeout=600, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{shlex.join(command)} exited with {done.returncode}")
+        env=stack.env,
+        timeout=600,
+    )
     try:
         return dict(json.loads(out.read_text()))
     finally:
@@ -871,66 +868,17 @@ def _seed(stack: Any, rooms: int) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def serving(
-    env: dict[str, str],
-    application: str,
-    log_path: Path,
-    *,
-    keepalive: bool,
-    timeout: float = 60.0,
-) -> Iterator[tuple[str, int]]:
-    """Daphne serving ``application`` on a free loopback port, as ``bench.stack`` starts it
-    (its flags; ``env``: the stack's environment), and with ``keepalive=False`` its keepalive
-    pings put off for 10 minutes: with Daphne's defaults (a ping after 20 s idle, 30 s for the
-    pong) a client that never reads is dropped ~50 s after it connects whatever it was sent,
-    which a slower flood (K=10 on a loaded machine) reaches before the send buffer's limit.
-    Yields (host, pid); always stopped."""
-    from bench.stack import DAPHNE_MAX_MESSAGE_BYTES, free_port
+def serving(stack: Any, application: str, log_path: Path, *, keepalive: bool) -> Iterator[Any]:
+    """``bench.stack.running_daphne`` serving ``application``, with ``keepalive=False`` its
+    keepalive pings put off for 10 minutes: with Daphne's defaults (a ping after 20 s idle,
+    30 s for the pong) a client that never reads is dropped ~50 s after it connects whatever
+    it was sent, which a slower flood (K=10 on a loaded machine) reaches before the send
+    buffer's limit. Yields the running server (``host``, ``pid``); always stopped."""
+    from bench.stack import running_daphne
 
-    port = free_port()
-    pings = [] if keepalive else ["--ping-interval", "600", "--ping-timeout", "600"]
-    command = [
-        sys.executable,
-        "-m",
-        "daphne",
-        "-b",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "--websocket-max-message-size",
-        str(DAPHNE_MAX_MESSAGE_BYTES),
-        *pings,
-        application,
-    ]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"daphne exited early:\n{log_path.read_text()}")
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
-                        break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"daphne did not answer in {timeout}s") from None
-                    time.sleep(0.1)
-            yield f"127.0.0.1:{port}", process.pid
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+    pings = () if keepalive else ("--ping-interval", "600", "--ping-timeout", "600")
+    with running_daphne(stack, application, log_path, daphne_args=pings, timeout=60.0) as server:
+        yield server
 
 
 def line(run: dict[str, Any]) -> str:
@@ -1041,7 +989,6 @@ def main(argv: list[str] | None = None) -> int:
                         if mode == "relay"
                         else "bench.slowreader:synapsia_probe"
                     )
-                    env = dict(stack.env)
                     # Rooms 0..K-1: the slow readers and their peers; room K: the reading pair.
                     scenario = Scenario(
                         mode,
@@ -1061,13 +1008,11 @@ def main(argv: list[str] | None = None) -> int:
                     log = stack.workdir / f"{mode.replace('+', '-')}-{k}.log"
                     load = os.getloadavg()
                     try:
-                        with serving(env, application, log, keepalive=args.keepalive) as (
-                            host,
-                            pid,
-                        ):
+                        with serving(stack, application, log, keepalive=args.keepalive) as server:
                             result = asyncio.run(
                                 asyncio.wait_for(
-                                    run_scenario(scenario, host, pid, log), RUN_LIMIT_S
+                                    run_scenario(scenario, server.host, server.pid, log),
+                                    RUN_LIMIT_S,
                                 )
                             )
                     except Exception as failed:

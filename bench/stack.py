@@ -12,6 +12,7 @@ import base64
 import contextlib
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +84,15 @@ def run_checked(args: list[str], env: dict[str, str], what: str) -> None:
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{what} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+def run_module(module: str, *args: str, env: dict[str, str], timeout: float) -> None:
+    """Run ``python -m module args`` in the stack's environment, its output on this terminal
+    (progress); fail if it fails."""
+    command = [sys.executable, "-m", module, *args]
+    done = subprocess.run(command, cwd=ROOT, env=env, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{shlex.join(command)} exited with {done.returncode}")
 
 
 def _postgres_execute(*statements: str) -> None:
@@ -166,9 +176,11 @@ def running_daphne(
     log_path: Path,
     *,
     profile_to: Path | None = None,
+    daphne_args: Sequence[str] = (),
     timeout: float = 40.0,
 ) -> Iterator[Server]:
-    """Serve ``application`` with Daphne on a free loopback port; always stop it afterwards.
+    """Serve ``application`` with Daphne on a free loopback port (``daphne_args``: more of
+    Daphne's flags); always stop it afterwards.
 
     With ``profile_to``, Daphne runs under ``py-spy record`` (raw collapsed stacks), which
     writes the profile when Daphne exits.
@@ -184,6 +196,7 @@ def running_daphne(
         str(port),
         "--websocket-max-message-size",
         str(DAPHNE_MAX_MESSAGE_BYTES),
+        *daphne_args,
         application,
     ]
     if profile_to is not None:
