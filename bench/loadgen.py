@@ -33,6 +33,16 @@ from websockets.exceptions import ConnectionClosed
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def say_frame(frame_id: str, text: str) -> str:
+    """A ``say`` frame as an agent sends it (docs/protocol.md)."""
+    return json.dumps({"v": 1, "type": "say", "id": frame_id, "body": {"text": text}})
+
+
+def ack_frame(seq: int) -> str:
+    """An ``ack`` of everything up to ``seq`` (docs/protocol.md)."""
+    return json.dumps({"v": 1, "type": "ack", "id": f"ack-{seq}", "body": {"seq": seq}})
+
+
 def process_cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of a process (all threads), from ``/proc``; None if gone."""
     try:
@@ -180,8 +190,7 @@ class Run:
             except TimeoutError:
                 break
             text = f"{self.tag}|{client.name}|{index}|{time.monotonic_ns()}|{self.padding}"
-            frame = {"v": 1, "type": "say", "id": f"{self.tag}-{index}", "body": {"text": text}}
-            await client.ws.send(json.dumps(frame))
+            await client.ws.send(say_frame(f"{self.tag}-{index}", text))
             client.sent += 1
         client.sending_done = True
         if client.peer is not None and len(client.peer.delivered) >= client.sent:
@@ -237,13 +246,7 @@ class Run:
     async def _ack(self, client: Client) -> None:
         assert client.ws is not None
         client.acked_seq = client.last_seq
-        ack = {
-            "v": 1,
-            "type": "ack",
-            "id": f"ack-{client.last_seq}",
-            "body": {"seq": client.last_seq},
-        }
-        await client.ws.send(json.dumps(ack))
+        await client.ws.send(ack_frame(client.last_seq))
 
     # --- the whole run ----------------------------------------------------------------------
 
@@ -467,8 +470,7 @@ class TurnRun:
                     seq = int(frame["body"]["seq"])
                     if seq > acked[0]:
                         acked[0] = seq
-                        ack = {"v": 1, "type": "ack", "id": f"ack-{seq}", "body": {"seq": seq}}
-                        await ws.send(json.dumps(ack))
+                        await ws.send(ack_frame(seq))
                 if want == "message":
                     return frame
             elif kind == want:
@@ -508,9 +510,7 @@ class TurnRun:
                     )
                 for ws, side in ((a, "a"), (b, "b")):
                     text = f"{self.tag}|{index}{side}|{turn}|{self.padding}"
-                    frame_id = f"{self.tag}-{index}{side}-{turn}"
-                    say = {"v": 1, "type": "say", "id": frame_id, "body": {"text": text}}
-                    await ws.send(json.dumps(say))
+                    await ws.send(say_frame(f"{self.tag}-{index}{side}-{turn}", text))
                     self.sent += 1
                     # The peer hears it (B hears A's message before it replies).
                     peer, seen, ack = (b, seen_b, ack_b) if side == "a" else (a, seen_a, ack_a)

@@ -77,6 +77,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+from bench.loadgen import ack_frame, say_frame
+
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_PATH = "/_bench/memory"
 # Each run (connect, flood, closes, quiet) stops by itself within this, whatever happens.
@@ -518,8 +520,7 @@ class Talker:
                 return
             head = f"{self.tag}|{self.name}|{index}|"
             text = head + self.padding[: max(1, self.text_bytes - len(head))]
-            frame = {"v": 1, "type": "say", "id": f"{self.tag}-{index}", "body": {"text": text}}
-            await self.ws.send(json.dumps(frame))
+            await self.ws.send(say_frame(f"{self.tag}-{index}", text))
             self.sent += 1
 
     def _heard(self, text: str) -> None:
@@ -561,13 +562,7 @@ class Talker:
     async def ack(self) -> None:
         if self.synapsia and self.last_seq > self.acked_seq:
             self.acked_seq = self.last_seq
-            ack = {
-                "v": 1,
-                "type": "ack",
-                "id": f"ack-{self.last_seq}",
-                "body": {"seq": self.last_seq},
-            }
-            await self.ws.send(json.dumps(ack))
+            await self.ws.send(ack_frame(self.last_seq))
 
 
 class RssSampler(threading.Thread):
