@@ -208,7 +208,7 @@ _EVENT_FIELDS = tuple(f for f in LedgerEvent._meta.concrete_fields if not f.prim
 _HEAD_ROOM = LedgerHead._meta.get_field("room_id")
 _HEAD_SEQ = LedgerHead._meta.get_field("seq")
 _HEAD_HASH = LedgerHead._meta.get_field("hash")
-_INSERT_SQL: dict[tuple[str, int], str] = {}
+_INSERT_SQL: dict[tuple[str, tuple[int, ...]], str] = {}
 _HEAD_SQL: dict[tuple[str, bool], str] = {}
 
 
@@ -261,29 +261,32 @@ def _events_insert(connection: BaseDatabaseWrapper, rows: Sequence[dict[str, obj
     batch = max(1, connection.ops.bulk_batch_size(list(_EVENT_FIELDS), rows))
     with connection.cursor() as cursor:
         for start in range(0, len(rows), batch):
-            chunk = rows[start : start + batch]
-            key = (connection.vendor, len(chunk))
-            sql = _INSERT_SQL.get(key)
-            if sql is None:
-                q = connection.ops.quote_name
-                columns = ", ".join(q(_column(f)) for f in _EVENT_FIELDS)
-                row = "(" + ", ".join(["%s"] * len(_EVENT_FIELDS)) + ")"
-                sql = (
-                    f"INSERT INTO {q(LedgerEvent._meta.db_table)} ({columns}) VALUES "  # noqa: S608
-                    + ", ".join([row] * len(chunk))
-                )
-                _INSERT_SQL[key] = sql
-            cursor.execute(sql, _insert_params(connection, chunk))
+            sql, params = _insert_statement(connection, rows[start : start + batch])
+            cursor.execute(sql, params)
 
 
 _UNSET = object()
+_SHARED_BY_VALUE = frozenset({str, int, bytes, UUID})
+# Statements by the shape of their parameters (see ``_insert_statement``); a turn's batches
+# come in a few shapes, and past this many the oldest are written again when next met.
+_INSERT_SHAPES = 256
 
 
-def _insert_params(connection: BaseDatabaseWrapper, rows: Sequence[dict[str, object]]) -> list[Any]:
-    """Each row's values through its field's ``get_db_prep_save``, row after row. A batch's
-    rows share their room and their moment (the same objects): those are prepared once, not
-    once per row (a datetime's preparation reads the time-zone setting each time)."""
-    params: list[Any] = []
+def _insert_statement(
+    connection: BaseDatabaseWrapper, rows: Sequence[dict[str, object]]
+) -> tuple[str, dict[str, Any]]:
+    """The INSERT of ``rows`` and its parameters, named: each row's values through their
+    field's ``get_db_prep_save``, and each distinct prepared value one parameter however many
+    places carry it (the batch's room and moment, its kinds, and each row's ``prev_hash``,
+    the ``hash`` of the row before). The statement is the same bytes per shape; what the
+    database stores is what positional parameters stored (tests/ledger/test_append_raw.py).
+    Fewer parameters are fewer values for the driver to adapt: PostgreSQL's client-side
+    binding quotes each in Python, and parses a statement of more than 50 afresh on every
+    execute, which made the turn's insert a fifth of a context request there; Django's
+    SQLite cursor rewrites a positional statement's every ``%s`` with a look-behind regex."""
+    params: dict[str, Any] = {}
+    named: dict[tuple[type, Any], int] = {}
+    shape: list[int] = []
     seen: list[object] = [_UNSET] * len(_EVENT_FIELDS)
     prepared: list[Any] = [None] * len(_EVENT_FIELDS)
     for values in rows:
@@ -292,8 +295,30 @@ def _insert_params(connection: BaseDatabaseWrapper, rows: Sequence[dict[str, obj
             if value is not seen[i]:
                 seen[i] = value
                 prepared[i] = field.get_db_prep_save(value, connection)
-            params.append(prepared[i])
-    return params
+            p = prepared[i]
+            # Shared by value where equal values are written alike (a UUID, a string, bytes,
+            # a whole number), else only the very object (the batch's prepared moment).
+            key = (type(p), p) if type(p) in _SHARED_BY_VALUE else (object, id(p))
+            index = named.get(key)
+            if index is None:
+                index = named[key] = len(params)
+                params[f"p{index}"] = p
+            shape.append(index)
+    key_shape = (connection.vendor, tuple(shape))
+    sql = _INSERT_SQL.get(key_shape)
+    if sql is None:
+        q = connection.ops.quote_name
+        columns = ", ".join(q(_column(f)) for f in _EVENT_FIELDS)
+        width = len(_EVENT_FIELDS)
+        marks = [f"%(p{n})s" for n in shape]
+        values_sql = ", ".join(
+            "(" + ", ".join(marks[r : r + width]) + ")" for r in range(0, len(marks), width)
+        )
+        sql = f"INSERT INTO {q(LedgerEvent._meta.db_table)} ({columns}) VALUES {values_sql}"  # noqa: S608
+        if len(_INSERT_SQL) >= _INSERT_SHAPES:
+            _INSERT_SQL.pop(next(iter(_INSERT_SQL)))
+        _INSERT_SQL[key_shape] = sql
+    return sql, params
 
 
 def _sign_appended(room_id: UUID, appended: Sequence[AppendedEvent]) -> None:

@@ -136,6 +136,16 @@ class _CheckedSlip:
     slip: SlipRow
     signed: SlipPayload | None
     failure: str | None
+    # The first of the signed capabilities for each (resource, operation) and its position,
+    # as ``_judge`` looks one up: made once per check (a turn's check serves its every use).
+    first: dict[tuple[str, str], tuple[int, Capability]] = field(default_factory=dict)
+
+
+def _first_capabilities(signed: SlipPayload) -> dict[tuple[str, str], tuple[int, Capability]]:
+    first: dict[tuple[str, str], tuple[int, Capability]] = {}
+    for position, capability in enumerate(signed.capabilities):
+        first.setdefault((capability.resource, capability.operation), (position, capability))
+    return first
 
 
 # Two live slips per room: 2,048 covers a process's thousand busiest rooms; a payload is at
@@ -182,7 +192,7 @@ def _slip_check(slip: SlipRow) -> _CheckedSlip:
         or (signed.issued_at, signed.expires_at) != (slip.issued_at, slip.expires_at)
     ):
         return _CheckedSlip(slip, None, "binding_mismatch")
-    return _CheckedSlip(slip, signed, None)
+    return _CheckedSlip(slip, signed, None, _first_capabilities(signed))
 
 
 def _judge(
@@ -198,10 +208,12 @@ def _judge(
     record_at: Callable[[int], _Record | None],
     tier_of: Callable[[], str],
     live_capabilities: Callable[[], dict[str, tuple[Capability, ...]]],
+    clock_skew: int | None = None,
 ) -> tuple[CapabilityVerdict, _Record | None]:
     """One use decided against one checked slip: the rules, in order, with no reads of their
     own (the callers pass how to find the capability record, the tier and the other owners'
-    rules: one query each per call, or one set-based read per turn)."""
+    rules: one query each per call, or one set-based read per turn). ``clock_skew``: the
+    setting as the caller read it for this decision (read here when not given)."""
     slip = checked.slip
     ids = {"slip_id": slip.id, "key_id": slip.key_id}
     if checked.failure is not None or checked.signed is None:
@@ -213,16 +225,14 @@ def _judge(
     now_s = int(now.timestamp())
     if now_s >= signed.expires_at:
         return _deny("slip_expired", **ids), None
-    if now_s < signed.issued_at - int(slips_setting("CLOCK_SKEW_SECONDS")):
+    if clock_skew is None:
+        clock_skew = int(slips_setting("CLOCK_SKEW_SECONDS"))
+    if now_s < signed.issued_at - clock_skew:
         return _deny("slip_not_yet_valid", **ids), None
-    match = [
-        (i, c)
-        for i, c in enumerate(signed.capabilities)
-        if c.resource == resource and c.operation == operation
-    ]
-    if not match:
+    match = checked.first.get((resource, operation))
+    if match is None:
         return _deny("not_in_slip", **ids), None
-    position, granted = match[0]
+    position, granted = match
     if not recipient_covers(granted.recipient, recipient):
         return _deny("recipient_not_cleared", **ids), None
     if now_s >= granted.expires_at:
@@ -414,6 +424,9 @@ class RoomSlips:
     slips: dict[tuple[str, UUID], _CheckedSlip] = field(default_factory=dict)
     records: dict[UUID, dict[int, CapabilityRow]] = field(default_factory=dict)
     _live: dict[str, tuple[Capability, ...]] | None = None
+    # The clock-skew setting, read at this turn's first verdict (inside its guard, as
+    # ``_judge`` reads it) and used for the rest of the turn's.
+    _clock_skew: int | None = None
 
     def verdict(
         self,
@@ -430,6 +443,8 @@ class RoomSlips:
         if checked is None:
             return _deny("no_slip"), None
         try:
+            if self._clock_skew is None:
+                self._clock_skew = int(slips_setting("CLOCK_SKEW_SECONDS"))
             return _judge(
                 checked,
                 room_id=self.room_id,
@@ -442,6 +457,7 @@ class RoomSlips:
                 record_at=self.records.get(checked.slip.id, {}).get,
                 tier_of=lambda: self.tier,
                 live_capabilities=self._live_capabilities,
+                clock_skew=self._clock_skew,
             )
         except Exception:
             logger.exception("capability verification failed: denying")
@@ -467,7 +483,8 @@ class RoomSlips:
 def _room_slips_sql(vendor: str, lock: bool) -> str:
     """The room's live slips, their keys and capability records in one statement, written
     once per process (no ORM compilation per turn). Only our own table names are
-    interpolated; the room is a parameter."""
+    interpolated; the room is a parameter, named: Django's SQLite cursor rewrites each
+    ``%s`` of a statement with a look-behind regex over its whole text on every execute."""
     q = connection.ops.quote_name
     record, slip, key = (q(m._meta.db_table) for m in (SlipCapability, Slip, DeviceKey))
     sql = (
@@ -476,7 +493,7 @@ def _room_slips_sql(vendor: str, lock: bool) -> str:
         "s.issued_at, s.expires_at, k.owner_id, "
         "CASE WHEN k.revoked_at IS NULL THEN 0 ELSE 1 END, k.public_key "
         f"FROM {record} c JOIN {slip} s ON s.id = c.slip_id JOIN {key} k ON k.id = s.key_id "
-        "WHERE s.room_id = %s AND s.superseded_at IS NULL ORDER BY c.position, c.id"
+        "WHERE s.room_id = %(room)s AND s.superseded_at IS NULL ORDER BY c.position, c.id"
     )
     # Only the use counters are locked (the slips and keys are read as they stand: a revoked
     # key or a superseding slip committed before this statement is seen by it).
@@ -502,7 +519,7 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
     with connection.cursor() as cursor:
         cursor.execute(
             _room_slips_sql(connection.vendor, lock),
-            [Slip._meta.get_field("room_id").get_db_prep_value(room_id, connection)],
+            {"room": Slip._meta.get_field("room_id").get_db_prep_value(room_id, connection)},
         )
         rows = cursor.fetchall()
     snapshot = RoomSlips(room_id=room_id, tier=tier)
@@ -550,9 +567,9 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
 @functools.cache
 def _uses_spend_sql(vendor: str, count: int) -> str:
     """One use off each of ``count`` records, only where one is left (written once per count:
-    no ORM compilation per turn)."""
+    no ORM compilation per turn; parameters named, as ``_room_slips_sql``'s are)."""
     table = connection.ops.quote_name(SlipCapability._meta.db_table)
-    marks = ", ".join(["%s"] * count)
+    marks = ", ".join(f"%(r{i})s" for i in range(count))
     return (
         f"UPDATE {table} SET uses_left = uses_left - 1 "  # noqa: S608
         f"WHERE id IN ({marks}) AND uses_left > 0"
@@ -572,7 +589,10 @@ def capability_uses_spend(*, record_ids: list[int]) -> None:
     if len(set(record_ids)) != len(record_ids):
         raise UsesNotSpent("a record would be spent twice in one turn")
     with connection.cursor() as cursor:
-        cursor.execute(_uses_spend_sql(connection.vendor, len(record_ids)), record_ids)
+        cursor.execute(
+            _uses_spend_sql(connection.vendor, len(record_ids)),
+            {f"r{i}": record_id for i, record_id in enumerate(record_ids)},
+        )
         spent = cursor.rowcount
     if spent != len(record_ids):
         raise UsesNotSpent(f"{len(record_ids) - spent} of {len(record_ids)} uses were gone")
