@@ -71,6 +71,37 @@ def test_a_request_log_line_carries_the_request_id(json_lines: Any, db: None) ->
     assert lines and lines[-1]["request_id"] == "proxy-req-0002"
 
 
+# Run in the demo's database after the negotiation: what the room said and holds, in the clear
+# (every string of the vault's items, which the agents read scoped).
+_READ_BACK = """
+import json
+from rooms.models import Message, Room, Whisper
+from slips.models import VaultItem
+from slips.vault import vault_open
+
+def strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+print(json.dumps({
+    "said": [m.text for m in Message.objects.all()],
+    "whispered": [w.text for w in Whisper.objects.all()],
+    "charters": [r.charter for r in Room.objects.all()],
+    "vault": [
+        text
+        for item in VaultItem.objects.all()
+        for text in strings(vault_open(item).model_dump(mode="json"))
+    ],
+}))
+"""
+
+
 @pytest.mark.e2e
 @pytest.mark.skipif(
     bool(os.environ.get("SYNAPSIA_TEST_SERVICES")), reason="runs its own embedded processes once"
@@ -109,12 +140,30 @@ def test_a_whole_negotiation_logs_no_content(tmp_path: Path) -> None:
     assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
     logged = log_file.read_text() + run.stderr
 
+    # Messages, whispers and charters are sealed at rest: the raw columns hold ciphertext, which
+    # no log could quote. What was said is read back through the app, as the room shows it.
+    dump = subprocess.run(
+        [*manage, "shell", "-c", _READ_BACK],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert dump.returncode == 0, dump.stdout + dump.stderr
+    content = json.loads(dump.stdout.strip().splitlines()[-1])
     with sqlite3.connect(tmp_path / "db.sqlite3") as database:
-        said = [row[0] for row in database.execute("SELECT text FROM rooms_message")]
-        whispered = [row[0] for row in database.execute("SELECT text FROM rooms_whisper")]
-        charters = [row[0] for row in database.execute("SELECT charter FROM rooms_room")]
-    assert said, "the negotiation said nothing: the canaries would prove nothing"
-    canaries = [text.strip() for text in said + whispered + charters if len(text.strip()) >= 12]
+        stored = {row[0] for row in database.execute("SELECT text FROM rooms_message")}
+    assert content["said"], "the negotiation said nothing: the canaries would prove nothing"
+    assert not stored & set(content["said"]), "messages are stored in the clear"
+    assert content["vault"], "no vault item to take canaries from"
+    canaries = [
+        text.strip()
+        for kind in ("said", "whispered", "charters", "vault")
+        for text in content[kind]
+        if len(text.strip()) >= 12
+    ]
     for canary in canaries:
         # The whole text, and its longest line, in case a log line quotes part of it.
         longest = max(canary.splitlines(), key=len)
