@@ -50,6 +50,8 @@ from rooms.control_tokens import (
     category_of,
     char_class,
     decode_encoded_punctuation,
+    few_long_lines,
+    lines_outside_ascii,
     non_ascii_characters,
     occurrences,
     replace_confusables,
@@ -452,7 +454,13 @@ def _hidden_runs(text: str) -> int:
     """Count runs of hidden text in NFKC text before anything is stripped."""
     if text.isascii():
         return 0  # nothing in ASCII is invisible except C0 controls, which are not an encoding
-    candidates = "\n".join(_HIDDEN_CANDIDATE_RUN.findall(text))
+    scanned = text
+    if few_long_lines(text):
+        # Every candidate is outside ASCII and none is a newline, so the runs are those of the
+        # lines outside ASCII, in order: only they are scanned (see strip_code_points).
+        lines, outside = lines_outside_ascii(text)
+        scanned = "\n".join([lines[index] for index in outside])
+    candidates = "\n".join(_HIDDEN_CANDIDATE_RUN.findall(scanned))
     if not candidates:
         return 0
     # Astral classes are slow in re, so they only ever see the astral characters present
