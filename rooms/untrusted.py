@@ -355,10 +355,12 @@ def _sanitise(text: str) -> _Clean:
     view: str | None = None
     for attempt in range(2):
         for _ in range(MAX_PASSES):
-            normalized = unicodedata.normalize("NFKC", text)
-            if normalized != text:
-                view = None
-            text = before = normalized
+            if not first_pass:  # the first pass's text is NFKC already, and NFKC is idempotent
+                normalized = unicodedata.normalize("NFKC", text)
+                if normalized != text:
+                    view = None
+                text = normalized
+            before = text
             text, decoded = decode_encoded_punctuation(text)
             stripped[StripCategory.ENCODED_PUNCTUATION] += decoded
             if decoded:

@@ -14,6 +14,7 @@ from rooms import control_tokens as ct
 from rooms import untrusted
 from tests.rooms.test_fence_pass_equivalence import (
     _reference_hidden_runs,
+    _reference_sanitise,
     _reference_strip_code_points,
 )
 
@@ -164,3 +165,23 @@ def test_the_word_check_keeps_every_tail_the_regex_finds() -> None:
 @given(view=st.lists(_TAIL_PIECES, max_size=30).map("".join))
 def test_the_word_check_keeps_every_tail_on_mixes(view: str) -> None:
     assert ct._boundary_tails(view) == _tails(view), view
+
+
+# --- the first pass does not renormalise (rooms.untrusted._sanitise) ---------------------------
+
+
+def test_nfkc_is_idempotent_on_every_code_point() -> None:
+    # The first pass takes the text as the opening NFKC left it (Unicode's normalisation
+    # stability: NFKC of NFKC text is itself); checked here code point by code point.
+    for cp in range(0x110000):
+        once = unicodedata.normalize("NFKC", chr(cp))
+        assert unicodedata.normalize("NFKC", once) == once, hex(cp)
+
+
+def test_a_later_pass_still_composes_what_a_deletion_brought_together() -> None:
+    # The zero-width space keeps "e" and the acute apart through the opening NFKC; once it
+    # is stripped, the next pass must compose them.
+    clean = untrusted._sanitise("cafe\u200b\u0301 and <|im_start|>e\u0301")
+    assert clean.text == "café and é"
+    _, ref_stripped, _ = _reference_sanitise("cafe\u200b\u0301 and <|im_start|>e\u0301")
+    assert +clean.stripped == +ref_stripped
