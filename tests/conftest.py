@@ -115,6 +115,7 @@ PROFILE_FREE = (
     "tests/rooms/test_fence_hardening.py",
     "tests/rooms/test_fence_pass_equivalence.py",
     "tests/rooms/test_fence_dispatch_gates.py",
+    "tests/rooms/test_fence_line_scans.py",
     "tests/rooms/test_fence_third_party_sample.py",
     "tests/rooms/test_protocol_ask.py",
     "tests/rooms/test_protocol_docs.py",
