@@ -121,10 +121,10 @@ def test_a_whole_negotiation_logs_no_content(tmp_path: Path) -> None:
         SYNAPSIA_DELETION_JOURNAL_PATH=str(tmp_path / "deletions.jsonl"),
         SYNAPSIA_LOG_LEVEL="DEBUG",
     )
-    manage = [sys.executable, "manage.py"]
-    for argv in (["migrate", "--no-input", "-v0"], ["demo", "--headless"]):
+
+    def manage(*argv: str) -> subprocess.CompletedProcess[str]:
         run = subprocess.run(
-            manage + argv,
+            [sys.executable, "manage.py", *argv],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -133,6 +133,10 @@ def test_a_whole_negotiation_logs_no_content(tmp_path: Path) -> None:
             check=False,
         )
         assert run.returncode == 0, run.stdout + run.stderr
+        return run
+
+    manage("migrate", "--no-input", "-v0")
+    run = manage("demo", "--headless")
     assert "practice negotiation completed" in run.stdout
     lines = log_file.read_text().splitlines()
     assert lines, "the negotiation logged nothing at all"
@@ -142,16 +146,7 @@ def test_a_whole_negotiation_logs_no_content(tmp_path: Path) -> None:
 
     # Messages, whispers and charters are sealed at rest: the raw columns hold ciphertext, which
     # no log could quote. What was said is read back through the app, as the room shows it.
-    dump = subprocess.run(
-        [*manage, "shell", "-c", _READ_BACK],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert dump.returncode == 0, dump.stdout + dump.stderr
+    dump = manage("shell", "-c", _READ_BACK)
     content = json.loads(dump.stdout.strip().splitlines()[-1])
     with sqlite3.connect(tmp_path / "db.sqlite3") as database:
         stored = {row[0] for row in database.execute("SELECT text FROM rooms_message")}
