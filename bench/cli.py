@@ -335,7 +335,9 @@ def cell_idle(run: ProfileRun) -> dict[str, Any]:
                     if args.pyspy and mode == "synapsia"
                     else None
                 )
-                with running_daphne(run.stack, application, log, profile_to=profile_to) as server:
+                with running_daphne(
+                    run.stack.env, application, log, profile_to=profile_to
+                ) as server:
                     config_rooms = _rooms_config(run, server, mode, rooms)
                     pairs = [
                         [url, (room.get("tokens") or [None, None])[side]]
@@ -493,9 +495,11 @@ def bench_profile(
         save()
         profile_path = workdir / "synapsia.pyspy.txt" if args.pyspy else None
         with (
-            running_daphne(stack, "bench.relay_asgi:application", workdir / "relay.log") as relay,
             running_daphne(
-                stack,
+                stack.env, "bench.relay_asgi:application", workdir / "relay.log"
+            ) as relay,
+            running_daphne(
+                stack.env,
                 "synapsia.asgi:application",
                 workdir / "synapsia.log",
                 profile_to=profile_path,

@@ -863,17 +863,19 @@ def _seed(stack: Any, rooms: int) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def serving(stack: Any, application: str, log_path: Path, *, keepalive: bool) -> Iterator[Any]:
+def serving(
+    env: dict[str, str], application: str, log_path: Path, *, keepalive: bool
+) -> Iterator[tuple[str, int]]:
     """``bench.stack.running_daphne`` serving ``application``, with ``keepalive=False`` its
     keepalive pings put off for 10 minutes: with Daphne's defaults (a ping after 20 s idle,
     30 s for the pong) a client that never reads is dropped ~50 s after it connects whatever
     it was sent, which a slower flood (K=10 on a loaded machine) reaches before the send
-    buffer's limit. Yields the running server (``host``, ``pid``); always stopped."""
+    buffer's limit. Yields (host, pid); always stopped."""
     from bench.stack import running_daphne
 
     pings = () if keepalive else ("--ping-interval", "600", "--ping-timeout", "600")
-    with running_daphne(stack, application, log_path, daphne_args=pings, timeout=60.0) as server:
-        yield server
+    with running_daphne(env, application, log_path, daphne_args=pings, timeout=60.0) as server:
+        yield server.host, server.pid
 
 
 def line(run: dict[str, Any]) -> str:
@@ -1003,11 +1005,13 @@ def main(argv: list[str] | None = None) -> int:
                     log = stack.workdir / f"{mode.replace('+', '-')}-{k}.log"
                     load = os.getloadavg()
                     try:
-                        with serving(stack, application, log, keepalive=args.keepalive) as server:
+                        with serving(stack.env, application, log, keepalive=args.keepalive) as (
+                            host,
+                            pid,
+                        ):
                             result = asyncio.run(
                                 asyncio.wait_for(
-                                    run_scenario(scenario, server.host, server.pid, log),
-                                    RUN_LIMIT_S,
+                                    run_scenario(scenario, host, pid, log), RUN_LIMIT_S
                                 )
                             )
                     except Exception as failed:

@@ -171,7 +171,7 @@ def _descendant_daphne(pid: int) -> int:
 
 @contextlib.contextmanager
 def running_daphne(
-    stack: Stack,
+    env: dict[str, str],
     application: str,
     log_path: Path,
     *,
@@ -179,8 +179,8 @@ def running_daphne(
     daphne_args: Sequence[str] = (),
     timeout: float = 40.0,
 ) -> Iterator[Server]:
-    """Serve ``application`` with Daphne on a free loopback port (``daphne_args``: more of
-    Daphne's flags); always stop it afterwards.
+    """Serve ``application`` with Daphne on a free loopback port, in ``env`` (a stack's
+    environment; ``daphne_args``: more of Daphne's flags); always stop it afterwards.
 
     With ``profile_to``, Daphne runs under ``py-spy record`` (raw collapsed stacks), which
     writes the profile when Daphne exits.
@@ -221,7 +221,7 @@ def running_daphne(
         process = subprocess.Popen(
             command,
             cwd=ROOT,
-            env=stack.env,
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

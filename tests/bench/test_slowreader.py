@@ -43,7 +43,9 @@ def test_the_small_object_allocator_shows_what_is_in_use() -> None:
     during = slowreader.obmalloc_stats()
     assert before["arenas"] >= 1
     assert during["allocated"] - before["allocated"] > 5
-    assert during["arenas"] > before["arenas"]
+    # The arenas may not grow: earlier tests in this process can leave enough free ones. They
+    # hold every block in use, at 1 MiB an arena on 64-bit CPython 3.10 and later.
+    assert during["arenas"] >= max(before["arenas"], during["allocated"])
     del kept
 
 
