@@ -324,11 +324,14 @@ def _record_outage(room_id: UUID, leaving: list[UUID]) -> None:
     from rooms.pausing import room_pause_fail_safe
     from rooms.services import agent_leave
 
-    if not Room.objects.filter(id=room_id).exists():
-        return  # deleted meanwhile: nothing left to pause
-    room_pause_fail_safe(room_id=room_id, rule="gatekeeper.database_error")
-    for agent_id in leaving:
-        agent_leave(room_id=room_id, agent_id=agent_id)
+    # One transaction: the pause and the leaves are on record together, and the room's
+    # "paused" announcement (sent on commit) never reaches a socket before the leaves are.
+    with transaction.atomic():
+        if not Room.objects.filter(id=room_id).exists():
+            return  # deleted meanwhile: nothing left to pause
+        room_pause_fail_safe(room_id=room_id, rule="gatekeeper.database_error")
+        for agent_id in leaving:
+            agent_leave(room_id=room_id, agent_id=agent_id)
 
 
 _outages: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, OutageDesk] = (
