@@ -77,17 +77,8 @@ _READ_BACK = """
 import json
 from rooms.models import Message, Room, Whisper
 from slips.models import VaultItem
+from rooms.ledger_api import _strings as strings
 from slips.vault import vault_open
-
-def strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from strings(item)
 
 print(json.dumps({
     "said": [m.text for m in Message.objects.all()],
