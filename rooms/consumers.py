@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import copy
 import logging
 import time
 import weakref
@@ -69,7 +68,6 @@ from rooms.protocol import (
     FlareFrame,
     FrameError,
     MessageBody,
-    MessageFrame,
     NoticeBody,
     NoticeFrame,
     OfferPlan,
@@ -84,12 +82,12 @@ from rooms.protocol import (
     SayFrame,
     SealOfferFrame,
     SentBody,
-    SentFrame,
     WelcomeBody,
     WelcomeFrame,
     WhisperBody,
     WhisperFrame,
     error_frame,
+    frame_json,
     new_frame_id,
     parse_client_frame,
 )
@@ -179,8 +177,20 @@ def _empty_here(layer: Any, group: str) -> bool:
     return isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(group)
 
 
+# The bodies' fields in their models' order, which their wire form keeps.
+_SENT_FIELDS = tuple(SentBody.model_fields)
+_MESSAGE_FIELDS = tuple(MessageBody.model_fields)
+
+
+def sent_frame(ref: str, seq: int, *, duplicate: bool) -> str:
+    """The `sent` receipt (``SentFrame``) for the client's `say` frame ``ref``."""
+    body = dict(zip(_SENT_FIELDS, (ref, seq, duplicate), strict=True))
+    return frame_json("sent", new_frame_id(), body)
+
+
 def message_frame(message: Message | services.SaidMessage, *, for_agent: bool) -> str:
-    """The wire form of one transcript message; built once per audience and fanned out.
+    """The wire form of one transcript message (``MessageFrame``); built once per audience
+    and fanned out.
 
     An agent gets the peer's text only as fenced untrusted data (SYN-TRUST-003); an owner's
     browser gets the text as written, with the same flags, and renders it as text.
@@ -196,21 +206,17 @@ def message_frame(message: Message | services.SaidMessage, *, for_agent: bool) -
         fenced = message.fenced if said else None  # type: ignore[union-attr]
         fenced = fenced or untrusted.fence(message.text, source="peer", flagger=False)
         text, fenced_block = fenced.text, fenced.fenced
-    return MessageFrame(
-        type="message",
-        id=f"msg-{message.seq}",
-        body=MessageBody(
-            seq=message.seq,
-            sender_agent_id=sender,
-            text=text,
-            fenced=fenced_block,
-            flags=list(message.flags),
-            sent_at=sent_at,
-            author="owner"
-            if isinstance(message, Message) and message.author == "owner"
-            else "agent",
-        ),
-    ).model_dump_json()
+    seq = int(message.seq)
+    values = (
+        seq,
+        sender if isinstance(sender, UUID) else UUID(str(sender)),
+        str(text),
+        fenced_block,
+        [str(flag) for flag in message.flags],
+        sent_at,
+        "owner" if isinstance(message, Message) and message.author == "owner" else "agent",
+    )
+    return frame_json("message", f"msg-{seq}", dict(zip(_MESSAGE_FIELDS, values, strict=True)))
 
 
 def action_result_frame(ref: str, result: ActionResult) -> str:
@@ -348,6 +354,8 @@ class SayDesk:
         self._recording = 0
         # Standing statements run, for tests and the benchmark.
         self.standing_statements = 0
+        # The hop's thread hand-off, made once per desk rather than once per hop.
+        self._hop: Callable[..., Awaitable[Any]] | None = None
 
     @staticmethod
     def _concurrency() -> int:
@@ -399,8 +407,10 @@ class SayDesk:
                     self.standing_statements += 1
                 clock: list[float] = []
                 handed = time.monotonic()
+                if self._hop is None:
+                    self._hop = in_db_thread(_desk_hop)
                 try:
-                    acked, results, verdicts = await in_db_thread(_desk_hop)(
+                    acked, results, verdicts = await self._hop(
                         acks=[ack for ack, _ in acks],
                         runs=[run for run, _ in batch],
                         readers=[reader for reader, _ in checks],
@@ -879,7 +889,9 @@ class RoomConsumer(AsyncWebsocketConsumer):
         """``first`` and the `say` frames queued right behind it (up to ``SAY_RUN_MAX``),
         cut after one that would complete a loop, so the flare comes before later frames."""
         run = [first]
-        watch = copy.copy(self._repetition)
+        if self._held is not None or not self._inbox:
+            return run  # nothing queued behind it (one in flight): no run to cut
+        watch = self._repetition.copy()
         if watch.looping(first.body.text):
             return run
         while len(run) < SAY_RUN_MAX and self._held is None and self._inbox:
@@ -926,13 +938,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             (participant.room_id, participant.agent_id, [(f.id, f.body.text) for f in frames])
         )
         for frame, message in zip(frames, said, strict=False):
-            await self.send(
-                SentFrame(
-                    type="sent",
-                    id=new_frame_id(),
-                    body=SentBody(ref=frame.id, seq=message.seq, duplicate=False),
-                ).model_dump_json()
-            )
+            await self.send(sent_frame(frame.id, message.seq, duplicate=False))
         if said:
             await self._announce(participant.agent_id, said)
             for message in said:
@@ -1002,13 +1008,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             }.get(refused.reason, CloseCode.FORBIDDEN)
             await self._shut(code)
             return
-        await self.send(
-            SentFrame(
-                type="sent",
-                id=new_frame_id(),
-                body=SentBody(ref=frame.id, seq=said.seq, duplicate=said.duplicate),
-            ).model_dump_json()
-        )
+        await self.send(sent_frame(frame.id, said.seq, duplicate=said.duplicate))
         if not said.duplicate:
             await self._announce(participant.agent_id, [said])
             if self._repetition.looping(frame.body.text):
@@ -1170,6 +1170,8 @@ class RoomConsumer(AsyncWebsocketConsumer):
         the socket has caught up (the record is the record; the memory stays bounded)."""
         if self.participant is None or self._closed:
             return
+        if self._own_only(deliveries):
+            return
         if (
             self._behind
             or len(self._outbox) + len(deliveries) > settings.SYNAPSIA["SOCKET_OUTBOX_MAX_FRAMES"]
@@ -1179,6 +1181,26 @@ class RoomConsumer(AsyncWebsocketConsumer):
         else:
             self._outbox.extend(deliveries)
         self._carry_on()
+
+    def _own_only(self, deliveries: list[tuple[int, str, str, str]]) -> bool:
+        """The socket's own messages, with nothing waiting before them (no courier at work,
+        nothing queued, no gap to read): they give the socket nothing, so they need no
+        standing check; they only move its position, here, as the courier would have, without
+        a courier task per message. False (nothing done) for anything else."""
+        if self._behind or self._outbox or (self._courier is not None and not self._courier.done()):
+            return False
+        own = self._own_hex()
+        if not own or any(sender != own for _, sender, _, _ in deliveries):
+            return False
+        for seq, _, _, _ in deliveries:
+            if seq <= self.position:
+                continue  # already handled
+            if seq > self.position + 1:
+                self._behind = True  # the rest is in the record: the courier reads it
+                self._carry_on()
+                break
+            self.position = seq
+        return True
 
     def _carry_on(self) -> None:
         if self._courier is None or self._courier.done():
@@ -1209,6 +1231,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
                     if verdict is not None:
                         await self._shut(verdict)
                         return
+                agent = bool(own)
                 async with self._backfilling:
                     for seq, sender, frame, owner_frame in batch:
                         if seq <= self.position:
@@ -1218,7 +1241,6 @@ class RoomConsumer(AsyncWebsocketConsumer):
                             break
                         self.position = seq
                         if sender != own:
-                            agent = self._reader().agent_id is not None
                             await self.send(frame if agent else owner_frame)
         except asyncio.CancelledError:
             pass

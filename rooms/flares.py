@@ -56,6 +56,12 @@ class RepetitionWatch:
         self._last = normalised
         return self._times == LOOP_REPEATS
 
+    def copy(self) -> RepetitionWatch:
+        """A watch that has seen what this one has (to look ahead without moving this one)."""
+        watch = RepetitionWatch()
+        watch._last, watch._times = self._last, self._times
+        return watch
+
 
 _STANDING_AFTER: dict[FlareChoice, SeatStanding] = {
     FlareChoice.RESET_RESUME: SeatStanding.ACTIVE,

@@ -79,17 +79,23 @@ def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None
     pk = Room._meta.pk
     assert pk is not None
     seats: dict[UUID, list[Seat]] = {}
+    # The ids as read (SQLite: hex text) to UUIDs, each parsed once per call: the rooms
+    # asked for are known, and an agent seated in several of them is read once per seat.
+    ids: dict[Any, UUID | None] = {None: None}
     for start in range(0, len(room_ids), ROOMS_PER_STATEMENT):
         chunk = room_ids[start : start + ROOMS_PER_STATEMENT]
+        prepared = [pk.get_db_prep_value(r, connection) for r in chunk]
+        ids.update(zip(prepared, chunk, strict=True))
         with connection.cursor() as cursor:
-            cursor.execute(
-                _seats_sql(len(chunk)), [pk.get_db_prep_value(r, connection) for r in chunk]
-            )
+            cursor.execute(_seats_sql(len(chunk)), prepared)
             rows = cursor.fetchall()
         for room_id, owner_id, agent_id, seat_standing, state, revoked_at in rows:
             revoked = revoked_at is not None
-            seat = Seat(int(owner_id), _as_uuid(agent_id), seat_standing, state, revoked)
-            seats.setdefault(_as_uuid(room_id), []).append(seat)  # type: ignore[arg-type]
+            if agent_id not in ids:
+                ids[agent_id] = _as_uuid(agent_id)
+            seat = Seat(int(owner_id), ids[agent_id], seat_standing, state, revoked)
+            room = ids[room_id] if room_id in ids else _as_uuid(room_id)
+            seats.setdefault(room, []).append(seat)  # type: ignore[arg-type]
     return {reader: _verdict(reader, seats.get(reader.room_id, [])) for reader in wanted}
 
 

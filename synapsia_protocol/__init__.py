@@ -71,6 +71,7 @@ from synapsia_protocol.schemas import body_schema, frame_schemas
 from synapsia_protocol.wire import (
     FrameError,
     error_frame,
+    frame_json,
     new_frame_id,
     parse_client_frame,
     parse_server_frame,
@@ -141,6 +142,7 @@ __all__ = [
     "WhisperFrame",
     "body_schema",
     "error_frame",
+    "frame_json",
     "frame_schemas",
     "new_frame_id",
     "parse_client_frame",

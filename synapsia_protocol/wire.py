@@ -9,6 +9,7 @@ import secrets
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import to_json
 
 from synapsia_protocol.codes import ErrorCode
 from synapsia_protocol.frames import (
@@ -117,6 +118,17 @@ def parse_client_frame(raw: str | None, *, max_bytes: int) -> AnyClientFrame:
         )
         code = ErrorCode.INVALID_BODY if ref is not None else ErrorCode.MALFORMED
         raise FrameError(code, detail, ref) from None
+
+
+def frame_json(kind: str, frame_id: str, body: dict[str, Any]) -> str:
+    """A server frame's wire form from its fields, written by pydantic's own serializer
+    (``pydantic_core.to_json``): byte for byte what the frame's model makes of the same
+    values with ``model_dump_json()``, when ``body`` holds its model's fields in the model's
+    order with values of the fields' types (tests/rooms/test_say_path_frames.py), without
+    building and validating a model. For frames the server writes from what it has itself
+    just stored (the say path's `sent` and `message` frames, once or twice a message); a
+    frame from outside is still read only through ``parse_client_frame``."""
+    return to_json({"v": PROTOCOL_VERSION, "id": frame_id, "type": kind, "body": body}).decode()
 
 
 def error_frame(code: ErrorCode, message: str, ref: str | None) -> str:
