@@ -36,7 +36,15 @@ from bench import report
 from bench.decision import cell_decision
 from bench.fence import cell_fence
 from bench.ledger import cell_ledger
-from bench.stack import ROOT, Server, Stack, provisioned, run_module, running_daphne
+from bench.stack import (
+    ROOT,
+    Servers,
+    Stack,
+    provisioned,
+    run_module,
+    running_daphne,
+    running_daphnes,
+)
 
 CELLS = ("say", "turn", "idle", "ledger", "fence", "decision")
 # Turns per room per run: below the most uses a record may grant (1,000), so no record runs
@@ -92,6 +100,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only", choices=["relay", "synapsia"], help="run one target only (no ratio)"
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="say and turn cells: Daphne processes per target, sockets spread over them in "
+        "turn (production runs two; services profile only)",
+    )
     parser.add_argument("--debug", action="store_true", help="SYNAPSIA_DEBUG=true on servers")
     parser.add_argument("--keep", action="store_true", help="keep the throwaway database")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "var" / "bench")
@@ -111,6 +126,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(
             "keep runs bounded: --duration <= 120, --messages <= 1,000,000, <= 4000 sockets"
         )
+    if not 1 <= args.processes <= 4:
+        parser.error("--processes: 1 to 4")
+    if args.processes > 1 and args.profile != "services":
+        parser.error(
+            "--processes above 1 needs --profile services: the embedded profile's in-memory "
+            "channel layer lives in one process, so agents on two would not hear each other"
+        )
     if max(args.turn_rooms) > 400 or args.idle_seconds > 60:
         parser.error("keep runs bounded: <= 400 turn rooms, --idle-seconds <= 60")
     return args
@@ -125,13 +147,14 @@ class ProfileRun:
     args: argparse.Namespace
     plain: dict[str, Any]  # seeded plain rooms (say, idle)
     turn: dict[str, Any] | None  # seeded rooms with signed slips (turn)
-    relay: Server
-    app: Server
+    relay: Servers
+    app: Servers
 
-    def loadgen(self, server: Server, config: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """One bounded load-generator run; its JSON summary."""
+    def loadgen(self, servers: Servers, config: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One bounded load-generator run; its JSON summary (the server CPU is all of
+        ``servers``' processes')."""
         tag = config["tag"]
-        config = {"server_pid": server.pid, "drain": self.args.drain, **config}
+        config = {"server_pids": servers.pids, "drain": self.args.drain, **config}
         config_path = self.stack.workdir / f"{tag}-config.json"
         result_path = self.stack.workdir / f"{tag}-result.json"
         config_path.write_text(json.dumps(config))
@@ -149,7 +172,7 @@ class ProfileRun:
             config_path.unlink()  # it holds agent tokens (throwaway ones, but still)
         return dict(json.loads(result_path.read_text()))
 
-    def targets(self) -> list[tuple[str, Server]]:
+    def targets(self) -> list[tuple[str, Servers]]:
         both = [("relay", self.relay), ("synapsia", self.app)]
         return [
             (mode, server) for mode, server in both if not self.args.only or mode == self.args.only
@@ -180,19 +203,28 @@ class ProfileRun:
 
 
 def _rooms_config(
-    run: ProfileRun, server: Server, mode: str, seeded: list[dict[str, Any]]
+    run: ProfileRun, servers: Servers, mode: str, seeded: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
+    """Each room's two socket URLs (with several processes, the sockets in turn: a room's
+    two agents on different ones, their messages crossing through the channel layer)."""
     if mode == "relay":
         return [
-            {"urls": [f"ws://{server.host}/ws/relay/{i}/{side}/" for side in "ab"]}
+            {
+                "urls": [
+                    f"ws://{servers.host_for(2 * i + n)}/ws/relay/{i}/{side}/"
+                    for n, side in enumerate("ab")
+                ]
+            }
             for i in range(len(seeded))
         ]
     return [
         {
-            "urls": [f"ws://{server.host}/ws/rooms/{room['room_id']}/"] * 2,
+            "urls": [
+                f"ws://{servers.host_for(2 * i + n)}/ws/rooms/{room['room_id']}/" for n in range(2)
+            ],
             "tokens": [agent["token"] for agent in room["agents"]],
         }
-        for room in seeded
+        for i, room in enumerate(seeded)
     ]
 
 
@@ -201,22 +233,25 @@ _HOP_SERIES = re.compile(
 )
 
 
-def say_desk_hops(run: ProfileRun, server: Any) -> dict[str, float]:
-    """The server's say desk hop series (``rooms.realtime``), read from its ``/metrics``:
-    ``{"seconds_sum:queued": ..., "frames_count": ...}``; empty if it cannot be read."""
-    request = urllib.request.Request(
-        f"http://{server.host}/metrics",
-        headers={"Authorization": f"Bearer {run.stack.env['SYNAPSIA_METRICS_TOKEN']}"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (http, loopback)
-            text = response.read().decode()
-    except OSError:
-        return {}
-    return {
-        f"{kind}_{stat}" + (f":{phase}" if phase else ""): float(value)
-        for kind, stat, phase, value in _HOP_SERIES.findall(text)
-    }
+def say_desk_hops(run: ProfileRun, servers: Servers) -> dict[str, float]:
+    """The servers' say desk hop series (``rooms.realtime``), read from each one's
+    ``/metrics`` and added up: ``{"seconds_sum:queued": ..., "frames_count": ...}``; empty
+    if one cannot be read."""
+    totals: dict[str, float] = {}
+    for server in servers.members:
+        request = urllib.request.Request(
+            f"http://{server.host}/metrics",
+            headers={"Authorization": f"Bearer {run.stack.env['SYNAPSIA_METRICS_TOKEN']}"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (loopback)
+                text = response.read().decode()
+        except OSError:
+            return {}
+        for kind, stat, phase, value in _HOP_SERIES.findall(text):
+            key = f"{kind}_{stat}" + (f":{phase}" if phase else "")
+            totals[key] = totals.get(key, 0.0) + float(value)
+    return totals
 
 
 def say_desk_hops_between(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
@@ -338,7 +373,7 @@ def cell_idle(run: ProfileRun) -> dict[str, Any]:
                 with running_daphne(
                     run.stack.env, application, log, profile_to=profile_to
                 ) as server:
-                    config_rooms = _rooms_config(run, server, mode, rooms)
+                    config_rooms = _rooms_config(run, Servers([server]), mode, rooms)
                     pairs = [
                         [url, (room.get("tokens") or [None, None])[side]]
                         for room in config_rooms
@@ -352,7 +387,8 @@ def cell_idle(run: ProfileRun) -> dict[str, Any]:
                         "idle_s": args.idle_seconds,
                         "duration": args.idle_seconds + 120,
                     }
-                    result = run.loadgen(server, config, args.idle_seconds + 400)
+                    config["server_pid"] = server.pid  # its memory is read too
+                    result = run.loadgen(Servers([server]), config, args.idle_seconds + 400)
                 result["round"] = round_no
                 if profile_to is not None and profile_to.exists():
                     result["pyspy_profile"] = str(profile_to)
@@ -494,14 +530,19 @@ def bench_profile(
         summary["cells"] = {}
         save()
         profile_path = workdir / "synapsia.pyspy.txt" if args.pyspy else None
+        summary["processes"] = args.processes
         with (
-            running_daphne(
-                stack.env, "bench.relay_asgi:application", workdir / "relay.log"
+            running_daphnes(
+                stack.env,
+                "bench.relay_asgi:application",
+                workdir / "relay.log",
+                processes=args.processes,
             ) as relay,
-            running_daphne(
+            running_daphnes(
                 stack.env,
                 "synapsia.asgi:application",
                 workdir / "synapsia.log",
+                processes=args.processes,
                 profile_to=profile_path,
             ) as app,
         ):

@@ -52,6 +52,16 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def servers_cpu_seconds(config: dict[str, Any]) -> float | None:
+    """The CPU seconds of every server process a run's ``config`` names (``server_pids``,
+    or the one ``server_pid``); None if there is none, or one is gone."""
+    pids = config.get("server_pids") or ([config["server_pid"]] if config.get("server_pid") else [])
+    readings = [process_cpu_seconds(int(pid)) for pid in pids]
+    if not readings or None in readings:
+        return None
+    return sum(r for r in readings if r is not None)
+
+
 class DatabaseCpu:
     """CPU seconds spent by the PostgreSQL backends serving the bench database (services
     profile; the backends run on this machine, so ``/proc`` has them). The server's own
@@ -273,10 +283,9 @@ class Run:
         receivers = [asyncio.create_task(self._receiver(c)) for c in self.clients]
         for client, task in zip(self.clients, receivers, strict=True):
             task.add_done_callback(functools.partial(self._receiver_ended, client))
-        server_pid = self.config.get("server_pid")
         self.database_cpu = DatabaseCpu()
         self.database_cpu.start()
-        cpu_before = process_cpu_seconds(server_pid) if server_pid else None
+        cpu_before = servers_cpu_seconds(self.config)
         own_before = time.process_time()
         self.started = time.monotonic()
         self.deadline = self.started + self.config["duration"]
@@ -293,7 +302,7 @@ class Run:
             self.drained = False
         self.drain_s = time.monotonic() - drain_start
         last_delivery = max((c.last_delivery for c in self.clients), default=self.started)
-        cpu_after = process_cpu_seconds(server_pid) if server_pid else None
+        cpu_after = servers_cpu_seconds(self.config)
         self.database_cpu_s = self.database_cpu.seconds()
         own_cpu = time.process_time() - own_before
         progress.cancel()
@@ -530,10 +539,9 @@ class TurnRun:
         )
         self.errors += [repr(c) for c in connected if isinstance(c, BaseException)]
         ready = [(i, c) for i, c in enumerate(connected) if not isinstance(c, BaseException)]
-        server_pid = self.config.get("server_pid")
         database_cpu = DatabaseCpu()
         database_cpu.start()
-        cpu_before = process_cpu_seconds(server_pid) if server_pid else None
+        cpu_before = servers_cpu_seconds(self.config)
         started = time.monotonic()
         deadline = started + self.config["duration"]
         done = await asyncio.gather(
@@ -541,7 +549,7 @@ class TurnRun:
             return_exceptions=True,
         )
         elapsed = time.monotonic() - started
-        cpu_after = process_cpu_seconds(server_pid) if server_pid else None
+        cpu_after = servers_cpu_seconds(self.config)
         database_cpu_s = database_cpu.seconds()
         # The server's CPU per turn: steadier than the rate on a shared machine, where the
         # rate is mostly how much of a core the server was given.

@@ -158,6 +158,24 @@ class Server:
     pid: int
 
 
+@dataclass
+class Servers:
+    """One application served by several Daphne processes, as production runs it (two in
+    the Procfile and deploy/docker-compose.yml, behind nginx): each socket goes to one of
+    them, and what they say reaches each other through the channel layer (Redis)."""
+
+    members: list[Server]
+
+    @property
+    def pids(self) -> list[int]:
+        return [server.pid for server in self.members]
+
+    def host_for(self, socket: int) -> str:
+        """Where socket number ``socket`` connects: the processes in turn, as nginx's
+        round robin hands out new connections."""
+        return self.members[socket % len(self.members)].host
+
+
 def _descendant_daphne(pid: int) -> int:
     """py-spy runs Daphne as its child; the CPU we want is the child's."""
     for _ in range(50):
@@ -254,3 +272,32 @@ def running_daphne(
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+
+
+@contextlib.contextmanager
+def running_daphnes(
+    env: dict[str, str],
+    application: str,
+    log_path: Path,
+    *,
+    processes: int = 1,
+    profile_to: Path | None = None,
+) -> Iterator[Servers]:
+    """``processes`` Daphne processes serving ``application`` (``running_daphne`` each; the
+    second and later log to ``<log>-2`` and so on). With ``profile_to``, only the first runs
+    under py-spy. Always all stopped afterwards."""
+    with contextlib.ExitStack() as stack:
+        members = [
+            stack.enter_context(
+                running_daphne(
+                    env,
+                    application,
+                    log_path
+                    if n == 1
+                    else log_path.with_name(f"{log_path.stem}-{n}{log_path.suffix}"),
+                    profile_to=profile_to if n == 1 else None,
+                )
+            )
+            for n in range(1, processes + 1)
+        ]
+        yield Servers(members)
