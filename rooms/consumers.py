@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import time
 import weakref
@@ -31,7 +32,7 @@ from asgiref.sync import SyncToAsync
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
-from channels.layers import InMemoryChannelLayer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db import Error as DatabaseError
@@ -466,6 +467,46 @@ def say_desk() -> SayDesk:
     return desk
 
 
+async def _dispatch_each(
+    sources: list[Callable[[], Awaitable[Any]]], dispatch: Callable[[Any], Awaitable[None]]
+) -> None:
+    """channels' ``await_many_dispatch``: each message taken from any of ``sources`` handed
+    to ``dispatch``, one at a time, each source's in the order it gave them; the first
+    exception (``StopConsumer`` included) ends it, and the sources' waits are cancelled.
+
+    One long-lived task per source and a lock that hands out the turns, instead of an
+    ``asyncio.wait`` over the sources and a new task per message (their cost per delivered
+    event was most of the consumer's own dispatch, py-spy of the say cell)."""
+    turn = asyncio.Lock()
+    ended = False
+
+    async def pump(source: Callable[[], Awaitable[Any]]) -> None:
+        nonlocal ended
+        while True:
+            message = await source()
+            async with turn:
+                if ended:
+                    return  # another source's message ended it: nothing after that
+                try:
+                    await dispatch(message)
+                except BaseException:
+                    ended = True
+                    raise
+            await asyncio.sleep(0)  # the other sockets' turn, as a wait per message gave
+
+    tasks = [asyncio.ensure_future(pump(source)) for source in sources]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
 class RoomConsumer(AsyncWebsocketConsumer):
     participant: Participant | None = None
     _repetition: flares.RepetitionWatch
@@ -497,9 +538,24 @@ class RoomConsumer(AsyncWebsocketConsumer):
     _held: Any = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """channels' ``AsyncConsumer.__call__`` (the channel layer's channel, then every
+        message from the client and the layer dispatched, one at a time, until
+        ``StopConsumer``), with ``_dispatch_each`` in place of channels'
+        ``await_many_dispatch``."""
         self._outbox = collections.deque()
         try:
-            await super().__call__(scope, receive, send)
+            self.scope = scope
+            self.channel_layer = get_channel_layer(self.channel_layer_alias)
+            sources = [receive]
+            if self.channel_layer is not None:
+                self.channel_name = await self.channel_layer.new_channel()
+                self.channel_receive = functools.partial(
+                    self.channel_layer.receive, self.channel_name
+                )
+                sources.append(self.channel_receive)
+            self.base_send = send
+            with contextlib.suppress(StopConsumer):
+                await _dispatch_each(sources, self.dispatch)
         finally:
             # Daphne may cancel an instance without a disconnect (a close timeout): leave no
             # task of this socket behind, and count it gone.
@@ -537,7 +593,13 @@ class RoomConsumer(AsyncWebsocketConsumer):
         closed (4408); until then the sender waits (backpressure)."""
         if self._closed:
             return
-        await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+        if text_data is not None and not close:
+            # What ``AsyncWebsocketConsumer.send`` hands the server for a text frame.
+            await self.base_send({"type": "websocket.send", "text": text_data})
+        else:
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+        if not limits.send_buffer_over(self.base_send):
+            return  # the usual case: the client keeps up (no wait is started)
         backlog = await limits.send_buffer_stalled(self.base_send, closed=lambda: self._closed)
         if backlog is not None:
             # A client that does not read what it is sent: what waits for it is dropped with

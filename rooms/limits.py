@@ -229,6 +229,13 @@ def send_backlog(send: Any) -> int | None:
 SEND_STALL_SECONDS = 5.0
 
 
+def send_buffer_over(send: Any) -> bool:
+    """Whether the socket's connection holds more than ``SOCKET_SEND_BUFFER_MAX_BYTES``
+    unread right now (``send_buffer_stalled`` then waits to see if the client takes it)."""
+    backlog = send_backlog(send)
+    return backlog is not None and backlog > settings.SYNAPSIA["SOCKET_SEND_BUFFER_MAX_BYTES"]
+
+
 async def send_buffer_stalled(send: Any, *, closed: Any) -> int | None:
     """The bytes still unread once the client had ``SEND_STALL_SECONDS`` to take the buffer
     below ``SOCKET_SEND_BUFFER_MAX_BYTES``; None when it did (or nothing can be measured, or
