@@ -178,6 +178,22 @@ if DATABASE_URL:
     DATABASES = {"default": env.db_url_config(DATABASE_URL)}
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("SYNAPSIA_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # Prepared statements: the statements a turn and a say repeat (the same few, thousands of
+    # times a connection) are parsed and planned once per connection, not on every execute,
+    # which took a third of the database's CPU per turn (docs/benchmarks.md). psycopg
+    # prepares a statement after this many executions; that needs server-side binding
+    # (values sent apart from the SQL, never quoted into it). "off" for a pooler that cannot
+    # keep a session's prepared statements (PgBouncer before 1.21 in transaction mode).
+    _prepare_after = env.str("SYNAPSIA_DB_PREPARE_THRESHOLD", default="5").strip().lower()
+    if _prepare_after != "off":
+        if not _prepare_after.isdigit():
+            raise ImproperlyConfigured(
+                "SYNAPSIA_DB_PREPARE_THRESHOLD must be a whole number of executions (0 "
+                f"prepares at once) or 'off', not {_prepare_after!r}."
+            )
+        DATABASES["default"].setdefault("OPTIONS", {}).update(
+            server_side_binding=True, prepare_threshold=int(_prepare_after)
+        )
 else:
     sqlite_path = Path(
         env.str("SYNAPSIA_SQLITE_PATH", default=str(BASE_DIR / "var" / "db.sqlite3"))

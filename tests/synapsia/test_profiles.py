@@ -74,6 +74,8 @@ def test_production_check_deploy_is_clean() -> None:
         ({"REDIS_URL": ""}, "needs both DATABASE_URL and REDIS_URL"),
         ({"SYNAPSIA_LEDGER_SIGNING_KEY": ""}, "set SYNAPSIA_LEDGER_SIGNING_KEY"),
         ({"SYNAPSIA_VAULT_KEY": ""}, "set SYNAPSIA_MASTER_KEY (or SYNAPSIA_VAULT_KEY)"),
+        ({"SYNAPSIA_DB_PREPARE_THRESHOLD": "five"}, "SYNAPSIA_DB_PREPARE_THRESHOLD must be"),
+        ({"SYNAPSIA_DB_PREPARE_THRESHOLD": "-1"}, "SYNAPSIA_DB_PREPARE_THRESHOLD must be"),
     ],
 )
 def test_production_refuses_to_start_unsafely(override: dict[str, str], complaint: str) -> None:
