@@ -13,7 +13,6 @@ that as a deny, and the exception unwinding their atomic block rolls back the ef
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ import rfc8785
 from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.models import Field
 from django.utils import timezone
 from pydantic import BaseModel
@@ -35,13 +35,14 @@ from ledger.chain import (
     MAX_CANONICAL_BYTES,
     REQUIRES_HEAD,
     CanonicalData,
+    CanonicalJSONEncoder,
     envelope_bytes,
     envelopes_for,
     occurred_at_text,
 )
 from ledger.events import LedgerEventRecord
 from ledger.metrics import LEDGER_APPEND_SECONDS
-from ledger.models import LedgerEvent, LedgerHead
+from ledger.models import LedgerEvent, LedgerHead, SignedHead
 
 logger = logging.getLogger(__name__)
 
@@ -202,13 +203,29 @@ def ledger_append_many(
 
 # The batch path's statements are written once, not compiled by the ORM on every turn (issue
 # 17: the ORM's bulk_create and queryset update were a third of a context request's CPU).
-# Values still go through each field's own ``get_db_prep_save``, so the rows are exactly what
-# the ORM would write on either backend (tests/ledger/test_append_raw.py compares columns).
+# Each value is what its field's ``get_db_prep_save`` gives (``_ColumnValues``), so the rows
+# are exactly what the ORM would write on either backend (tests/ledger/test_append_raw.py
+# compares columns, tests/ledger/test_column_values.py the prepared values).
 _EVENT_FIELDS = tuple(f for f in LedgerEvent._meta.concrete_fields if not f.primary_key)
-_HEAD_ROOM = LedgerHead._meta.get_field("room_id")
-_HEAD_SEQ = LedgerHead._meta.get_field("seq")
-_HEAD_HASH = LedgerHead._meta.get_field("hash")
-_INSERT_SQL: dict[tuple[str, tuple[int, ...]], str] = {}
+_EVENT_FIELD = {f.attname: f for f in _EVENT_FIELDS}
+if set(_EVENT_FIELD) != {
+    "room_id", "seq", "kind", "occurred_at", "data", "prev_hash", "hash", "canonical",
+}:  # fmt: skip
+    # The written INSERT names every column; a new one would silently be left to the database.
+    raise ImportError("LedgerEvent's columns changed: teach ledger.services._insert_sql them")
+_EVENT_ROOM = _EVENT_FIELD["room_id"]
+_EVENT_SEQ = _EVENT_FIELD["seq"]
+_EVENT_KIND = _EVENT_FIELD["kind"]
+_EVENT_AT = _EVENT_FIELD["occurred_at"]
+_EVENT_DATA = _EVENT_FIELD["data"]
+_EVENT_PREV = _EVENT_FIELD["prev_hash"]
+_EVENT_HASH = _EVENT_FIELD["hash"]
+_EVENT_CANONICAL = _EVENT_FIELD["canonical"]
+_HEAD_FIELD = {f.attname: f for f in LedgerHead._meta.concrete_fields}
+_HEAD_ROOM = _HEAD_FIELD["room_id"]
+_HEAD_SEQ = _HEAD_FIELD["seq"]
+_HEAD_HASH = _HEAD_FIELD["hash"]
+_INSERT_SQL: dict[tuple[str, int, tuple[int, ...]], str] = {}
 _HEAD_SQL: dict[tuple[str, bool], str] = {}
 
 
@@ -217,6 +234,60 @@ def _column(field: Field[Any, Any]) -> str:
     if field.column is None:
         raise LedgerAppendError(f"ledger field {field.name} has no column")
     return field.column
+
+
+class _ColumnValues:
+    """What ``get_db_prep_save`` gives for the values the batch path writes, without Django's
+    field machinery per value (64 calls a turn were a twelfth of a context request). Each
+    shortcut is that method's own result for the exact type the chain builds, and anything
+    else goes through the field: a ``str`` is a text column's value as it is (``CharField``
+    returns it unchanged), a count is the backend's ``adapt_integerfield_value`` of it
+    (psycopg's ``Int8`` on PostgreSQL, the int itself on SQLite), bytes are the driver's
+    ``Binary`` of them, and the data column is the backend's ``adapt_json_value`` (the base
+    one is ``json.dumps`` with the column's encoder, which is ``CanonicalData.text``)."""
+
+    __slots__ = ("_adapt_int", "_adapt_json", "_binary", "_connection", "_json_is_text")
+
+    def __init__(self, connection: BaseDatabaseWrapper) -> None:
+        ops = connection.ops
+        self._connection = connection
+        self._adapt_int = ops.adapt_integerfield_value
+        self._adapt_json = ops.adapt_json_value
+        # Every backend's DB-API module (the stubs leave it out): BinaryField's own wrapping.
+        self._binary = connection.Database.Binary  # type: ignore[attr-defined]
+        self._json_is_text = (
+            type(ops).adapt_json_value is BaseDatabaseOperations.adapt_json_value
+            and getattr(_EVENT_DATA, "encoder", None) is CanonicalJSONEncoder
+        )
+
+    def text(self, field: Field[Any, Any], value: object) -> object:
+        if type(value) is str:
+            return value
+        return field.get_db_prep_save(value, self._connection)
+
+    def count(self, field: Field[Any, Any], value: int) -> object:
+        if type(value) is int:
+            return self._adapt_int(value, field.get_internal_type())
+        return field.get_db_prep_save(value, self._connection)
+
+    def counts(self, field: Field[Any, Any], values: Sequence[int]) -> list[object]:
+        if all(type(v) is int for v in values):
+            adapt, internal = self._adapt_int, field.get_internal_type()
+            return [adapt(v, internal) for v in values]
+        return [field.get_db_prep_save(v, self._connection) for v in values]
+
+    def data(self, values: Sequence[CanonicalData]) -> list[object]:
+        if all(type(v) is CanonicalData for v in values):
+            if self._json_is_text:
+                return [v.text for v in values]
+            adapt, encoder = self._adapt_json, getattr(_EVENT_DATA, "encoder", None)
+            return [adapt(v, encoder) for v in values]
+        return [_EVENT_DATA.get_db_prep_save(v, self._connection) for v in values]
+
+    def binaries(self, values: Sequence[bytes]) -> list[object]:
+        if all(type(v) is bytes for v in values):
+            return list(map(self._binary, values))
+        return [_EVENT_CANONICAL.get_db_prep_save(v, self._connection) for v in values]
 
 
 def _head_moved_from(
@@ -239,86 +310,140 @@ def _head_moved_from(
         if seen is not None:
             sql += f" AND {q(_column(_HEAD_SEQ))} = %s AND {q(_column(_HEAD_HASH))} = %s"
         _HEAD_SQL[key] = sql
+    prep = _ColumnValues(connection)
     params = [
-        _HEAD_SEQ.get_db_prep_save(tip.seq, connection),
-        _HEAD_HASH.get_db_prep_save(tip.hash, connection),
+        prep.count(_HEAD_SEQ, tip.seq),
+        prep.text(_HEAD_HASH, tip.hash),
         _HEAD_ROOM.get_db_prep_save(room_id, connection),
     ]
     if seen is not None:
-        params += [
-            _HEAD_SEQ.get_db_prep_save(seen[0], connection),
-            _HEAD_HASH.get_db_prep_save(seen[1], connection),
-        ]
+        params += [prep.count(_HEAD_SEQ, seen[0]), prep.text(_HEAD_HASH, seen[1])]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount == 1
 
 
-def _events_insert(connection: BaseDatabaseWrapper, rows: Sequence[dict[str, object]]) -> None:
-    """Insert ``rows`` (column values by field name) in one multi-row INSERT, or in as few
-    as the backend's parameter limit allows (the ORM's own ``bulk_batch_size``). No signals,
-    as ``bulk_create`` sent none."""
-    batch = max(1, connection.ops.bulk_batch_size(list(_EVENT_FIELDS), rows))
+@dataclass(frozen=True)
+class _EventRows:
+    """A batch's rows, column by column. Every row names the batch's room and moment, and
+    each row's ``prev_hash`` is the ``hash`` of the row before it (``prev_hash`` here is the
+    first row's): the insert passes each of those once."""
+
+    room_id: UUID
+    occurred_at: datetime
+    prev_hash: str
+    seqs: list[int]
+    kinds: list[str]
+    data: list[CanonicalData]
+    hashes: list[str]
+    canonical: list[bytes]
+
+    def as_fields(self) -> list[dict[str, object]]:
+        """The rows as column values by field name, as ``LedgerEvent(**row)`` takes them."""
+        return [
+            {
+                "room_id": self.room_id,
+                "seq": seq,
+                "kind": kind,
+                "occurred_at": self.occurred_at,
+                "data": data,
+                "prev_hash": prev_hash,
+                "hash": digest,
+                "canonical": canonical,
+            }
+            for seq, kind, data, prev_hash, digest, canonical in zip(
+                self.seqs,
+                self.kinds,
+                self.data,
+                [self.prev_hash, *self.hashes[:-1]],
+                self.hashes,
+                self.canonical,
+                strict=True,
+            )
+        ]
+
+
+def _events_insert(connection: BaseDatabaseWrapper, rows: _EventRows) -> None:
+    """Insert ``rows`` in one multi-row INSERT, or in as few as the backend's parameter limit
+    allows (the ORM's own ``bulk_batch_size``). No signals, as ``bulk_create`` sent none."""
+    count = len(rows.seqs)
+    batch = max(1, connection.ops.bulk_batch_size(list(_EVENT_FIELDS), rows.seqs))
+    prep = _ColumnValues(connection)
+    shared = [
+        _EVENT_ROOM.get_db_prep_save(rows.room_id, connection),
+        _EVENT_AT.get_db_prep_save(rows.occurred_at, connection),
+    ]
+    seqs = prep.counts(_EVENT_SEQ, rows.seqs)
+    data = prep.data(rows.data)
+    hashes = [prep.text(_EVENT_HASH, h) for h in rows.hashes]
+    canonical = prep.binaries(rows.canonical)
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), batch):
-            sql, params = _insert_statement(connection, rows[start : start + batch])
-            cursor.execute(sql, params)
+        for start in range(0, count, batch):
+            stop = min(count, start + batch)
+            kinds: dict[str, int] = {}
+            shape = tuple(kinds.setdefault(k, len(kinds)) for k in rows.kinds[start:stop])
+            prev_hash = rows.prev_hash if start == 0 else rows.hashes[start - 1]
+            values = [
+                *shared,
+                prep.text(_EVENT_PREV, prev_hash),
+                *(prep.text(_EVENT_KIND, k) for k in kinds),
+            ]
+            for i in range(start, stop):
+                values += (seqs[i], data[i], hashes[i], canonical[i])
+            params = dict(zip(_names(len(values)), values, strict=True))
+            cursor.execute(_insert_sql(connection, shape, len(kinds)), params)
 
 
-_UNSET = object()
-_SHARED_BY_VALUE = frozenset({str, int, bytes, UUID})
-# Statements by the shape of their parameters (see ``_insert_statement``); a turn's batches
-# come in a few shapes, and past this many the oldest are written again when next met.
+_PARAM_NAMES: list[str] = []
+
+
+def _names(count: int) -> list[str]:
+    """``p0`` … ``p{count-1}``: the insert's parameter names, written once for all batches."""
+    while len(_PARAM_NAMES) < count:
+        _PARAM_NAMES.append(f"p{len(_PARAM_NAMES)}")
+    return _PARAM_NAMES[:count]
+
+
+# Statements by the shape of their batch (see ``_insert_sql``); a turn's batches come in a few
+# shapes, and past this many the oldest are written again when next met.
 _INSERT_SHAPES = 256
 
 
-def _insert_statement(
-    connection: BaseDatabaseWrapper, rows: Sequence[dict[str, object]]
-) -> tuple[str, dict[str, Any]]:
-    """The INSERT of ``rows`` and its parameters, named: each row's values through their
-    field's ``get_db_prep_save``, and each distinct prepared value one parameter however many
-    places carry it (the batch's room and moment, its kinds, and each row's ``prev_hash``,
-    the ``hash`` of the row before). The statement is the same bytes per shape; what the
-    database stores is what positional parameters stored (tests/ledger/test_append_raw.py).
-    Fewer parameters are fewer values for the driver to adapt: PostgreSQL's client-side
-    binding quotes each in Python, and parses a statement of more than 50 afresh on every
-    execute, which made the turn's insert a fifth of a context request there; Django's
-    SQLite cursor rewrites a positional statement's every ``%s`` with a look-behind regex."""
-    params: dict[str, Any] = {}
-    named: dict[tuple[type, Any], int] = {}
-    shape: list[int] = []
-    seen: list[object] = [_UNSET] * len(_EVENT_FIELDS)
-    prepared: list[Any] = [None] * len(_EVENT_FIELDS)
-    for values in rows:
-        for i, field in enumerate(_EVENT_FIELDS):
-            value = values[field.attname]
-            if value is not seen[i]:
-                seen[i] = value
-                prepared[i] = field.get_db_prep_save(value, connection)
-            p = prepared[i]
-            # Shared by value where equal values are written alike (a UUID, a string, bytes,
-            # a whole number), else only the very object (the batch's prepared moment).
-            key = (type(p), p) if type(p) in _SHARED_BY_VALUE else (object, id(p))
-            index = named.get(key)
-            if index is None:
-                index = named[key] = len(params)
-                params[f"p{index}"] = p
-            shape.append(index)
-    key_shape = (connection.vendor, tuple(shape))
-    sql = _INSERT_SQL.get(key_shape)
-    if sql is None:
-        q = connection.ops.quote_name
-        columns = ", ".join(q(_column(f)) for f in _EVENT_FIELDS)
-        width = len(_EVENT_FIELDS)
-        marks = [f"%(p{n})s" for n in shape]
-        values_sql = ", ".join(
-            "(" + ", ".join(marks[r : r + width]) + ")" for r in range(0, len(marks), width)
-        )
-        sql = f"INSERT INTO {q(LedgerEvent._meta.db_table)} ({columns}) VALUES {values_sql}"  # noqa: S608
-        if len(_INSERT_SQL) >= _INSERT_SHAPES:
-            _INSERT_SQL.pop(next(iter(_INSERT_SQL)))
-        _INSERT_SQL[key_shape] = sql
-    return sql, params
+def _insert_sql(connection: BaseDatabaseWrapper, shape: tuple[int, ...], kinds: int) -> str:
+    """The INSERT of a batch whose rows have the kinds ``shape`` names (each row's index among
+    the batch's ``kinds`` distinct kinds), with named parameters, each value passed once
+    however many places carry it: ``p0`` the room, ``p1`` the moment, ``p2`` the first row's
+    ``prev_hash``, then the kinds, then each row's seq, data, hash and canonical bytes (a
+    row's ``prev_hash`` is the hash of the row before). The same text for the same shape, so
+    PostgreSQL prepares it once per connection. Fewer parameters are fewer values for the
+    driver to adapt, and Django's SQLite cursor rewrites a positional statement's every
+    ``%s`` with a look-behind regex."""
+    key = (connection.vendor, kinds, shape)
+    sql = _INSERT_SQL.get(key)
+    if sql is not None:
+        return sql
+    q = connection.ops.quote_name
+    first = 3 + kinds  # the first row's seq
+    rows = []
+    for r, kind in enumerate(shape):
+        n = first + 4 * r
+        marks = {
+            "room_id": "p0",
+            "seq": f"p{n}",
+            "kind": f"p{3 + kind}",
+            "occurred_at": "p1",
+            "data": f"p{n + 1}",
+            "prev_hash": "p2" if r == 0 else f"p{n - 2}",
+            "hash": f"p{n + 2}",
+            "canonical": f"p{n + 3}",
+        }
+        rows.append("(" + ", ".join(f"%({marks[f.attname]})s" for f in _EVENT_FIELDS) + ")")
+    columns = ", ".join(q(_column(f)) for f in _EVENT_FIELDS)
+    sql = f"INSERT INTO {q(LedgerEvent._meta.db_table)} ({columns}) VALUES {', '.join(rows)}"  # noqa: S608
+    if len(_INSERT_SQL) >= _INSERT_SHAPES:
+        _INSERT_SQL.pop(next(iter(_INSERT_SQL)))
+    _INSERT_SQL[key] = sql
+    return sql
 
 
 def _sign_appended(room_id: UUID, appended: Sequence[AppendedEvent]) -> None:
@@ -339,81 +464,133 @@ def _sign_appended(room_id: UUID, appended: Sequence[AppendedEvent]) -> None:
 
     try:
         for a in due:
-            signing.sign_locked_head(room_id=room_id, seq=a.seq, head_hash=a.hash, fresh=True)
+            # As ``signing.sign_locked_head(fresh=True)``: a tip just written cannot have been
+            # signed yet. Stored by a written INSERT, not the ORM's save compiled each time.
+            _signed_head_insert(
+                signing.signed_head_build(
+                    room_id=room_id,
+                    seq=a.seq,
+                    head_hash=a.hash,
+                    signed_at=occurred_at_text(timezone.now()),
+                )
+            )
     except signing.LedgerSigningUnavailable:
         # Production without a key: the append stands (the effect it records happened);
         # verification will report the missing head, and the settings check names the key.
         logger.warning("ledger head at %s#%s left unsigned: no signing key", room_id, last.seq)
 
 
+_SIGNED_HEAD_FIELDS = tuple(f for f in SignedHead._meta.concrete_fields if not f.primary_key)
+_SIGNED_HEAD_SQL: dict[str, str] = {}
+
+
+def _signed_head_insert(signed: SignedHead) -> None:
+    """Store ``signed`` as ``signed.save(force_insert=True)`` would (each value through its
+    field's ``get_db_prep_save``; tests/ledger/test_append_raw.py compares the rows), in a
+    statement written once: the ORM's save was three quarters of signing a head (profiled). No
+    signals, as no one listens for signed heads; the row's id is the database's, unread."""
+    connection = transaction.get_connection()
+    sql = _SIGNED_HEAD_SQL.get(connection.vendor)
+    if sql is None:
+        q = connection.ops.quote_name
+        columns = ", ".join(q(_column(f)) for f in _SIGNED_HEAD_FIELDS)
+        marks = ", ".join(["%s"] * len(_SIGNED_HEAD_FIELDS))
+        sql = f"INSERT INTO {q(SignedHead._meta.db_table)} ({columns}) VALUES ({marks})"  # noqa: S608
+        _SIGNED_HEAD_SQL[connection.vendor] = sql
+    params = [
+        f.get_db_prep_save(getattr(signed, f.attname), connection) for f in _SIGNED_HEAD_FIELDS
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
 _MAX_SAFE_INTEGER = 2**53 - 1  # RFC 8785 (I-JSON): larger integers are refused
+_JSON_LITERALS = {True: "true", False: "false"}
 
 
-def _plain(text: str) -> bool:
-    return text.isascii() and text.isprintable()  # 0x20-0x7e: no control character
-
-
-def _data_canonical(data: dict[str, Any]) -> bytes:
-    """RFC 8785 of an event's data. A turn's events (disclosures, denials) are flat objects
-    of printable ASCII strings and safe integers, and for those RFC 8785 is exactly the
-    sorted, compact ``json.dumps``: ASCII keys sort the same by UTF-16 code unit as by code
-    point, such strings escape only ``"`` and ``\\``, and integers print as their digits
-    (tests/ledger/test_data_canonical.py compares the two). Anything else goes to rfc8785:
-    about a tenth of a context request was its pure-Python walk of those flat objects."""
-    for key, value in data.items():
+def _data_canonical(data: dict[str, Any]) -> str:
+    """RFC 8785 of an event's data, as text. A turn's events (disclosures, denials) are flat
+    objects of plain strings (printable ASCII without ``"`` and ``\\``) and safe integers,
+    and for those RFC 8785 is ``{"key":value,...}`` with the keys in code-point order: ASCII
+    keys sort the same by UTF-16 code unit, such strings are written as they are, integers
+    as their digits, ``true``, ``false`` and ``null`` as such (tests/ledger/
+    test_data_canonical.py compares the two). Anything else goes to rfc8785: its pure-Python
+    walk was a tenth of a context request, and a ``json.JSONEncoder`` builds its C encoder
+    again on every call (two thirds of this function's time)."""
+    try:
+        keys = sorted(data)
+    except TypeError:  # keys of several types: not JSON's; rfc8785 says why
+        return rfc8785.dumps(data).decode()
+    members: list[str] = []
+    strings: list[str] = []
+    for key in keys:
+        value = data[key]
         kind = type(value)
-        if not (
-            _plain(key)
-            and (
-                (kind is str and _plain(value))
-                or (kind is int and -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER)
-                or kind is bool
-                or value is None
-            )
-        ):
-            return rfc8785.dumps(data)
-    return _FLAT_JSON.encode(data).encode()
+        if type(key) is not str:
+            return rfc8785.dumps(data).decode()
+        if kind is str:
+            members.append(f'"{key}":"{value}"')
+            strings.append(value)
+        elif kind is int and -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER:
+            members.append(f'"{key}":{value}')
+        elif kind is bool:
+            members.append(f'"{key}":{_JSON_LITERALS[value]}')
+        elif value is None:
+            members.append(f'"{key}":null')
+        else:
+            return rfc8785.dumps(data).decode()
+    # Every key and string value at once: plain, or the escaping is rfc8785's to do.
+    written = "".join(keys) + "".join(strings)
+    if not (written.isascii() and written.isprintable()) or '"' in written or "\\" in written:
+        return rfc8785.dumps(data).decode()
+    return "{" + ",".join(members) + "}"
 
 
-# One encoder for every flat event (``json.dumps`` with arguments builds one per call).
-_FLAT_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+# Classes already seen to be ledger event records (a pydantic model with a ``kind``): the
+# check is a property of the class, asked once per class instead of once per event.
+_RECORD_TYPES: set[type] = set()
+_NOT_DATA = {"kind"}  # never changed: pydantic only reads it
 
 
 def _chained(
     room_id: UUID, events: Sequence[LedgerEventRecord], head: tuple[int, str]
-) -> tuple[list[dict[str, object]], list[AppendedEvent]]:
-    """The rows of ``events`` chained after ``head`` (column values by field name), built
-    as ``ledger_append`` builds one."""
-    rows: list[dict[str, object]] = []
+) -> tuple[_EventRows, list[AppendedEvent]]:
+    """The rows of ``events`` chained after ``head``, built as ``ledger_append`` builds one."""
     appended: list[AppendedEvent] = []
+    seqs: list[int] = []
+    kinds: list[str] = []
+    data_column: list[CanonicalData] = []
+    hashes: list[str] = []
+    stored: list[bytes] = []
     seq, prev_hash = head
+    first_prev_hash = prev_hash
     occurred_at = timezone.now()
     # Every event of the batch names the same room and moment: their envelope strings are
     # written once for the batch (``envelopes_for``: the same bytes as ``envelope_bytes``).
     envelope = envelopes_for(room_id=str(room_id), occurred_at=occurred_at_text(occurred_at))
+    sha256 = hashlib.sha256
     for event in events:
-        if not isinstance(event, BaseModel) or "kind" not in type(event).model_fields:
-            raise LedgerAppendError(f"not a ledger event record: {type(event).__name__}")
+        record_type = type(event)
+        if record_type not in _RECORD_TYPES:
+            if not isinstance(event, BaseModel) or "kind" not in record_type.model_fields:
+                raise LedgerAppendError(f"not a ledger event record: {record_type.__name__}")
+            _RECORD_TYPES.add(record_type)
         kind: str = event.kind
-        data = event.model_dump(mode="json", exclude={"kind"})
+        data = event.model_dump(mode="json", exclude=_NOT_DATA)
         seq += 1
-        data_canonical = _data_canonical(data)
-        canonical = envelope(data_canonical=data_canonical, seq=seq, kind=kind, prev_hash=prev_hash)
+        text = _data_canonical(data)
+        canonical = envelope(data_canonical=text.encode(), seq=seq, kind=kind, prev_hash=prev_hash)
         if len(canonical) > MAX_CANONICAL_BYTES:
             raise LedgerAppendError(f"{kind} event is {len(canonical)} bytes; metadata only")
-        digest = hashlib.sha256(canonical).hexdigest()
-        rows.append(
-            {
-                "room_id": room_id,
-                "seq": seq,
-                "kind": kind,
-                "occurred_at": occurred_at,
-                "data": CanonicalData(data, data_canonical.decode()),
-                "prev_hash": prev_hash,
-                "hash": digest,
-                "canonical": canonical,
-            }
-        )
+        digest = sha256(canonical).hexdigest()
+        seqs.append(seq)
+        kinds.append(kind)
+        data_column.append(CanonicalData(data, text))
+        hashes.append(digest)
+        stored.append(canonical)
         appended.append(AppendedEvent(room_id, seq, kind, occurred_at, prev_hash, digest))
         prev_hash = digest
+    rows = _EventRows(
+        room_id, occurred_at, first_prev_hash, seqs, kinds, data_column, hashes, stored
+    )
     return rows, appended

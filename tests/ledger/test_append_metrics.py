@@ -34,13 +34,13 @@ def test_every_append_is_observed_and_the_time_includes_signing(monkeypatch, set
     # is then exactly the signing time, so it must be inside the timed span.
     now = [1000.0]
     monkeypatch.setattr("ledger.services.time.perf_counter", lambda: now[0])
-    real_sign = signing.sign_locked_head
+    real_sign = signing.signed_head_build
 
     def slow_sign(**kwargs):
         now[0] += 5.0
         return real_sign(**kwargs)
 
-    monkeypatch.setattr(signing, "sign_locked_head", slow_sign)
+    monkeypatch.setattr(signing, "signed_head_build", slow_sign)
     count, total = _sample("count", "one"), _sample("sum", "one")
     room_id = uuid.uuid4()
     for i in range(5):

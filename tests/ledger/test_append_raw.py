@@ -16,10 +16,17 @@ from django.db import connection, transaction
 from django.db.models.signals import post_save, pre_save
 from django.test.utils import CaptureQueriesContext
 
-from ledger import services
+from ledger import services, signing
 from ledger.chain import GENESIS_HASH
-from ledger.events import Denial, Disclosure, Join, LedgerEventRecord, OffersRevealed
-from ledger.models import LedgerEvent, LedgerHead
+from ledger.events import (
+    Denial,
+    Disclosure,
+    Join,
+    LedgerEventRecord,
+    OffersRevealed,
+    RoomPaused,
+)
+from ledger.models import LedgerEvent, LedgerHead, SignedHead
 from ledger.services import LedgerAppendError, ledger_append, ledger_append_many
 from ledger.verification import ledger_verify_room
 from synapsia.metrics import REGISTRY
@@ -27,6 +34,7 @@ from synapsia.metrics import REGISTRY
 pytestmark = pytest.mark.django_db
 
 _COLUMNS = ("room_id", "seq", "kind", "occurred_at", "data", "prev_hash", "hash", "canonical")
+_HEAD_COLUMNS = ("room_id", "seq", "hash", "signed_at", "public_key", "signature")
 
 
 def _awkward_events() -> list[LedgerEventRecord]:
@@ -42,19 +50,23 @@ def _awkward_events() -> list[LedgerEventRecord]:
     ]
 
 
-def _stored(room_id: UUID) -> list[tuple[Any, ...]]:
-    """The room's events exactly as the database holds them: every column but the id, read
-    with plain SQL (no ORM conversion), with each value's storage type on SQLite."""
+def _stored(
+    room_id: UUID, model: type[LedgerEvent | SignedHead] = LedgerEvent
+) -> list[tuple[Any, ...]]:
+    """The room's events (or signed heads) exactly as the database holds them: every column
+    but the id, read with plain SQL (no ORM conversion), with each value's storage type on
+    SQLite."""
     q = connection.ops.quote_name
-    room = LedgerEvent._meta.get_field("room_id").get_db_prep_value(room_id, connection)
+    room = model._meta.get_field("room_id").get_db_prep_value(room_id, connection)
+    columns = _COLUMNS if model is LedgerEvent else _HEAD_COLUMNS
     if connection.vendor == "sqlite":
-        picked = ", ".join(f"{q(c)}, typeof({q(c)})" for c in _COLUMNS)
+        picked = ", ".join(f"{q(c)}, typeof({q(c)})" for c in columns)
     else:
         # jsonb as its text form and its value both: PostgreSQL keeps the value, not the text.
-        picked = ", ".join(f"{q(c)}::text, {q(c)}" if c == "data" else q(c) for c in _COLUMNS)
+        picked = ", ".join(f"{q(c)}::text, {q(c)}" if c == "data" else q(c) for c in columns)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {picked} FROM {q(LedgerEvent._meta.db_table)} "  # noqa: S608
+            f"SELECT {picked} FROM {q(model._meta.db_table)} "  # noqa: S608
             f"WHERE {q('room_id')} = %s ORDER BY {q('seq')}",
             [room],
         )
@@ -72,14 +84,15 @@ def test_the_rows_are_exactly_what_the_orm_wrote() -> None:
     """The same chained rows written by the new insert and by the ORM's ``bulk_create`` (in
     turn, the first rolled back) are equal in every column and storage type."""
     room_id = uuid.uuid4()
-    rows, _appended = services._chained(room_id, _awkward_events(), (0, GENESIS_HASH))
+    batch, _appended = services._chained(room_id, _awkward_events(), (0, GENESIS_HASH))
+    rows = batch.as_fields()
     assert set(rows[0]) == {
         f.attname for f in LedgerEvent._meta.concrete_fields if not f.primary_key
     }  # every column the model has is written
     with transaction.atomic():
         try:
             with transaction.atomic():
-                services._events_insert(connection, rows)
+                services._events_insert(connection, batch)
                 written = _stored(room_id)
                 raise _Undo
         except _Undo:
@@ -204,3 +217,38 @@ def test_a_batch_past_the_parameter_limit_is_split_and_still_one_chain(settings:
     assert LedgerEvent.objects.filter(room_id=room_id).count() == 300
     report = ledger_verify_room(room_id=room_id)
     assert report.ok, report
+
+
+def test_a_head_signed_in_the_append_is_the_row_the_orm_stored(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heads a batch signs (at a multiple of N and after a pause) are stored by a written
+    INSERT: the same columns and storage types as ``SignedHead.save`` stores for the same
+    signature, and the chain verifies with them."""
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "LEDGER_HEAD_EVERY_EVENTS": 3}
+    built: list[SignedHead] = []
+    real_build = signing.signed_head_build
+
+    def build(**kwargs: Any) -> SignedHead:
+        built.append(real_build(**kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(signing, "signed_head_build", build)
+    room_id = uuid.uuid4()
+    events = [*_awkward_events(), RoomPaused(by="owner-1", reason_rule="owner_paused")]
+    with transaction.atomic():
+        ledger_append_many(room_id=room_id, events=events)
+        written = _stored(room_id, SignedHead)
+        try:
+            with transaction.atomic():
+                SignedHead.objects.filter(room_id=room_id).delete()
+                for head in built:
+                    SignedHead(**{c: getattr(head, c) for c in _HEAD_COLUMNS}).save()
+                by_orm = _stored(room_id, SignedHead)
+                raise _Undo
+        except _Undo:
+            pass
+    assert [h.seq for h in built] == [3, 5]
+    assert len(written) == 2
+    assert written == by_orm
+    assert ledger_verify_room(room_id=room_id).ok

@@ -37,7 +37,7 @@ def _rfc8785(data: dict[str, Any]) -> bytes | type[Exception]:
 
 def _fast(data: dict[str, Any]) -> bytes | type[Exception]:
     try:
-        return _data_canonical(data)
+        return _data_canonical(data).encode()
     except Exception as refused:
         return type(refused)
 
@@ -72,4 +72,4 @@ def test_a_turns_events_take_the_fast_path_and_match() -> None:
     ]
     for event in events:
         data = event.model_dump(mode="json", exclude={"kind"})
-        assert _data_canonical(data) == rfc8785.dumps(data)
+        assert _data_canonical(data).encode() == rfc8785.dumps(data)
