@@ -42,7 +42,13 @@ from gatekeeper.tools.registry import spec_arguments_validate, tool_get
 from slips.capabilities import VAULT_KINDS, Capability
 from slips.models import VaultItem
 from slips.vault import Budget, vault_open
-from slips.verification import CapabilityVerdict, RoomSlips, capability_verdict, room_slips_read
+from slips.verification import (
+    CapabilityVerdict,
+    RoomSlips,
+    SlipRow,
+    capability_verdict,
+    room_slips_read,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -288,14 +294,21 @@ def _disclosure_decision(
     per operation): the rules of ``decide(DisclosureRequest)`` and of a turn alike."""
     if request.room.state != "open":
         return deny("room_not_open")
-    verdicts = [verdict_for(operation) for operation in _DISCLOSURE_OPERATIONS[request.recipient]]
-    failed = next((v for v, _ in verdicts if v.rule == "verification_error"), None)
-    if failed is not None:  # a check that failed is a denial, even if another record clears
-        return deny(failed.rule)
-    cleared = next(((v, r) for v, r in verdicts if v.allowed), None)
+    # One verdict per operation (one or two), then: a check that failed is a denial even if
+    # another record clears; else the first that clears; else the most telling refusal (a
+    # record that exists but does not clear, before "none").
+    cleared: tuple[CapabilityVerdict, int | None] | None = None
+    refusal: CapabilityVerdict | None = None
+    for operation in _DISCLOSURE_OPERATIONS[request.recipient]:
+        verdict, record_id = verdict_for(operation)
+        if verdict.rule == "verification_error":
+            return deny(verdict.rule)
+        if verdict.allowed:
+            cleared = cleared or (verdict, record_id)
+        elif refusal is None or refusal.rule == "not_in_slip":
+            refusal = verdict
     if cleared is None:
-        # The most telling refusal: a record that exists but does not clear, before "none".
-        refusal = next((v for v, _ in verdicts if v.rule != "not_in_slip"), verdicts[-1][0])
+        assert refusal is not None  # every recipient has at least one operation
         return deny(refusal.rule)
     verdict, record_id = cleared
     if verdict.approval_required:
@@ -381,18 +394,24 @@ def _turn_sources(request: TurnDisclosures, slips: RoomSlips) -> list[Disclosure
     signed_for = {me: request.recipient_owner_id}
     if request.peer is not None:
         signed_for[request.peer[1]] = request.peer[0]
-    sources: set[tuple[str, int, UUID, str]] = set()
-    for record in slips.vault_records():
-        slip = record.slip
+    # By (recipient, kind): a recipient names one seat, so one owner and agent.
+    sources: dict[tuple[str, str], tuple[int, UUID]] = {}
+    slip: SlipRow | None = None
+    recipient: str | None = None
+    for record in slips.vault_records():  # grouped by slip: its seat is looked up once
+        if record.slip is not slip:
+            slip = record.slip
+            recipient = None
+            # A slip binds its own owner's seat.
+            if signed_for.get(slip.agent_id) == slip.owner_id:
+                recipient = "own_agent" if slip.agent_id == me else "peer_agent"
         if (
-            slip.agent_id in signed_for
-            and signed_for[slip.agent_id] == slip.owner_id  # a slip binds its own owner's seat
+            recipient is not None
             and record.resource in VAULT_KINDS
             and record.operation in ("read", "disclose")
-            and (record.operation == "disclose" or slip.agent_id == me)  # "read": own agent only
+            and (record.operation == "disclose" or recipient == "own_agent")  # "read": own agent
         ):
-            recipient = "own_agent" if slip.agent_id == me else "peer_agent"
-            sources.add((recipient, slip.owner_id, slip.agent_id, record.resource))
+            sources[(recipient, record.resource)] = (slip.owner_id, slip.agent_id)
     return [
         DisclosureRequest(
             room=request.room,
@@ -402,7 +421,7 @@ def _turn_sources(request: TurnDisclosures, slips: RoomSlips) -> list[Disclosure
             resource=resource,
             recipient=recipient,  # type: ignore[arg-type]
         )
-        for recipient, owner_id, agent_id, resource in sorted(sources, key=lambda s: (s[0], s[3]))
+        for (recipient, resource), (owner_id, agent_id) in sorted(sources.items())
     ]
 
 

@@ -195,6 +195,32 @@ def _slip_check(slip: SlipRow) -> _CheckedSlip:
     return _CheckedSlip(slip, signed, None, _first_capabilities(signed))
 
 
+def _slip_standing(
+    checked: _CheckedSlip,
+    *,
+    room_id: UUID,
+    owner_id: Any,
+    agent_id: UUID,
+    now_s: int,
+    clock_skew: int,
+) -> CapabilityVerdict | None:
+    """The first rules of every use: the slip's check, the request against the signed bytes,
+    the slip's expiry and start at ``now_s``. The denial they give, or None when they pass;
+    they depend on the slip and these arguments only, not on the use asked."""
+    slip = checked.slip
+    if checked.failure is not None or checked.signed is None:
+        return _deny(checked.failure or "binding_mismatch", slip_id=slip.id, key_id=slip.key_id)
+    signed = checked.signed
+    # The request must match the signed bytes too.
+    if signed.room_id != room_id or signed.agent_id != agent_id or signed.owner_id != str(owner_id):
+        return _deny("binding_mismatch", slip_id=slip.id, key_id=slip.key_id)
+    if now_s >= signed.expires_at:
+        return _deny("slip_expired", slip_id=slip.id, key_id=slip.key_id)
+    if now_s < signed.issued_at - clock_skew:
+        return _deny("slip_not_yet_valid", slip_id=slip.id, key_id=slip.key_id)
+    return None
+
+
 def _judge(
     checked: _CheckedSlip,
     *,
@@ -214,38 +240,66 @@ def _judge(
     own (the callers pass how to find the capability record, the tier and the other owners'
     rules: one query each per call, or one set-based read per turn). ``clock_skew``: the
     setting as the caller read it for this decision (read here when not given)."""
-    slip = checked.slip
-    ids = {"slip_id": slip.id, "key_id": slip.key_id}
-    if checked.failure is not None or checked.signed is None:
-        return _deny(checked.failure or "binding_mismatch", **ids), None
-    signed = checked.signed
-    # The request must match the signed bytes too.
-    if signed.room_id != room_id or signed.agent_id != agent_id or signed.owner_id != str(owner_id):
-        return _deny("binding_mismatch", **ids), None
     now_s = int(now.timestamp())
-    if now_s >= signed.expires_at:
-        return _deny("slip_expired", **ids), None
     if clock_skew is None:
         clock_skew = int(slips_setting("CLOCK_SKEW_SECONDS"))
-    if now_s < signed.issued_at - clock_skew:
-        return _deny("slip_not_yet_valid", **ids), None
+    denied = _slip_standing(
+        checked,
+        room_id=room_id,
+        owner_id=owner_id,
+        agent_id=agent_id,
+        now_s=now_s,
+        clock_skew=clock_skew,
+    )
+    if denied is not None:
+        return denied, None
+    return _judge_use(
+        checked,
+        owner_id=owner_id,
+        resource=resource,
+        operation=operation,
+        recipient=recipient,
+        now_s=now_s,
+        record_at=record_at,
+        tier=tier_of,
+        live_capabilities=live_capabilities,
+    )
+
+
+def _judge_use(
+    checked: _CheckedSlip,
+    *,
+    owner_id: Any,
+    resource: str,
+    operation: str,
+    recipient: str,
+    now_s: int,
+    record_at: Callable[[int], _Record | None],
+    tier: str | Callable[[], str],
+    live_capabilities: Callable[[], dict[str, tuple[Capability, ...]]],
+) -> tuple[CapabilityVerdict, _Record | None]:
+    """The rules of one use, in order, under a slip whose own rules (``_slip_standing``)
+    passed at ``now_s``: the signed capability, its recipient and expiry, the stored record
+    and its uses, the tier (``tier``, or how to read it), the other owners' room rules."""
+    slip = checked.slip
     match = checked.first.get((resource, operation))
     if match is None:
-        return _deny("not_in_slip", **ids), None
+        return _deny("not_in_slip", slip_id=slip.id, key_id=slip.key_id), None
     position, granted = match
     if not recipient_covers(granted.recipient, recipient):
-        return _deny("recipient_not_cleared", **ids), None
+        return _deny("recipient_not_cleared", slip_id=slip.id, key_id=slip.key_id), None
     if now_s >= granted.expires_at:
-        return _deny("capability_expired", **ids), None
+        return _deny("capability_expired", slip_id=slip.id, key_id=slip.key_id), None
     row = record_at(position)
     if row is None or row.resource != resource or row.operation != operation:
-        return _deny("binding_mismatch", **ids), None
+        return _deny("binding_mismatch", slip_id=slip.id, key_id=slip.key_id), None
     if row.uses_left <= 0:
-        return _deny("uses_exhausted", uses_left=0, **ids), row
-    tier = tier_of()
+        return _deny("uses_exhausted", uses_left=0, slip_id=slip.id, key_id=slip.key_id), row
+    if not isinstance(tier, str):
+        tier = tier()
     effective = capability_under_tier(granted, tier)
     if effective is None:
-        return _deny("tier_forbids", tier=tier, **ids), row
+        return _deny("tier_forbids", tier=tier, slip_id=slip.id, key_id=slip.key_id), row
     if not effective.is_vault:
         # A shared resource: where the other owner's live slip has a narrower rule, it wins.
         for other_owner, capabilities in live_capabilities().items():
@@ -262,7 +316,8 @@ def _judge(
             uses_left=row.uses_left,
             tier=tier,
             approval_required=effective.approval != "none",
-            **ids,
+            slip_id=slip.id,
+            key_id=slip.key_id,
         ),
         row,
     )
@@ -427,6 +482,13 @@ class RoomSlips:
     # The clock-skew setting, read at this turn's first verdict (inside its guard, as
     # ``_judge`` reads it) and used for the rest of the turn's.
     _clock_skew: int | None = None
+    # Per slip, for this turn's other uses under it: the second it was last judged at, its own
+    # rules' answer then (``_slip_standing``: the same slip, request and second always give
+    # the same one; a turn asks up to 18 uses of its two slips) and its records. A use asked
+    # at another second is judged afresh.
+    _seats: dict[
+        tuple[str, UUID], tuple[int, CapabilityVerdict | None, dict[int, CapabilityRow]]
+    ] = field(default_factory=dict)
 
     def verdict(
         self,
@@ -439,25 +501,38 @@ class RoomSlips:
         now: datetime,
     ) -> tuple[CapabilityVerdict, _Record | None]:
         """As ``capability_verdict``, from this turn's read; any error is a denial."""
-        checked = self.slips.get((str(owner_id), agent_id))
+        place = (str(owner_id), agent_id)
+        checked = self.slips.get(place)
         if checked is None:
             return _deny("no_slip"), None
         try:
             if self._clock_skew is None:
                 self._clock_skew = int(slips_setting("CLOCK_SKEW_SECONDS"))
-            return _judge(
+            now_s = int(now.timestamp())
+            seat = self._seats.get(place)
+            if seat is None or seat[0] != now_s:
+                denied = _slip_standing(
+                    checked,
+                    room_id=self.room_id,
+                    owner_id=owner_id,
+                    agent_id=agent_id,
+                    now_s=now_s,
+                    clock_skew=self._clock_skew,
+                )
+                seat = self._seats[place] = now_s, denied, self.records.get(checked.slip.id, {})
+            _, denied, records = seat
+            if denied is not None:
+                return denied, None
+            return _judge_use(
                 checked,
-                room_id=self.room_id,
                 owner_id=owner_id,
-                agent_id=agent_id,
                 resource=resource,
                 operation=operation,
                 recipient=recipient,
-                now=now,
-                record_at=self.records.get(checked.slip.id, {}).get,
-                tier_of=lambda: self.tier,
+                now_s=now_s,
+                record_at=records.get,
+                tier=self.tier,
                 live_capabilities=self._live_capabilities,
-                clock_skew=self._clock_skew,
             )
         except Exception:
             logger.exception("capability verification failed: denying")
@@ -524,13 +599,14 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
         rows = cursor.fetchall()
     snapshot = RoomSlips(room_id=room_id, tier=tier)
     # By the slip id as the driver returned it: a row per capability record, and the slip's
-    # columns (its ids as UUIDs) are built once per slip, not once per record.
-    slips: dict[Any, SlipRow] = {}
+    # columns (its ids as UUIDs), its check and where its records go are made once per
+    # slip, not once per record.
+    slips: dict[Any, tuple[SlipRow, dict[int, CapabilityRow]]] = {}
     for row in rows:
         record_id, position, resource, operation, uses_left = row[:5]
-        stored = slips.get(row[5])
-        if stored is None:
-            stored = slips[row[5]] = SlipRow(
+        seen = slips.get(row[5])
+        if seen is None:
+            stored = SlipRow(
                 id=_as_uuid(row[5]),
                 owner_id=int(row[6]),
                 room_id=_as_uuid(row[7]),
@@ -545,7 +621,18 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
                 key_revoked=bool(row[16]),
                 public_key=bytes(row[17]),
             )
-        snapshot.records.setdefault(stored.id, {})[int(position)] = CapabilityRow(
+            records = snapshot.records.setdefault(stored.id, {})
+            slips[row[5]] = stored, records
+            place = (str(stored.owner_id), stored.agent_id)
+            if place not in snapshot.slips:
+                try:
+                    snapshot.slips[place] = _slip_check(stored)  # verified once per turn
+                except Exception:
+                    logger.exception("slip check failed: denying every use under it")
+                    snapshot.slips[place] = _CheckedSlip(stored, None, "verification_error")
+        else:
+            stored, records = seen
+        records[int(position)] = CapabilityRow(
             id=int(record_id),
             slip=stored,
             position=int(position),
@@ -553,14 +640,6 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
             operation=str(operation),
             uses_left=int(uses_left),
         )
-        place = (str(stored.owner_id), stored.agent_id)
-        if place in snapshot.slips:
-            continue
-        try:
-            snapshot.slips[place] = _slip_check(stored)  # verified once per turn
-        except Exception:
-            logger.exception("slip check failed: denying every use under it")
-            snapshot.slips[place] = _CheckedSlip(stored, None, "verification_error")
     return snapshot
 
 
