@@ -67,7 +67,7 @@ from typing import Any
 from uuid import UUID
 
 from django.apps import apps
-from django.db import DatabaseError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -104,7 +104,6 @@ from rooms.sealing import (
     is_sealed,
     one_hop,
     room_content_open,
-    room_text_open,
 )
 from rooms.untrusted import (
     SCAN_CHARS_PER_CAP_BYTE,
@@ -245,13 +244,10 @@ def _facts_sql(vendor: str, bump: bool) -> str:
 def _turn_facts(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFacts:
     """Read the turn's facts (bumping the turn unless ``turn`` is given); ``NotFound`` if the
     agent holds no seat in the room. Call with the room locked, in the turn's transaction."""
-    parameters = {
-        "room": Room._meta.pk.get_db_prep_value(room_id, connection),
-        "agent": Agent._meta.pk.get_db_prep_value(agent_id, connection),
-        "shared": True,
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(_facts_sql(connection.vendor, turn is None), parameters)
+    db = connections[DEFAULT_DB_ALIAS]
+    parameters = {"room": _db_uuid(room_id, db), "agent": _db_uuid(agent_id, db), "shared": True}
+    with db.cursor() as cursor:
+        cursor.execute(_facts_sql(db.vendor, turn is None), parameters)
         row = cursor.fetchone()
     if row is None:
         raise NotFound("No such room.")
@@ -298,13 +294,14 @@ def _room_lock(room_id: UUID) -> None:
     of one room then queue here instead of locking slip uses, vault items and the ledger
     head in different orders and deadlocking on PostgreSQL. Everything the turn decides on is
     read after it, so it is live. (SQLite's IMMEDIATE transaction already serialises.)"""
-    if not connection.features.has_select_for_update:
+    db = connections[DEFAULT_DB_ALIAS]
+    if not db.features.has_select_for_update:
         return
-    table = connection.ops.quote_name(Room._meta.db_table)
-    with connection.cursor() as cursor:
+    table = db.ops.quote_name(Room._meta.db_table)
+    with db.cursor() as cursor:
         cursor.execute(
             f"SELECT 1 FROM {table} WHERE id = %s FOR UPDATE",  # noqa: S608
-            [Room._meta.pk.get_db_prep_value(room_id, connection)],
+            [_db_uuid(room_id, db)],
         )
 
 
@@ -611,24 +608,39 @@ _peer_message_memo_lock = threading.Lock()
 
 
 def _peer_message_fenced(text: str) -> FencedText:
-    """``text`` fenced as a peer message of a context, with a nonce of its own (fresh from
-    the system's CSPRNG for every call, as ``fence`` draws it); the clean body, its
-    truncation and what was stripped come from the memo when this process cleaned the same
-    text before. The suspicions are the rules' alone: a context's messages carry the flags
-    recorded when each was said, so the learned flagger is not asked here."""
-    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    """``text`` fenced as a peer message of a context (``_peer_messages_fenced``)."""
+    return _peer_messages_fenced([text])[0]
+
+
+def _peer_messages_fenced(texts: Sequence[str]) -> list[FencedText]:
+    """Each of ``texts`` fenced as a peer message of a context, with a nonce of its own
+    (fresh from the system's CSPRNG for every block, as ``fence`` draws it); the clean body,
+    its truncation and what was stripped come from the memo when this process cleaned the
+    same text before (looked up for all of a turn's texts under one hold of the lock). The
+    suspicions are the rules' alone: a context's messages carry the flags recorded when each
+    was said, so the learned flagger is not asked here."""
+    keys = [hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest() for text in texts]
     with _peer_message_memo_lock:
-        known = _peer_message_memo.get(key)
-        if known is not None:
-            _peer_message_memo.move_to_end(key)
-    if known is not None:
-        return fence_renonce(known)
-    block = fence(text, source="peer", cap_bytes=CONTEXT_MESSAGE_CAP_BYTES, flagger=False)
-    with _peer_message_memo_lock:
-        _peer_message_memo[key] = block
-        while len(_peer_message_memo) > _PEER_MESSAGE_MEMO_ENTRIES:
-            _peer_message_memo.popitem(last=False)
-    return fence_renonce(block)  # the memo's own nonce is never placed in a context
+        known = [_peer_message_memo.get(key) for key in keys]
+        for key, block in zip(keys, known, strict=True):
+            if block is not None:
+                _peer_message_memo.move_to_end(key)
+    made: dict[bytes, FencedText] = {}
+    blocks: list[FencedText] = []
+    for key, text, block in zip(keys, texts, known, strict=True):
+        if block is None:
+            block = made.get(key)
+            if block is None:
+                block = made[key] = fence(
+                    text, source="peer", cap_bytes=CONTEXT_MESSAGE_CAP_BYTES, flagger=False
+                )
+        blocks.append(block)
+    if made:
+        with _peer_message_memo_lock:
+            _peer_message_memo.update(made)
+            while len(_peer_message_memo) > _PEER_MESSAGE_MEMO_ENTRIES:
+                _peer_message_memo.popitem(last=False)
+    return [fence_renonce(block) for block in blocks]  # the memo's nonces stay in the memo
 
 
 def peer_message_memo_prime(text: str, block: FencedText) -> bool:
@@ -676,14 +688,27 @@ def _recent_sql(vendor: str) -> str:
 
 
 def _when(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value
-    try:  # SQLite's stored form; fromisoformat is several times cheaper than parse_datetime
-        parsed: datetime | None = datetime.fromisoformat(str(value))
-    except ValueError:
-        parsed = parse_datetime(str(value))
-    assert parsed is not None
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+    """A timestamp column as raw SQL read it, aware. PostgreSQL's driver gives an aware one;
+    SQLite keeps naive UTC (Django's converter parses it when the column's type comes through
+    the statement, else it is the stored text): both are made aware in UTC, as the ORM reads
+    them, so a context's times are the same instants on either database."""
+    if not isinstance(value, datetime):
+        try:  # SQLite's stored form; fromisoformat is several times cheaper than parse_datetime
+            parsed: datetime | None = datetime.fromisoformat(str(value))
+        except ValueError:
+            parsed = parse_datetime(str(value))
+        assert parsed is not None
+        value = parsed
+    # replace() rather than timezone.make_aware: the same value, at half the cost.
+    return value if value.utcoffset() is not None else value.replace(tzinfo=UTC)
+
+
+def _db_uuid(value: UUID, db: Any) -> Any:
+    """``value`` as a UUID primary key's parameter (``UUIDField.get_db_prep_value``), for a
+    connection already resolved: each use of the ``connection`` proxy looks the thread's
+    connection up again."""
+    value = _uuid(value)
+    return value if db.features.has_native_uuid_field else value.hex
 
 
 def _recent(
@@ -691,15 +716,16 @@ def _recent(
 ) -> tuple[list[ContextMessage], list[ContextWhisper]]:
     """The other agent's recent messages, each fenced, and the owner's recent whispers to
     this agent, oldest first (one statement)."""
+    db = connections[DEFAULT_DB_ALIAS]
     parameters = {
-        "room": Room._meta.pk.get_db_prep_value(room_id, connection),
-        "agent": Agent._meta.pk.get_db_prep_value(agent_id, connection),
+        "room": _db_uuid(room_id, db),
+        "agent": _db_uuid(agent_id, db),
         "owner": owner_id,
         "messages": CONTEXT_PEER_MESSAGES,
         "whispers": CONTEXT_WHISPERS,
     }
-    with connection.cursor() as cursor:
-        cursor.execute(_recent_sql(connection.vendor), parameters)
+    with db.cursor() as cursor:
+        cursor.execute(_recent_sql(db.vendor), parameters)
         rows = cursor.fetchall()
     # One read: the room key's destroyed mark is checked once for all of its rows, not per row
     # (once per turn when called from _assemble, whose hop this one joins).
@@ -720,23 +746,26 @@ def _recent_opened(
 ) -> tuple[list[ContextMessage], list[ContextWhisper]]:
     said = sorted((r for r in rows if r[0] == 0), key=lambda r: int(r[1]))
     # Transcript text is sealed at rest under the room's key (rooms.sealing); raw SQL reads
-    # the sealed value and opens it here, refusing one sealed for another room.
+    # the sealed value and opens it here, each value with the room's key (whose destroyed
+    # mark the hop read), refusing one sealed for another room or column.
     whispered = sorted(
         (
             (
                 _when(r[5]),
                 _uuid(r[2]),
-                room_text_open(str(r[3]), column=WHISPER_TEXT, room_id=room_id),
+                _opened_text(str(r[3]), column=WHISPER_TEXT, room_id=room_id),
             )
             for r in rows
             if r[0] == 1
         ),
         key=lambda w: w[0],
     )
+    blocks = _peer_messages_fenced(
+        [_opened_text(str(r[3]), column=MESSAGE_TEXT, room_id=room_id) for r in said]
+    )
     fenced: list[ContextMessage] = []
     senders: dict[Any, UUID] = {}  # the other agent's id parsed once, not once per message
-    for _part, seq, sender, text, flags, created_at in said:
-        block = _peer_message_fenced(_opened_text(str(text), column=MESSAGE_TEXT, room_id=room_id))
+    for (_part, seq, sender, _text, flags, created_at), block in zip(said, blocks, strict=True):
         if flags in ("[]", b"[]"):  # most messages were flagged for nothing
             flags = []
         elif isinstance(flags, str | bytes):
@@ -754,7 +783,7 @@ def _recent_opened(
                 sent_at=_when(created_at),
             )
         )
-    whispers = [ContextWhisper(id=wid, text=str(text), sent_at=at) for at, wid, text in whispered]
+    whispers = [ContextWhisper(id=wid, text=text, sent_at=at) for at, wid, text in whispered]
     return fenced, whispers
 
 
