@@ -169,7 +169,9 @@ def ledger_append_many(
 
     ``head_seen``: the head (seq, hash) the caller read earlier in its transaction. Then two
     statements: the head moves only if it is still exactly that (a compare-and-set that also
-    locks it), then the insert; if it moved meanwhile, the usual three, from the locked head."""
+    locks it), then the insert; on PostgreSQL one, the insert carrying the compare-and-set
+    (rows go in only if it matched). If the head moved meanwhile, the usual three, from the
+    locked head."""
     if not events:
         return []
     if not transaction.get_connection().in_atomic_block:
@@ -182,15 +184,14 @@ def ledger_append_many(
     try:
         if head_seen is not None:
             rows, appended = _chained(room_id, events, head_seen)
-            if _head_moved_from(connection, room_id, head_seen, appended[-1]):
-                _events_insert(connection, rows)
+            if _events_insert(connection, rows, head_seen=head_seen):
                 _sign_appended(room_id, appended)
                 LEDGER_APPEND_SECONDS.labels(path="batch").observe(time.perf_counter() - started)
                 return appended
         head = ledger_head_locked(room_id)
         rows, appended = _chained(room_id, events, (head.seq, head.hash))
         _events_insert(connection, rows)
-        _head_moved_from(connection, room_id, None, appended[-1])
+        _head_moved_from(connection, room_id, None, (appended[-1].seq, appended[-1].hash))
         _sign_appended(room_id, appended)
     except (LedgerAppendError, DatabaseError, rfc8785.CanonicalizationError, ValueError) as exc:
         transaction.set_rollback(True)
@@ -225,7 +226,7 @@ _HEAD_FIELD = {f.attname: f for f in LedgerHead._meta.concrete_fields}
 _HEAD_ROOM = _HEAD_FIELD["room_id"]
 _HEAD_SEQ = _HEAD_FIELD["seq"]
 _HEAD_HASH = _HEAD_FIELD["hash"]
-_INSERT_SQL: dict[tuple[str, int, tuple[int, ...]], str] = {}
+_INSERT_SQL: dict[tuple[str, int, tuple[int, ...], bool], str] = {}
 _HEAD_SQL: dict[tuple[str, bool], str] = {}
 
 
@@ -294,33 +295,51 @@ def _head_moved_from(
     connection: BaseDatabaseWrapper,
     room_id: UUID,
     seen: tuple[int, str] | None,
-    tip: AppendedEvent,
+    tip: tuple[int, str],
 ) -> bool:
     """Move the room's head to ``tip``. With ``seen``, a compare-and-set: only if the head is
     still exactly ``seen`` (the UPDATE also locks it); without, the caller holds the lock."""
     key = (connection.vendor, seen is not None)
     sql = _HEAD_SQL.get(key)
     if sql is None:
-        q = connection.ops.quote_name
-        sql = (
-            # Names from the model's own meta, quoted; every value is a parameter.
-            f"UPDATE {q(LedgerHead._meta.db_table)} SET {q(_column(_HEAD_SEQ))} = %s, "  # noqa: S608
-            f"{q(_column(_HEAD_HASH))} = %s WHERE {q(_column(_HEAD_ROOM))} = %s"
-        )
-        if seen is not None:
-            sql += f" AND {q(_column(_HEAD_SEQ))} = %s AND {q(_column(_HEAD_HASH))} = %s"
-        _HEAD_SQL[key] = sql
+        sql = _HEAD_SQL[key] = _head_update_sql(connection, ["%s"] * 5, compare=seen is not None)
+    params = _head_params(connection, room_id, seen, tip)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount == 1
+
+
+def _head_update_sql(connection: BaseDatabaseWrapper, marks: list[str], *, compare: bool) -> str:
+    """``UPDATE`` of the head row to (``marks[0]``, ``marks[1]``) where the room is
+    ``marks[2]``, and with ``compare`` only if it is still (``marks[3]``, ``marks[4]``)."""
+    q = connection.ops.quote_name
+    seq, digest = q(_column(_HEAD_SEQ)), q(_column(_HEAD_HASH))
+    sql = (
+        # Names from the model's own meta, quoted; every value is a parameter.
+        f"UPDATE {q(LedgerHead._meta.db_table)} SET {seq} = {marks[0]}, {digest} = "  # noqa: S608
+        f"{marks[1]} WHERE {q(_column(_HEAD_ROOM))} = {marks[2]}"
+    )
+    if compare:
+        sql += f" AND {seq} = {marks[3]} AND {digest} = {marks[4]}"
+    return sql
+
+
+def _head_params(
+    connection: BaseDatabaseWrapper,
+    room_id: UUID,
+    seen: tuple[int, str] | None,
+    tip: tuple[int, str],
+) -> list[Any]:
+    """The values of ``_head_update_sql``'s marks, each as its field prepares it."""
     prep = _ColumnValues(connection)
-    params = [
-        prep.count(_HEAD_SEQ, tip.seq),
-        prep.text(_HEAD_HASH, tip.hash),
+    params: list[Any] = [
+        prep.count(_HEAD_SEQ, tip[0]),
+        prep.text(_HEAD_HASH, tip[1]),
         _HEAD_ROOM.get_db_prep_save(room_id, connection),
     ]
     if seen is not None:
         params += [prep.count(_HEAD_SEQ, seen[0]), prep.text(_HEAD_HASH, seen[1])]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount == 1
+    return params
 
 
 @dataclass(frozen=True)
@@ -363,11 +382,28 @@ class _EventRows:
         ]
 
 
-def _events_insert(connection: BaseDatabaseWrapper, rows: _EventRows) -> None:
+def _events_insert(
+    connection: BaseDatabaseWrapper, rows: _EventRows, *, head_seen: tuple[int, str] | None = None
+) -> bool:
     """Insert ``rows`` in one multi-row INSERT, or in as few as the backend's parameter limit
-    allows (the ORM's own ``bulk_batch_size``). No signals, as ``bulk_create`` sent none."""
+    allows (the ORM's own ``bulk_batch_size``). No signals, as ``bulk_create`` sent none.
+
+    With ``head_seen``, the head moves from it to the last row first, by compare-and-set
+    (``_head_moved_from``); if it is no longer ``head_seen``, nothing is written and the
+    answer is False. On PostgreSQL, when the rows take one statement, the compare-and-set is
+    that statement's own: a data-modifying ``WITH`` runs the head's UPDATE (which waits for a
+    concurrent writer and then finds the head moved, as alone), and the rows go in only if it
+    matched. One round trip fewer, the same check."""
     count = len(rows.seqs)
     batch = max(1, connection.ops.bulk_batch_size(list(_EVENT_FIELDS), rows.seqs))
+    tip = (rows.seqs[-1], rows.hashes[-1])
+    fused = head_seen is not None and connection.vendor == "postgresql" and batch >= count
+    if (
+        head_seen is not None
+        and not fused
+        and not _head_moved_from(connection, rows.room_id, head_seen, tip)
+    ):
+        return False
     prep = _ColumnValues(connection)
     shared = [
         _EVENT_ROOM.get_db_prep_save(rows.room_id, connection),
@@ -390,8 +426,15 @@ def _events_insert(connection: BaseDatabaseWrapper, rows: _EventRows) -> None:
             ]
             for i in range(start, stop):
                 values += (seqs[i], data[i], hashes[i], canonical[i])
+            if fused:
+                values += _head_params(connection, rows.room_id, head_seen, tip)
             params = dict(zip(_names(len(values)), values, strict=True))
-            cursor.execute(_insert_sql(connection, shape, len(kinds)), params)
+            cursor.execute(_insert_sql(connection, shape, len(kinds), fused=fused), params)
+            if fused and cursor.rowcount != count:
+                if cursor.rowcount == 0:  # the head had moved: nothing was written
+                    return False
+                raise LedgerAppendError(f"{cursor.rowcount} of {count} ledger events inserted")
+    return True
 
 
 _PARAM_NAMES: list[str] = []
@@ -409,7 +452,9 @@ def _names(count: int) -> list[str]:
 _INSERT_SHAPES = 256
 
 
-def _insert_sql(connection: BaseDatabaseWrapper, shape: tuple[int, ...], kinds: int) -> str:
+def _insert_sql(
+    connection: BaseDatabaseWrapper, shape: tuple[int, ...], kinds: int, *, fused: bool = False
+) -> str:
     """The INSERT of a batch whose rows have the kinds ``shape`` names (each row's index among
     the batch's ``kinds`` distinct kinds), with named parameters, each value passed once
     however many places carry it: ``p0`` the room, ``p1`` the moment, ``p2`` the first row's
@@ -417,8 +462,9 @@ def _insert_sql(connection: BaseDatabaseWrapper, shape: tuple[int, ...], kinds: 
     row's ``prev_hash`` is the hash of the row before). The same text for the same shape, so
     PostgreSQL prepares it once per connection. Fewer parameters are fewer values for the
     driver to adapt, and Django's SQLite cursor rewrites a positional statement's every
-    ``%s`` with a look-behind regex."""
-    key = (connection.vendor, kinds, shape)
+    ``%s`` with a look-behind regex. ``fused`` (PostgreSQL): the head's compare-and-set
+    comes first, its five values after the rows', and the rows go in only if it matched."""
+    key = (connection.vendor, kinds, shape, fused)
     sql = _INSERT_SQL.get(key)
     if sql is not None:
         return sql
@@ -439,7 +485,16 @@ def _insert_sql(connection: BaseDatabaseWrapper, shape: tuple[int, ...], kinds: 
         }
         rows.append("(" + ", ".join(f"%({marks[f.attname]})s" for f in _EVENT_FIELDS) + ")")
     columns = ", ".join(q(_column(f)) for f in _EVENT_FIELDS)
-    sql = f"INSERT INTO {q(LedgerEvent._meta.db_table)} ({columns}) VALUES {', '.join(rows)}"  # noqa: S608
+    into = f"INSERT INTO {q(LedgerEvent._meta.db_table)} ({columns})"
+    if fused:
+        head = first + 4 * len(shape)
+        moved = _head_update_sql(connection, [f"%(p{head + i})s" for i in range(5)], compare=True)
+        sql = (
+            f"WITH moved AS ({moved} RETURNING 1) {into} SELECT * FROM (VALUES "  # noqa: S608
+            f"{', '.join(rows)}) AS batch WHERE EXISTS (SELECT FROM moved)"
+        )
+    else:
+        sql = f"{into} VALUES {', '.join(rows)}"
     if len(_INSERT_SQL) >= _INSERT_SHAPES:
         _INSERT_SQL.pop(next(iter(_INSERT_SQL)))
     _INSERT_SQL[key] = sql
