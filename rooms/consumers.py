@@ -23,7 +23,7 @@ import functools
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
@@ -61,6 +61,7 @@ from rooms.protocol import (
     ActFrame,
     ActionResultBody,
     ActionResultFrame,
+    AgentContext,
     CloseCode,
     ContextFrame,
     ContextRequestFrame,
@@ -257,6 +258,9 @@ def offers_revealed_frame(room_id: Any, reveal: sealed.Reveal) -> str:
 
 SayRun = tuple[Any, Any, list[tuple[str, str]]]  # (room_id, agent_id, [(client_id, text)])
 Ack = tuple[Any, Any, int]  # (room_id, agent_id, seq)
+# What a run handed to the desk becomes: its recorded prefix (``services.messages_say_runs``),
+# or None when the record refused the ack riding it (nothing of the run stored).
+SayRunResult = list[services.SaidMessage] | None
 
 
 Verdicts = dict[standing.Reader, CloseCode | None]
@@ -267,31 +271,34 @@ def _desk_hop(
     acks: list[Ack],
     runs: list[SayRun],
     readers: list[standing.Reader],
+    run_acks: list[int | None] | None = None,
     clock: list[float] | None = None,
-) -> tuple[
-    list[bool] | Exception, list[list[services.SaidMessage]] | Exception, Verdicts | Exception
-]:
+) -> tuple[list[bool] | Exception, list[SayRunResult] | Exception, Verdicts | Exception]:
     """One hop of the desk: the readers' standing asked before a live delivery (one
     statement, ``standing.readers_standing``, read now: after every question was asked),
     the acknowledgements handed in (one transaction, each still its own statement), then the
-    `say` runs (``services.messages_say_runs``, its own transaction). Each part's failure is
-    returned, not raised, so it reaches only the sockets whose frames it was about.
+    `say` runs (``services.messages_say_runs``, its own transaction, which also records the
+    acks riding the runs first, ``run_acks``, one per run or None: ``_say_runs_acked``). Each
+    part's failure is returned, not raised, so it reaches only the sockets whose frames it was
+    about.
 
     ``clock`` (if given) is filled with the work's start, its thread CPU and its end
     (``realtime.say_desk_hop_observed``)."""
     started, cpu_started = time.monotonic(), time.thread_time()
     try:
-        return _desk_hop_parts(acks=acks, runs=runs, readers=readers)
+        return _desk_hop_parts(acks=acks, runs=runs, readers=readers, run_acks=run_acks)
     finally:
         if clock is not None:
             clock[:] = [started, time.thread_time() - cpu_started, time.monotonic()]
 
 
 def _desk_hop_parts(
-    *, acks: list[Ack], runs: list[SayRun], readers: list[standing.Reader]
-) -> tuple[
-    list[bool] | Exception, list[list[services.SaidMessage]] | Exception, Verdicts | Exception
-]:
+    *,
+    acks: list[Ack],
+    runs: list[SayRun],
+    readers: list[standing.Reader],
+    run_acks: list[int | None] | None = None,
+) -> tuple[list[bool] | Exception, list[SayRunResult] | Exception, Verdicts | Exception]:
     verdicts: Verdicts | Exception = {}
     if readers:
         try:
@@ -316,13 +323,74 @@ def _desk_hop_parts(
             acked = results
         except Exception as failed:
             acked = failed
-    said: list[list[services.SaidMessage]] | Exception = []
+    said: list[SayRunResult] | Exception = []
     if runs:
         try:
-            said = services.messages_say_runs(runs=runs)
+            if run_acks is not None and any(ack is not None for ack in run_acks):
+                said = _say_runs_acked(runs, run_acks)
+            else:
+                said = list(services.messages_say_runs(runs=runs))
         except Exception as failed:
             said = failed
     return acked, said, verdicts
+
+
+class _SayPartAborted(Exception):
+    """The say part of a transaction left it aborted (``_say_runs_acked``)."""
+
+
+def _riding_acks_refused(
+    runs: list[SayRun], run_acks: list[int | None], riding: list[int]
+) -> set[int]:
+    """Record the ack riding ``runs[i]`` for each ``i`` of ``riding`` (in that order): the
+    indices of those the record refused (``services.messages_ack``)."""
+    refused: set[int] = set()
+    for i in riding:
+        (room_id, agent_id, _), seq = runs[i], run_acks[i]
+        if seq is not None and not services.messages_ack(
+            room_id=room_id, agent_id=agent_id, seq=seq
+        ):
+            refused.add(i)
+    return refused
+
+
+def _say_runs_acked(runs: list[SayRun], run_acks: list[int | None]) -> list[SayRunResult]:
+    """A hop's `say` runs when some carry an ack, in one transaction: each riding ack first
+    (``services.messages_ack``, as the ``ack`` frame it stands for, sent just before the run),
+    then the runs whose acks the record took (``services.messages_say_runs``, nested in it).
+    A run whose ack is refused stores nothing and is answered None.
+
+    On PostgreSQL a lone message's say is one statement with no savepoint of its own; a
+    resent frame id fails it there and it answers "not recorded" (the caller's one-by-one
+    path then finds the earlier message), but the failure leaves the transaction aborted, and
+    its COMMIT would roll the acks back without a word. So when a run comes back short, a
+    savepoint is asked for, which an aborted transaction refuses: then the acks are recorded
+    again in a transaction of their own, and the runs are answered as not recorded (each of
+    their frames takes the one-by-one path, as any the fast path leaves)."""
+    # Seats updated in one order, so two processes' hops wait instead of deadlocking.
+    riding = sorted(
+        (i for i, ack in enumerate(run_acks) if ack is not None),
+        key=lambda i: (str(runs[i][0]), str(runs[i][1])),
+    )
+    results: list[SayRunResult] = [None] * len(runs)
+    try:
+        with transaction.atomic():
+            refused = _riding_acks_refused(runs, run_acks, riding)
+            kept = [i for i in range(len(runs)) if i not in refused]
+            said = services.messages_say_runs(runs=[runs[i] for i in kept]) if kept else []
+            if any(len(done) < len(runs[i][2]) for i, done in zip(kept, said, strict=True)):
+                try:
+                    with transaction.atomic():
+                        pass  # a SAVEPOINT: refused by a transaction a failed statement aborted
+                except DatabaseError as aborted:
+                    raise _SayPartAborted from aborted
+            for i, done in zip(kept, said, strict=True):
+                results[i] = done
+    except _SayPartAborted:
+        with transaction.atomic():
+            refused = _riding_acks_refused(runs, run_acks, riding)
+        results = [None if i in refused else [] for i in range(len(runs))]
+    return results
 
 
 class SayDesk:
@@ -339,7 +407,9 @@ class SayDesk:
     An ``ack`` goes the same way: acks waiting when a hop starts are recorded in it, before
     its runs, in one transaction (each its own ``services.messages_ack`` statement, answered
     as that statement says). A socket awaits its ack before its next frame, so its frames are
-    still recorded in the order it sent them.
+    still recorded in the order it sent them. An ack riding a `say` (``SayBody.ack``) is part
+    of its run instead: recorded in the runs' transaction, just before the run's messages,
+    and a run whose ack the record refuses stores nothing (``_say_runs_acked``).
 
     So does the standing check before a live delivery (``standing``): the checks waiting
     when a hop starts are answered by one ``standing.readers_standing`` statement in it, a
@@ -349,7 +419,7 @@ class SayDesk:
     """
 
     def __init__(self) -> None:
-        self._waiting: list[tuple[SayRun, asyncio.Future[list[services.SaidMessage]]]] = []
+        self._waiting: list[tuple[SayRun, int | None, asyncio.Future[SayRunResult]]] = []
         self._acks: list[tuple[Ack, asyncio.Future[bool]]] = []
         self._checks: list[tuple[standing.Reader, asyncio.Future[CloseCode | None]]] = []
         self._recording = 0
@@ -362,11 +432,11 @@ class SayDesk:
     def _concurrency() -> int:
         return 1 if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else 4
 
-    async def record(self, run: SayRun) -> list[services.SaidMessage]:
-        future: asyncio.Future[list[services.SaidMessage]] = (
-            asyncio.get_running_loop().create_future()
-        )
-        self._waiting.append((run, future))
+    async def record(self, run: SayRun, *, ack: int | None = None) -> SayRunResult:
+        """Record a run of `say` frames, after ``ack`` (the ack riding its first frame): its
+        recorded prefix, or None when the record refused that ack (nothing of it stored)."""
+        future: asyncio.Future[SayRunResult] = asyncio.get_running_loop().create_future()
+        self._waiting.append((run, ack, future))
         self._start()
         return await future
 
@@ -395,7 +465,7 @@ class SayDesk:
             while self._waiting or self._acks or self._checks:
                 acks, self._acks = self._acks, []
                 checks, self._checks = self._checks, []
-                batch: list[tuple[SayRun, asyncio.Future[list[services.SaidMessage]]]] = []
+                batch: list[tuple[SayRun, int | None, asyncio.Future[SayRunResult]]] = []
                 size = 0
                 while self._waiting and (
                     not batch
@@ -413,7 +483,8 @@ class SayDesk:
                 try:
                     acked, results, verdicts = await self._hop(
                         acks=[ack for ack, _ in acks],
-                        runs=[run for run, _ in batch],
+                        runs=[run for run, _, _ in batch],
+                        run_acks=[ack for _, ack, _ in batch],
                         readers=[reader for reader, _ in checks],
                         clock=clock,
                     )
@@ -426,7 +497,7 @@ class SayDesk:
                         cpu=clock[1],
                         ended=clock[2],
                         answered=time.monotonic(),
-                        frames=len(acks) + len(checks) + sum(len(run[2]) for run, _ in batch),
+                        frames=len(acks) + len(checks) + sum(len(run[2]) for run, _, _ in batch),
                     )
                 # Standing first: a delivery waits on nothing else of the hop's.
                 _settle(
@@ -438,9 +509,25 @@ class SayDesk:
                 _settle([future for _, future in acks], acked)
                 # A socket that went away meanwhile: its messages are recorded; its client
                 # resends the frame ids and learns so (``duplicate``).
-                _settle([future for _, future in batch], results)
+                _settle([future for _, _, future in batch], results)
         finally:
             self._recording -= 1
+
+
+def _invalid_ack(ref: str) -> tuple[ErrorCode, str, str]:
+    """The refusal of an ack the record does not take (a seq the room does not have)."""
+    return ErrorCode.INVALID_ACK, "No such message to acknowledge.", ref
+
+
+def _context_acked(
+    *, room_id: UUID, agent_id: UUID, asked: Sequence[str], ack: int | None
+) -> AgentContext | None:
+    """The ack riding a `context_request` (``services.messages_ack``, as the ``ack`` frame
+    sent just before it), then the new turn's context (``context.context_for_agent``), in one
+    hop. None when the record refuses the ack: no turn, no slip use, no disclosure."""
+    if ack is not None and not services.messages_ack(room_id=room_id, agent_id=agent_id, seq=ack):
+        return None
+    return context.context_for_agent(room_id=room_id, agent_id=agent_id, asked=asked)
 
 
 def _settle(futures: list[asyncio.Future[Any]], outcome: list[Any] | Exception) -> None:
@@ -887,7 +974,9 @@ class RoomConsumer(AsyncWebsocketConsumer):
                         if allowed:
                             await self._say_run(run[:allowed])
                         for refused_frame in run[allowed:]:
-                            await self._refuse("say", refused_frame.id)
+                            # Only a run's first frame carries an ack (``_say_frames``).
+                            if await self._ack_riding(refused_frame.id, refused_frame.body.ack):
+                                await self._refuse("say", refused_frame.id)
                     else:
                         await self._handle(item)
                 except FrameError as refused:
@@ -949,7 +1038,9 @@ class RoomConsumer(AsyncWebsocketConsumer):
 
     async def _say_frames(self, first: SayFrame) -> list[SayFrame]:
         """``first`` and the `say` frames queued right behind it (up to ``SAY_RUN_MAX``),
-        cut after one that would complete a loop, so the flare comes before later frames."""
+        cut after one that would complete a loop, so the flare comes before later frames,
+        and before one that carries an ack (which heads the next run: its ack is recorded
+        after the messages before it, as it was sent)."""
         run = [first]
         if self._held is not None or not self._inbox:
             return run  # nothing queued behind it (one in flight): no run to cut
@@ -958,7 +1049,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             return run
         while len(run) < SAY_RUN_MAX and self._held is None and self._inbox:
             item = self._parse(self._inbox.popleft())
-            if not isinstance(item, SayFrame):
+            if not isinstance(item, SayFrame) or item.body.ack is not None:
                 self._held = item  # handled next, after this run
                 break
             run.append(item)
@@ -997,8 +1088,16 @@ class RoomConsumer(AsyncWebsocketConsumer):
         participant = self.participant
         assert participant is not None and participant.agent_id is not None
         said = await say_desk().record(
-            (participant.room_id, participant.agent_id, [(f.id, f.body.text) for f in frames])
+            (participant.room_id, participant.agent_id, [(f.id, f.body.text) for f in frames]),
+            ack=frames[0].body.ack,
         )
+        if said is None:
+            # The record refused the ack riding the first frame: that frame is refused whole
+            # (nothing of the run was stored); the frames after it carry no ack of their own.
+            await self.send(error_frame(*_invalid_ack(frames[0].id)))
+            if frames[1:]:
+                await self._say_run(frames[1:])
+            return
         for frame, message in zip(frames, said, strict=False):
             await self.send(sent_frame(frame.id, message.seq, duplicate=False))
         if said:
@@ -1106,27 +1205,36 @@ class RoomConsumer(AsyncWebsocketConsumer):
 
     async def _context(self, frame: ContextRequestFrame) -> None:
         participant = self._agent_only(frame.id)
+        ack = frame.body.ack
         if self._limits is not None:
             # Each context is a new turn that spends slip uses: rated, and a few per turn of
             # the room's conversation (until something new is said, there is nothing new).
             wait = self._limits.take("context_request")
             if wait > 0:
-                await self._refuse("context_request", frame.id, wait)
+                if await self._ack_riding(frame.id, ack):
+                    await self._refuse("context_request", frame.id, wait)
                 return
             if not self._limits.context_turn(self.position):
-                await self._refuse(None, frame.id)
+                if await self._ack_riding(frame.id, ack):
+                    await self._refuse(None, frame.id)
                 return
         # Standing first, in the same hop: a reader out of standing (its close lost) starts no
-        # turn, spends no slip use and is given nothing, not even the peer's messages.
+        # turn, spends no slip use and is given nothing, not even the peer's messages. Then
+        # the ack riding the request, as the ``ack`` frame just before it would have been.
         verdict, assembled = await in_db_thread(self._checked)(
-            context.context_for_agent,
+            _context_acked,
             room_id=participant.room_id,
             agent_id=participant.agent_id,
             asked=frame.body.ask,
+            ack=ack,
         )
-        if verdict is not None or assembled is None:
-            await self._shut(verdict or CloseCode.FORBIDDEN)
+        if verdict is not None:
+            await self._shut(verdict)
             return
+        if assembled is None:
+            if self._limits is not None:
+                self._limits.context_in_turn -= 1  # no turn was had: it does not count
+            raise FrameError(*_invalid_ack(frame.id))
         await self.send(ContextFrame(type="context", id=frame.id, body=assembled).model_dump_json())
 
     async def _seal(self, frame: SealOfferFrame) -> None:
@@ -1207,7 +1315,20 @@ class RoomConsumer(AsyncWebsocketConsumer):
         participant = self._agent_only(frame.id)
         acked = await say_desk().ack((participant.room_id, participant.agent_id, frame.body.seq))
         if not acked:
-            raise FrameError(ErrorCode.INVALID_ACK, "No such message to acknowledge.", frame.id)
+            raise FrameError(*_invalid_ack(frame.id))
+
+    async def _ack_riding(self, ref: str, seq: int | None) -> bool:
+        """Record the ack riding frame ``ref`` on its own, as the ``ack`` frame it stands for
+        (a limit refused the frame itself, so there is no hop of its own for it to share).
+        False, after an ``invalid_ack`` answer, when the record refuses it: the frame is
+        refused whole. True when there is none, or it was recorded."""
+        if seq is None:
+            return True
+        participant = self._agent_only(ref)
+        if await say_desk().ack((participant.room_id, participant.agent_id, seq)):
+            return True
+        await self.send(error_frame(*_invalid_ack(ref)))
+        return False
 
     def _agent_only(self, ref: str) -> Any:
         if self.participant is None or self.participant.agent_id is None:

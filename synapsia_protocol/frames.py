@@ -64,13 +64,22 @@ class _Body(BaseModel):
 # --- agent → server -----------------------------------------------------------------------
 
 
+# A message's sequence number as an agent acknowledges it (a JSON-safe integer).
+AckSeq = Annotated[int, Field(ge=1, le=2**53 - 1)]
+
+
 class SayBody(_Body):
     # No U+0000: PostgreSQL cannot store it, and no message needs it.
     text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, pattern=r"^[^\x00]*$")
+    # An acknowledgement riding this frame: exactly an ``ack`` of this seq sent just before it,
+    # so an agent that answers what it was handed sends one frame, not two. A seq the room does
+    # not have refuses the whole frame (``invalid_ack``). The client's, never a model's
+    # (``body_schema`` leaves it out).
+    ack: AckSeq | None = None
 
 
 class AckBody(_Body):
-    seq: int = Field(ge=1, le=2**53 - 1)
+    seq: AckSeq
 
 
 class EmptyBody(_Body):
@@ -109,6 +118,9 @@ class ContextRequestBody(_Body):
     # slip clears is in the answer anyway; each asked kind it does not clear is a denial in
     # the ledger (both owners see the ask), and a trusted notice in the answer.
     ask: list[VaultKind] = Field(default_factory=list, max_length=8)
+    # An acknowledgement riding this frame, as on ``say``: recorded before the turn starts;
+    # one the room refuses refuses the request whole (no turn, no slip use).
+    ack: AckSeq | None = None
 
 
 class ContextRequestFrame(_Frame):

@@ -60,10 +60,16 @@ def frame_type(frame: type[BaseModel]) -> str:
     return str(value)
 
 
+# Body fields the client fills in itself and a model never gives: the acknowledgement riding
+# a ``say`` or a ``context_request`` is the SDK's account of what it handed out.
+CLIENT_OWN_FIELDS = frozenset({"ack"})
+
+
 def body_schema(body: type[BaseModel]) -> dict[str, Any]:
     """A body's JSON Schema as a tool's input schema (an MCP ``inputSchema``, an OpenAI
     function's ``parameters``): what a model may send as, say, a ``say``, with the protocol's
-    own limits, and no titles (they only repeat the field names)."""
+    own limits, no titles (they only repeat the field names), and none of the fields the
+    client fills in itself (``CLIENT_OWN_FIELDS``)."""
 
     def untitled(node: Any) -> Any:
         if isinstance(node, dict):
@@ -73,6 +79,8 @@ def body_schema(body: type[BaseModel]) -> dict[str, Any]:
         return node
 
     result: dict[str, Any] = untitled(body.model_json_schema())
+    for name in CLIENT_OWN_FIELDS & set(result.get("properties", {})):
+        del result["properties"][name]
     return result
 
 
