@@ -59,6 +59,14 @@ from synapsia_protocol.codes import (
 log = logging.getLogger("synapsia.agents")
 
 ACK_BATCH = 32  # while busy, acknowledge at least this often
+# How long an acknowledgement of what was handed out waits to ride the next ``say`` or
+# ``context_request`` (one frame instead of two) before it goes alone as an ``ack`` frame. An
+# agent that answers from code does so within milliseconds; one waiting on a model takes
+# seconds, and its ack should not wait for that: until acknowledged, a message is replayed
+# after a reconnect (and dropped here as seen), so the wait bounds that replay, not delivery.
+ACK_RIDE_SECONDS = 0.25
+# The frames an acknowledgement may ride (docs/protocol.md: their ``ack`` field).
+ACK_RIDES = frozenset({"say", "context_request"})
 # A rate refusal without a hint (an older server) is waited out with backoff from this.
 RATE_BACKOFF_FIRST = 0.5
 PROTOCOL_ERROR = 1002  # RFC 6455: we close with it when the server's frame is unreadable
@@ -203,6 +211,7 @@ class RoomClient:
         self._action_updates: dict[str, asyncio.Queue[ActionOutcome]] = {}
         self._handed_out = 0  # highest seq returned by next_message
         self._acked = 0  # highest seq acknowledged to the server
+        self._ack_alone: asyncio.Task[None] | None = None  # the plain ack, if none rides first
         self._state_changed = asyncio.Event()
         self.whispers: asyncio.Queue[Whisper] = asyncio.Queue()  # from your own owner
         self.notices: asyncio.Queue[Notice] = asyncio.Queue()  # from the room itself
@@ -350,18 +359,35 @@ class RoomClient:
     async def next_message(self, timeout: float | None = None) -> RoomMessage:
         """The next message from the peer, in order and exactly once.
 
-        Acknowledgements are cumulative and batched: sent as soon as the inbox is drained (so
-        an idle agent is always fully acknowledged), and at least every ``ACK_BATCH`` messages
-        while busy. Anything unacknowledged is replayed after a reconnect and dropped here.
+        Acknowledgements are cumulative and batched: once the inbox is drained, the ack rides
+        the next ``say`` or ``context_request`` (its ``ack`` field), or goes alone as an ``ack``
+        frame after ``ACK_RIDE_SECONDS`` if neither is sent (so an idle agent is soon fully
+        acknowledged); while busy, an ``ack`` frame at least every ``ACK_BATCH`` messages.
+        Anything unacknowledged is replayed after a reconnect and dropped here.
         """
         item = await asyncio.wait_for(self._inbox.get(), timeout)
         if isinstance(item, BaseException):
             self._inbox.put_nowait(item)  # keep telling later callers too
             raise item
         self._handed_out = item.seq
-        if self._inbox.empty() or item.seq - self._acked >= ACK_BATCH:
+        if item.seq - self._acked >= ACK_BATCH:
             await self._ack()
+        elif self._inbox.empty() and self._ack_alone is None:
+            self._ack_alone = asyncio.get_running_loop().create_task(self._ack_after_wait())
         return item
+
+    async def _ack_after_wait(self) -> None:
+        """The plain ``ack`` of what was handed out, when no frame took it along meanwhile."""
+        await asyncio.sleep(ACK_RIDE_SECONDS)
+        self._ack_alone = None
+        await self._ack()
+
+    def _ack_riding(self) -> int | None:
+        """The ack a frame about to be sent takes along (counted as sent), or None."""
+        if self._handed_out <= self._acked:
+            return None
+        self._acked = self._handed_out
+        return self._acked
 
     async def _ack(self) -> None:
         if self._handed_out > self._acked:
@@ -377,6 +403,9 @@ class RoomClient:
 
     async def close(self) -> None:
         self._closing = True
+        if self._ack_alone is not None:
+            self._ack_alone.cancel()
+            self._ack_alone = None
         await self._ack()  # leave nothing handed out unacknowledged
         if self._socket is not None:
             await self._socket.close()
@@ -396,6 +425,11 @@ class RoomClient:
         """Send a frame and wait for its answer (``timeout`` for each sending); a rate's
         refusal is waited out and the same frame resent, a bounded number of times."""
         frame_id = frame_id or self._next_id()
+        ack = self._ack_riding() if kind in ACK_RIDES else None
+        if ack is not None:
+            # Part of the frame from here on: every resend of it (a reconnect, a rate's wait)
+            # carries it, and the server records it even when it refuses the frame itself.
+            body = {**body, "ack": ack}
         frame = {"v": PROTOCOL_VERSION, "type": kind, "id": frame_id, "body": body}
         refusals = 0
         while True:
