@@ -33,9 +33,11 @@ from websockets.exceptions import ConnectionClosed
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def say_frame(frame_id: str, text: str) -> str:
-    """A ``say`` frame as an agent sends it (docs/protocol.md)."""
-    return json.dumps({"v": 1, "type": "say", "id": frame_id, "body": {"text": text}})
+def say_frame(frame_id: str, text: str, ack: int | None = None) -> str:
+    """A ``say`` frame as an agent sends it (docs/protocol.md), with the ``ack`` riding it if
+    one is given."""
+    body: dict[str, Any] = {"text": text} if ack is None else {"text": text, "ack": ack}
+    return json.dumps({"v": 1, "type": "say", "id": frame_id, "body": body})
 
 
 def ack_frame(seq: int) -> str:
@@ -434,8 +436,11 @@ class TurnRun:
     relay answers it itself, without a database: a request/response over the same socket),
     then says its message; agent B, on hearing it, replies at once; A's turn ends when the
     reply arrives, and the next turn starts. Every message is checked for loss and
-    duplication as in the say run; each delivered message is acknowledged at once (what the
-    SDK does when it is not busy).
+    duplication as in the say run. Acknowledgements ride the next frame, as the SDK sends
+    them (agents/client.py): B's reply carries B's ack of A's message, A's next
+    ``context_request`` carries A's ack of B's reply, so a turn is three frames in
+    (``context_request``, A's ``say``, B's ``say``), as on the relay; at the run's end each
+    socket acknowledges what it still holds with an ``ack`` frame before it closes.
     """
 
     def __init__(self, config: dict[str, Any]) -> None:
@@ -459,7 +464,9 @@ class TurnRun:
     async def _frames(
         self, ws: ClientConnection, want: str, seen: set[str], acked: list[int]
     ) -> dict[str, Any]:
-        """The next frame of type ``want``; messages on the way are checked and acked."""
+        """The next frame of type ``want``; messages on the way are checked, and the highest
+        seq heard kept in ``acked[1]`` (``acked[0]``: the highest acknowledged) for the
+        socket's next frame to carry (``_ride``)."""
         while True:
             frame = json.loads(await ws.recv())
             kind = frame.get("type")
@@ -476,14 +483,19 @@ class TurnRun:
                     seen.add(key)
                     self.delivered += 1
                 if self.synapsia:
-                    seq = int(frame["body"]["seq"])
-                    if seq > acked[0]:
-                        acked[0] = seq
-                        await ws.send(ack_frame(seq))
+                    acked[1] = max(acked[1], int(frame["body"]["seq"]))
                 if want == "message":
                     return frame
             elif kind == want:
                 return frame
+
+    @staticmethod
+    def _ride(acked: list[int]) -> int | None:
+        """The ack the socket's next frame carries (what it heard and has not acknowledged)."""
+        if acked[1] <= acked[0]:
+            return None
+        acked[0] = acked[1]
+        return acked[0]
 
     async def _connected(self, room: dict[str, Any]) -> tuple[Any, int, Any, int]:
         a, acked_a = await _connect(room["urls"][0], self._headers(room, 0), self.synapsia)
@@ -494,17 +506,21 @@ class TurnRun:
         a, acked_a, b, acked_b = sockets
         seen_a: set[str] = set()
         seen_b: set[str] = set()
-        ack_a, ack_b = [acked_a], [acked_b]
+        # Per socket: [highest acknowledged, highest heard].
+        ack_a, ack_b = [acked_a, acked_a], [acked_b, acked_b]
         turn = 0
         try:
             while time.monotonic() < deadline and turn < self.config["turns_per_room"]:
                 started = time.monotonic()
-                request = {
+                request: dict[str, Any] = {
                     "v": 1,
                     "type": "context_request",
                     "id": f"{self.tag}-ctx-{index}-{turn}",
                     "body": {"ask": self.ask},
                 }
+                riding = self._ride(ack_a)
+                if riding is not None:
+                    request["body"]["ack"] = riding
                 await a.send(json.dumps(request))
                 context = await self._frames(a, "context", seen_a, ack_a)
                 got_context = time.monotonic()
@@ -517,15 +533,21 @@ class TurnRun:
                     self.context_items.append(
                         len(body.get("own_items") or []) + len(body.get("peer_items") or [])
                     )
-                for ws, side in ((a, "a"), (b, "b")):
+                for ws, side, own in ((a, "a", ack_a), (b, "b", ack_b)):
                     text = f"{self.tag}|{index}{side}|{turn}|{self.padding}"
-                    await ws.send(say_frame(f"{self.tag}-{index}{side}-{turn}", text))
+                    frame_id = f"{self.tag}-{index}{side}-{turn}"
+                    await ws.send(say_frame(frame_id, text, self._ride(own)))
                     self.sent += 1
                     # The peer hears it (B hears A's message before it replies).
                     peer, seen, ack = (b, seen_b, ack_b) if side == "a" else (a, seen_a, ack_a)
                     await self._frames(peer, "message", seen, ack)
                 self.turn_ms.append((time.monotonic() - started) * 1000)
                 turn += 1
+            # Nothing left unacknowledged: what rode no frame goes alone.
+            for ws, own in ((a, ack_a), (b, ack_b)):
+                last = self._ride(own)
+                if last is not None:
+                    await ws.send(ack_frame(last))
         finally:
             await a.close()
             await b.close()
