@@ -67,7 +67,7 @@ from typing import Any
 from uuid import UUID
 
 from django.apps import apps
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -244,10 +244,13 @@ def _facts_sql(vendor: str, bump: bool) -> str:
 def _turn_facts(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFacts:
     """Read the turn's facts (bumping the turn unless ``turn`` is given); ``NotFound`` if the
     agent holds no seat in the room. Call with the room locked, in the turn's transaction."""
-    db = connections[DEFAULT_DB_ALIAS]
-    parameters = {"room": _db_uuid(room_id, db), "agent": _db_uuid(agent_id, db), "shared": True}
-    with db.cursor() as cursor:
-        cursor.execute(_facts_sql(db.vendor, turn is None), parameters)
+    parameters = {
+        "room": Room._meta.pk.get_db_prep_value(room_id, connection),
+        "agent": Agent._meta.pk.get_db_prep_value(agent_id, connection),
+        "shared": True,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_facts_sql(connection.vendor, turn is None), parameters)
         row = cursor.fetchone()
     if row is None:
         raise NotFound("No such room.")
@@ -294,14 +297,13 @@ def _room_lock(room_id: UUID) -> None:
     of one room then queue here instead of locking slip uses, vault items and the ledger
     head in different orders and deadlocking on PostgreSQL. Everything the turn decides on is
     read after it, so it is live. (SQLite's IMMEDIATE transaction already serialises.)"""
-    db = connections[DEFAULT_DB_ALIAS]
-    if not db.features.has_select_for_update:
+    if not connection.features.has_select_for_update:
         return
-    table = db.ops.quote_name(Room._meta.db_table)
-    with db.cursor() as cursor:
+    table = connection.ops.quote_name(Room._meta.db_table)
+    with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT 1 FROM {table} WHERE id = %s FOR UPDATE",  # noqa: S608
-            [_db_uuid(room_id, db)],
+            [Room._meta.pk.get_db_prep_value(room_id, connection)],
         )
 
 
@@ -607,11 +609,6 @@ _peer_message_memo: OrderedDict[bytes, FencedText] = OrderedDict()
 _peer_message_memo_lock = threading.Lock()
 
 
-def _peer_message_fenced(text: str) -> FencedText:
-    """``text`` fenced as a peer message of a context (``_peer_messages_fenced``)."""
-    return _peer_messages_fenced([text])[0]
-
-
 def _peer_messages_fenced(texts: Sequence[str]) -> list[FencedText]:
     """Each of ``texts`` fenced as a peer message of a context, with a nonce of its own
     (fresh from the system's CSPRNG for every block, as ``fence`` draws it); the clean body,
@@ -646,7 +643,7 @@ def _peer_messages_fenced(texts: Sequence[str]) -> list[FencedText]:
 def peer_message_memo_prime(text: str, block: FencedText) -> bool:
     """Keep what the say path's fence made of ``text`` (``block``, from ``fence(text,
     source="peer")``) for the next context that carries it, when it is exactly what a
-    context's own fence would make (``_peer_message_fenced``): the same source, the text
+    context's own fence would make (``_peer_messages_fenced``): the same source, the text
     within the context's scan window, nothing cut, and the whole block within the context's
     cap. Then the body, its truncation and what was stripped are equal, the cleaning being
     a pure function of the text below those bounds (tests/rooms/test_context_fence_memo.py
@@ -703,29 +700,20 @@ def _when(value: Any) -> datetime:
     return value if value.utcoffset() is not None else value.replace(tzinfo=UTC)
 
 
-def _db_uuid(value: UUID, db: Any) -> Any:
-    """``value`` as a UUID primary key's parameter (``UUIDField.get_db_prep_value``), for a
-    connection already resolved: each use of the ``connection`` proxy looks the thread's
-    connection up again."""
-    value = _uuid(value)
-    return value if db.features.has_native_uuid_field else value.hex
-
-
 def _recent(
     *, room_id: UUID, agent_id: UUID, owner_id: int
 ) -> tuple[list[ContextMessage], list[ContextWhisper]]:
     """The other agent's recent messages, each fenced, and the owner's recent whispers to
     this agent, oldest first (one statement)."""
-    db = connections[DEFAULT_DB_ALIAS]
     parameters = {
-        "room": _db_uuid(room_id, db),
-        "agent": _db_uuid(agent_id, db),
+        "room": Room._meta.pk.get_db_prep_value(room_id, connection),
+        "agent": Agent._meta.pk.get_db_prep_value(agent_id, connection),
         "owner": owner_id,
         "messages": CONTEXT_PEER_MESSAGES,
         "whispers": CONTEXT_WHISPERS,
     }
-    with db.cursor() as cursor:
-        cursor.execute(_recent_sql(db.vendor), parameters)
+    with connection.cursor() as cursor:
+        cursor.execute(_recent_sql(connection.vendor), parameters)
         rows = cursor.fetchall()
     # One read: the room key's destroyed mark is checked once for all of its rows, not per row
     # (once per turn when called from _assemble, whose hop this one joins).

@@ -57,7 +57,7 @@ def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(room_context, "_PEER_MESSAGE_MEMO_ENTRIES", 3)
     room_context._peer_message_memo.clear()
     for n in range(5):
-        room_context._peer_message_fenced(f"message {n}")
+        room_context._peer_messages_fenced([f"message {n}"])[0]
     assert len(room_context._peer_message_memo) == 3
     room_context._peer_message_memo.clear()
 
@@ -87,7 +87,7 @@ def test_a_message_primed_by_the_say_path_is_what_a_context_would_make_of_it(tex
     fresh = fence(text, source="peer", cap_bytes=CONTEXT_MESSAGE_CAP_BYTES, flagger=False)
     assert kept == (_as_context_sees(said) == _as_context_sees(fresh))
     assert len(room_context._peer_message_memo) == int(kept)
-    given = room_context._peer_message_fenced(text)
+    given = room_context._peer_messages_fenced([text])[0]
     assert _as_context_sees(given) == _as_context_sees(fresh)
     assert given.nonce not in (said.nonce, fresh.nonce)  # a fresh nonce, never the say path's
     cut = ' truncated="true"' if fresh.truncated else ""
