@@ -42,13 +42,7 @@ from gatekeeper.tools.registry import spec_arguments_validate, tool_get
 from slips.capabilities import VAULT_KINDS, Capability
 from slips.models import VaultItem
 from slips.vault import Budget, vault_open
-from slips.verification import (
-    CapabilityVerdict,
-    RoomSlips,
-    SlipRow,
-    capability_verdict,
-    room_slips_read,
-)
+from slips.verification import CapabilityVerdict, RoomSlips, capability_verdict, room_slips_read
 
 logger = logging.getLogger(__name__)
 
@@ -294,21 +288,14 @@ def _disclosure_decision(
     per operation): the rules of ``decide(DisclosureRequest)`` and of a turn alike."""
     if request.room.state != "open":
         return deny("room_not_open")
-    # One verdict per operation (one or two), then: a check that failed is a denial even if
-    # another record clears; else the first that clears; else the most telling refusal (a
-    # record that exists but does not clear, before "none").
-    cleared: tuple[CapabilityVerdict, int | None] | None = None
-    refusal: CapabilityVerdict | None = None
-    for operation in _DISCLOSURE_OPERATIONS[request.recipient]:
-        verdict, record_id = verdict_for(operation)
-        if verdict.rule == "verification_error":
-            return deny(verdict.rule)
-        if verdict.allowed:
-            cleared = cleared or (verdict, record_id)
-        elif refusal is None or refusal.rule == "not_in_slip":
-            refusal = verdict
+    verdicts = [verdict_for(operation) for operation in _DISCLOSURE_OPERATIONS[request.recipient]]
+    failed = next((v for v, _ in verdicts if v.rule == "verification_error"), None)
+    if failed is not None:  # a check that failed is a denial, even if another record clears
+        return deny(failed.rule)
+    cleared = next(((v, r) for v, r in verdicts if v.allowed), None)
     if cleared is None:
-        assert refusal is not None  # every recipient has at least one operation
+        # The most telling refusal: a record that exists but does not clear, before "none".
+        refusal = next((v for v, _ in verdicts if v.rule != "not_in_slip"), verdicts[-1][0])
         return deny(refusal.rule)
     verdict, record_id = cleared
     if verdict.approval_required:
@@ -396,21 +383,15 @@ def _turn_sources(request: TurnDisclosures, slips: RoomSlips) -> list[Disclosure
         signed_for[request.peer[1]] = request.peer[0]
     # By (recipient, kind): a recipient names one seat, so one owner and agent.
     sources: dict[tuple[str, str], tuple[int, UUID]] = {}
-    slip: SlipRow | None = None
-    recipient: str | None = None
-    for record in slips.vault_records():  # grouped by slip: its seat is looked up once
-        if record.slip is not slip:
-            slip = record.slip
-            recipient = None
-            # A slip binds its own owner's seat.
-            if signed_for.get(slip.agent_id) == slip.owner_id:
-                recipient = "own_agent" if slip.agent_id == me else "peer_agent"
+    for record in slips.vault_records():
+        slip = record.slip
         if (
-            recipient is not None
+            signed_for.get(slip.agent_id) == slip.owner_id  # a slip binds its own owner's seat
             and record.resource in VAULT_KINDS
             and record.operation in ("read", "disclose")
-            and (record.operation == "disclose" or recipient == "own_agent")  # "read": own agent
+            and (record.operation == "disclose" or slip.agent_id == me)  # "read": own agent only
         ):
+            recipient = "own_agent" if slip.agent_id == me else "peer_agent"
             sources[(recipient, record.resource)] = (slip.owner_id, slip.agent_id)
     return [
         DisclosureRequest(

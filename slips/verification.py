@@ -207,17 +207,17 @@ def _slip_standing(
     """The first rules of every use: the slip's check, the request against the signed bytes,
     the slip's expiry and start at ``now_s``. The denial they give, or None when they pass;
     they depend on the slip and these arguments only, not on the use asked."""
-    slip = checked.slip
+    ids = {"slip_id": checked.slip.id, "key_id": checked.slip.key_id}
     if checked.failure is not None or checked.signed is None:
-        return _deny(checked.failure or "binding_mismatch", slip_id=slip.id, key_id=slip.key_id)
+        return _deny(checked.failure or "binding_mismatch", **ids)
     signed = checked.signed
     # The request must match the signed bytes too.
     if signed.room_id != room_id or signed.agent_id != agent_id or signed.owner_id != str(owner_id):
-        return _deny("binding_mismatch", slip_id=slip.id, key_id=slip.key_id)
+        return _deny("binding_mismatch", **ids)
     if now_s >= signed.expires_at:
-        return _deny("slip_expired", slip_id=slip.id, key_id=slip.key_id)
+        return _deny("slip_expired", **ids)
     if now_s < signed.issued_at - clock_skew:
-        return _deny("slip_not_yet_valid", slip_id=slip.id, key_id=slip.key_id)
+        return _deny("slip_not_yet_valid", **ids)
     return None
 
 
@@ -281,25 +281,25 @@ def _judge_use(
     """The rules of one use, in order, under a slip whose own rules (``_slip_standing``)
     passed at ``now_s``: the signed capability, its recipient and expiry, the stored record
     and its uses, the tier (``tier``, or how to read it), the other owners' room rules."""
-    slip = checked.slip
+    ids = {"slip_id": checked.slip.id, "key_id": checked.slip.key_id}
     match = checked.first.get((resource, operation))
     if match is None:
-        return _deny("not_in_slip", slip_id=slip.id, key_id=slip.key_id), None
+        return _deny("not_in_slip", **ids), None
     position, granted = match
     if not recipient_covers(granted.recipient, recipient):
-        return _deny("recipient_not_cleared", slip_id=slip.id, key_id=slip.key_id), None
+        return _deny("recipient_not_cleared", **ids), None
     if now_s >= granted.expires_at:
-        return _deny("capability_expired", slip_id=slip.id, key_id=slip.key_id), None
+        return _deny("capability_expired", **ids), None
     row = record_at(position)
     if row is None or row.resource != resource or row.operation != operation:
-        return _deny("binding_mismatch", slip_id=slip.id, key_id=slip.key_id), None
+        return _deny("binding_mismatch", **ids), None
     if row.uses_left <= 0:
-        return _deny("uses_exhausted", uses_left=0, slip_id=slip.id, key_id=slip.key_id), row
+        return _deny("uses_exhausted", uses_left=0, **ids), row
     if not isinstance(tier, str):
         tier = tier()
     effective = capability_under_tier(granted, tier)
     if effective is None:
-        return _deny("tier_forbids", tier=tier, slip_id=slip.id, key_id=slip.key_id), row
+        return _deny("tier_forbids", tier=tier, **ids), row
     if not effective.is_vault:
         # A shared resource: where the other owner's live slip has a narrower rule, it wins.
         for other_owner, capabilities in live_capabilities().items():
@@ -316,8 +316,7 @@ def _judge_use(
             uses_left=row.uses_left,
             tier=tier,
             approval_required=effective.approval != "none",
-            slip_id=slip.id,
-            key_id=slip.key_id,
+            **ids,
         ),
         row,
     )
@@ -482,13 +481,13 @@ class RoomSlips:
     # The clock-skew setting, read at this turn's first verdict (inside its guard, as
     # ``_judge`` reads it) and used for the rest of the turn's.
     _clock_skew: int | None = None
-    # Per slip, for this turn's other uses under it: the second it was last judged at, its own
-    # rules' answer then (``_slip_standing``: the same slip, request and second always give
-    # the same one; a turn asks up to 18 uses of its two slips) and its records. A use asked
-    # at another second is judged afresh.
-    _seats: dict[
-        tuple[str, UUID], tuple[int, CapabilityVerdict | None, dict[int, CapabilityRow]]
-    ] = field(default_factory=dict)
+    # Per slip, for this turn's other uses under it: the second it was last judged at and its
+    # own rules' answer then (``_slip_standing``: the same slip, request and second always
+    # give the same one; a turn asks up to 18 uses of its two slips). A use asked at another
+    # second is judged afresh.
+    _seats: dict[tuple[str, UUID], tuple[int, CapabilityVerdict | None]] = field(
+        default_factory=dict
+    )
 
     def verdict(
         self,
@@ -519,8 +518,8 @@ class RoomSlips:
                     now_s=now_s,
                     clock_skew=self._clock_skew,
                 )
-                seat = self._seats[place] = now_s, denied, self.records.get(checked.slip.id, {})
-            _, denied, records = seat
+                seat = self._seats[place] = now_s, denied
+            denied = seat[1]
             if denied is not None:
                 return denied, None
             return _judge_use(
@@ -530,7 +529,7 @@ class RoomSlips:
                 operation=operation,
                 recipient=recipient,
                 now_s=now_s,
-                record_at=records.get,
+                record_at=self.records.get(checked.slip.id, {}).get,
                 tier=self.tier,
                 live_capabilities=self._live_capabilities,
             )
