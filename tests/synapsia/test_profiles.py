@@ -53,7 +53,7 @@ def test_this_run_uses_the_profile_its_environment_names() -> None:
         assert celery_app.conf.broker_url.startswith("redis://")
         assert celery_app.conf.task_always_eager is False
     else:
-        assert engine == "django.db.backends.sqlite3"
+        assert engine == "synapsia.db.sqlite3"
         assert layer == "rooms.realtime.SweptInMemoryChannelLayer"
         assert celery_app.conf.task_always_eager is True
 
