@@ -34,6 +34,7 @@ parses text (see ``docs/untrusted.md``).
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import secrets
 import unicodedata
@@ -51,6 +52,7 @@ from rooms.control_tokens import (
     char_class,
     decode_encoded_punctuation,
     few_long_lines,
+    find_control_tokens,
     lines_outside_ascii,
     non_ascii_characters,
     occurrences,
@@ -170,6 +172,19 @@ def fence_overhead_bytes(*, source: str, truncated: bool) -> int:
     return len(_opening(source, nonce, truncated=truncated)) + len(_closing(nonce)) + 2
 
 
+@functools.lru_cache(maxsize=64)
+def _overheads(source: str) -> tuple[int, int]:
+    """``fence_overhead_bytes`` of ``source`` (untruncated, truncated), once it is checked to be
+    a well-formed source: a few callers' slugs, worked out once each instead of twice on every
+    text fenced. A malformed source raises (and is not cached)."""
+    if not _SOURCE.match(source):
+        raise ValueError(f"source must match {_SOURCE.pattern!r}")
+    return (
+        fence_overhead_bytes(source=source, truncated=False),
+        fence_overhead_bytes(source=source, truncated=True),
+    )
+
+
 def fence(
     text: str,
     *,
@@ -189,7 +204,8 @@ def fence(
     them). ``judge=False`` runs neither (no suspicions): for a block whose parts were judged,
     or are judged, as a whole elsewhere.
     """
-    clean, stripped, truncated = _clean_within_cap(text, source=source, cap_bytes=cap_bytes)
+    clean, truncated = _clean_within_cap(text, source=source, cap_bytes=cap_bytes)
+    stripped = clean.stripped  # this call's own (each cleaning makes a new one)
     suspicions: tuple[Suspicion, ...] = ()
     if judge:
         suspicions = _suspicions(clean)
@@ -221,10 +237,8 @@ def fence_clean(text: str, *, cap_bytes: int = DEFAULT_CAP_BYTES, source: str = 
     suspicion rule, no flagger, no nonce. For text placed inside a block that is fenced
     (and judged, if at all) as a whole. (The cut leaves room for ``source``'s boundary lines,
     so pass the same ``source`` when equality with :func:`fence` matters for long text.)"""
-    clean, stripped, truncated = _clean_within_cap(text, source=source, cap_bytes=cap_bytes)
-    body, _ = _cut_body(
-        clean.text, stripped, source=source, cap_bytes=cap_bytes, truncated=truncated
-    )
+    clean, truncated = _clean_within_cap(text, source=source, cap_bytes=cap_bytes)
+    body, _ = _cut_body(clean.text, None, source=source, cap_bytes=cap_bytes, truncated=truncated)
     return body
 
 
@@ -247,42 +261,40 @@ def fence_renonce(block: FencedText) -> FencedText:
     )
 
 
-def _clean_within_cap(
-    text: str, *, source: str, cap_bytes: int
-) -> tuple[_Clean, Counter[StripCategory], bool]:
-    """The cleaned scan window of ``text``, what was stripped, and whether the window cut it."""
-    if not _SOURCE.match(source):
-        raise ValueError(f"source must match {_SOURCE.pattern!r}")
-    overhead_cut = fence_overhead_bytes(source=source, truncated=True)
+def _clean_within_cap(text: str, *, source: str, cap_bytes: int) -> tuple[_Clean, bool]:
+    """The cleaned scan window of ``text`` and whether the window cut it."""
+    _, overhead_cut = _overheads(source)
     if cap_bytes < overhead_cut:
         raise ValueError(f"cap_bytes must be at least {overhead_cut} for source {source!r}")
     scan_limit = cap_bytes * SCAN_CHARS_PER_CAP_BYTE
     over_scan_limit = len(text) > scan_limit
     clean = _sanitise(text[:scan_limit] if over_scan_limit else text)
-    return clean, Counter(clean.stripped), over_scan_limit
+    return clean, over_scan_limit
 
 
 def _cut_body(
     body: str,
-    stripped: Counter[StripCategory],
+    stripped: Counter[StripCategory] | None,
     *,
     source: str,
     cap_bytes: int,
     truncated: bool,
 ) -> tuple[str, bool]:
     """(``body``, False) when it fits the cap with ``source``'s boundary lines, else (a clean
-    prefix that does, True); ``stripped`` gains what cleaning the prefix removed."""
-    budget = cap_bytes - fence_overhead_bytes(source=source, truncated=truncated)
+    prefix that does, True); ``stripped`` (when given) gains what cleaning the prefix removed."""
+    overhead, overhead_cut = _overheads(source)
+    budget = cap_bytes - (overhead_cut if truncated else overhead)
     encoded = body.encode("utf-8")
     if len(encoded) <= budget:
         return body, False
-    budget = cap_bytes - fence_overhead_bytes(source=source, truncated=True)
+    budget = cap_bytes - overhead_cut
     for _ in range(4):
         # "ignore" drops only the partial character the cut left at the end. A prefix of
         # clean text is clean; re-running the loop costs little and keeps the guarantee in
         # one place, _sanitise().
         prefix = _sanitise(encoded[:budget].decode("utf-8", "ignore"))
-        stripped.update(prefix.stripped)
+        if stripped is not None:
+            stripped.update(prefix.stripped)
         body, encoded = prefix.text, prefix.text.encode("utf-8")
         if len(encoded) <= budget:
             return body, True
@@ -336,7 +348,39 @@ class _Clean:
     hidden_runs: int
 
 
+# The ASCII bytes that only token stripping can act on in a cleaning pass: all but CR (a line
+# break to rewrite), "&" and "%" (encoded punctuation) and every catalogued ASCII code point
+# (controls, ESC, DEL). Deleting them from an ASCII text's bytes leaves what else could act.
+_TOKENS_ONLY_ASCII = bytes(
+    b for b in range(0x80) if b not in STRIPPED_CODE_POINTS and chr(b) not in "\r&%"
+)
+
+
 def _sanitise(text: str) -> _Clean:
+    """Normalise and strip until a whole pass changes nothing (``_sanitise_passes``).
+
+    Most text an agent writes is ASCII that holds nothing to strip: its first pass changes
+    nothing and is the last. For ASCII, that pass is the identity but for token stripping
+    when the text holds no CR (line breaks), no "&" or "%" (encoded punctuation) and no
+    catalogued ASCII code point (escapes start with ESC; NFKC and the presentation selectors
+    leave ASCII alone); then, when no token is found in it either, the passes return the text
+    as it is, with the two counts the first pass always writes (zero). Found here at C speed,
+    where the passes cost several microseconds of Python per text (a vault item's strings and
+    its block each go through them on every turn). Anything else takes the passes
+    (tests/rooms/test_fence_ascii_fast_path.py compares the two)."""
+    if (
+        text.isascii()
+        and not text.encode("ascii").translate(None, _TOKENS_ONLY_ASCII)
+        and not find_control_tokens(text)
+    ):
+        stripped: Counter[StripCategory] = Counter()
+        stripped[StripCategory.ENCODED_PUNCTUATION] = 0  # as the first pass writes them
+        stripped[StripCategory.ESCAPE_SEQUENCE] = 0
+        return _Clean(text, stripped, 0)  # _hidden_runs of ASCII is 0
+    return _sanitise_passes(text)
+
+
+def _sanitise_passes(text: str) -> _Clean:
     """Normalise and strip until a whole pass changes nothing.
 
     Why it terminates: every changing pass deletes at least one code point, and NFKC neither
