@@ -104,13 +104,14 @@ from rooms.sealing import (
     is_sealed,
     one_hop,
     room_content_open,
+    room_texts_open,
 )
 from rooms.untrusted import (
     SCAN_CHARS_PER_CAP_BYTE,
     FencedText,
     fence,
     fence_clean,
-    fence_renonce,
+    fences_renonce,
     trusted_preamble,
 )
 from slips.models import RoomTier, Slip
@@ -637,7 +638,7 @@ def _peer_messages_fenced(texts: Sequence[str]) -> list[FencedText]:
             _peer_message_memo.update(made)
             while len(_peer_message_memo) > _PEER_MESSAGE_MEMO_ENTRIES:
                 _peer_message_memo.popitem(last=False)
-    return [fence_renonce(block) for block in blocks]  # the memo's nonces stay in the memo
+    return fences_renonce(blocks)  # the memo's nonces stay in the memo
 
 
 def peer_message_memo_prime(text: str, block: FencedText) -> bool:
@@ -733,23 +734,23 @@ def _recent_opened(
     rows: Sequence[Any], *, room_id: UUID
 ) -> tuple[list[ContextMessage], list[ContextWhisper]]:
     said = sorted((r for r in rows if r[0] == 0), key=lambda r: int(r[1]))
+    whispered_rows = [r for r in rows if r[0] == 1]
     # Transcript text is sealed at rest under the room's key (rooms.sealing); raw SQL reads
     # the sealed value and opens it here, each value with the room's key (whose destroyed
-    # mark the hop read), refusing one sealed for another room or column.
+    # mark the hop read), refusing one sealed for another room or column. Each column's
+    # values are opened as one batch (the key and the associated data found once).
+    whisper_texts = room_texts_open(
+        [str(r[3]) for r in whispered_rows], column=WHISPER_TEXT, room_id=room_id
+    )
     whispered = sorted(
         (
-            (
-                _when(r[5]),
-                _uuid(r[2]),
-                _opened_text(str(r[3]), column=WHISPER_TEXT, room_id=room_id),
-            )
-            for r in rows
-            if r[0] == 1
+            (_when(r[5]), _uuid(r[2]), text)
+            for r, text in zip(whispered_rows, whisper_texts, strict=True)
         ),
         key=lambda w: w[0],
     )
     blocks = _peer_messages_fenced(
-        [_opened_text(str(r[3]), column=MESSAGE_TEXT, room_id=room_id) for r in said]
+        room_texts_open([str(r[3]) for r in said], column=MESSAGE_TEXT, room_id=room_id)
     )
     fenced: list[ContextMessage] = []
     senders: dict[Any, UUID] = {}  # the other agent's id parsed once, not once per message

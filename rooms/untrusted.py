@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import enum
 import functools
+import os
 import re
 import secrets
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -259,6 +260,31 @@ def fence_renonce(block: FencedText) -> FencedText:
         block.stripped,
         block.suspicions,
     )
+
+
+def fences_renonce(blocks: Sequence[FencedText]) -> list[FencedText]:
+    """Each of ``blocks`` as :func:`fence_renonce` gives it, each with a fresh nonce of its
+    own: the nonces are drawn from the system's CSPRNG (``os.urandom``, what ``secrets``
+    draws from) in one call, ``NONCE_BYTES`` of it for each block, so each is as independent
+    and unpredictable as one drawn alone (a context renonces its twenty messages together)."""
+    drawn = os.urandom(NONCE_BYTES * len(blocks)).hex()
+    width = NONCE_BYTES * 2
+    renonced: list[FencedText] = []
+    for index, block in enumerate(blocks):
+        nonce = drawn[index * width : (index + 1) * width]
+        opening = _opening(block.source, nonce, truncated=block.truncated)
+        renonced.append(
+            FencedText(
+                f"{opening}\n{block.text}\n{_closing(nonce)}",
+                block.text,
+                block.source,
+                nonce,
+                block.truncated,
+                block.stripped,
+                block.suspicions,
+            )
+        )
+    return renonced
 
 
 def _clean_within_cap(text: str, *, source: str, cap_bytes: int) -> tuple[_Clean, bool]:
