@@ -70,6 +70,7 @@ from django.apps import apps
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from pydantic import TypeAdapter
 
 from gatekeeper.decision import (
     Decision,
@@ -752,7 +753,7 @@ def _recent_opened(
     blocks = _peer_messages_fenced(
         room_texts_open([str(r[3]) for r in said], column=MESSAGE_TEXT, room_id=room_id)
     )
-    fenced: list[ContextMessage] = []
+    fenced: list[dict[str, Any]] = []
     senders: dict[Any, UUID] = {}  # the other agent's id parsed once, not once per message
     for (_part, seq, sender, _text, flags, created_at), block in zip(said, blocks, strict=True):
         if flags in ("[]", b"[]"):  # most messages were flagged for nothing
@@ -762,18 +763,24 @@ def _recent_opened(
         if sender is not None and sender not in senders:
             senders[sender] = _uuid(sender)
         fenced.append(
-            ContextMessage(
-                seq=int(seq),
-                sender_agent_id=senders[sender] if sender is not None else None,
-                fenced=block.fenced,
-                nonce=block.nonce,
-                flags=list(flags or []),
-                truncated=block.truncated,
-                sent_at=_when(created_at),
-            )
+            {
+                "seq": int(seq),
+                "sender_agent_id": senders[sender] if sender is not None else None,
+                "fenced": block.fenced,
+                "nonce": block.nonce,
+                "flags": list(flags or []),
+                "truncated": block.truncated,
+                "sent_at": _when(created_at),
+            }
         )
-    whispers = [ContextWhisper(id=wid, text=text, sent_at=at) for at, wid, text in whispered]
-    return fenced, whispers
+    whispers = [{"id": wid, "text": text, "sent_at": at} for at, wid, text in whispered]
+    return _CONTEXT_MESSAGES.validate_python(fenced), _CONTEXT_WHISPERS.validate_python(whispers)
+
+
+# A turn's messages (and whispers) validated in one call each: the same checks as one
+# ContextMessage(...) per message, without a Python-level model __init__ per message.
+_CONTEXT_MESSAGES = TypeAdapter(list[ContextMessage])
+_CONTEXT_WHISPERS = TypeAdapter(list[ContextWhisper])
 
 
 @dataclass(frozen=True)
