@@ -205,6 +205,16 @@ def fence(
     them). ``judge=False`` runs neither (no suspicions): for a block whose parts were judged,
     or are judged, as a whole elsewhere.
     """
+    if not judge:
+        overhead, overhead_cut = _overheads(source)
+        if (
+            overhead_cut <= cap_bytes
+            and len(text) <= cap_bytes - overhead
+            and _cleans_to_itself(text)
+        ):
+            # Within the scan window and, ASCII, within the cap: the block the steps below
+            # make (the text as it is, nothing cut, nothing stripped, no suspicion).
+            return _fenced(text, source=source, truncated=False, stripped=(), suspicions=())
     clean, truncated = _clean_within_cap(text, source=source, cap_bytes=cap_bytes)
     stripped = clean.stripped  # this call's own (each cleaning makes a new one)
     suspicions: tuple[Suspicion, ...] = ()
@@ -218,7 +228,24 @@ def fence(
     body, cut = _cut_body(
         clean.text, stripped, source=source, cap_bytes=cap_bytes, truncated=truncated
     )
-    truncated = truncated or cut
+    return _fenced(
+        body,
+        source=source,
+        truncated=truncated or cut,
+        stripped=tuple(StrippedItem(c, n) for c, n in sorted(stripped.items()) if n),
+        suspicions=suspicions,
+    )
+
+
+def _fenced(
+    body: str,
+    *,
+    source: str,
+    truncated: bool,
+    stripped: tuple[StrippedItem, ...],
+    suspicions: tuple[Suspicion, ...],
+) -> FencedText:
+    """``body`` (clean, within the cap) between boundary lines with a fresh nonce."""
     nonce = secrets.token_hex(NONCE_BYTES)
     fenced = f"{_opening(source, nonce, truncated=truncated)}\n{body}\n{_closing(nonce)}"
     return FencedText(
@@ -227,7 +254,7 @@ def fence(
         source=source,
         nonce=nonce,
         truncated=truncated,
-        stripped=tuple(StrippedItem(c, n) for c, n in sorted(stripped.items()) if n),
+        stripped=stripped,
         suspicions=suspicions,
     )
 
@@ -238,6 +265,10 @@ def fence_clean(text: str, *, cap_bytes: int = DEFAULT_CAP_BYTES, source: str = 
     suspicion rule, no flagger, no nonce. For text placed inside a block that is fenced
     (and judged, if at all) as a whole. (The cut leaves room for ``source``'s boundary lines,
     so pass the same ``source`` when equality with :func:`fence` matters for long text.)"""
+    overhead, overhead_cut = _overheads(source)
+    if overhead_cut <= cap_bytes and len(text) <= cap_bytes - overhead and _cleans_to_itself(text):
+        # Within the scan window and, ASCII, within the cap: what the steps below return.
+        return text
     clean, truncated = _clean_within_cap(text, source=source, cap_bytes=cap_bytes)
     body, _ = _cut_body(clean.text, None, source=source, cap_bytes=cap_bytes, truncated=truncated)
     return body
@@ -382,23 +413,27 @@ _TOKENS_ONLY_ASCII = bytes(
 )
 
 
-def _sanitise(text: str) -> _Clean:
-    """Normalise and strip until a whole pass changes nothing (``_sanitise_passes``).
-
-    Most text an agent writes is ASCII that holds nothing to strip: its first pass changes
-    nothing and is the last. For ASCII, that pass is the identity but for token stripping
-    when the text holds no CR (line breaks), no "&" or "%" (encoded punctuation) and no
-    catalogued ASCII code point (escapes start with ESC; NFKC and the presentation selectors
-    leave ASCII alone); then, when no token is found in it either, the passes return the text
-    as it is, with the two counts the first pass always writes (zero). Found here at C speed,
-    where the passes cost several microseconds of Python per text (a vault item's strings and
-    its block each go through them on every turn). Anything else takes the passes
-    (tests/rooms/test_fence_ascii_fast_path.py compares the two)."""
-    if (
+def _cleans_to_itself(text: str) -> bool:
+    """Whether the passes (``_sanitise_passes``) return ``text`` as it is, told at C speed for
+    the text most agents write: ASCII that holds nothing to strip. For ASCII the first pass
+    is the identity but for token stripping when the text holds no CR (line breaks), no "&"
+    or "%" (encoded punctuation) and no catalogued ASCII code point (escapes start with ESC;
+    NFKC and the presentation selectors leave ASCII alone); then, when no token is found in
+    it either, that pass changes nothing and is the last. False says only "not told here"."""
+    return (
         text.isascii()
         and not text.encode("ascii").translate(None, _TOKENS_ONLY_ASCII)
         and not find_control_tokens(text)
-    ):
+    )
+
+
+def _sanitise(text: str) -> _Clean:
+    """Normalise and strip until a whole pass changes nothing (``_sanitise_passes``), where
+    the text would not come out as it went in (``_cleans_to_itself``): the passes cost
+    several microseconds of Python per text, and a vault item's strings and its block each
+    went through them on every turn. tests/rooms/test_fence_ascii_fast_path.py compares the
+    two."""
+    if _cleans_to_itself(text):
         stripped: Counter[StripCategory] = Counter()
         stripped[StripCategory.ENCODED_PUNCTUATION] = 0  # as the first pass writes them
         stripped[StripCategory.ESCAPE_SEQUENCE] = 0

@@ -55,6 +55,8 @@ _CASES = [
     "<<SYS>>",
     "<|im_<|im_end|>start|>",
     "caf\u00e9 \u2028 line",
+    "y" * 300,  # over a small cap: cut
+    "z" * 70_000,  # over the scan window of the default cap
     "\u202eevil",
 ]
 
@@ -129,26 +131,43 @@ def test_generated_token_shaped_ascii_cleans_as_the_passes_clean_it(text: str) -
 
 def _with_passes_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(untrusted, "_sanitise", _sanitise_passes)
+    monkeypatch.setattr(untrusted, "_cleans_to_itself", lambda text: False)
+
+
+_NONCE = "0123456789abcdef0123456789abcdef"
+
+
+def _fences(text: str) -> list[object]:
+    """What the fence makes of ``text`` on the paths a context takes (and the say path's)."""
+    return [
+        fence(text, source="peer", flagger=False),
+        fence(text, source="peer.item", cap_bytes=200, judge=False),
+        fence(text, source="peer.item", cap_bytes=16_384, judge=False),
+        fence_clean(text, source="peer.item", cap_bytes=200),
+        fence_clean(text, source="peer.item"),
+        fence_clean(text, source="peer", cap_bytes=max(142, 125 + len(text))),  # at the cap
+        fence_clean(text, source="peer", cap_bytes=max(142, 124 + len(text))),  # one byte over
+    ]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=120))
+def test_generated_ascii_fences_as_the_passes_fence_it(text: str) -> None:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(untrusted.secrets, "token_hex", lambda n: _NONCE)
+        fast = _fences(text)
+        _with_passes_only(monkeypatch)
+        assert fast == _fences(text)
 
 
 @pytest.mark.parametrize("text", _CASES)
 def test_fences_are_byte_identical_for_the_same_nonce(
     text: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    nonce = "0123456789abcdef0123456789abcdef"
-    monkeypatch.setattr(untrusted.secrets, "token_hex", lambda n: nonce)
-    fast = [
-        fence(text, source="peer", flagger=False),
-        fence(text, source="peer.item", cap_bytes=200, judge=False),
-        fence_clean(text, source="peer.item", cap_bytes=200),
-    ]
+    monkeypatch.setattr(untrusted.secrets, "token_hex", lambda n: _NONCE)
+    fast = _fences(text)
     _with_passes_only(monkeypatch)
-    passes = [
-        fence(text, source="peer", flagger=False),
-        fence(text, source="peer.item", cap_bytes=200, judge=False),
-        fence_clean(text, source="peer.item", cap_bytes=200),
-    ]
-    assert fast == passes
+    assert fast == _fences(text)
 
 
 def test_a_vault_items_block_is_byte_identical_for_the_same_nonce(
