@@ -134,3 +134,151 @@ def test_the_free_busy_view_is_the_view_it_was() -> None:
             assert vault._free_busy(item, horizon=horizon, now=now) == _free_busy_before(
                 item, horizon=horizon, now=now
             )
+
+
+# --- a turn's availability: its field schemas without a model per window ---------------------
+
+_NOW = datetime(2026, 12, 4, 22, 0, 0, 500_000, tzinfo=UTC)
+_T = int(_NOW.timestamp())
+
+AVAILABILITY_JSON: list[bytes] = [
+    b'{"kind":"availability","busy":[]}',
+    b'{"kind":"availability"}',
+    b'{"kind":"availability","timezone":"Europe/Berlin","until":null,"busy":[]}',
+    b'{"kind":"availability","timezone":"  Europe/Berlin  ","until":%d,"busy":['
+    b'{"start":%d,"end":%d,"title":"  dentist  "},{"start":%d,"end":%d}]}'
+    % (_T + 90 * 86_400, _T + 3600, _T + 7200, _T - 100, _T + 50),
+    b'{"kind":"availability","busy":[{"start":%d,"end":%d},{"start":%d,"end":%d}]}'
+    % (_T + 10, _T + 20, _T + 10, _T + 5000),
+    b'{"kind":"availability","busy":[{"start":%d.0,"end":%d}]}' % (_T + 1, _T + 2),
+    b'{"kind":"availability","busy":[{"start":1,"end":2,"title":"%s"}]}' % (b" " * 300),
+    b'{"kind":"availability","busy":[{"start":1,"end":2,"title":" %s "}]}' % (b"x" * 200),
+    b'{"kind":"note","kind":"availability","busy":[]}',
+    b'{"kind":"availability","busy":[{"start":"1","end":2}]}',
+    # refused, each in its own words (or, for the byte-order mark, read by json.loads)
+    b'{"kind":"availability","kind":"note","text":"x"}',
+    b'{"kind":"availability","busy":[{"start":1,"end":2,"start":3}]}',
+    b'{"kind":"availability","busy":[{"start":20,"end":10}]}',
+    b'{"kind":"availability","busy":[{"start":10,"end":10}]}',
+    b'{"kind":"availability","busy":[{"start":1,"end":2},{"start":5,"end":4}]}',
+    b'{"kind":"availability","busy":[{"start":1,"end":2,"title":"%s"}]}' % (b"x" * 201),
+    b'{"kind":"availability","busy":[{"start":1,"end":2,"where":"home"}]}',
+    b'{"kind":"availability","busy":[{"start":-1,"end":2}]}',
+    b'{"kind":"availability","busy":[{"start":1,"end":9007199254740993}]}',
+    b'{"kind":"availability","busy":[{"start":1.5,"end":2}]}',
+    b'{"kind":"availability","busy":[{"start":1}]}',
+    b'{"kind":"availability","busy":{"start":1,"end":2}}',
+    b'{"kind":"availability","busy":[[1,2]]}',
+    b'{"kind":"availability","until":-5}',
+    b'{"kind":"availability","timezone":"%s"}' % (b"Z" * 65),
+    b'{"kind":"availability","extra":1}',
+    b'{"kind":" availability ","busy":[]}',
+    b'{"kind":"Availability","busy":[]}',
+    b'{"kind":"note","text":"x"}',
+    b'{"busy":[]}',
+    b"[]",
+    b"",
+    b'{"kind":"availability","busy":[]',
+    b"\xef\xbb\xbf" + b'{"kind":"availability","busy":[]}',
+    b'{"kind":"availability","busy":[' + b'{"start":1,"end":2},' * 2000 + b'{"start":3,"end":4}]}',
+]
+
+
+def _capability(scope: str) -> Any:
+    from slips.capabilities import Capability
+
+    return Capability(
+        resource="availability",
+        operation="disclose",
+        scope=scope,
+        recipient="peer_agent",
+        expires_at=_T + 86_400,
+        max_uses=5,
+        onward_disclosure=False,
+        approval="none",
+    )
+
+
+def _view(row: vault.VaultRow, scope: str, keys: vault.TurnKeys | None) -> Any:
+    try:
+        return vault.vault_item_scoped_view(row, capability=_capability(scope), now=_NOW, keys=keys)
+    except Exception as refused:  # every refusal, compared whole
+        return type(refused), str(refused), getattr(refused, "code", None)
+
+
+@pytest.mark.parametrize("plaintext", AVAILABILITY_JSON, ids=range(len(AVAILABILITY_JSON)))
+def test_a_turns_availability_view_is_the_view_of_the_item_opened_alone(
+    make_owner: Any, plaintext: bytes
+) -> None:
+    assert vault._availability_fields is not None  # the shape is the one it knows
+    owner = make_owner("alice")
+    item = vault.vault_item_create(owner=owner, content={"kind": "availability", "busy": []})
+    row = _row(item, _seal_raw(owner, item, plaintext))
+    keys = vault.TurnKeys()
+    keys.read_for([row])
+    for scope in ("free_busy_24h", "free_busy_7d", "free_busy_14d", "free_busy_30d"):
+        turn = _view(row, scope, keys)
+        assert turn == _view(row, scope, None)
+        assert isinstance(turn, dict) or turn[0] is not AttributeError
+        # The field schemas read what opens alone, and only that: the rest goes the
+        # model's way, to be refused in its words.
+        read = vault._turn_busy(row, keys) is not None
+        assert isinstance(turn, dict) if read else True
+        # (text with a byte-order mark is read by json.loads, the model's way, as before)
+        assert read == (isinstance(turn, dict) and not plaintext.startswith(b"\xef\xbb\xbf"))
+
+
+def test_a_turns_availability_is_refused_as_the_item_alone_is(make_owner: Any) -> None:
+    alice = make_owner("alice")
+    item = vault.vault_item_create(
+        owner=alice,
+        content={"kind": "availability", "busy": [{"start": _T + 60, "end": _T + 120}]},
+    )
+    other = vault.vault_item_create(owner=alice, content={"kind": "note", "text": "y"})
+    sealed = bytes(item.sealed)
+    flipped = bytearray(sealed)
+    flipped[40] ^= 0x01
+    rows = [
+        _row(item),
+        _row(item, bytes(flipped)),
+        _row(item, sealed[:44]),
+        _row(item, b"\x07" + sealed[1:]),
+        vault.VaultRow(id=other.id, owner_id=alice.pk, kind="availability", sealed=sealed),
+    ]
+    for row in rows:
+        keys = vault.TurnKeys()
+        keys.read_for([row])
+        assert _view(row, "free_busy_7d", keys) == _view(row, "free_busy_7d", None)
+    assert _view(rows[0], "free_busy_7d", None)["busy"] == [[_T + 60, _T + 120]]
+    data_keys_destroy(kind="owner", subject=str(alice.pk))
+    keys = vault.TurnKeys()
+    keys.read_for(rows[:1])
+    destroyed = _view(rows[0], "free_busy_7d", keys)
+    assert destroyed == _view(rows[0], "free_busy_7d", None)
+    assert "destroyed" in destroyed[1]
+
+
+@pytest.mark.django_db(False)
+def test_random_weeks_read_by_the_field_schemas_are_the_models_weeks() -> None:
+    """The field schemas with ``_ordered``'s rule accept a busy list exactly when the model
+    does, and read the same windows."""
+    import json
+
+    chance = random.Random(1717)
+    for _ in range(400):
+        windows = [
+            {"start": chance.randrange(0, 100), "end": chance.randrange(0, 100)}
+            for _ in range(chance.randrange(0, 6))
+        ]
+        raw = json.dumps({"kind": "availability", "busy": windows}).encode()
+        try:
+            model = vault.vault_content_parse_json(raw)
+        except vault.Malformed:
+            model = None
+        fields = vault._availability_fields.validate_json(raw)[0]  # type: ignore[union-attr]
+        ordered = all(w["end"] > w["start"] for w, _, _ in fields["busy"])
+        assert ordered == (model is not None)
+        if model is not None:
+            assert [(w.start, w.end) for w in model.busy] == [  # type: ignore[attr-defined]
+                (w["start"], w["end"]) for w, _, _ in fields["busy"]
+            ]
