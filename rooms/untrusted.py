@@ -413,30 +413,43 @@ _TOKENS_ONLY_ASCII = bytes(
 )
 
 
+def _clean_as_is(text: str) -> Counter[StripCategory] | None:
+    """What the passes (``_sanitise_passes``) count when they return ``text`` as it is (None
+    where that is not told here), told at C speed for the text most agents write: ASCII that
+    holds nothing to strip. For ASCII the first pass is the identity but for token stripping
+    when the text holds no CR (line breaks), no "&" or "%" (encoded punctuation) and no
+    catalogued ASCII code point (escapes start with ESC; NFKC and the presentation selectors
+    leave ASCII alone); then, when its token stripping finds nothing either (run here as that
+    pass runs it), that pass changes nothing and is the last: it counted nothing stripped but
+    the two counts it always writes (zero)."""
+    if not _only_tokens_could_change(text):
+        return None
+    _, counts, _ = strip_control_tokens_folded(text, None)
+    if counts:
+        return None
+    counts[StripCategory.ENCODED_PUNCTUATION] = 0
+    counts[StripCategory.ESCAPE_SEQUENCE] = 0
+    return counts
+
+
+def _only_tokens_could_change(text: str) -> bool:
+    """Whether ``text`` is ASCII that only the first pass's token stripping could change."""
+    return text.isascii() and not text.encode("ascii").translate(None, _TOKENS_ONLY_ASCII)
+
+
 def _cleans_to_itself(text: str) -> bool:
-    """Whether the passes (``_sanitise_passes``) return ``text`` as it is, told at C speed for
-    the text most agents write: ASCII that holds nothing to strip. For ASCII the first pass
-    is the identity but for token stripping when the text holds no CR (line breaks), no "&"
-    or "%" (encoded punctuation) and no catalogued ASCII code point (escapes start with ESC;
-    NFKC and the presentation selectors leave ASCII alone); then, when no token is found in
-    it either, that pass changes nothing and is the last. False says only "not told here"."""
-    return (
-        text.isascii()
-        and not text.encode("ascii").translate(None, _TOKENS_ONLY_ASCII)
-        and not find_control_tokens(text)
-    )
+    """Whether the passes return ``text`` as it is, told at C speed (``_clean_as_is``, without
+    the counts); False says only "not told here"."""
+    return _only_tokens_could_change(text) and not find_control_tokens(text)
 
 
 def _sanitise(text: str) -> _Clean:
     """Normalise and strip until a whole pass changes nothing (``_sanitise_passes``), where
-    the text would not come out as it went in (``_cleans_to_itself``): the passes cost
-    several microseconds of Python per text, and a vault item's strings and its block each
-    went through them on every turn. tests/rooms/test_fence_ascii_fast_path.py compares the
-    two."""
-    if _cleans_to_itself(text):
-        stripped: Counter[StripCategory] = Counter()
-        stripped[StripCategory.ENCODED_PUNCTUATION] = 0  # as the first pass writes them
-        stripped[StripCategory.ESCAPE_SEQUENCE] = 0
+    the text would not come out as it went in (``_clean_as_is``): the passes cost several
+    microseconds of Python per text, and a vault item's strings and its block each went
+    through them on every turn. tests/rooms/test_fence_ascii_fast_path.py compares the two."""
+    stripped = _clean_as_is(text)
+    if stripped is not None:
         return _Clean(text, stripped, 0)  # _hidden_runs of ASCII is 0
     return _sanitise_passes(text)
 

@@ -66,6 +66,10 @@ def _same(text: str) -> None:
     assert fast.text == passes.text, text
     assert dict(fast.stripped) == dict(passes.stripped), text
     assert fast.hidden_runs == passes.hidden_runs, text
+    # The fence's own shortcut (no counts) says the same as the cleaning's.
+    told = untrusted._clean_as_is(text) is not None
+    assert untrusted._cleans_to_itself(text) == told
+    assert not told or passes.text == text
 
 
 @functools.cache
