@@ -274,6 +274,9 @@ class RecordSweep:
     def __init__(self) -> None:
         self._rooms: dict[UUID, set[Listener]] = {}
         self._seen: dict[UUID, int] = {}
+        # The seated agents' ids as the last sweep read them, with their UUIDs: parsed once,
+        # not on every sweep (rooms.standing.rooms_swept).
+        self._agent_ids: dict[Any, UUID] = {}
         self._task: asyncio.Task[None] | None = None
         # A process-wide count of sweeps, for tests and the benchmark's idle cell.
         self.sweeps = 0
@@ -311,22 +314,23 @@ class RecordSweep:
         from rooms.standing import rooms_swept  # standing imports models; keep it lazy
 
         engine = settings.DATABASES["default"]["ENGINE"]
-        latest, seats = await database_sync_to_async(
+        latest, seats, self._agent_ids = await database_sync_to_async(
             rooms_swept, thread_sensitive=engine.endswith("sqlite3")
-        )(room_ids)
+        )(room_ids, self._agent_ids)
         self.sweeps += 1
         for room_id in room_ids:
-            # The same statement read every reader's standing: one that lost it (its close
-            # announcement lost too) is closed even while nothing is said.
-            for listener in list(self._rooms.get(room_id, ())):
-                listener.swept(seats.get(room_id, []))
-        for room_id, seq in latest.items():
-            previous = self._seen.get(room_id)
-            self._seen[room_id] = seq
-            if previous is None:
+            listeners = self._rooms.get(room_id)
+            if not listeners:
                 continue
-            for listener in list(self._rooms.get(room_id, ())):
-                if listener.position < previous:
+            room_seats = seats.get(room_id, [])
+            previous = self._seen.get(room_id)
+            if room_id in latest:
+                self._seen[room_id] = latest[room_id]
+            for listener in list(listeners):
+                # The same statement read every reader's standing: one that lost it (its
+                # close announcement lost too) is closed even while nothing is said.
+                listener.swept(room_seats)
+                if previous is not None and listener.position < previous:
                     listener.wake()
 
 
