@@ -18,9 +18,9 @@ import enum
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from uuid import UUID
 
 from django.conf import settings
@@ -42,7 +42,13 @@ from gatekeeper.tools.registry import spec_arguments_validate, tool_get
 from slips.capabilities import VAULT_KINDS, Capability
 from slips.models import VaultItem
 from slips.vault import Budget, vault_open
-from slips.verification import CapabilityVerdict, RoomSlips, capability_verdict, room_slips_read
+from slips.verification import (
+    CapabilityVerdict,
+    RoomSlips,
+    UseRecord,
+    capability_verdict,
+    room_slips_read,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -281,14 +287,11 @@ _DISCLOSURE_OPERATIONS = {"own_agent": ("read", "disclose"), "peer_agent": ("dis
 
 
 def _disclosure_decision(
-    request: DisclosureRequest,
-    verdict_for: Callable[[str], tuple[CapabilityVerdict, int | None]],
+    verdicts: Sequence[tuple[CapabilityVerdict, UseRecord | None]],
 ) -> Decision:
-    """A disclosure decided from the verdicts of the slip records that could clear it (one
-    per operation): the rules of ``decide(DisclosureRequest)`` and of a turn alike."""
-    if request.room.state != "open":
-        return deny("room_not_open")
-    verdicts = [verdict_for(operation) for operation in _DISCLOSURE_OPERATIONS[request.recipient]]
+    """A disclosure in an open room decided from the verdicts of the slip records that could
+    clear it (one per operation of ``_DISCLOSURE_OPERATIONS``, in order, each with the record
+    that would pay the use): the rules of ``decide(DisclosureRequest)`` and of a turn alike."""
     failed = next((v for v, _ in verdicts if v.rule == "verification_error"), None)
     if failed is not None:  # a check that failed is a denial, even if another record clears
         return deny(failed.rule)
@@ -297,7 +300,8 @@ def _disclosure_decision(
         # The most telling refusal: a record that exists but does not clear, before "none".
         refusal = next((v for v, _ in verdicts if v.rule != "not_in_slip"), verdicts[-1][0])
         return deny(refusal.rule)
-    verdict, record_id = cleared
+    verdict, record = cleared
+    record_id = record.id if record is not None else None
     if verdict.approval_required:
         # Only a signed disclosure grant for exactly this slip, scope, item kind and recipient
         # clears it (``gatekeeper.grants.disclosure_grant_claim``); the caller asks for one.
@@ -319,10 +323,11 @@ def _disclosure_decision(
 
 @decide.register
 def _decide_disclosure(request: DisclosureRequest) -> Decision:
+    if request.room.state != "open":
+        return deny("room_not_open")
     now = timezone.now()
-
-    def verdict_for(operation: str) -> tuple[CapabilityVerdict, int | None]:
-        verdict = capability_verdict(
+    verdicts = [
+        capability_verdict(
             room_id=request.room.room_id,
             owner_id=request.owner_id,
             agent_id=request.source_agent_id,
@@ -331,9 +336,10 @@ def _decide_disclosure(request: DisclosureRequest) -> Decision:
             recipient=request.recipient,
             now=now,
         )
-        return verdict, None
-
-    return _disclosure_decision(request, verdict_for)
+        for operation in _DISCLOSURE_OPERATIONS[request.recipient]
+    ]
+    # One request's verdicts name no record: its use is paid by ``capability_use``.
+    return _disclosure_decision([(verdict, None) for verdict in verdicts])
 
 
 # --- a context turn: every disclosure it may make, decided together -------------------------
@@ -359,8 +365,7 @@ class TurnDisclosures:
     tier: str
 
 
-@dataclass(frozen=True)
-class TurnDecision:
+class TurnDecision(NamedTuple):
     request: DisclosureRequest
     decision: Decision
 
@@ -383,16 +388,17 @@ def _turn_sources(request: TurnDisclosures, slips: RoomSlips) -> list[Disclosure
         signed_for[request.peer[1]] = request.peer[0]
     # By (recipient, kind): a recipient names one seat, so one owner and agent.
     sources: dict[tuple[str, str], tuple[int, UUID]] = {}
-    for record in slips.vault_records():
-        slip = record.slip
-        if (
-            signed_for.get(slip.agent_id) == slip.owner_id  # a slip binds its own owner's seat
-            and record.resource in VAULT_KINDS
-            and record.operation in ("read", "disclose")
-            and (record.operation == "disclose" or slip.agent_id == me)  # "read": own agent only
-        ):
-            recipient = "own_agent" if slip.agent_id == me else "peer_agent"
-            sources[(recipient, record.resource)] = (slip.owner_id, slip.agent_id)
+    for checked in slips.slips.values():
+        slip = checked.slip
+        if signed_for.get(slip.agent_id) != slip.owner_id:
+            continue  # a slip binds its own owner's seat
+        own = slip.agent_id == me
+        recipient = "own_agent" if own else "peer_agent"
+        for record in checked.records.values():
+            if record.resource in VAULT_KINDS and (
+                record.operation == "disclose" or (own and record.operation == "read")
+            ):  # "read": own agent only
+                sources[(recipient, record.resource)] = (slip.owner_id, slip.agent_id)
     return [
         DisclosureRequest(
             room=request.room,
@@ -415,21 +421,15 @@ def _decide_turn(request: TurnDisclosures) -> TurnDecisions:
     now = timezone.now()
     decided: list[TurnDecision] = []
     for source in _turn_sources(request, slips):
-
-        def verdict_for(
-            operation: str, source: DisclosureRequest = source
-        ) -> tuple[CapabilityVerdict, int | None]:
-            verdict, record = slips.verdict(
-                owner_id=source.owner_id,
-                agent_id=source.source_agent_id,
-                resource=source.resource,
-                operation=operation,
-                recipient=source.recipient,
-                now=now,
-            )
-            return verdict, (record.id if record is not None else None)
-
-        decided.append(TurnDecision(source, _disclosure_decision(source, verdict_for)))
+        verdicts = slips.verdicts(
+            owner_id=source.owner_id,
+            agent_id=source.source_agent_id,
+            resource=source.resource,
+            operations=_DISCLOSURE_OPERATIONS[source.recipient],
+            recipient=source.recipient,
+            now=now,
+        )
+        decided.append(TurnDecision(source, _disclosure_decision(verdicts)))
     return TurnDecisions(tuple(decided))
 
 

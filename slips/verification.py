@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.db import connection, transaction
@@ -38,8 +38,7 @@ from slips.signatures import signature_valid
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class CapabilityVerdict:
+class CapabilityVerdict(NamedTuple):
     """A decision about one use. ``rule`` names why (``cleared`` when allowed).
 
     When allowed, ``capability`` is the *effective* capability (slip ∩ tier ∩ the other
@@ -73,8 +72,7 @@ def room_tier(*, room_id: UUID) -> str:
     return tier_narrowest(tiers).value
 
 
-@dataclass(frozen=True, slots=True)
-class SlipRow:
+class SlipRow(NamedTuple):
     """A stored slip as a check needs it, with its key's columns: what one row of the turn's
     read carries (``room_slips_read``), or a ``Slip`` model's (``SlipRow.of``)."""
 
@@ -112,12 +110,11 @@ class SlipRow:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class CapabilityRow:
-    """One capability record's use counter as the turn's read returned it."""
+class CapabilityRow(NamedTuple):
+    """One capability record's use counter as the turn's read returned it (a tuple: a turn
+    reads one per record; its slip is the ``_CheckedSlip`` that holds it)."""
 
     id: int
-    slip: SlipRow
     position: int
     resource: str
     operation: str
@@ -125,7 +122,7 @@ class CapabilityRow:
 
 
 # What ``_judge`` reads of a record: a model row (per-call path) or the turn's read.
-_Record = SlipCapability | CapabilityRow
+UseRecord = SlipCapability | CapabilityRow
 
 
 @dataclass(frozen=True)
@@ -139,6 +136,9 @@ class _CheckedSlip:
     # The first of the signed capabilities for each (resource, operation) and its position,
     # as ``_judge`` looks one up: made once per check (a turn's check serves its every use).
     first: dict[tuple[str, str], tuple[int, Capability]] = field(default_factory=dict)
+    # The slip's capability records by position, as the turn's read returned them (the
+    # per-call path reads each record when it is asked: ``_evaluate``).
+    records: dict[int, CapabilityRow] = field(default_factory=dict)
 
 
 def _first_capabilities(signed: SlipPayload) -> dict[tuple[str, str], tuple[int, Capability]]:
@@ -231,11 +231,11 @@ def _judge(
     operation: str,
     recipient: str,
     now: datetime,
-    record_at: Callable[[int], _Record | None],
+    record_at: Callable[[int], UseRecord | None],
     tier_of: Callable[[], str],
     live_capabilities: Callable[[], dict[str, tuple[Capability, ...]]],
     clock_skew: int | None = None,
-) -> tuple[CapabilityVerdict, _Record | None]:
+) -> tuple[CapabilityVerdict, UseRecord | None]:
     """One use decided against one checked slip: the rules, in order, with no reads of their
     own (the callers pass how to find the capability record, the tier and the other owners'
     rules: one query each per call, or one set-based read per turn). ``clock_skew``: the
@@ -274,10 +274,10 @@ def _judge_use(
     operation: str,
     recipient: str,
     now_s: int,
-    record_at: Callable[[int], _Record | None],
+    record_at: Callable[[int], UseRecord | None],
     tier: str | Callable[[], str],
     live_capabilities: Callable[[], dict[str, tuple[Capability, ...]]],
-) -> tuple[CapabilityVerdict, _Record | None]:
+) -> tuple[CapabilityVerdict, UseRecord | None]:
     """The rules of one use, in order, under a slip whose own rules (``_slip_standing``)
     passed at ``now_s``: the signed capability, its recipient and expiry, the stored record
     and its uses, the tier (``tier``, or how to read it), the other owners' room rules."""
@@ -332,7 +332,7 @@ def _evaluate(
     recipient: str,
     now: datetime,
     lock: bool,
-) -> tuple[CapabilityVerdict, _Record | None]:
+) -> tuple[CapabilityVerdict, UseRecord | None]:
     slip = (
         Slip.objects.select_related("key")
         .filter(owner_id=owner_id, room_id=room_id, agent_id=agent_id, superseded_at__isnull=True)
@@ -475,8 +475,8 @@ class RoomSlips:
 
     room_id: UUID
     tier: str
+    # Each live slip, checked, with its records, by the (owner, agent) it binds.
     slips: dict[tuple[str, UUID], _CheckedSlip] = field(default_factory=dict)
-    records: dict[UUID, dict[int, CapabilityRow]] = field(default_factory=dict)
     _live: dict[str, tuple[Capability, ...]] | None = None
     # The clock-skew setting, read at this turn's first verdict (inside its guard, as
     # ``_judge`` reads it) and used for the rest of the turn's.
@@ -498,12 +498,35 @@ class RoomSlips:
         operation: str,
         recipient: str,
         now: datetime,
-    ) -> tuple[CapabilityVerdict, _Record | None]:
+    ) -> tuple[CapabilityVerdict, UseRecord | None]:
         """As ``capability_verdict``, from this turn's read; any error is a denial."""
+        (verdict,) = self.verdicts(
+            owner_id=owner_id,
+            agent_id=agent_id,
+            resource=resource,
+            operations=(operation,),
+            recipient=recipient,
+            now=now,
+        )
+        return verdict
+
+    def verdicts(
+        self,
+        *,
+        owner_id: Any,
+        agent_id: UUID,
+        resource: str,
+        operations: tuple[str, ...],
+        recipient: str,
+        now: datetime,
+    ) -> list[tuple[CapabilityVerdict, UseRecord | None]]:
+        """``verdict`` for each of ``operations`` (one item's records: a disclosure to the
+        owner's own agent asks two), the slip found and its own rules judged once for them.
+        Any error is a denial of each."""
         place = (str(owner_id), agent_id)
         checked = self.slips.get(place)
         if checked is None:
-            return _deny("no_slip"), None
+            return [(_deny("no_slip"), None) for _ in operations]
         try:
             if self._clock_skew is None:
                 self._clock_skew = int(slips_setting("CLOCK_SKEW_SECONDS"))
@@ -521,21 +544,24 @@ class RoomSlips:
                 seat = self._seats[place] = now_s, denied
             denied = seat[1]
             if denied is not None:
-                return denied, None
-            return _judge_use(
-                checked,
-                owner_id=owner_id,
-                resource=resource,
-                operation=operation,
-                recipient=recipient,
-                now_s=now_s,
-                record_at=self.records.get(checked.slip.id, {}).get,
-                tier=self.tier,
-                live_capabilities=self._live_capabilities,
-            )
+                return [(denied, None) for _ in operations]
+            return [
+                _judge_use(
+                    checked,
+                    owner_id=owner_id,
+                    resource=resource,
+                    operation=operation,
+                    recipient=recipient,
+                    now_s=now_s,
+                    record_at=checked.records.get,
+                    tier=self.tier,
+                    live_capabilities=self._live_capabilities,
+                )
+                for operation in operations
+            ]
         except Exception:
             logger.exception("capability verification failed: denying")
-            return _deny("verification_error"), None
+            return [(_deny("verification_error"), None) for _ in operations]
 
     def _live_capabilities(self) -> dict[str, tuple[Capability, ...]]:
         # As live_slip_capabilities: every live slip's records as stored (verified when
@@ -547,10 +573,6 @@ class RoomSlips:
                 live[owner] = live.get(owner, ()) + parsed.capabilities
             self._live = live
         return self._live
-
-    def vault_records(self) -> list[CapabilityRow]:
-        """Every capability record of these slips (a shortlist for context assembly)."""
-        return [row for rows in self.records.values() for row in rows.values()]
 
 
 @functools.cache
@@ -600,15 +622,14 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
     # By the slip id as the driver returned it: a row per capability record, and the slip's
     # columns (its ids as UUIDs), its check and where its records go are made once per
     # slip, not once per record.
-    slips: dict[Any, tuple[SlipRow, dict[int, CapabilityRow]]] = {}
+    slips: dict[Any, dict[int, CapabilityRow]] = {}
     for row in rows:
-        record_id, position, resource, operation, uses_left = row[:5]
-        seen = slips.get(row[5])
-        if seen is None:
+        records = slips.get(row[5])
+        if records is None:
             stored = SlipRow(
                 id=_as_uuid(row[5]),
                 owner_id=int(row[6]),
-                room_id=_as_uuid(row[7]),
+                room_id=room_id,  # the column the statement matched: this room's, exactly
                 agent_id=_as_uuid(row[8]),
                 key_id=_as_uuid(row[9]),
                 payload=bytes(row[10]),
@@ -620,24 +641,23 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
                 key_revoked=bool(row[16]),
                 public_key=bytes(row[17]),
             )
-            records = snapshot.records.setdefault(stored.id, {})
-            slips[row[5]] = stored, records
             place = (str(stored.owner_id), stored.agent_id)
-            if place not in snapshot.slips:
+            if place in snapshot.slips:
+                # A second live slip for one seat (which ``slips_one_live_slip`` forbids):
+                # the first decides, as one lookup by seat finds it; these records clear none.
+                records = {}
+            else:
                 try:
-                    snapshot.slips[place] = _slip_check(stored)  # verified once per turn
+                    checked = _slip_check(stored)  # verified once per turn
                 except Exception:
                     logger.exception("slip check failed: denying every use under it")
-                    snapshot.slips[place] = _CheckedSlip(stored, None, "verification_error")
-        else:
-            stored, records = seen
-        records[int(position)] = CapabilityRow(
-            id=int(record_id),
-            slip=stored,
-            position=int(position),
-            resource=str(resource),
-            operation=str(operation),
-            uses_left=int(uses_left),
+                    checked = _CheckedSlip(stored, None, "verification_error")
+                snapshot.slips[place] = checked
+                records = checked.records
+            slips[row[5]] = records
+        position = int(row[1])
+        records[position] = CapabilityRow(
+            int(row[0]), position, str(row[2]), str(row[3]), int(row[4])
         )
     return snapshot
 
