@@ -277,20 +277,7 @@ def fence_clean(text: str, *, cap_bytes: int = DEFAULT_CAP_BYTES, source: str = 
 def fence_renonce(block: FencedText) -> FencedText:
     """``block`` with a fresh nonce in both boundary lines (same source, body and flags): for
     a caller that reuses a fenced block in a new context without knowing the lines' shape."""
-    nonce = secrets.token_hex(NONCE_BYTES)
-    opening = _opening(block.source, nonce, truncated=block.truncated)
-    fenced = f"{opening}\n{block.text}\n{_closing(nonce)}"
-    # Built directly: dataclasses.replace goes through the fields and __init__ by keyword,
-    # about 0.06-0.08 ms per context of blocks (the context memo renonces every block).
-    return FencedText(
-        fenced,
-        block.text,
-        block.source,
-        nonce,
-        block.truncated,
-        block.stripped,
-        block.suspicions,
-    )
+    return _with_nonce(block, secrets.token_hex(NONCE_BYTES))
 
 
 def fences_renonce(blocks: Sequence[FencedText]) -> list[FencedText]:
@@ -300,22 +287,25 @@ def fences_renonce(blocks: Sequence[FencedText]) -> list[FencedText]:
     and unpredictable as one drawn alone (a context renonces its twenty messages together)."""
     drawn = os.urandom(NONCE_BYTES * len(blocks)).hex()
     width = NONCE_BYTES * 2
-    renonced: list[FencedText] = []
-    for index, block in enumerate(blocks):
-        nonce = drawn[index * width : (index + 1) * width]
-        opening = _opening(block.source, nonce, truncated=block.truncated)
-        renonced.append(
-            FencedText(
-                f"{opening}\n{block.text}\n{_closing(nonce)}",
-                block.text,
-                block.source,
-                nonce,
-                block.truncated,
-                block.stripped,
-                block.suspicions,
-            )
-        )
-    return renonced
+    return [
+        _with_nonce(block, drawn[index * width : (index + 1) * width])
+        for index, block in enumerate(blocks)
+    ]
+
+
+def _with_nonce(block: FencedText, nonce: str) -> FencedText:
+    opening = _opening(block.source, nonce, truncated=block.truncated)
+    # Built directly: dataclasses.replace goes through the fields and __init__ by keyword,
+    # about 0.06-0.08 ms per context of blocks (the context memo renonces every block).
+    return FencedText(
+        f"{opening}\n{block.text}\n{_closing(nonce)}",
+        block.text,
+        block.source,
+        nonce,
+        block.truncated,
+        block.stripped,
+        block.suspicions,
+    )
 
 
 def _clean_within_cap(text: str, *, source: str, cap_bytes: int) -> tuple[_Clean, bool]:
