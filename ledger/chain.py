@@ -114,7 +114,7 @@ class CanonicalData(dict[str, Any]):
 
     __slots__ = ("text",)
 
-    def __init__(self, data: Mapping[str, Any] | Iterable[tuple[str, Any]], text: str) -> None:
+    def __init__(self, data: Mapping[str, Any], text: str) -> None:
         super().__init__(data)
         self.text = text
 

@@ -15,12 +15,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
-from itertools import chain
-from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
@@ -41,7 +38,6 @@ from ledger.chain import (
     CanonicalJSONEncoder,
     envelope_bytes,
     envelopes_for,
-    json_string,
     occurred_at_text,
 )
 from ledger.events import LedgerEventRecord
@@ -289,13 +285,6 @@ class _ColumnValues:
             return [adapt(v, encoder) for v in values]
         return [_EVENT_DATA.get_db_prep_save(v, self._connection) for v in values]
 
-    def texts(self, rows: _EventRows) -> list[object]:
-        """``data(rows.data)``: the rows' texts as they are where that is all the column
-        takes (then their ``CanonicalData`` are never made)."""
-        if self._json_is_text:
-            return list(rows.texts)
-        return self.data(rows.data)
-
     def binaries(self, values: Sequence[bytes]) -> list[object]:
         if all(type(v) is bytes for v in values):
             return list(map(self._binary, values))
@@ -364,24 +353,9 @@ class _EventRows:
     prev_hash: str
     seqs: list[int]
     kinds: list[str]
-    texts: list[str]  # each row's data as its RFC 8785 text
+    data: list[CanonicalData]
     hashes: list[str]
     canonical: list[bytes]
-    # The data column's values, given (``_chained_exact``), or made from each row's field
-    # names and values when first asked for (``_chained_plain``: SQLite's insert writes the
-    # texts and never asks).
-    given_data: list[CanonicalData] | None = None
-    fields: list[tuple[tuple[str, ...], tuple[Any, ...]]] | None = None
-
-    @cached_property
-    def data(self) -> list[CanonicalData]:
-        """Each row's data with its text (``CanonicalData``), as the data column takes it."""
-        if self.given_data is not None:
-            return self.given_data
-        return [
-            CanonicalData(zip(names, values, strict=True), text)
-            for (names, values), text in zip(self.fields or [], self.texts, strict=True)
-        ]
 
     def as_fields(self) -> list[dict[str, object]]:
         """The rows as column values by field name, as ``LedgerEvent(**row)`` takes them."""
@@ -436,35 +410,9 @@ def _events_insert(
         _EVENT_AT.get_db_prep_save(rows.occurred_at, connection),
     ]
     seqs = prep.counts(_EVENT_SEQ, rows.seqs)
-    data = prep.texts(rows)
+    data = prep.data(rows.data)
     hashes = [prep.text(_EVENT_HASH, h) for h in rows.hashes]
     canonical = prep.binaries(rows.canonical)
-    if connection.vendor == "sqlite":
-        # Positional marks, each row's eight values in its place: Django's SQLite cursor
-        # rewrites a named statement's marks on every execute (``query % {name: ...}``, a
-        # tenth of a batch append for eleven events), a positional one's once per text
-        # (synapsia.db.sqlite3), and sqlite3 binds the repeated values in C.
-        prevs = [prep.text(_EVENT_PREV, rows.prev_hash)]
-        prevs += [prep.text(_EVENT_PREV, h) for h in rows.hashes[:-1]]
-        columns: dict[str, list[object]] = {
-            "room_id": [shared[0]] * count,
-            "seq": seqs,
-            "kind": [prep.text(_EVENT_KIND, k) for k in rows.kinds],
-            "occurred_at": [shared[1]] * count,
-            "data": data,
-            "prev_hash": prevs,
-            "hash": hashes,
-            "canonical": canonical,
-        }
-        in_order = [columns[f.attname] for f in _EVENT_FIELDS]
-        flat = list(chain.from_iterable(zip(*in_order, strict=True)))
-        width = len(_EVENT_FIELDS)
-        with connection.cursor() as cursor:
-            for start in range(0, count, batch):
-                stop = min(count, start + batch)
-                sql = _insert_sql_positional(connection, stop - start)
-                cursor.execute(sql, flat[start * width : stop * width])
-        return True
     with connection.cursor() as cursor:
         for start in range(0, count, batch):
             stop = min(count, start + batch)
@@ -487,28 +435,6 @@ def _events_insert(
                     return False
                 raise LedgerAppendError(f"{cursor.rowcount} of {count} ledger events inserted")
     return True
-
-
-_INSERT_SQL_POSITIONAL: dict[tuple[str, int], str] = {}
-
-
-def _insert_sql_positional(connection: BaseDatabaseWrapper, count: int) -> str:
-    """The INSERT of ``count`` rows with a positional mark for each of their values, in the
-    model's column order (SQLite's batch path); written once per row count."""
-    key = (connection.vendor, count)
-    sql = _INSERT_SQL_POSITIONAL.get(key)
-    if sql is None:
-        q = connection.ops.quote_name
-        columns = ", ".join(q(_column(f)) for f in _EVENT_FIELDS)
-        row = "(" + ", ".join(["%s"] * len(_EVENT_FIELDS)) + ")"
-        sql = (
-            f"INSERT INTO {q(LedgerEvent._meta.db_table)} ({columns}) "  # noqa: S608
-            f"VALUES {', '.join([row] * count)}"
-        )
-        if len(_INSERT_SQL_POSITIONAL) >= _INSERT_SHAPES:
-            _INSERT_SQL_POSITIONAL.pop(next(iter(_INSERT_SQL_POSITIONAL)))
-        _INSERT_SQL_POSITIONAL[key] = sql
-    return sql
 
 
 _PARAM_NAMES: list[str] = []
@@ -684,227 +610,6 @@ _NOT_DATA = {"kind"}  # never changed: pydantic only reads it
 def _chained(
     room_id: UUID, events: Sequence[LedgerEventRecord], head: tuple[int, str]
 ) -> tuple[_EventRows, list[AppendedEvent]]:
-    """The rows of ``events`` chained after ``head``, built as ``ledger_append`` builds one:
-    by ``_chained_plain`` when every value is plain, else by ``_chained_exact``."""
-    occurred_at = timezone.now()
-    plain = _chained_plain(room_id, events, head, occurred_at)
-    if plain is not None:
-        return plain
-    return _chained_exact(room_id, events, head, occurred_at)
-
-
-# The core schemas of field types a pydantic model serialises, in JSON mode, by writing the
-# value as it is (when it is of the exact type str, int, bool or None).
-_PLAIN_FIELD_SCHEMAS = frozenset({"str", "int", "bool", "literal", "nullable", "default"})
-
-
-def _serialises_as_is(schema: object) -> bool:
-    """Whether ``schema`` (a field's pydantic-core schema) and every schema it wraps is of
-    ``_PLAIN_FIELD_SCHEMAS`` and customises nothing about serialisation."""
-    while isinstance(schema, dict):
-        if schema.get("type") not in _PLAIN_FIELD_SCHEMAS or any(
-            str(key).startswith("serialization") for key in schema
-        ):
-            return False
-        if "schema" not in schema:
-            return True
-        schema = schema["schema"]
-    return False
-
-
-@dataclass(frozen=True)
-class _PlainFields:
-    """A record class's data fields in RFC 8785 key order (code-point order: they are plain
-    ASCII), with a reader of their values from the model's ``__dict__`` in that order."""
-
-    names: tuple[str, ...]
-    values: Callable[[dict[str, Any]], tuple[Any, ...]]
-
-
-def _plain_fields(record_type: type[BaseModel]) -> _PlainFields | None:
-    """The data fields of ``record_type`` when ``model_dump(mode="json")`` writes each of them
-    as the value the model holds (plain field types, no serialiser, exclusion, computed or
-    extra field, no override of ``model_dump``, names of printable ASCII without ``"``,
-    ``\\`` or ``%``); None for any other class, whose events are dumped as before."""
-    core: Any = getattr(record_type, "__pydantic_core_schema__", None)
-    if (
-        record_type.model_dump is not BaseModel.model_dump
-        or not isinstance(core, dict)
-        or core.get("type") != "model"
-        or core.get("root_model")
-        or "serialization" in core
-        or core.get("config", {}).get("extra_fields_behavior") == "allow"
-    ):
-        return None
-    model_fields = core.get("schema")
-    if (
-        not isinstance(model_fields, dict)
-        or model_fields.get("type") != "model-fields"
-        or model_fields.get("computed_fields")
-        or model_fields.get("extra_behavior") == "allow"
-        or any(str(key).startswith("serialization") for key in model_fields)
-        or set(model_fields.get("fields", {})) != set(record_type.model_fields)
-    ):
-        return None
-    names = tuple(sorted(name for name in model_fields["fields"] if name != "kind"))
-    for name in names:
-        field = model_fields["fields"][name]
-        if (
-            field.get("type") != "model-field"
-            or any(str(key).startswith("serialization") for key in field)
-            or not _serialises_as_is(field.get("schema"))
-            or not (name.isascii() and name.isprintable())
-            or any(c in name for c in '"\\%')
-        ):
-            return None
-    if len(names) == 1:  # itemgetter of one name answers the value, not a tuple
-        only = names[0]
-        return _PlainFields(names, lambda values: (values[only],))
-    if not names:
-        return _PlainFields(names, lambda values: ())
-    return _PlainFields(names, itemgetter(*names))
-
-
-# Per record class: its plain fields (``_plain_fields``), or None to dump its events as before.
-# A property of the class, decided once per class.
-_PLAIN_FIELDS: dict[type, _PlainFields | None] = {}
-# Per record class and the exact types of its values: the ``%`` template of its data's RFC
-# 8785 text, how many ``"`` that text has when its strings are plain, and which values are
-# integers (``_plain_template``). A few per class (a nullable field is a str or None).
-_PLAIN_TEMPLATES: dict[tuple[type, ...], tuple[str, int, tuple[int, ...]]] = {}
-
-
-def _plain_template(
-    fields: _PlainFields, types: tuple[type, ...]
-) -> tuple[str, int, tuple[int, ...]] | None:
-    """The data's text as a ``%`` template for values of exactly ``types``: a string between
-    quotes as it is, an integer in decimal, None as ``null`` (``%.0s`` writes nothing of
-    it); None for any other type (booleans included), whose event then takes the exact path."""
-    members: list[str] = []
-    quotes = 0
-    ints: list[int] = []
-    for i, (name, value_type) in enumerate(zip(fields.names, types, strict=True)):
-        if value_type is str:
-            members.append(f'"{name}":"%s"')
-            quotes += 4
-        elif value_type is int:
-            members.append(f'"{name}":%d')
-            quotes += 2
-            ints.append(i)
-        elif value_type is type(None):
-            members.append(f'"{name}":%.0snull')
-            quotes += 2
-        else:
-            return None
-    return "{" + ",".join(members) + "}", quotes, tuple(ints)
-
-
-def _chained_plain(
-    room_id: UUID,
-    events: Sequence[LedgerEventRecord],
-    head: tuple[int, str],
-    occurred_at: datetime,
-) -> tuple[_EventRows, list[AppendedEvent]] | None:
-    """``_chained_exact``'s rows, with less Python per event (issue 17: the chaining was half
-    of a batch append), for a batch whose every value is plain: a string of printable ASCII
-    without ``"`` and ``\\``, a safe integer or null. For those RFC 8785 writes each member
-    as it is, keys in code-point order (``_data_canonical``), so an event's data is read off
-    the model's own values (no ``model_dump``), written by one ``%`` template per class and
-    types, and its envelope is one string; ``tests/ledger/test_chained_plain.py`` compares
-    the bytes. Anything else (another value, a record class not plainly serialised, a number
-    out of range, a refused or oversized event) answers None, and ``_chained_exact`` builds
-    the batch, or raises, as before."""
-    seq, prev_hash = head
-    if (
-        type(seq) is not int
-        or seq < 0
-        or seq + len(events) > _MAX_SAFE_INTEGER
-        or type(prev_hash) is not str
-    ):
-        return None
-    first_prev_hash = prev_hash
-    prev_json = json_string(prev_hash)
-    room = json_string(str(room_id))
-    moment = json_string(occurred_at_text(occurred_at))
-    kind_parts: dict[str, str] = {}
-    seqs: list[int] = []
-    kinds: list[str] = []
-    data_fields: list[tuple[tuple[str, ...], tuple[Any, ...]]] = []
-    hashes: list[str] = []
-    stored: list[bytes] = []
-    appended: list[AppendedEvent] = []
-    # Every text written from a template, and the number of `"` they hold if their strings
-    # are plain: checked at once, below.
-    texts: list[str] = []
-    quotes = 0
-    sha256 = hashlib.sha256
-    for event in events:
-        record_type = type(event)
-        if record_type not in _PLAIN_FIELDS:
-            if not isinstance(event, BaseModel) or "kind" not in record_type.model_fields:
-                return None
-            _PLAIN_FIELDS[record_type] = _plain_fields(record_type)
-        fields = _PLAIN_FIELDS[record_type]
-        if fields is None:
-            return None
-        values = fields.values(event.__dict__)
-        types = (record_type, *map(type, values))
-        template = _PLAIN_TEMPLATES.get(types)
-        if template is None:
-            template = _plain_template(fields, types[1:])
-            if template is None:
-                return None
-            _PLAIN_TEMPLATES[types] = template
-        for i in template[2]:
-            if not -_MAX_SAFE_INTEGER <= values[i] <= _MAX_SAFE_INTEGER:
-                return None
-        text = template[0] % values
-        texts.append(text)
-        quotes += template[1]
-        kind = event.kind
-        kind_json = kind_parts.get(kind)
-        if kind_json is None:
-            if type(kind) is not str:
-                return None
-            kind_json = kind_parts[kind] = json_string(kind)
-        seq += 1
-        canonical = (
-            f'{{"data":{text},"kind":{kind_json},"occurred_at":{moment},'
-            f'"prev_hash":{prev_json},"room_id":{room},"seq":{seq}}}'
-        ).encode()
-        if len(canonical) > MAX_CANONICAL_BYTES:
-            return None
-        digest = sha256(canonical).hexdigest()
-        seqs.append(seq)
-        kinds.append(kind)
-        data_fields.append((fields.names, values))
-        hashes.append(digest)
-        stored.append(canonical)
-        appended.append(AppendedEvent(room_id, seq, kind, occurred_at, prev_hash, digest))
-        prev_hash = digest
-        prev_json = f'"{digest}"'  # lowercase hex: plain
-    # Keys are plain (``_plain_fields``), so a text is plain exactly when it is printable
-    # ASCII without `\\` and holds no `"` but its keys' and strings' own.
-    written = "".join(texts)
-    if (
-        written.count('"') != quotes
-        or "\\" in written
-        or not (written.isascii() and written.isprintable())
-    ):
-        return None
-    rows = _EventRows(
-        room_id, occurred_at, first_prev_hash, seqs, kinds, texts, hashes, stored,
-        fields=data_fields,
-    )  # fmt: skip
-    return rows, appended
-
-
-def _chained_exact(
-    room_id: UUID,
-    events: Sequence[LedgerEventRecord],
-    head: tuple[int, str],
-    occurred_at: datetime,
-) -> tuple[_EventRows, list[AppendedEvent]]:
     """The rows of ``events`` chained after ``head``, built as ``ledger_append`` builds one."""
     appended: list[AppendedEvent] = []
     seqs: list[int] = []
@@ -914,6 +619,7 @@ def _chained_exact(
     stored: list[bytes] = []
     seq, prev_hash = head
     first_prev_hash = prev_hash
+    occurred_at = timezone.now()
     # Every event of the batch names the same room and moment: their envelope strings are
     # written once for the batch (``envelopes_for``: the same bytes as ``envelope_bytes``).
     envelope = envelopes_for(room_id=str(room_id), occurred_at=occurred_at_text(occurred_at))
@@ -940,7 +646,6 @@ def _chained_exact(
         appended.append(AppendedEvent(room_id, seq, kind, occurred_at, prev_hash, digest))
         prev_hash = digest
     rows = _EventRows(
-        room_id, occurred_at, first_prev_hash, seqs, kinds, [d.text for d in data_column],
-        hashes, stored, given_data=data_column,
-    )  # fmt: skip
+        room_id, occurred_at, first_prev_hash, seqs, kinds, data_column, hashes, stored
+    )
     return rows, appended

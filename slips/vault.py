@@ -21,7 +21,6 @@ import os
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
-from operator import itemgetter
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -39,7 +38,6 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
-from pydantic_core import SchemaValidator
 
 from slips.capabilities import Capability
 from slips.errors import Malformed, Misconfigured, NotFound
@@ -148,72 +146,6 @@ VaultContent = Annotated[
     Field(discriminator="kind"),
 ]
 _content_adapter: TypeAdapter[Any] = TypeAdapter(VaultContent)
-_content_validator = _content_adapter.validator
-
-
-def _availability_fields_validator() -> SchemaValidator | None:
-    """``Availability``'s own field schemas (taken from its core schema, not written again)
-    validating to plain values: the item a dict, each busy window a dict, so a turn's
-    free/busy view is cut without a model instance per window (half of opening a practice
-    week, 17 windows). What the models add is left to the caller: ``BusyWindow._ordered``
-    (its only validator), checked on the dicts, and the classes themselves. None (a turn
-    opens availability as any item) if the schema is not of the shape this knows: no other
-    validator, no ``__init__`` or ``model_post_init``, one config for both models."""
-    core: Any = Availability.__pydantic_core_schema__
-    window_checks = BusyWindow.__pydantic_decorators__
-    item_checks = Availability.__pydantic_decorators__
-    if (
-        list(window_checks.model_validators) != ["_ordered"]
-        or window_checks.model_validators["_ordered"].info.mode != "after"
-        or window_checks.field_validators
-        or window_checks.root_validators
-        or window_checks.validators
-        or item_checks.model_validators
-        or item_checks.field_validators
-        or item_checks.root_validators
-        or item_checks.validators
-    ):
-        return None
-    try:
-        fields = core["schema"]
-        busy = fields["fields"]["busy"]
-        listing = busy["schema"]["schema"]
-        ordered = listing["items_schema"]
-        window = ordered["schema"]
-        ordered_by = {
-            "type": "no-info",
-            "function": window_checks.model_validators["_ordered"].func,
-        }
-        shaped = (
-            core["type"] == "model" and core["cls"] is Availability
-            and fields["type"] == "model-fields" and not fields["computed_fields"]
-            and busy["schema"]["type"] == "default" and listing["type"] == "list"
-            and ordered["type"] == "function-after" and ordered["function"] == ordered_by
-            and window["type"] == "model" and window["cls"] is BusyWindow
-            and window["schema"]["type"] == "model-fields"
-            and not window["schema"]["computed_fields"]
-            # The title names a model in errors, and the twin's errors are never shown.
-            and _untitled(window["config"]) == _untitled(core["config"])
-            and not any(
-                m.get("root_model") or m.get("custom_init") or "post_init" in m
-                for m in (core, window)
-            )
-        )  # fmt: skip
-    except (KeyError, TypeError):
-        return None
-    if not shaped:
-        return None
-    twin_listing = {**listing, "items_schema": window["schema"]}
-    twin_busy = {**busy, "schema": {**busy["schema"], "schema": twin_listing}}
-    twin = {**fields, "fields": {**fields["fields"], "busy": twin_busy}}
-    return SchemaValidator(twin, core["config"])
-
-
-def _untitled(config: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in config.items() if key != "title"}
-
-
-_availability_fields = _availability_fields_validator()
 
 
 def _invalid_item(exc: ValidationError) -> Malformed:
@@ -371,14 +303,10 @@ def vault_seal_for_owner(
     )
 
 
-# Version, key id, nonce, tag: the shortest blob sealed under an owner's data key.
-_OWNER_SEAL_MIN = 1 + 16 + 12 + 16
-
-
 def _owner_open(
     blob: bytes, *, owner_id: Any, item_id: UUID, kind: str, keys: TurnKeys | None = None
 ) -> bytes:
-    if len(blob) < _OWNER_SEAL_MIN:
+    if len(blob) < 1 + 16 + 12 + 16:
         raise Misconfigured("vault_sealed", "A vault item is in an unknown format.")
     subject = _owner_subject(owner_id)
     if keys is None:
@@ -471,39 +399,14 @@ class VaultRow:
     sealed: bytes
 
 
-def _turn_plaintext(blob: bytes, item: VaultItem | VaultRow, keys: TurnKeys) -> bytes:
-    """A turn's item (``blob``: a version 2 seal at least ``_OWNER_SEAL_MIN`` long) opened
-    with ``_owner_open``'s steps in line: the same subject, turn key, associated data and
-    refusal. Each item is still decrypted and authenticated on its own."""
-    owner_id = item.owner_id
-    aead = keys.aead(blob[1:17], subject=_owner_subject(owner_id))
-    try:
-        return aead.decrypt(
-            blob[17:29], blob[29:], _OWNER_AAD_PREFIX + f"{owner_id}|{item.id}|{item.kind}".encode()
-        )
-    except InvalidTag:
-        raise Misconfigured("vault_sealed", "A vault item does not open with its key.") from None
-
-
 def vault_open(item: VaultItem | VaultRow, *, keys: TurnKeys | None = None) -> BaseModel:
     """Decrypt (authenticated: a blob altered, moved or under another key does not open) and
     re-validate one stored item against its kind's schema: what the database holds is never
     trusted to be well formed."""
-    blob = bytes(item.sealed)
-    content: BaseModel
-    if keys is not None and blob[:1] == OWNER_SEAL_VERSION and len(blob) >= _OWNER_SEAL_MIN:
-        plaintext = _turn_plaintext(blob, item, keys)
-        try:
-            # The schema's own validator, without the adapter's wrapper; anything it refuses
-            # is read again the exact way, to be refused (or read) as it always was.
-            content = _content_validator.validate_json(plaintext)
-        except ValidationError:
-            content = vault_content_parse_json(plaintext)
-    else:
-        plaintext = vault_plaintext(
-            blob=blob, owner_id=item.owner_id, item_id=item.id, kind=item.kind, keys=keys
-        )
-        content = vault_content_parse_json(plaintext)
+    plaintext = vault_plaintext(
+        blob=bytes(item.sealed), owner_id=item.owner_id, item_id=item.id, kind=item.kind, keys=keys
+    )
+    content = vault_content_parse_json(plaintext)
     # The row's kind is what a capability cleared; content of another kind (sealed for this
     # row by whoever held the key, never by ``vault_item_create``) is not shown under it.
     if content.kind != item.kind:  # type: ignore[attr-defined]
@@ -898,35 +801,17 @@ _HORIZONS = {
 }
 
 
-_BY_START = itemgetter(0)
-
-
 def _free_busy(item: Availability, *, horizon: timedelta, now: datetime) -> dict[str, Any]:
-    return _free_busy_windows([(w.start, w.end) for w in item.busy], horizon=horizon, now=now)
-
-
-def _free_busy_windows(
-    busy: list[tuple[int, int]], *, horizon: timedelta, now: datetime
-) -> dict[str, Any]:
-    """The free/busy view of ``busy`` (start, end) windows: merged, cut to the horizon."""
     start, until = int(now.timestamp()), int((now + horizon).timestamp())
     merged: list[list[int]] = []
-    last: list[int] | None = None  # merged[-1]
-    # Comparisons rather than max/min calls, the sort key in C: half the cost of this view
-    # for a practice week's windows (tests/slips/test_vault_open_turn.py compares the two).
-    for s, e in sorted(busy, key=_BY_START):
-        if s < start:
-            s = start
-        if e > until:
-            e = until
+    for w in sorted(item.busy, key=lambda w: w.start):
+        s, e = max(w.start, start), min(w.end, until)
         if e <= s:
             continue
-        if last is not None and s <= last[1]:
-            if e > last[1]:
-                last[1] = e
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
         else:
-            last = [s, e]
-            merged.append(last)
+            merged.append([s, e])
     # Busy intervals only: no titles, nothing outside the horizon.
     return {"from": start, "until": until, "busy": merged}
 
@@ -965,10 +850,6 @@ def vault_item_scoped_view(
     """One vault item cut to ``capability``'s scope (context assembly reads the turn's items
     in one query, ``vault_items_read``, and cuts each here with the turn's ``keys``); None
     for a kind no scope shows."""
-    if keys is not None and row.kind == "availability":
-        busy = _turn_busy(row, keys)
-        if busy is not None:
-            return _free_busy_windows(busy, horizon=_HORIZONS[capability.scope], now=now)
     item = vault_open(row, keys=keys)
     if isinstance(item, Availability):
         return _free_busy(item, horizon=_HORIZONS[capability.scope], now=now)
@@ -983,27 +864,3 @@ def vault_item_scoped_view(
     if isinstance(item, Note):
         return {"text": item.text}
     return None
-
-
-def _turn_busy(row: VaultItem | VaultRow, keys: TurnKeys) -> list[tuple[int, int]] | None:
-    """A turn's availability item opened (``_turn_plaintext``) and validated by its own field
-    schemas (``_availability_fields``) and ``BusyWindow._ordered``'s rule (a window ends
-    after it starts), as its busy (start, end) windows, without a model per window. None
-    when any of that refuses it (or the seal is not an owner's): ``vault_open`` then opens
-    it again, to refuse it, or read it, exactly as before."""
-    blob = bytes(row.sealed)
-    validator = _availability_fields
-    if validator is None or blob[:1] != OWNER_SEAL_VERSION or len(blob) < _OWNER_SEAL_MIN:
-        return None
-    plaintext = _turn_plaintext(blob, row, keys)
-    try:
-        fields = validator.validate_json(plaintext)[0]
-    except ValidationError:
-        return None
-    busy: list[tuple[int, int]] = []
-    for window, _extra, _set in fields["busy"]:
-        start, end = window["start"], window["end"]
-        if end <= start:  # BusyWindow._ordered
-            return None
-        busy.append((start, end))
-    return busy
