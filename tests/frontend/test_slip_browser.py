@@ -126,13 +126,12 @@ def test_choose_a_preset_preview_sign_and_see_what_changed(
         no_horizontal_scroll(page, name="keys")
         page.goto(f"{base}/rooms/{opened.room.id}/slip/")
 
-        # The checklist starts from the slip in force; one box changed, signed again.
+        # The checklist starts from the slip in force; one box changed, signed again. (The
+        # preview is drawn after the page loads: waited for first, then for its change.)
+        page.wait_for_selector(f"{PEER}:has-text('peanuts')")
         assert page.is_checked("#share-allergies-peer")
         page.uncheck("#share-allergies-peer")
-        page.wait_for_function(
-            """(s) => !document.querySelector(s).innerText.includes("peanuts")""",
-            arg=PEER,
-        )
+        page.wait_for_selector(f"{PEER}:has-text('peanuts')", state="detached")
         page.click("text=Sign slip")
         page.wait_for_selector("#slip-changes:has-text('No longer shared')")
         changes = page.inner_text("#slip-changes")
