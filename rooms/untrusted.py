@@ -205,16 +205,9 @@ def fence(
     them). ``judge=False`` runs neither (no suspicions): for a block whose parts were judged,
     or are judged, as a whole elsewhere.
     """
-    if not judge:
-        overhead, overhead_cut = _overheads(source)
-        if (
-            overhead_cut <= cap_bytes
-            and len(text) <= cap_bytes - overhead
-            and _cleans_to_itself(text)
-        ):
-            # Within the scan window and, ASCII, within the cap: the block the steps below
-            # make (the text as it is, nothing cut, nothing stripped, no suspicion).
-            return _fenced(text, source=source, truncated=False, stripped=(), suspicions=())
+    if not judge and _fits_as_is(text, source=source, cap_bytes=cap_bytes):
+        # The block the steps below make: the text as it is, nothing cut, stripped or judged.
+        return _fenced(text, source=source, truncated=False, stripped=(), suspicions=())
     clean, truncated = _clean_within_cap(text, source=source, cap_bytes=cap_bytes)
     stripped = clean.stripped  # this call's own (each cleaning makes a new one)
     suspicions: tuple[Suspicion, ...] = ()
@@ -265,10 +258,8 @@ def fence_clean(text: str, *, cap_bytes: int = DEFAULT_CAP_BYTES, source: str = 
     suspicion rule, no flagger, no nonce. For text placed inside a block that is fenced
     (and judged, if at all) as a whole. (The cut leaves room for ``source``'s boundary lines,
     so pass the same ``source`` when equality with :func:`fence` matters for long text.)"""
-    overhead, overhead_cut = _overheads(source)
-    if overhead_cut <= cap_bytes and len(text) <= cap_bytes - overhead and _cleans_to_itself(text):
-        # Within the scan window and, ASCII, within the cap: what the steps below return.
-        return text
+    if _fits_as_is(text, source=source, cap_bytes=cap_bytes):
+        return text  # what the steps below return
     clean, truncated = _clean_within_cap(text, source=source, cap_bytes=cap_bytes)
     body, _ = _cut_body(clean.text, None, source=source, cap_bytes=cap_bytes, truncated=truncated)
     return body
@@ -425,6 +416,16 @@ def _clean_as_is(text: str) -> Counter[StripCategory] | None:
 def _only_tokens_could_change(text: str) -> bool:
     """Whether ``text`` is ASCII that only the first pass's token stripping could change."""
     return text.isascii() and not text.encode("ascii").translate(None, _TOKENS_ONLY_ASCII)
+
+
+def _fits_as_is(text: str, *, source: str, cap_bytes: int) -> bool:
+    """Whether ``text`` comes out of the cleaning and the cut as it went in: it cleans to
+    itself (``_cleans_to_itself``) and, being ASCII, fits ``cap_bytes`` with ``source``'s
+    boundary lines (so it is within the scan window too)."""
+    overhead, overhead_cut = _overheads(source)
+    return (
+        overhead_cut <= cap_bytes and len(text) <= cap_bytes - overhead and _cleans_to_itself(text)
+    )
 
 
 def _cleans_to_itself(text: str) -> bool:
