@@ -102,9 +102,7 @@ from rooms.sealing import (
     ROOM_CHARTER,
     ROOM_PURPOSE,
     WHISPER_TEXT,
-    is_sealed,
     one_hop,
-    room_content_open,
     room_texts_open,
 )
 from rooms.untrusted import (
@@ -726,9 +724,8 @@ def _recent(
 def _opened_text(value: str, *, column: str, room_id: UUID) -> str:
     """A sealed text column as raw SQL read it, opened (``room_text_open`` without the
     ``OpenedText`` wrapper a model row needs: ``room_content_open`` checks the room)."""
-    if not is_sealed(value):
-        return value  # a legacy unsealed row reads as it is
-    return room_content_open(sealed=value, column=column, room_id=room_id).decode("utf-8")
+    (text,) = room_texts_open([value], column=column, room_id=room_id)
+    return text
 
 
 def _recent_opened(

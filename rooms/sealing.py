@@ -300,33 +300,14 @@ def room_content_open(*, sealed: str, column: str, room_id: UUID | None = None) 
 
 def room_texts_open(values: Sequence[str], *, column: str, room_id: UUID) -> list[str]:
     """Texts of ``room_id``'s sealed text ``column`` as raw SQL read them (a turn's messages),
-    each opened as ``room_content_open(room_id=...)`` opens it, in order, and decoded (a legacy
-    unsealed value reads as it is). The same checks fail the same way on the first value that
-    fails; what a batch saves is the per-value look-ups: the associated data is built once,
-    and the opening key is looked up again only when a value names another key than the one
-    before it (every value of a room's column names the room's one key, found once per hop
-    by ``_opening_key_in_hop``, which read its destroyed mark)."""
-    room_raw = room_id.bytes
-    aad = _aad_raw(column, room_raw)
-    opened: list[str] = []
-    key_raw: bytes | None = None
-    aead: Any = None
-    for value in values:
-        if not is_sealed(value):
-            opened.append(value)
-            continue
-        raw = _open(value)
-        if raw[:16] != room_raw:
-            raise _refused("it was sealed for another room")
-        if raw[16:32] != key_raw:
-            key_raw = raw[16:32]
-            aead = _opening_key_in_hop(key_raw, room_raw)
-        try:
-            plain = aead.decrypt(raw[32:_HEAD], raw[_HEAD:], aad)
-        except InvalidTag:
-            raise _refused("it was altered, or copied from another column") from None
-        opened.append(plain.decode("utf-8"))
-    return opened
+    each opened by ``room_content_open(room_id=...)`` and decoded, in order; a legacy
+    unsealed value reads as it is."""
+    return [
+        room_content_open(sealed=value, column=column, room_id=room_id).decode("utf-8")
+        if is_sealed(value)
+        else value
+        for value in values
+    ]
 
 
 # base64url to the standard alphabet, as base64.urlsafe_b64decode translates it.
