@@ -489,27 +489,6 @@ class RoomSlips:
         default_factory=dict
     )
 
-    def verdict(
-        self,
-        *,
-        owner_id: Any,
-        agent_id: UUID,
-        resource: str,
-        operation: str,
-        recipient: str,
-        now: datetime,
-    ) -> tuple[CapabilityVerdict, UseRecord | None]:
-        """As ``capability_verdict``, from this turn's read; any error is a denial."""
-        (verdict,) = self.verdicts(
-            owner_id=owner_id,
-            agent_id=agent_id,
-            resource=resource,
-            operations=(operation,),
-            recipient=recipient,
-            now=now,
-        )
-        return verdict
-
     def verdicts(
         self,
         *,
@@ -520,9 +499,9 @@ class RoomSlips:
         recipient: str,
         now: datetime,
     ) -> list[tuple[CapabilityVerdict, UseRecord | None]]:
-        """``verdict`` for each of ``operations`` (one item's records: a disclosure to the
-        owner's own agent asks two), the slip found and its own rules judged once for them.
-        Any error is a denial of each."""
+        """As ``capability_verdict`` for each of ``operations`` (one item's records: a
+        disclosure to the owner's own agent asks two), from this turn's read, the slip found
+        and its own rules judged once for them. Any error is a denial of each."""
         place = (str(owner_id), agent_id)
         checked = self.slips.get(place)
         if checked is None:

@@ -202,20 +202,20 @@ def test_a_slips_own_rules_are_judged_for_each_second_asked(make_open_room: Any)
             "owner_id": setup.a.owner.pk,
             "agent_id": setup.a.agent.id,
             "resource": "food_likes",
-            "operation": "disclose",
+            "operations": ("disclose",),
             "recipient": "peer_agent",
         }
         before = datetime.fromtimestamp(slip.expires_at - 1, tz=UTC)
         after = datetime.fromtimestamp(slip.expires_at, tz=UTC)
-        assert slips.verdict(**ask, now=before)[0].rule == "cleared"
-        assert slips.verdict(**ask, now=after)[0].rule == "slip_expired"
-        assert slips.verdict(**{**ask, "resource": "allergies"}, now=after)[0].rule == (
+        assert slips.verdicts(**ask, now=before)[0][0].rule == "cleared"
+        assert slips.verdicts(**ask, now=after)[0][0].rule == "slip_expired"
+        assert slips.verdicts(**{**ask, "resource": "allergies"}, now=after)[0][0].rule == (
             "slip_expired"
         )
-        assert slips.verdict(**ask, now=before)[0].rule == "cleared"
+        assert slips.verdicts(**ask, now=before)[0][0].rule == "cleared"
         # Nor is it reused for another request: the same slip asked for another agent.
         other = {**ask, "agent_id": setup.b.agent.id}
-        assert slips.verdict(**other, now=before)[0].rule == "no_slip"
+        assert slips.verdicts(**other, now=before)[0][0].rule == "no_slip"
 
 
 @pytest.mark.parametrize("change", ["none", "exhausted", "capability_expired", "forged"])

@@ -251,11 +251,11 @@ def test_a_turns_decisions_and_verdicts_cannot_be_changed_after_the_fact(
         first.decision.rule = "cleared"  # type: ignore[misc]
     with transaction.atomic():
         slips = verification.room_slips_read(room_id=setup.room.id, tier="collaborative", lock=True)
-        verdict, record = slips.verdict(
+        ((verdict, record),) = slips.verdicts(
             owner_id=setup.a.owner.pk,
             agent_id=setup.a.agent.id,
             resource="food_likes",
-            operation="disclose",
+            operations=("disclose",),
             recipient="peer_agent",
             now=timezone.now(),
         )
