@@ -121,15 +121,13 @@ def rooms_swept(room_ids: list[UUID], agent_ids: Mapping[Any, UUID] | None = Non
     longer seated is not kept. Every seat is still read, every sweep."""
     q = connection.ops.quote_name
     member, room, agent = (q(model._meta.db_table) for model in (RoomMember, Room, Agent))
+    pk = Room._meta.pk
+    assert pk is not None
     known = agent_ids or {}
-    # The rooms' ids in the form they are stored in, as the primary key's get_db_prep_value
-    # gives it (UUIDField: the UUID where the database has the type, else its hex), without
-    # its per-value checks: these are our own UUIDs, a thousand a sweep.
-    native = connection.features.has_native_uuid_field
     swept = Swept({}, {}, {})
     for start in range(0, len(room_ids), ROOMS_PER_STATEMENT):
         chunk = room_ids[start : start + ROOMS_PER_STATEMENT]
-        prepared: list[Any] = chunk if native else [r.hex for r in chunk]
+        prepared = [pk.get_db_prep_value(r, connection) for r in chunk]
         rooms = dict(zip(prepared, chunk, strict=True))
         marks = ", ".join(["%s"] * len(chunk))
         with connection.cursor() as cursor:
