@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.db.backends.sqlite3.base import SQLiteCursorWrapper as DjangoCursor
 
-from synapsia.db.sqlite3.base import SQLiteCursorWrapper, _qmark
+from synapsia.db.sqlite3.base import SQLiteCursorWrapper, _named, _qmark
 
 STATEMENTS = [
     "SELECT 1",
@@ -44,3 +44,16 @@ def test_the_connection_uses_it_and_binds_values_apart() -> None:
     info = _qmark.cache_info()
     # One text rewritten once, whatever the values: the values are never part of the key.
     assert (info.misses, info.hits, info.currsize) == (1, 2, 1)
+
+
+@pytest.mark.django_db
+def test_named_parameters_are_rewritten_once_per_text_and_names() -> None:
+    if connection.vendor != "sqlite":
+        pytest.skip("the embedded profile's backend")
+    _named.cache_clear()
+    with connection.cursor() as cursor:
+        for value in ("first", "second"):
+            cursor.execute("SELECT %(a)s, %(a)s || %(b)s", {"a": value, "b": "!"})
+            assert cursor.fetchone() == (value, f"{value}!")
+    info = _named.cache_info()
+    assert (info.misses, info.hits, info.currsize) == (1, 1, 1)
