@@ -450,8 +450,12 @@ class SayDesk:
     frame pays one hop and one transaction, as before. Runs handed in while a recording is
     under way wait for it and are then recorded together (``services.messages_say_runs``):
     one hop, one transaction and one commit for many sockets' messages, each message still
-    checked by its own statement. SQLite has one writer, so one recording at a time there;
-    PostgreSQL takes a few at once (their rooms locked in one order).
+    checked by its own statement. One recording at a time, on every database: SQLite has
+    one writer, and on PostgreSQL four at once left each hop ~2 frames (every frame arriving
+    while fewer than four ran started one), so a message cost a hop, a commit and a standing
+    statement of its own: one at a time halved the server's and the database's CPU a message
+    at one in flight (docs/benchmarks.md, "One recording at a time"). Other processes'
+    desks still record at once (their rooms locked in one order).
 
     An ``ack`` goes the same way: acks waiting when a hop starts are recorded in it, before
     its runs, in one transaction (each its own ``services.messages_ack`` statement, answered
@@ -471,15 +475,11 @@ class SayDesk:
         self._waiting: list[tuple[SayRun, int | None, asyncio.Future[SayRunResult]]] = []
         self._acks: list[tuple[Ack, asyncio.Future[bool]]] = []
         self._checks: list[tuple[standing.Reader, asyncio.Future[CloseCode | None]]] = []
-        self._recording = 0
+        self._recording = False
         # Standing statements run, for tests and the benchmark.
         self.standing_statements = 0
         # The hop's thread hand-off, made once per desk rather than once per hop.
         self._hop: Callable[..., Awaitable[Any]] | None = None
-
-    @staticmethod
-    def _concurrency() -> int:
-        return 1 if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else 4
 
     async def record(self, run: SayRun, *, ack: int | None = None) -> SayRunResult:
         """Record a run of `say` frames, after ``ack`` (the ack riding its first frame): its
@@ -505,8 +505,8 @@ class SayDesk:
         return await future
 
     def _start(self) -> None:
-        if self._recording < self._concurrency():
-            self._recording += 1
+        if not self._recording:
+            self._recording = True
             asyncio.get_running_loop().create_task(self._record_waiting())
 
     async def _record_waiting(self) -> None:
@@ -560,7 +560,7 @@ class SayDesk:
                 # resends the frame ids and learns so (``duplicate``).
                 _settle([future for _, _, future in batch], results)
         finally:
-            self._recording -= 1
+            self._recording = False
 
 
 def _invalid_ack(ref: str) -> tuple[ErrorCode, str, str]:

@@ -48,8 +48,6 @@ async def test_acks_waiting_behind_a_hop_share_the_next_and_each_is_answered(
 
     monkeypatch.setattr(services, "messages_say_runs", slow_runs)
     monkeypatch.setattr(services, "messages_ack", counted_ack)
-    # One hop at a time (SQLite's; PostgreSQL's desk runs a few at once).
-    monkeypatch.setattr(SayDesk, "_concurrency", staticmethod(lambda: 1))
     desk = SayDesk()
     first = asyncio.create_task(desk.record((one.room.id, one.a.agent.id, [("a-2", "again")])))
     await asyncio.get_running_loop().run_in_executor(None, recording.wait, 5)
@@ -70,3 +68,44 @@ async def test_acks_waiting_behind_a_hop_share_the_next_and_each_is_answered(
 
     assert await sync_to_async(acked)(one) == 1
     assert await sync_to_async(acked)(two) == 1
+
+
+async def test_one_recording_at_a_time_and_what_waits_shares_the_next(
+    make_open_room: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On every database (both passes run this): runs handed in while a recording is under
+    way wait for it and are recorded together in one hop, never in a second hop beside it
+    (PostgreSQL's desk once ran four at once, each hop ~2 frames; see ``SayDesk``)."""
+    rooms = [await sync_to_async(make_open_room)(prefix=f"r{i}-") for i in range(3)]
+    hops: list[int] = []
+    under_way = 0
+    most_at_once = 0
+    recording = threading.Event()
+    real_runs = services.messages_say_runs
+
+    def slow_runs(*, runs: list[Any]) -> list[list[Any]]:
+        nonlocal under_way, most_at_once
+        under_way += 1
+        most_at_once = max(most_at_once, under_way)
+        hops.append(len(runs))
+        recording.set()
+        time.sleep(0.3)
+        try:
+            return real_runs(runs=runs)
+        finally:
+            under_way -= 1
+
+    monkeypatch.setattr(services, "messages_say_runs", slow_runs)
+    desk = SayDesk()
+    first = asyncio.create_task(
+        desk.record((rooms[0].room.id, rooms[0].a.agent.id, [("a-1", "hello")]))
+    )
+    await asyncio.get_running_loop().run_in_executor(None, recording.wait, 5)
+    behind = [
+        asyncio.create_task(desk.record((setup.room.id, setup.a.agent.id, [("a-1", "hi")])))
+        for setup in rooms[1:]
+    ]
+    recorded = [await first, *[await task for task in behind]]
+    assert [[m.seq for m in said or []] for said in recorded] == [[1], [1], [1]]
+    assert hops == [1, 2]
+    assert most_at_once == 1

@@ -51,7 +51,6 @@ async def test_checks_waiting_behind_a_hop_share_the_next_and_read_after_the_que
 
     monkeypatch.setattr(services, "messages_say_runs", slow_runs)
     monkeypatch.setattr(standing, "readers_standing", counted)
-    monkeypatch.setattr(SayDesk, "_concurrency", staticmethod(lambda: 1))
     desk = SayDesk()
     first = asyncio.create_task(desk.record((one.room.id, one.a.agent.id, [("a-1", "hello")])))
     await asyncio.get_running_loop().run_in_executor(None, recording.wait, 5)
