@@ -7,6 +7,7 @@ failure behaviour (nothing recorded, the caller's block rolled back) and the sam
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 from uuid import UUID
@@ -261,3 +262,44 @@ def test_a_head_signed_in_the_append_is_the_row_the_orm_stored(
     assert len(written) == 2
     assert written == by_orm
     assert ledger_verify_room(room_id=room_id).ok
+
+
+def test_a_turns_insert_stays_within_the_drivers_kept_parses() -> None:
+    """A turn's 11 events are written with at most 50 parameters: psycopg keeps its parse of
+    a statement's placeholders only up to that many (``MAX_CACHED_STATEMENT_PARAMS``), and
+    parsed the 55 of a parameter per row's seq again on every execute (~150 us a turn). Each
+    row's number is the batch's first plus its place; the rows are the chain's."""
+    from psycopg import _queries  # the driver's own limit, so a new psycopg is noticed
+
+    room_id = uuid.uuid4()
+    with transaction.atomic():
+        first = ledger_append(room_id=room_id, event=_awkward_events()[0])
+    sent: list[Any] = []
+
+    def statement(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "INSERT INTO" in sql:
+            sent.append(params)
+        return execute(sql, params, many, context)
+
+    events = [*(_awkward_events()[1:2] * 10), _awkward_events()[2]]
+    with transaction.atomic(), connection.execute_wrapper(statement):
+        appended = ledger_append_many(
+            room_id=room_id, events=events, head_seen=(first.seq, first.hash)
+        )
+    assert [a.seq for a in appended] == list(range(2, 13))
+    assert len(sent) == 1
+    assert len(sent[0]) <= _queries.MAX_CACHED_STATEMENT_PARAMS
+    stored = LedgerEvent.objects.filter(room_id=room_id).order_by("seq")
+    assert list(stored.values_list("seq", flat=True)) == list(range(1, 13))
+    assert ledger_verify_room(room_id=room_id).ok
+
+
+def test_a_batch_not_numbered_one_by_one_is_refused_and_writes_nothing() -> None:
+    """The insert numbers each row as the first plus its place: a batch numbered otherwise
+    (never made by ``_chained``) is refused before anything is written."""
+    room_id = uuid.uuid4()
+    batch, _appended = services._chained(room_id, _awkward_events(), (0, GENESIS_HASH))
+    gapped = dataclasses.replace(batch, seqs=[1, 2, 4, 5])
+    with pytest.raises(LedgerAppendError), transaction.atomic():
+        services._events_insert(connection, gapped)
+    assert _stored(room_id) == []
