@@ -1,9 +1,9 @@
 """A turn's decisions (``decide_turn_guarded``) still run every check, live, from the turn's
 one read: each slip's signature and key, the lookup columns, the slip's and each
 capability's expiry at the turn's clock, the records and their uses. The slip's own rules
-are judged once per slip and second of a turn (``RoomSlips``), never for another second; and
-each turn decision says what the one-request path (``decide`` of a ``DisclosureRequest``,
-which re-reads everything) says of the same item.
+are judged once per slip and second of a turn (``RoomSlips``), never for another second.
+(That each turn decision is the one-request path's, under these changes and more, is
+tests/gatekeeper/test_turn_decision_parity.py's.)
 
 Each test changes the record the way an attacker with database access, the clock or the
 owner would, and asserts the very next decision refuses what the change took away."""
@@ -15,49 +15,27 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from gatekeeper.decision import (
-    Outcome,
-    RoomFacts,
-    TurnDecisions,
-    TurnDisclosures,
-    decide,
-    decide_turn_guarded,
-)
+from gatekeeper.decision import Outcome
 from slips import services as slip_services
 from slips.models import Slip, SlipCapability
 from slips.verification import room_slips_read
+from tests.gatekeeper.turn_helpers import (
+    SOON,
+    capability_record,
+    slip_column,
+    turn_decided,
+    turn_rules,
+)
 from tests.slips.conftest import seat_slip_sign
 
 pytestmark = pytest.mark.django_db
 
-SOON = 600  # seconds: the short-lived capability's lifetime
-
 
 def _peer(kind: str, **extra: Any) -> dict[str, Any]:
-    scope = {"neighbourhood": "name", "budget": "range"}.get(kind, "list")
-    return {
-        "resource": kind,
-        "operation": "disclose",
-        "recipient": "peer_agent",
-        "scope": scope,
-        "approval": "none",
-        "max_uses": 50,
-        **extra,
-    }
-
-
-def _own_read(kind: str) -> dict[str, Any]:
-    return {
-        "resource": kind,
-        "operation": "read",
-        "recipient": "own_agent",
-        "scope": "range",
-        "approval": "none",
-        "max_uses": 50,
-    }
+    return capability_record(kind, "disclose", "peer_agent", **extra)
 
 
 def _setup(make_open_room: Any) -> tuple[Any, Any, Slip]:
@@ -70,42 +48,9 @@ def _setup(make_open_room: Any) -> tuple[Any, Any, Slip]:
         setup.room.id,
         [_peer("food_likes"), _peer("allergies"), _peer("neighbourhood", expires_at=soon)],
     )
-    seat_slip_sign(setup.b, setup.room.id, [_own_read("budget")])
+    seat_slip_sign(setup.b, setup.room.id, [capability_record("budget", "read", "own_agent")])
     slip = Slip.objects.get(room_id=setup.room.id, owner=setup.a.owner, superseded_at=None)
     return setup, key, slip
-
-
-def _request(setup: Any) -> TurnDisclosures:
-    return TurnDisclosures(
-        room=RoomFacts(room_id=setup.room.id, state="open"),
-        recipient_agent_id=setup.b.agent.id,
-        recipient_owner_id=setup.b.owner.pk,
-        recipient_revoked=False,
-        recipient_active=True,
-        peer=(setup.a.owner.pk, setup.a.agent.id),
-        tier="collaborative",
-    )
-
-
-def _turn(setup: Any) -> TurnDecisions:
-    with transaction.atomic():  # the turn's read locks the use counters
-        return decide_turn_guarded(_request(setup))
-
-
-def _rules(decided: TurnDecisions) -> dict[tuple[str, str], str]:
-    return {(d.request.recipient, d.request.resource): d.decision.rule for d in decided.items}
-
-
-def _write(sql: str, params: list[Any]) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-
-
-def _slip_column(slip: Slip, column: str, value: Any) -> None:
-    _write(
-        f"UPDATE {Slip._meta.db_table} SET {column} = %s WHERE id = %s",  # noqa: S608
-        [value, Slip._meta.pk.get_db_prep_value(slip.id, connection)],
-    )
 
 
 def _at(monkeypatch: pytest.MonkeyPatch, moment: datetime) -> None:
@@ -122,17 +67,17 @@ ALL_CLEARED = {
 
 def test_the_positive_control_clears_every_kind(make_open_room: Any) -> None:
     setup, _key, _slip = _setup(make_open_room)
-    decided = _turn(setup)
+    decided = turn_decided(setup)
     assert decided.error is None
-    assert _rules(decided) == ALL_CLEARED
+    assert turn_rules(decided) == ALL_CLEARED
     assert all(d.decision.outcome is Outcome.ALLOW for d in decided.items)
 
 
 def test_a_forged_signature_denies_every_use_under_that_slip_only(make_open_room: Any) -> None:
     setup, _key, slip = _setup(make_open_room)
-    assert _rules(_turn(setup)) == ALL_CLEARED
-    _slip_column(slip, "signature", bytes(64))
-    rules = _rules(_turn(setup))
+    assert turn_rules(turn_decided(setup)) == ALL_CLEARED
+    slip_column(slip, "signature", bytes(64))
+    rules = turn_rules(turn_decided(setup))
     assert rules == {
         ("own_agent", "budget"): "cleared",  # Bob's own slip still verifies
         ("peer_agent", "allergies"): "bad_signature",
@@ -143,22 +88,24 @@ def test_a_forged_signature_denies_every_use_under_that_slip_only(make_open_room
 
 def test_one_flipped_payload_byte_is_refused_on_the_next_turn(make_open_room: Any) -> None:
     setup, _key, slip = _setup(make_open_room)
-    assert _rules(_turn(setup)) == ALL_CLEARED
+    assert turn_rules(turn_decided(setup)) == ALL_CLEARED
     raw = bytes(slip.payload)
     tampered = raw.replace(b'"max_uses":50', b'"max_uses":90', 1)
     assert tampered != raw
-    _slip_column(slip, "payload", tampered)
-    assert {r for k, r in _rules(_turn(setup)).items() if k[0] == "peer_agent"} == {"bad_signature"}
+    slip_column(slip, "payload", tampered)
+    assert {r for k, r in turn_rules(turn_decided(setup)).items() if k[0] == "peer_agent"} == {
+        "bad_signature"
+    }
 
 
 def test_a_revoked_key_and_a_disagreeing_column_are_refused(make_open_room: Any) -> None:
     setup, key, slip = _setup(make_open_room)
-    _slip_column(slip, "nonce", "x" * 24)
-    assert _rules(_turn(setup))[("peer_agent", "food_likes")] == "binding_mismatch"
-    _slip_column(slip, "nonce", slip.nonce)
-    assert _rules(_turn(setup)) == ALL_CLEARED
+    slip_column(slip, "nonce", "x" * 24)
+    assert turn_rules(turn_decided(setup))[("peer_agent", "food_likes")] == "binding_mismatch"
+    slip_column(slip, "nonce", slip.nonce)
+    assert turn_rules(turn_decided(setup)) == ALL_CLEARED
     slip_services.key_revoke(owner=setup.a.owner, key_id=key.id)
-    assert _rules(_turn(setup))[("peer_agent", "food_likes")] == "key_revoked"
+    assert turn_rules(turn_decided(setup))[("peer_agent", "food_likes")] == "key_revoked"
 
 
 def test_a_capability_expires_at_its_own_time_and_the_slip_at_its_own(
@@ -167,12 +114,12 @@ def test_a_capability_expires_at_its_own_time_and_the_slip_at_its_own(
     setup, _key, slip = _setup(make_open_room)
     start = datetime.now(tz=UTC)
     _at(monkeypatch, start + timedelta(seconds=SOON + 5))
-    assert _rules(_turn(setup)) == {
+    assert turn_rules(turn_decided(setup)) == {
         **ALL_CLEARED,
         ("peer_agent", "neighbourhood"): "capability_expired",
     }
     _at(monkeypatch, datetime.fromtimestamp(slip.expires_at, tz=UTC))
-    rules = _rules(_turn(setup))
+    rules = turn_rules(turn_decided(setup))
     assert rules[("peer_agent", "food_likes")] == "slip_expired"
     assert rules[("peer_agent", "allergies")] == "slip_expired"
     assert rules[("peer_agent", "neighbourhood")] == "slip_expired"
@@ -180,11 +127,11 @@ def test_a_capability_expires_at_its_own_time_and_the_slip_at_its_own(
 
 def test_uses_are_read_live_and_the_most_telling_refusal_is_given(make_open_room: Any) -> None:
     setup, _key, slip = _setup(make_open_room)
-    assert _rules(_turn(setup)) == ALL_CLEARED
+    assert turn_rules(turn_decided(setup)) == ALL_CLEARED
     SlipCapability.objects.filter(slip=slip, resource="food_likes").update(uses_left=0)
     bobs = Slip.objects.get(room_id=setup.room.id, owner=setup.b.owner, superseded_at=None)
     SlipCapability.objects.filter(slip=bobs, resource="budget").update(uses_left=0)
-    rules = _rules(_turn(setup))
+    rules = turn_rules(turn_decided(setup))
     assert rules[("peer_agent", "food_likes")] == "uses_exhausted"
     assert rules[("peer_agent", "allergies")] == "cleared"
     # Towards his own agent both "read" and "disclose" are asked: the exhausted "read" record
@@ -216,23 +163,3 @@ def test_a_slips_own_rules_are_judged_for_each_second_asked(make_open_room: Any)
         # Nor is it reused for another request: the same slip asked for another agent.
         other = {**ask, "agent_id": setup.b.agent.id}
         assert slips.verdicts(**other, now=before)[0][0].rule == "no_slip"
-
-
-@pytest.mark.parametrize("change", ["none", "exhausted", "capability_expired", "forged"])
-def test_each_turn_decision_is_what_the_one_request_path_decides(
-    make_open_room: Any, monkeypatch: pytest.MonkeyPatch, change: str
-) -> None:
-    setup, _key, slip = _setup(make_open_room)
-    if change == "exhausted":
-        SlipCapability.objects.filter(slip=slip, resource="allergies").update(uses_left=0)
-    elif change == "capability_expired":
-        _at(monkeypatch, datetime.now(tz=UTC) + timedelta(seconds=SOON + 5))
-    elif change == "forged":
-        _slip_column(slip, "signature", bytes(64))
-    decided = _turn(setup)
-    assert len(decided.items) == 4
-    for d in decided.items:
-        alone = decide(d.request)
-        assert (d.decision.outcome, d.decision.rule) == (alone.outcome, alone.rule), d.request
-        assert d.decision.slip_id == alone.slip_id
-        assert d.decision.capability == alone.capability

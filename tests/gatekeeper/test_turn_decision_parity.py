@@ -12,38 +12,26 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 import slips.verification as verification
 from gatekeeper.decision import (
     Outcome,
-    RoomFacts,
-    TurnDecisions,
-    TurnDisclosures,
     decide,
-    decide_turn_guarded,
 )
 from slips import services as slip_services
 from slips.models import RoomTier, Slip, SlipCapability
+from tests.gatekeeper.turn_helpers import (
+    SOON,
+    capability_record,
+    slip_column,
+    turn_decided,
+    turn_rules,
+)
 from tests.slips.conftest import seat_slip_sign
 
 pytestmark = pytest.mark.django_db
-
-SOON = 600  # seconds: the short-lived capability's lifetime
-
-
-def _record(kind: str, operation: str, recipient: str, **extra: Any) -> dict[str, Any]:
-    scope = {"neighbourhood": "name", "budget": "range"}.get(kind, "list")
-    return {
-        "resource": kind,
-        "operation": operation,
-        "recipient": recipient,
-        "scope": scope,
-        "approval": "none",
-        "max_uses": 50,
-        **extra,
-    }
 
 
 def _setup(make_open_room: Any) -> tuple[Any, Any]:
@@ -57,19 +45,19 @@ def _setup(make_open_room: Any) -> tuple[Any, Any]:
         setup.a,
         setup.room.id,
         [
-            _record("food_likes", "disclose", "peer_agent"),
-            _record("allergies", "disclose", "peer_agent", approval="per_use"),
-            _record("neighbourhood", "disclose", "own_agent"),
-            _record("food_dislikes", "disclose", "both", expires_at=soon),
+            capability_record("food_likes", "disclose", "peer_agent"),
+            capability_record("allergies", "disclose", "peer_agent", approval="per_use"),
+            capability_record("neighbourhood", "disclose", "own_agent"),
+            capability_record("food_dislikes", "disclose", "both", expires_at=soon),
         ],
     )
     seat_slip_sign(
         setup.b,
         setup.room.id,
         [
-            _record("budget", "read", "own_agent"),
-            _record("budget", "disclose", "own_agent"),
-            _record("allergies", "read", "own_agent"),
+            capability_record("budget", "read", "own_agent"),
+            capability_record("budget", "disclose", "own_agent"),
+            capability_record("allergies", "read", "own_agent"),
         ],
     )
     return setup, alice_key
@@ -77,25 +65,6 @@ def _setup(make_open_room: Any) -> tuple[Any, Any]:
 
 def _live_slip(setup: Any, seat: Any) -> Slip:
     return Slip.objects.get(room_id=setup.room.id, owner=seat.owner, superseded_at=None)
-
-
-def _turn(setup: Any, tier: str = "collaborative") -> TurnDecisions:
-    with transaction.atomic():  # the turn's read locks the use counters
-        return decide_turn_guarded(
-            TurnDisclosures(
-                room=RoomFacts(room_id=setup.room.id, state="open"),
-                recipient_agent_id=setup.b.agent.id,
-                recipient_owner_id=setup.b.owner.pk,
-                recipient_revoked=False,
-                recipient_active=True,
-                peer=(setup.a.owner.pk, setup.a.agent.id),
-                tier=tier,
-            )
-        )
-
-
-def _rules(decided: TurnDecisions) -> dict[tuple[str, str], str]:
-    return {(d.request.recipient, d.request.resource): d.decision.rule for d in decided.items}
 
 
 def _record_id(slip: Slip, resource: str, operation: str) -> int:
@@ -138,13 +107,10 @@ def _change(change: str, setup: Any, key: Any, monkeypatch: pytest.MonkeyPatch) 
     elif change == "not_yet_valid":
         moment = datetime.fromtimestamp(alices.issued_at - 3600, tz=UTC)
         monkeypatch.setattr(timezone, "now", lambda: moment)
-    elif change in ("forged", "nonce_changed"):
-        column, value = ("signature", bytes(64)) if change == "forged" else ("nonce", "x" * 24)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {Slip._meta.db_table} SET {column} = %s WHERE id = %s",  # noqa: S608
-                [value, Slip._meta.pk.get_db_prep_value(alices.id, connection)],
-            )
+    elif change == "forged":
+        slip_column(alices, "signature", bytes(64))
+    elif change == "nonce_changed":
+        slip_column(alices, "nonce", "x" * 24)
     elif change == "key_revoked":
         slip_services.key_revoke(owner=setup.a.owner, key_id=key.id)
     elif change in ("room_only", "sandbox"):
@@ -161,9 +127,9 @@ def test_each_turn_decision_is_the_one_request_paths_with_the_record_that_pays(
 ) -> None:
     setup, key = _setup(make_open_room)
     tier = _change(change, setup, key, monkeypatch)
-    decided = _turn(setup, tier)
+    decided = turn_decided(setup, tier)
     assert decided.error is None
-    assert set(_rules(decided)) == {
+    assert set(turn_rules(decided)) == {
         ("own_agent", "allergies"),
         ("own_agent", "budget"),
         ("peer_agent", "allergies"),
@@ -192,7 +158,7 @@ def test_each_turn_decision_is_the_one_request_paths_with_the_record_that_pays(
 def test_the_rules_each_change_gives(make_open_room: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The parity above is not parity of two wrong answers: the rules themselves."""
     setup, key = _setup(make_open_room)
-    assert _rules(_turn(setup)) == {
+    assert turn_rules(turn_decided(setup)) == {
         ("own_agent", "allergies"): "cleared",
         ("own_agent", "budget"): "cleared",
         ("peer_agent", "allergies"): "approval_per_use",
@@ -204,14 +170,14 @@ def test_the_rules_each_change_gives(make_open_room: Any, monkeypatch: pytest.Mo
     SlipCapability.objects.filter(slip=bobs, resource="budget", operation="read").update(
         uses_left=0
     )
-    own = next(d for d in _turn(setup).items if d.request.resource == "budget")
+    own = next(d for d in turn_decided(setup).items if d.request.resource == "budget")
     # The "read" record is spent: the "disclose" one clears, and is the one that pays.
     assert own.decision.rule == "cleared"
     assert own.decision.record_id == _record_id(bobs, "budget", "disclose")
     SlipCapability.objects.filter(slip=bobs, resource="budget").update(uses_left=0)
-    assert _rules(_turn(setup))[("own_agent", "budget")] == "uses_exhausted"
+    assert turn_rules(turn_decided(setup))[("own_agent", "budget")] == "uses_exhausted"
     slip_services.key_revoke(owner=setup.a.owner, key_id=key.id)
-    rules = _rules(_turn(setup))
+    rules = turn_rules(turn_decided(setup))
     assert {r for (recipient, _), r in rules.items() if recipient == "peer_agent"} == {
         "key_revoked"
     }
@@ -230,10 +196,10 @@ def test_a_check_that_fails_for_one_item_denies_it_and_pauses_the_turn(
         return judge_use(checked, **kwargs)
 
     monkeypatch.setattr(verification, "_judge_use", failing)
-    decided = _turn(setup)
+    decided = turn_decided(setup)
     # The "read" record of the same item cleared; the failed check still denies the item.
     assert decided.error == "verification_error"
-    rules = _rules(decided)
+    rules = turn_rules(decided)
     assert rules[("own_agent", "budget")] == "verification_error"
     assert rules[("own_agent", "allergies")] == "cleared"
     assert rules[("peer_agent", "food_likes")] == "cleared"
@@ -243,7 +209,7 @@ def test_a_turns_decisions_and_verdicts_cannot_be_changed_after_the_fact(
     make_open_room: Any,
 ) -> None:
     setup, _key = _setup(make_open_room)
-    decided = _turn(setup)
+    decided = turn_decided(setup)
     first = decided.items[0]
     with pytest.raises(AttributeError):
         first.decision = first.decision  # type: ignore[misc]
