@@ -269,11 +269,21 @@ class RecordSweep:
     decides what it has handled). The same statement reads each room's seats, so a socket
     whose reader lost its standing is closed within a sweep even when its close
     announcement was lost and nothing is said.
+
+    Where the database can prove that nothing was committed since the previous sweep's
+    reading (SQLite's mark, ``rooms.standing.record_mark``) and no socket was watched since,
+    that reading is still the record's and every socket here was judged against it: the
+    statement is not run, and the sockets a lost bell left behind are woken as above. An
+    idle process then costs one pragma a sweep, whatever the number of its sockets.
     """
 
     def __init__(self) -> None:
         self._rooms: dict[UUID, set[Listener]] = {}
         self._seen: dict[UUID, int] = {}
+        # The previous reading's mark, and whether a socket was watched since it began
+        # (one the reading may not have judged).
+        self._mark: Any = None
+        self._watched_since = True
         # The seated agents' ids as the last sweep read them, with their UUIDs: parsed once,
         # not on every sweep (rooms.standing.rooms_swept).
         self._agent_ids: dict[Any, UUID] = {}
@@ -283,6 +293,7 @@ class RecordSweep:
 
     def watch(self, room_id: UUID, listener: Listener) -> None:
         self._rooms.setdefault(room_id, set()).add(listener)
+        self._watched_since = True
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -307,31 +318,52 @@ class RecordSweep:
         self._task = None
 
     async def sweep(self) -> None:
-        """One pass: one statement, then wake the sockets a lost bell left behind."""
+        """One pass: one statement (or, the record unchanged, one pragma), then wake the
+        sockets a lost bell left behind."""
         room_ids = list(self._rooms)
         if not room_ids:
             return
         from rooms.standing import rooms_swept  # standing imports models; keep it lazy
 
         engine = settings.DATABASES["default"]["ENGINE"]
-        latest, seats, self._agent_ids = await database_sync_to_async(
-            rooms_swept, thread_sensitive=engine.endswith("sqlite3")
-        )(room_ids, self._agent_ids)
+        since = None if self._watched_since else self._mark
+        self._watched_since = False  # a socket watched from here on sets it again
+        try:
+            swept = await database_sync_to_async(
+                rooms_swept, thread_sensitive=engine.endswith("sqlite3")
+            )(room_ids, self._agent_ids, since)
+        except BaseException:
+            self._watched_since = True  # nothing judged: the next sweep reads in full
+            raise
         self.sweeps += 1
+        if swept.unchanged:
+            for room_id, watching in list(self._rooms.items()):
+                self._wake_behind(watching, self._seen.get(room_id))
+            return
+        self._mark, self._agent_ids = swept.mark, swept.agent_ids
         for room_id in room_ids:
             listeners = self._rooms.get(room_id)
             if not listeners:
                 continue
-            room_seats = seats.get(room_id, [])
+            room_seats = swept.seats.get(room_id, [])
             previous = self._seen.get(room_id)
-            if room_id in latest:
-                self._seen[room_id] = latest[room_id]
+            if room_id in swept.latest:
+                self._seen[room_id] = swept.latest[room_id]
             for listener in list(listeners):
                 # The same statement read every reader's standing: one that lost it (its
                 # close announcement lost too) is closed even while nothing is said.
                 listener.swept(room_seats)
-                if previous is not None and listener.position < previous:
-                    listener.wake()
+            self._wake_behind(listeners, previous)
+
+    @staticmethod
+    def _wake_behind(listeners: set[Listener], previous: int | None) -> None:
+        """Wake the sockets still behind the seq the previous reading saw: their bell for
+        it was lost (one merely waiting for an event in flight is left alone)."""
+        if previous is None:
+            return
+        for listener in list(listeners):
+            if listener.position < previous:
+                listener.wake()
 
 
 _sweeps: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RecordSweep] = (

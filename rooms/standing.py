@@ -99,19 +99,60 @@ def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None
     return {reader: _verdict(reader, seats.get(reader.room_id, [])) for reader in wanted}
 
 
+class RecordMark(NamedTuple):
+    """Where the record stood when a sweep read it, as SQLite tells it: two equal marks
+    taken on the same connection mean nothing was committed to the database in between.
+
+    ``PRAGMA data_version`` changes whenever another connection (any thread or process)
+    commits, but not for the connection's own writes; ``total_changes`` counts those (rows
+    written, even if rolled back, which only errs towards reading again)."""
+
+    connection: Any  # the DB-API connection both numbers belong to
+    data_version: int
+    own_changes: int
+
+
+def record_mark() -> RecordMark | None:
+    """This connection's mark, or None where the database gives no such promise
+    (PostgreSQL: the write-ahead log's position moves before a commit is visible to a new
+    snapshot, so it cannot prove that a read saw everything committed before it)."""
+    if connection.vendor != "sqlite":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA data_version")
+        (version,) = cursor.fetchone()
+    raw = connection.connection
+    return RecordMark(raw, int(version), raw.total_changes)
+
+
 class Swept(NamedTuple):
     """What one record sweep read: each room's last sequence number, its seats, and the
-    seated agents' ids as stored, each with its UUID (for the next sweep's reading)."""
+    seated agents' ids as stored, each with its UUID (for the next sweep's reading); and
+    the record's mark taken before the reading (None: no mark on this database).
+    ``unchanged``: the mark equals the one given, so nothing was read (the previous
+    sweep's reading is still the record's)."""
 
     latest: dict[UUID, int]
     seats: dict[UUID, list[Seat]]
     agent_ids: dict[Any, UUID]
+    mark: RecordMark | None = None
+    unchanged: bool = False
 
 
-def rooms_swept(room_ids: list[UUID], agent_ids: Mapping[Any, UUID] | None = None) -> Swept:
+def rooms_swept(
+    room_ids: list[UUID],
+    agent_ids: Mapping[Any, UUID] | None = None,
+    since: RecordMark | None = None,
+) -> Swept:
     """For the record sweep: each room's last sequence number and its seats (as
     ``readers_standing`` reads them), one statement per ``ROOMS_PER_STATEMENT`` rooms. A
     room that is gone has neither.
+
+    ``since``: the mark the previous sweep's reading was taken at. When the record's mark
+    is the same (SQLite: nothing committed since), that reading is still exactly what the
+    statement would return, so it is not run: an idle process's sweep is one pragma. The
+    mark is taken before the statement, so a commit racing the reading moves the next mark
+    and the next sweep reads again.
 
     Parsing the ids as read (SQLite: hex text) to UUIDs was most of a sweep's CPU (two per
     seat; 13-14 ms a sweep of 1,000 rooms). The rooms' are not parsed: they are the ids
@@ -123,8 +164,11 @@ def rooms_swept(room_ids: list[UUID], agent_ids: Mapping[Any, UUID] | None = Non
     member, room, agent = (q(model._meta.db_table) for model in (RoomMember, Room, Agent))
     pk = Room._meta.pk
     assert pk is not None
+    mark = record_mark()
+    if since is not None and mark == since:
+        return Swept({}, {}, {}, mark, unchanged=True)
     known = agent_ids or {}
-    swept = Swept({}, {}, {})
+    swept = Swept({}, {}, {}, mark)
     for start in range(0, len(room_ids), ROOMS_PER_STATEMENT):
         chunk = room_ids[start : start + ROOMS_PER_STATEMENT]
         prepared = [pk.get_db_prep_value(r, connection) for r in chunk]

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers, get_channel_layer
 from django.db import connection
@@ -25,16 +26,10 @@ from django.test.utils import CaptureQueriesContext
 from rooms import flares, realtime, services, standing
 from rooms.models import FlareChoice, FlareReason, Room, RoomMember, RoomState
 from rooms.protocol import CloseCode
+from tests.rooms.conftest import SWEEP_SECONDS
 from tests.socket_frames import frame, join, say
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-SWEEP_SECONDS = 0.1
-
-
-@pytest.fixture
-def fast_sweep(settings: Any) -> None:
-    settings.SYNAPSIA = {**settings.SYNAPSIA, "CATCH_UP_SECONDS": 2 * SWEEP_SECONDS}
 
 
 def _drop(monkeypatch: pytest.MonkeyPatch, kinds: set[str]) -> list[str]:
@@ -149,6 +144,58 @@ async def test_a_silent_room_still_closes_a_revoked_agent_within_a_sweep(
     await b.disconnect()
 
 
+@pytest.mark.parametrize("writer", ["the sweep's connection", "another connection"])
+async def test_a_quiet_sweep_still_finds_a_revocation_committed_anywhere(
+    make_open_room: Any,
+    fast_sweep: None,
+    lost_closes: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    writer: str,
+) -> None:
+    """On SQLite an idle process's sweeps read only the record's mark; a revocation
+    committed on the sweep's own connection or on any other still makes the next sweep read
+    the seats, and the socket is closed though nothing is said and its close was lost."""
+    readings: list[bool] = []  # each sweep: True when it read nothing but the mark
+    real_rooms_swept = standing.rooms_swept
+
+    def rooms_swept(*args: Any) -> standing.Swept:
+        swept = real_rooms_swept(*args)
+        readings.append(swept.unchanged)
+        return swept
+
+    monkeypatch.setattr(standing, "rooms_swept", rooms_swept)
+    setup = await database_sync_to_async(make_open_room)()
+    a, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    if connection.vendor == "sqlite":  # quiet: the last two sweeps read only the mark
+        for _ in range(50):
+            if readings[-2:] == [True, True]:
+                break
+            await asyncio.sleep(SWEEP_SECONDS)
+        assert readings[-2:] == [True, True], readings
+
+    def revoke() -> None:
+        services.agent_revoke(owner=setup.b.owner, agent_id=setup.b.agent.id)
+
+    def revoke_elsewhere() -> None:
+        try:
+            revoke()
+        finally:
+            connection.close()  # this pool thread's own connection
+
+    quiet_until = len(readings)
+    if writer == "the sweep's connection":
+        await database_sync_to_async(revoke)()
+    else:
+        await sync_to_async(revoke_elsewhere, thread_sensitive=False)()
+    assert "agent.revoked" in lost_closes
+    assert await _closed_with_nothing_before(b) == CloseCode.UNAUTHENTICATED
+    assert False in readings[quiet_until:]  # a sweep read the seats again
+    await a.send_json_to(frame("ping", {}, "p-1"))
+    assert (await a.receive_json_from(timeout=5))["type"] == "pong"  # a, in standing, stays
+    await a.disconnect()
+    await b.disconnect()
+
+
 async def test_a_deleted_room_closes_its_sockets_within_a_sweep(
     make_open_room: Any, fast_sweep: None
 ) -> None:
@@ -255,7 +302,7 @@ def test_standing_verdicts_follow_the_record(make_open_room: Any, make_owner: An
 
 @pytest.mark.parametrize("rooms", [1, 6])
 def test_one_statement_checks_every_reader(make_open_room: Any, rooms: int) -> None:
-    readers = []
+    readers: list[standing.Reader] = []
     for n in range(rooms):
         readers += _readers(make_open_room(prefix=f"s{n}-"))
     with CaptureQueriesContext(connection) as queries:

@@ -3,10 +3,13 @@ sweep, whatever the previous sweep's ids it is given."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
 import pytest
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 
 from rooms import services, standing
 from rooms.models import RoomMember
@@ -65,3 +68,82 @@ def test_a_room_that_is_gone_has_neither_number_nor_seats(make_open_room: Any) -
     swept = standing.rooms_swept([setup.room.id, missing])
     assert missing not in swept.latest and missing not in swept.seats
     assert setup.room.id in swept.latest
+
+
+# --- the record's mark: a sweep reads nothing only when nothing was committed since ------
+
+sqlite_only = pytest.mark.skipif(
+    connection.vendor != "sqlite", reason="SQLite's mark; PostgreSQL has none (next test)"
+)
+
+
+def _in_another_connection(work: Any) -> None:
+    """``work`` on a thread of its own, so on a connection of its own (committed there)."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # re-raised on the test's thread
+            failure.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive() and not failure, failure
+
+
+@sqlite_only
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("writer", ["this connection", "another connection"])
+def test_a_reading_is_skipped_only_while_nothing_is_committed(
+    make_open_room: Any, writer: str
+) -> None:
+    setup = make_open_room()
+    room_id, bob = setup.room.id, setup.b.owner
+    first = standing.rooms_swept([room_id])
+    assert first.mark is not None and not first.unchanged
+    with CaptureQueriesContext(connection) as idle:
+        again = standing.rooms_swept([room_id], first.agent_ids, first.mark)
+    assert again.unchanged and again.mark == first.mark
+    assert [q["sql"] for q in idle.captured_queries] == ["PRAGMA data_version"]
+
+    def revoke() -> None:
+        services.agent_revoke(owner=bob, agent_id=setup.b.agent.id)
+
+    if writer == "this connection":
+        revoke()
+    else:
+        _in_another_connection(revoke)
+    after = standing.rooms_swept([room_id], first.agent_ids, first.mark)
+    assert not after.unchanged and after.mark != first.mark
+    revoked = {s.owner_id: s.agent_revoked for s in after.seats[room_id]}
+    assert revoked == {setup.a.owner.id: False, bob.id: True}
+    # And quiet again from the new reading on.
+    assert standing.rooms_swept([room_id], after.agent_ids, after.mark).unchanged
+
+
+@sqlite_only
+@pytest.mark.django_db(transaction=True)
+def test_a_mark_from_another_connection_never_skips_a_reading(make_open_room: Any) -> None:
+    """The numbers belong to one connection: reopened (or another thread's), it reads."""
+    setup = make_open_room()
+    first = standing.rooms_swept([setup.room.id])
+    connection.close()
+    reopened = standing.rooms_swept([setup.room.id], first.agent_ids, first.mark)
+    assert not reopened.unchanged and reopened.latest == first.latest
+    # A forged mark with the same numbers on a connection that is not this one.
+    assert reopened.mark is not None
+    forged = reopened.mark._replace(connection=object())
+    assert not standing.rooms_swept([setup.room.id], None, forged).unchanged
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the production profile's")
+def test_postgresql_gives_no_mark_so_every_sweep_reads(make_open_room: Any) -> None:
+    setup = make_open_room()
+    first = standing.rooms_swept([setup.room.id])
+    assert first.mark is None
+    again = standing.rooms_swept([setup.room.id], first.agent_ids, first.mark)
+    assert not again.unchanged and again.latest == first.latest
