@@ -28,7 +28,6 @@ import logging
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from django.apps import apps
 from django.conf import settings
@@ -318,18 +317,19 @@ def tools_effective(
     return frozenset(allowed)
 
 
-def tool_descriptors_for(
+def tool_specs_for(
     *,
     agent_id: uuid.UUID | str,
     advisor_only: bool,
     declared_tools: list[str] | None,
     slip_cleared: frozenset[str] | None,
-) -> list[dict[str, Any]]:
-    """MCP tool definitions of exactly the effective tools, by name (others are not listed)."""
+) -> list[ToolSpec]:
+    """Exactly the effective tools, by name (others are not listed): each one's
+    ``descriptor()`` is its MCP tool definition."""
     names = tools_effective(
         agent_id=agent_id,
         advisor_only=advisor_only,
         declared_tools=declared_tools,
         slip_cleared=slip_cleared,
     )
-    return [_spec(name).descriptor() for name in sorted(names)]
+    return [_spec(name) for name in sorted(names)]

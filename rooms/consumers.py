@@ -95,6 +95,7 @@ from rooms.protocol import (
     frame_json,
     new_frame_id,
     parse_client_frame,
+    welcome_json,
 )
 from slips.selectors import slip_in_force
 from synapsia_protocol.codes import retry_hint
@@ -906,24 +907,29 @@ class RoomConsumer(AsyncWebsocketConsumer):
         """The welcome, the backlog and where the socket starts, from what the handshake read
         (the room and the agent are not read again); a read with nothing to find is skipped."""
         participant, room = admission.participant, admission.room
-        welcome = WelcomeFrame(
-            type="welcome",
-            id=new_frame_id(),
-            body=WelcomeBody(
-                room=RoomSummary(
-                    id=room.id,
-                    purpose=room.purpose,
-                    charter=room.charter,
-                    state=room.state,
-                    terms=room.terms,
+        # The tools decided now; each written from its definition's text, not parsed again.
+        listed = [spec.descriptor_json() for spec in handshake.tools_listed(admission)]
+        welcome = welcome_json(
+            WelcomeFrame(
+                type="welcome",
+                id=new_frame_id(),
+                body=WelcomeBody(
+                    room=RoomSummary(
+                        id=room.id,
+                        purpose=room.purpose,
+                        charter=room.charter,
+                        state=room.state,
+                        terms=room.terms,
+                    ),
+                    participant=participant.kind,
+                    agent_id=participant.agent_id,
+                    acked_seq=participant.acked_seq,
+                    max_frame_bytes=settings.SYNAPSIA["MAX_FRAME_BYTES"],
+                    tools=[],
                 ),
-                participant=participant.kind,
-                agent_id=participant.agent_id,
-                acked_seq=participant.acked_seq,
-                max_frame_bytes=settings.SYNAPSIA["MAX_FRAME_BYTES"],
-                tools=handshake.tools_listed(admission),
             ),
-        ).model_dump_json()
+            listed,
+        )
         for_agent = participant.kind == "agent"
         after = participant.acked_seq if for_agent else max(0, room.last_seq - OWNER_BACKLOG)
         # A message's seq is taken from the room's last_seq, so none past the one the handshake

@@ -28,7 +28,8 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.http.request import validate_host
 from django.utils import timezone
 
-from gatekeeper.policy import tool_descriptors_for
+from gatekeeper.policy import tool_specs_for
+from gatekeeper.tools.spec import ToolSpec
 from ledger.events import Join
 from ledger.models import LedgerHead
 from ledger.services import LedgerAppendError, ledger_append_many
@@ -326,9 +327,10 @@ def _room_texts(room_id: UUID, purpose: Any, charter: Any) -> tuple[str, str]:
         )
 
 
-def tools_listed(admission: Admission, *, now: datetime | None = None) -> list[dict[str, Any]]:
+def tools_listed(admission: Admission, *, now: datetime | None = None) -> list[ToolSpec]:
     """MCP definitions of the tools an agent is listed on connect: tool policy ∩ the tools of
-    its owner's live slip for it ∩ its own hints; owners' sockets get none.
+    its owner's live slip for it ∩ its own hints; owners' sockets get none (each one's
+    ``descriptor()`` is its definition).
 
     The slip counts only if it verifies now: its signature over the stored bytes, its key's
     owner and revocation, the lookup columns against the signed bytes and its expiry, checked
@@ -356,7 +358,7 @@ def tools_listed(admission: Admission, *, now: datetime | None = None) -> list[d
         if signed is not None and now_s < signed.expires_at
         else frozenset()
     )
-    return tool_descriptors_for(
+    return tool_specs_for(
         agent_id=participant.agent_id,
         advisor_only=admission.advisor_only,
         declared_tools=admission.declared_tools,

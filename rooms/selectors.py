@@ -90,7 +90,7 @@ def tools_listed(*, participant: Participant) -> list[dict[str, Any]]:
         declared_tools=agent.declared_tools,
         slip_live=True,  # read and checked by the listing itself
     )
-    return handshake.tools_listed(admission)
+    return [spec.descriptor() for spec in handshake.tools_listed(admission)]
 
 
 # --- the room in words (the owner's room page and the grants they decide) ----------------

@@ -75,6 +75,7 @@ from synapsia_protocol.wire import (
     new_frame_id,
     parse_client_frame,
     parse_server_frame,
+    welcome_json,
 )
 
 __version__ = "1.0.0"
@@ -147,4 +148,5 @@ __all__ = [
     "new_frame_id",
     "parse_client_frame",
     "parse_server_frame",
+    "welcome_json",
 ]

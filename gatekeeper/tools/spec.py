@@ -120,3 +120,7 @@ class ToolSpec:
         and change it), from the one built when the tool was registered."""
         described: dict[str, Any] = json.loads(self._descriptor_json)
         return described
+
+    def descriptor_json(self) -> str:
+        """The same definition as JSON text (built once, when the tool was registered)."""
+        return self._descriptor_json

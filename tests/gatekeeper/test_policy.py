@@ -15,10 +15,10 @@ from gatekeeper.errors import ToolPolicyError
 from gatekeeper.models import ToolPolicyRule
 from gatekeeper.policy import (
     PolicyVerdict,
-    tool_descriptors_for,
     tool_hints_validate,
     tool_policy_allows,
     tool_policy_file_load,
+    tool_specs_for,
     tool_verdict,
     tools_effective,
 )
@@ -258,15 +258,16 @@ def test_hints_are_validated_at_registration() -> None:
 
 def test_listing_shows_only_the_effective_tools(policy: Any) -> None:
     policy("deny_all", {"version": 1, "agents": {AGENT: {"allow": ["propose_time", "spend"]}}})
-    listed = tool_descriptors_for(
-        agent_id=AGENT, advisor_only=False, declared_tools=None, slip_cleared=None
-    )
+    listed = [
+        spec.descriptor()
+        for spec in tool_specs_for(
+            agent_id=AGENT, advisor_only=False, declared_tools=None, slip_cleared=None
+        )
+    ]
     assert [d["name"] for d in listed] == ["propose_time", "spend"]
     assert all("inputSchema" in d and "annotations" in d for d in listed)
     assert (
-        tool_descriptors_for(
-            agent_id=OTHER, advisor_only=False, declared_tools=None, slip_cleared=None
-        )
+        tool_specs_for(agent_id=OTHER, advisor_only=False, declared_tools=None, slip_cleared=None)
         == []
     )
 
