@@ -270,11 +270,11 @@ class RecordSweep:
     whose reader lost its standing is closed within a sweep even when its close
     announcement was lost and nothing is said.
 
-    Where the database can prove that nothing was committed since the previous sweep's
-    reading (SQLite's mark, ``rooms.standing.record_mark``) and no socket was watched since,
+    When the database shows that nothing was committed since the previous sweep's reading
+    (the record's mark, ``rooms.standing.record_mark``) and no socket was watched since,
     that reading is still the record's and every socket here was judged against it: the
     statement is not run, and the sockets a lost bell left behind are woken as above. An
-    idle process then costs one pragma a sweep, whatever the number of its sockets.
+    idle process then costs one small statement a sweep, whatever the number of its sockets.
     """
 
     def __init__(self) -> None:
@@ -318,8 +318,8 @@ class RecordSweep:
         self._task = None
 
     async def sweep(self) -> None:
-        """One pass: one statement (or, the record unchanged, one pragma), then wake the
-        sockets a lost bell left behind."""
+        """One pass: the record's mark and one statement (or, the record unchanged, the mark
+        alone), then wake the sockets a lost bell left behind."""
         room_ids = list(self._rooms)
         if not room_ids:
             return

@@ -100,42 +100,44 @@ def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None
 
 
 class RecordMark(NamedTuple):
-    """Where the record stood when a sweep read it, as SQLite tells it: two equal marks
-    taken on the same connection mean nothing was committed to the database in between.
+    """Where the record stood when a sweep read it: two equal marks mean nothing was
+    committed to the database in between, so a reading made between them is still exact.
 
-    ``PRAGMA data_version`` changes whenever another connection (any thread or process)
-    commits, but not for the connection's own writes; ``total_changes`` counts those (rows
-    written, even if rolled back, which only errs towards reading again)."""
+    SQLite: ``PRAGMA data_version`` changes whenever another connection (any thread or
+    process) commits, but not for the connection's own writes; ``total_changes`` counts
+    those (rows written, even if rolled back, which only errs towards reading again). Both
+    belong to one connection. PostgreSQL: the snapshot (``pg_current_snapshot()``: the
+    transactions in progress and the next one's id), which any commit anywhere in the
+    cluster changes, and which decides everything a statement can see."""
 
-    connection: Any  # the DB-API connection both numbers belong to
-    data_version: int
-    own_changes: int
+    connection: Any  # SQLite: the DB-API connection the numbers belong to; PostgreSQL: None
+    position: tuple[int, int] | str
 
 
-def record_mark() -> RecordMark | None:
-    """This connection's mark, or None where the database gives no such promise
-    (PostgreSQL: the write-ahead log's position moves before a commit is visible to a new
-    snapshot, so it cannot prove that a read saw everything committed before it)."""
-    if connection.vendor != "sqlite":
-        return None
+def record_mark() -> RecordMark:
+    """The record's mark now (``RecordMark``), in one statement."""
     with connection.cursor() as cursor:
-        cursor.execute("PRAGMA data_version")
-        (version,) = cursor.fetchone()
-    raw = connection.connection
-    return RecordMark(raw, int(version), raw.total_changes)
+        if connection.vendor == "sqlite":
+            cursor.execute("PRAGMA data_version")
+            (version,) = cursor.fetchone()
+            raw = connection.connection
+            return RecordMark(raw, (int(version), raw.total_changes))
+        cursor.execute("SELECT pg_current_snapshot()::text")
+        (snapshot,) = cursor.fetchone()
+        return RecordMark(None, str(snapshot))
 
 
 class Swept(NamedTuple):
     """What one record sweep read: each room's last sequence number, its seats, and the
     seated agents' ids as stored, each with its UUID (for the next sweep's reading); and
-    the record's mark taken before the reading (None: no mark on this database).
+    the record's mark taken before the reading.
     ``unchanged``: the mark equals the one given, so nothing was read (the previous
     sweep's reading is still the record's)."""
 
     latest: dict[UUID, int]
     seats: dict[UUID, list[Seat]]
     agent_ids: dict[Any, UUID]
-    mark: RecordMark | None = None
+    mark: RecordMark
     unchanged: bool = False
 
 
@@ -149,8 +151,8 @@ def rooms_swept(
     room that is gone has neither.
 
     ``since``: the mark the previous sweep's reading was taken at. When the record's mark
-    is the same (SQLite: nothing committed since), that reading is still exactly what the
-    statement would return, so it is not run: an idle process's sweep is one pragma. The
+    is the same (nothing committed since), that reading is still exactly what the statement
+    would return, so it is not run: an idle process's sweep is one small statement. The
     mark is taken before the statement, so a commit racing the reading moves the next mark
     and the next sweep reads again.
 

@@ -72,9 +72,8 @@ async def _rooms_with_sockets(make_open_room: Any, count: int) -> list[Any]:
 async def test_idle_sockets_issue_no_query_but_the_sweep_one_per_pass(
     make_open_room: Any, fast_sweep: None, statements: list[str], rooms: int
 ) -> None:
-    """Nothing per socket. On SQLite nothing committed since the last reading means the
-    sweep reads nothing but the record's mark; on PostgreSQL it reads every room's seq and
-    seats in one statement."""
+    """Nothing per socket: with nothing committed since the last reading, a sweep reads the
+    record's mark alone (``rooms.standing.record_mark``)."""
     sockets = await _rooms_with_sockets(make_open_room, rooms)
     sweep = realtime.record_sweep()
     await asyncio.sleep(3 * SWEEP_SECONDS)  # past the connects' own hops
@@ -86,8 +85,8 @@ async def test_idle_sockets_issue_no_query_but_the_sweep_one_per_pass(
     # (A sweep in flight at either end of the window counts its statement and its pass on
     # different sides of it: one either way.)
     assert abs(len(statements) - passes) <= 1, (passes, statements)
-    expected = "PRAGMA data_version" if connection.vendor == "sqlite" else "last_seq"
-    assert all(expected in sql for sql in statements), statements
+    mark = "PRAGMA data_version" if connection.vendor == "sqlite" else "pg_current_snapshot"
+    assert all(mark in sql for sql in statements), statements
     for socket in sockets:
         assert await socket.receive_nothing(timeout=0.01)
         await socket.disconnect()

@@ -73,8 +73,11 @@ def test_a_room_that_is_gone_has_neither_number_nor_seats(make_open_room: Any) -
 # --- the record's mark: a sweep reads nothing only when nothing was committed since ------
 
 sqlite_only = pytest.mark.skipif(
-    connection.vendor != "sqlite", reason="SQLite's mark; PostgreSQL has none (next test)"
+    connection.vendor != "sqlite", reason="SQLite's mark belongs to one connection"
 )
+
+
+MARK_STATEMENTS = ("PRAGMA data_version", "SELECT pg_current_snapshot()::text")
 
 
 def _in_another_connection(work: Any) -> None:
@@ -95,7 +98,6 @@ def _in_another_connection(work: Any) -> None:
     assert not thread.is_alive() and not failure, failure
 
 
-@sqlite_only
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("writer", ["this connection", "another connection"])
 def test_a_reading_is_skipped_only_while_nothing_is_committed(
@@ -108,7 +110,8 @@ def test_a_reading_is_skipped_only_while_nothing_is_committed(
     with CaptureQueriesContext(connection) as idle:
         again = standing.rooms_swept([room_id], first.agent_ids, first.mark)
     assert again.unchanged and again.mark == first.mark
-    assert [q["sql"] for q in idle.captured_queries] == ["PRAGMA data_version"]
+    assert len(idle.captured_queries) == 1  # the mark alone
+    assert idle.captured_queries[0]["sql"] in MARK_STATEMENTS
 
     def revoke() -> None:
         services.agent_revoke(owner=bob, agent_id=setup.b.agent.id)
@@ -141,9 +144,19 @@ def test_a_mark_from_another_connection_never_skips_a_reading(make_open_room: An
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the production profile's")
-def test_postgresql_gives_no_mark_so_every_sweep_reads(make_open_room: Any) -> None:
+@pytest.mark.django_db(transaction=True)
+def test_postgresql_s_mark_is_the_snapshot_and_any_commit_moves_it(make_open_room: Any) -> None:
+    """Not bound to a connection: a reopened one with nothing committed skips the reading
+    (the snapshot decides what any statement sees); a commit anywhere moves it, even one
+    that touches no room (it errs towards reading again)."""
     setup = make_open_room()
     first = standing.rooms_swept([setup.room.id])
-    assert first.mark is None
+    connection.close()
+    assert standing.rooms_swept([setup.room.id], first.agent_ids, first.mark).unchanged
+
+    def unrelated_commit() -> None:  # an agent registered: no room's seats change
+        services.agent_register(owner=setup.a.owner, name="Another agent")
+
+    _in_another_connection(unrelated_commit)
     again = standing.rooms_swept([setup.room.id], first.agent_ids, first.mark)
     assert not again.unchanged and again.latest == first.latest
