@@ -328,9 +328,9 @@ def _room_texts(room_id: UUID, purpose: Any, charter: Any) -> tuple[str, str]:
 
 
 def tools_listed(admission: Admission, *, now: datetime | None = None) -> list[ToolSpec]:
-    """MCP definitions of the tools an agent is listed on connect: tool policy ∩ the tools of
-    its owner's live slip for it ∩ its own hints; owners' sockets get none (each one's
-    ``descriptor()`` is its definition).
+    """The tools an agent is listed on connect (each one's ``descriptor()`` is its MCP
+    definition): tool policy ∩ the tools of its owner's live slip for it ∩ its own hints;
+    owners' sockets get none.
 
     The slip counts only if it verifies now: its signature over the stored bytes, its key's
     owner and revocation, the lookup columns against the signed bytes and its expiry, checked
