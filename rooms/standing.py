@@ -161,14 +161,14 @@ def rooms_swept(
     asked for, mapped from the form they were sent in. The agents' come from
     ``agent_ids``, the previous sweep's (an id's UUID does not change; only an agent seated
     since is parsed), and the ones read now are returned for the next sweep, so an agent no
-    longer seated is not kept. Every seat is still read, every sweep."""
+    longer seated is not kept. Every seat is still read by every sweep that reads."""
+    mark = record_mark()
+    if since is not None and mark == since:
+        return Swept({}, {}, {}, mark, unchanged=True)
     q = connection.ops.quote_name
     member, room, agent = (q(model._meta.db_table) for model in (RoomMember, Room, Agent))
     pk = Room._meta.pk
     assert pk is not None
-    mark = record_mark()
-    if since is not None and mark == since:
-        return Swept({}, {}, {}, mark, unchanged=True)
     known = agent_ids or {}
     swept = Swept({}, {}, {}, mark)
     for start in range(0, len(room_ids), ROOMS_PER_STATEMENT):
