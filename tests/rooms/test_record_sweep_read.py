@@ -73,7 +73,8 @@ def test_a_room_that_is_gone_has_neither_number_nor_seats(make_open_room: Any) -
 # --- the record's mark: a sweep reads nothing only when nothing was committed since ------
 
 sqlite_only = pytest.mark.skipif(
-    connection.vendor != "sqlite", reason="SQLite's mark belongs to one connection"
+    connection.vendor != "sqlite",
+    reason="SQLite's mark belongs to one connection (PostgreSQL's does not): runs in pass 1",
 )
 
 
@@ -143,7 +144,9 @@ def test_a_mark_from_another_connection_never_skips_a_reading(make_open_room: An
     assert not standing.rooms_swept([setup.room.id], None, forged).unchanged
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the production profile's")
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="PostgreSQL's mark, the snapshot: runs in pass 2"
+)
 @pytest.mark.django_db(transaction=True)
 def test_postgresql_s_mark_is_the_snapshot_and_any_commit_moves_it(make_open_room: Any) -> None:
     """Not bound to a connection: a reopened one with nothing committed skips the reading
