@@ -17,7 +17,7 @@ import logging
 import os
 import time
 import weakref
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
@@ -30,6 +30,9 @@ from django.db import transaction
 from prometheus_client import Gauge, Histogram
 
 from synapsia.metrics import REGISTRY
+
+if TYPE_CHECKING:  # rooms.standing imports the models; the sweep imports it when it runs
+    from rooms.standing import RecordMark
 
 logger = logging.getLogger(__name__)
 
@@ -282,7 +285,7 @@ class RecordSweep:
         self._seen: dict[UUID, int] = {}
         # The previous reading's mark, and whether a socket was watched since it began
         # (one the reading may not have judged).
-        self._mark: Any = None
+        self._mark: RecordMark | None = None
         self._watched_since = True
         # The seated agents' ids as the last sweep read them, with their UUIDs: parsed once,
         # not on every sweep (rooms.standing.rooms_swept).
