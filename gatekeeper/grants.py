@@ -57,6 +57,7 @@ from slips.models import DeviceKey
 from slips.services import key_custody_recorded
 from slips.signatures import b64url_decode, signature_valid
 from slips.verification import capability_verdict
+from synapsia.db.statements import statement_cursor
 
 
 class GrantUnusable(Exception):
@@ -662,7 +663,7 @@ def turn_grants_lock(*, room_id: UUID, recipient_agent_id: UUID) -> TurnGrants:
         _field(Grant, "recipient_agent_id").get_db_prep_value(recipient_agent_id, connection),
         *(str(status) for status in statuses),
     ]
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(read.sql, params)
         rows = cursor.fetchall()
     width = len(read.grant_fields)

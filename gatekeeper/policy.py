@@ -36,6 +36,7 @@ from django.db import connection
 from gatekeeper.errors import ToolPolicyError
 from gatekeeper.models import PolicyEffect, ToolPolicyRule
 from gatekeeper.tools import ToolSpec, tool_get, tool_names, tools_all
+from synapsia.db.statements import statement_cursor
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +200,7 @@ def _entries_for(agent_key: str) -> tuple[PolicyEntry, ...]:
         entries.extend(e for e in tool_policy_file_load(path=path) if e.agent_key in keys)
     # Read live on every call, by one statement written once per process (no ORM compilation
     # on the connect and act paths); the rows come in the model's order, as before.
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(_rules_sql(connection.vendor), [ANY, agent_key])
         rows = cursor.fetchall()
     entries.extend(PolicyEntry(str(a), str(t), str(e), "db") for a, t, e in rows)

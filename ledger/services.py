@@ -43,6 +43,7 @@ from ledger.chain import (
 from ledger.events import LedgerEventRecord
 from ledger.metrics import LEDGER_APPEND_SECONDS
 from ledger.models import LedgerEvent, LedgerHead, SignedHead
+from synapsia.db.statements import statement_cursor
 
 logger = logging.getLogger(__name__)
 
@@ -298,7 +299,7 @@ def _head_moved_from(
     if sql is None:
         sql = _HEAD_SQL[key] = _head_update_sql(connection, ["%s"] * 5, compare=seen is not None)
     params = _head_params(connection, room_id, seen, tip)
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount == 1
 
@@ -410,7 +411,7 @@ def _events_insert(
     data = prep.data(rows.data)
     hashes = [prep.text(_EVENT_HASH, h) for h in rows.hashes]
     canonical = prep.binaries(rows.canonical)
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         for start in range(0, count, batch):
             stop = min(count, start + batch)
             kinds: dict[str, int] = {}
@@ -555,7 +556,7 @@ def _signed_head_insert(signed: SignedHead) -> None:
     params = [
         f.get_db_prep_save(getattr(signed, f.attname), connection) for f in _SIGNED_HEAD_FIELDS
     ]
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(sql, params)
 
 

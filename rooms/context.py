@@ -121,6 +121,7 @@ from slips.verification import (
     room_tier_from_ranks,
     tier_rank_sql,
 )
+from synapsia.db.statements import statement_cursor
 
 logger = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ def _turn_facts(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFact
         "agent": Agent._meta.pk.get_db_prep_value(agent_id, connection),
         "shared": True,
     }
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(_facts_sql(connection.vendor, turn is None), parameters)
         row = cursor.fetchone()
     if row is None:
@@ -299,7 +300,7 @@ def _room_lock(room_id: UUID) -> None:
     if not connection.features.has_select_for_update:
         return
     table = connection.ops.quote_name(Room._meta.db_table)
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(
             f"SELECT 1 FROM {table} WHERE id = %s FOR UPDATE",  # noqa: S608
             [Room._meta.pk.get_db_prep_value(room_id, connection)],
@@ -711,7 +712,7 @@ def _recent(
         "messages": CONTEXT_PEER_MESSAGES,
         "whispers": CONTEXT_WHISPERS,
     }
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(_recent_sql(connection.vendor), parameters)
         rows = cursor.fetchall()
     # One read: the room key's destroyed mark is checked once for all of its rows, not per row

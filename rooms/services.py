@@ -43,6 +43,7 @@ from rooms.models import (
 )
 from rooms.sealing import MESSAGE_TEXT, RoomSealer
 from rooms.untrusted import FencedText, fence
+from synapsia.db.statements import statement_cursor
 
 # Which state changes an owner may ask for, and from where.
 _TRANSITIONS: dict[RoomState, frozenset[RoomState]] = {
@@ -370,7 +371,7 @@ def _next_seq(room_id: UUID, agent_id: UUID, standing: SeatStanding) -> int | No
     bound to it and not revoked, the seat has the given standing (active for the agent,
     stepped-in for its owner speaking in person), and bumps ``last_seq``. None if not.
     """
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(
             _next_seq_sql(connection.vendor),
             [
@@ -457,7 +458,7 @@ def _insert_messages(prepared: _MessageRows, rows: list[tuple[UUID, UUID, int, s
             seq,
             *prepared.after_seq(room_id, agent_id, client_id, text),
         ]
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(_insert_messages_sql(connection.vendor, len(rows)), params)
 
 
@@ -467,7 +468,7 @@ def _say_statement(
     """PostgreSQL: check, number and store one message in one statement
     (``_say_statement_sql``). The number taken, or None when the check refused it (nothing
     stored)."""
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(
             _say_statement_sql(connection.vendor),
             [
@@ -694,7 +695,7 @@ def messages_ack(*, room_id: UUID, agent_id: UUID, seq: int) -> bool:
 
     One precompiled statement (the ORM's compilation of the same UPDATE cost more than
     running it, once per acknowledgement)."""
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(
             _ack_sql(connection.vendor),
             [

@@ -27,6 +27,7 @@ from django.db import connection
 from gatekeeper.standing import SeatFacts, standing_verdict
 from rooms.models import Agent, Room, RoomMember
 from rooms.protocol import CloseCode
+from synapsia.db.statements import statement_cursor
 
 # Rooms per statement: well under SQLite's and PostgreSQL's parameter limits.
 ROOMS_PER_STATEMENT = 2000
@@ -86,7 +87,7 @@ def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None
         chunk = room_ids[start : start + ROOMS_PER_STATEMENT]
         prepared = [pk.get_db_prep_value(r, connection) for r in chunk]
         ids.update(zip(prepared, chunk, strict=True))
-        with connection.cursor() as cursor:
+        with statement_cursor() as cursor:
             cursor.execute(_seats_sql(len(chunk)), prepared)
             rows = cursor.fetchall()
         for room_id, owner_id, agent_id, seat_standing, state, revoked_at in rows:
@@ -116,7 +117,7 @@ class RecordMark(NamedTuple):
 
 def record_mark() -> RecordMark:
     """The record's mark now (``RecordMark``), in one statement."""
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute("PRAGMA data_version")
             (version,) = cursor.fetchone()
@@ -176,7 +177,7 @@ def rooms_swept(
         prepared = [pk.get_db_prep_value(r, connection) for r in chunk]
         rooms = dict(zip(prepared, chunk, strict=True))
         marks = ", ".join(["%s"] * len(chunk))
-        with connection.cursor() as cursor:
+        with statement_cursor() as cursor:
             # Only our own table names are interpolated; the ids are parameters.
             cursor.execute(
                 f"SELECT r.id, r.last_seq, m.owner_id, m.agent_id, m.standing, r.state, "  # noqa: S608

@@ -43,6 +43,7 @@ from slips.capabilities import Capability
 from slips.errors import Malformed, Misconfigured, NotFound
 from slips.models import VaultItem
 from slips.money import budget_band
+from synapsia.db.statements import statement_cursor
 
 SEAL_VERSION = b"\x01"  # the single vault key of before (and server-held secrets)
 OWNER_SEAL_VERSION = b"\x02"  # the owner's data key (slips.datakeys)
@@ -448,7 +449,7 @@ def vault_items_read(
         return found
     names = _items_read_names(len(pairs))
     parameters = dict(zip(names, [value for pair in pairs for value in pair], strict=True))
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(_items_read_sql(connection.vendor, len(pairs), lock), parameters)
         rows = cursor.fetchall()
     for item_id, owner_id, kind, sealed in rows:

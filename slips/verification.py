@@ -34,6 +34,7 @@ from slips.models import DeviceKey, RoomTier, Slip, SlipCapability
 from slips.payload import SlipPayload, slip_payload_read
 from slips.services import live_slip_capabilities
 from slips.signatures import signature_valid
+from synapsia.db.statements import statement_cursor
 
 logger = logging.getLogger(__name__)
 
@@ -591,7 +592,7 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
 
     Only slips with at least one record are read: a slip without any clears nothing, and
     the room's tier comes from the caller (``room_tier_from_ranks``), which counts it."""
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(
             _room_slips_sql(connection.vendor, lock),
             {"room": Slip._meta.get_field("room_id").get_db_prep_value(room_id, connection)},
@@ -665,7 +666,7 @@ def capability_uses_spend(*, record_ids: list[int]) -> None:
         return
     if len(set(record_ids)) != len(record_ids):
         raise UsesNotSpent("a record would be spent twice in one turn")
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(
             _uses_spend_sql(connection.vendor, len(record_ids)),
             {f"r{i}": record_id for i, record_id in enumerate(record_ids)},
