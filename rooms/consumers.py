@@ -25,7 +25,7 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -64,7 +64,6 @@ from rooms.protocol import (
     ActFrame,
     ActionResultBody,
     ActionResultFrame,
-    AgentContext,
     CloseCode,
     ContextFrame,
     ContextRequestFrame,
@@ -567,17 +566,6 @@ class SayDesk:
 def _invalid_ack(ref: str) -> tuple[ErrorCode, str, str]:
     """The refusal of an ack the record does not take (a seq the room does not have)."""
     return ErrorCode.INVALID_ACK, "No such message to acknowledge.", ref
-
-
-def _context_acked(
-    *, room_id: UUID, agent_id: UUID, asked: Sequence[str], ack: int | None
-) -> AgentContext | None:
-    """The ack riding a `context_request` (``services.messages_ack``, as the ``ack`` frame
-    sent just before it), then the new turn's context (``context.context_for_agent``), in one
-    hop. None when the record refuses the ack: no turn, no slip use, no disclosure."""
-    if ack is not None and not services.messages_ack(room_id=room_id, agent_id=agent_id, seq=ack):
-        return None
-    return context.context_for_agent(room_id=room_id, agent_id=agent_id, asked=asked)
 
 
 def _settle(futures: list[asyncio.Future[Any]], outcome: list[Any] | Exception) -> None:
@@ -1274,10 +1262,11 @@ class RoomConsumer(AsyncWebsocketConsumer):
                     await self._refuse(None, frame.id)
                 return
         # Standing first, in the same hop: a reader out of standing (its close lost) starts no
-        # turn, spends no slip use and is given nothing, not even the peer's messages. Then
-        # the ack riding the request, as the ``ack`` frame just before it would have been.
+        # turn, spends no slip use and is given nothing, not even the peer's messages. The ack
+        # riding the request is recorded by the statement that starts the turn, as the ``ack``
+        # frame just before it would have been (``context.context_for_agent_acked``).
         verdict, assembled = await in_db_thread(self._checked)(
-            _context_acked,
+            context.context_for_agent_acked,
             room_id=participant.room_id,
             agent_id=participant.agent_id,
             asked=frame.body.ask,

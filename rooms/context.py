@@ -147,7 +147,20 @@ WITHDRAWN_NOTICE = (
 
 def context_for_agent(*, room_id: UUID, agent_id: UUID, asked: Sequence[str] = ()) -> AgentContext:
     """A new turn for ``agent_id``, and its assembled context (what ``context_request`` gets)."""
-    return _assemble(room_id=room_id, agent_id=agent_id, turn=None, asked=asked)
+    assembled = _assemble(room_id=room_id, agent_id=agent_id, turn=None, asked=asked, ack=None)
+    assert assembled is not None  # only a refused ack answers None
+    return assembled
+
+
+def context_for_agent_acked(
+    *, room_id: UUID, agent_id: UUID, asked: Sequence[str] = (), ack: int | None
+) -> AgentContext | None:
+    """``context_for_agent`` for a ``context_request`` that carries an ack: the ack recorded
+    as the ``ack`` frame sent just before it would be (``rooms.services.messages_ack``: never
+    backwards, refused beyond the room's record), by the statement that starts the turn, so
+    it costs none of its own. None when the record refuses it: then no turn was had, no use
+    spent, nothing disclosed. A turn that fails after it still keeps the ack."""
+    return _assemble(room_id=room_id, agent_id=agent_id, turn=None, asked=asked, ack=ack)
 
 
 def context_assemble(
@@ -162,7 +175,9 @@ def context_assemble(
     Raises ``NotFound`` if the agent has no seat in the room. When a disclosure cannot be
     recorded, none is made: the room pauses and the context carries no vault items.
     """
-    return _assemble(room_id=room_id, agent_id=agent_id, turn=turn, asked=asked)
+    assembled = _assemble(room_id=room_id, agent_id=agent_id, turn=turn, asked=asked, ack=None)
+    assert assembled is not None  # only a refused ack answers None
+    return assembled
 
 
 @dataclass(frozen=True)
@@ -184,6 +199,11 @@ class _TurnFacts:
     peer_artifacts_published: bool
 
 
+class _AckRefused(Exception):
+    """The ack riding the turn's request is beyond the room's record: raised inside the
+    turn's transaction, so that the turn it started rolls back."""
+
+
 class _CheckFailed(Exception):
     """A check of the turn failed after the vault's disclosures were made: raised inside the
     turn's transaction so that they roll back, and the room pauses with nothing disclosed."""
@@ -198,12 +218,14 @@ def _uuid(value: Any) -> UUID:
 
 
 @functools.cache
-def _facts_sql(vendor: str, bump: bool) -> str:
+def _facts_sql(vendor: str, bump: bool, acked: bool = False) -> str:
     """The turn's facts in one statement (bumping the turn when ``bump``): the seat, its
     agent's revocation, the other seat, the room's tier (``room_tier_from_ranks``) and the
     room. Only our own table names and tier names are interpolated; values are parameters,
     named (``%(room)s``): the room and the agent are each bound once, though the statement
-    uses them many times."""
+    uses them many times. ``acked`` (with ``bump``): the seat's ack moved to ``%(ack)s`` as
+    ``rooms.services.messages_ack`` moves it (never backwards, only within the room's
+    record), and the room's last number returned last, to tell whether it was."""
     q = connection.ops.quote_name
     member, agent, room = (q(m._meta.db_table) for m in (RoomMember, Agent, Room))
     slip, tier = q(Slip._meta.db_table), q(RoomTier._meta.db_table)
@@ -234,26 +256,47 @@ def _facts_sql(vendor: str, bump: bool) -> str:
     )
     where = "WHERE room_id = %(room)s AND agent_id = %(agent)s"
     if bump:
+        ack = ""
+        if acked:
+            last = f"(SELECT r.last_seq FROM {room} r WHERE r.id = %(room)s)"  # noqa: S608
+            # SQLite's two-argument MAX is a scalar function, PostgreSQL's is GREATEST.
+            greatest = "MAX" if vendor == "sqlite" else "GREATEST"
+            ack = (
+                f", acked_seq = CASE WHEN {last} >= %(ack)s "
+                f"THEN {greatest}(acked_seq, %(ack)s) ELSE acked_seq END"
+            )
+            columns += f", {last}"
         return (
-            f"UPDATE {member} SET context_turn = context_turn + 1 {where} "  # noqa: S608
+            f"UPDATE {member} SET context_turn = context_turn + 1{ack} {where} "  # noqa: S608
             f"RETURNING {columns}"
         )
     return f"SELECT {columns} FROM {member} {where}"  # noqa: S608
 
 
-def _turn_facts(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFacts:
-    """Read the turn's facts (bumping the turn unless ``turn`` is given); ``NotFound`` if the
-    agent holds no seat in the room. Call with the room locked, in the turn's transaction."""
+def _turn_facts(
+    *, room_id: UUID, agent_id: UUID, turn: int | None, ack: int | None = None
+) -> _TurnFacts:
+    """Read the turn's facts (bumping the turn unless ``turn`` is given, and recording
+    ``ack`` with it, ``_facts_sql``); ``NotFound`` if the agent holds no seat in the room,
+    ``_AckRefused`` if ``ack`` is beyond the room's record. Call with the room locked, in the
+    turn's transaction."""
+    acked = ack is not None and turn is None
     parameters = {
         "room": Room._meta.pk.get_db_prep_value(room_id, connection),
         "agent": Agent._meta.pk.get_db_prep_value(agent_id, connection),
         "shared": True,
+        **({"ack": ack} if acked else {}),
     }
     with statement_cursor() as cursor:
-        cursor.execute(_facts_sql(connection.vendor, turn is None), parameters)
+        cursor.execute(_facts_sql(connection.vendor, turn is None, acked), parameters)
         row = cursor.fetchone()
     if row is None:
         raise NotFound("No such room.")
+    if acked:
+        assert ack is not None
+        *row, last_seq = row
+        if ack > int(last_seq):
+            raise _AckRefused
     (
         bumped,
         owner_id,
@@ -434,18 +477,21 @@ def _asks_owner(decision: Decision) -> bool:
 
 
 def _assemble(
-    *, room_id: UUID, agent_id: UUID, turn: int | None, asked: Sequence[str]
-) -> AgentContext:
+    *, room_id: UUID, agent_id: UUID, turn: int | None, asked: Sequence[str], ack: int | None
+) -> AgentContext | None:
     # The room key's destroyed mark is read once for the turn (the purpose and charter of the
     # facts, the messages and the whispers), as each slip's signature is verified once per
     # turn; nothing of it outlives the turn, and a key this process destroys meanwhile is
     # dropped from it at once (rooms.sealing.one_hop).
     with one_hop():
-        return _assembled(room_id=room_id, agent_id=agent_id, turn=turn, asked=asked)
+        try:
+            return _assembled(room_id=room_id, agent_id=agent_id, turn=turn, asked=asked, ack=ack)
+        except _AckRefused:
+            return None  # the turn it started rolled back: no turn was had
 
 
 def _assembled(
-    *, room_id: UUID, agent_id: UUID, turn: int | None, asked: Sequence[str]
+    *, room_id: UUID, agent_id: UUID, turn: int | None, asked: Sequence[str], ack: int | None
 ) -> AgentContext:
     notices: list[str] = []
     own_items: list[ClearedItem] = []
@@ -458,7 +504,7 @@ def _assembled(
     try:
         with transaction.atomic():
             _room_lock(room_id)
-            facts = _turn_facts(room_id=room_id, agent_id=agent_id, turn=turn)
+            facts = _turn_facts(room_id=room_id, agent_id=agent_id, turn=turn, ack=ack)
             placed, refused, error = _disclosures(
                 facts=facts, recipient_agent_id=agent_id, asked=asked
             )
@@ -473,14 +519,14 @@ def _assembled(
     except _CheckFailed as failed:
         # The turn rolled back: no vault item and no artifact was disclosed.
         error, placed, refused, peer_artifacts = failed.rule, [], [], []
-        facts = _facts_after_failure(room_id=room_id, agent_id=agent_id, turn=turn)
+        facts = _facts_after_failure(room_id=room_id, agent_id=agent_id, turn=turn, ack=ack)
     except (LedgerAppendError, DatabaseError, UsesNotSpent, GrantsChanged) as failed:
         # Nothing was disclosed (the transaction rolled back, uses, grants and turn included).
         if not isinstance(failed, LedgerAppendError):
             logger.exception("context assembly failed: disclosing nothing")
         error = "ledger_unavailable" if isinstance(failed, LedgerAppendError) else None
         error = error or "gatekeeper.database_error"
-        facts = _facts_after_failure(room_id=room_id, agent_id=agent_id, turn=turn)
+        facts = _facts_after_failure(room_id=room_id, agent_id=agent_id, turn=turn, ack=ack)
         placed, refused, peer_artifacts = [], [], []
     for p in placed:
         if p.source.recipient == "own_agent":
@@ -560,11 +606,14 @@ def _peer_artifacts(*, room_id: UUID, agent_id: UUID, turn: int) -> list[PeerArt
     ]
 
 
-def _facts_after_failure(*, room_id: UUID, agent_id: UUID, turn: int | None) -> _TurnFacts:
+def _facts_after_failure(
+    *, room_id: UUID, agent_id: UUID, turn: int | None, ack: int | None
+) -> _TurnFacts:
     """The turn's facts after its transaction rolled back: the turn is started again on its
-    own (so it keeps a number of its own), and nothing is decided from them."""
+    own (so it keeps a number of its own), with the ack riding its request (which the
+    rollback undid), and nothing is decided from them."""
     with transaction.atomic():
-        return _turn_facts(room_id=room_id, agent_id=agent_id, turn=turn)
+        return _turn_facts(room_id=room_id, agent_id=agent_id, turn=turn, ack=ack)
 
 
 def _clean_strings(value: Any) -> Any:
