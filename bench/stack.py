@@ -58,9 +58,15 @@ class Stack:
 METRICS_TOKEN = secrets.token_urlsafe(24)
 
 
+# The caller's settings for where the record lives and how its connections are kept: the
+# bench chooses its own (``make test``'s environment closes a connection after every hop,
+# ``SYNAPSIA_CONN_MAX_AGE=0``, which would price a reconnect into every turn).
+_CALLERS_DATABASE_SETTINGS = ("DATABASE_URL", "REDIS_URL", "SYNAPSIA_CONN_MAX_AGE")
+
+
 def base_env(debug: bool, settings: str) -> dict[str, str]:
     """The parent's environment without any database/layer settings of its own."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env = {k: v for k, v in os.environ.items() if k not in _CALLERS_DATABASE_SETTINGS}
     env.update(
         DJANGO_SETTINGS_MODULE=settings,
         PYTHONUNBUFFERED="1",
