@@ -188,13 +188,13 @@ async def test_a_client_flooding_its_inbox_is_closed(
     rates(SOCKET_INBOX_MAX_FRAMES=4)
     setup = await database_sync_to_async(make_open_room)()
     a = await join(setup.room.id, setup.a.token)
-    real = context.context_for_agent
+    real = context.context_for_agent_acked
 
     def held(*args: Any, **kwargs: Any) -> Any:
         time.sleep(0.5)  # held on any machine: a quick hop lets the pings through one by one
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(context, "context_for_agent", held)
+    monkeypatch.setattr(context, "context_for_agent_acked", held)
     # A database hop first, so the frames behind it queue up in the inbox.
     await a.send_json_to(frame("context_request", {}, "c-1"))
     for n in range(40):
