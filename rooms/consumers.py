@@ -375,17 +375,15 @@ def _desk_hop_parts(
     said: list[SayRunResult] | Exception = []
     if runs:
         try:
-            if run_acks is not None and any(ack is not None for ack in run_acks):
-                said = _say_runs_acked(runs, run_acks)
-            else:
+            if run_acks is None or all(ack is None for ack in run_acks):
                 said = list(services.messages_say_runs(runs=runs))
+            elif connections["default"].vendor == "postgresql":  # each ack rides its say
+                said = services.messages_say_runs_acked(runs=runs, acks=run_acks)
+            else:
+                said = _say_runs_acked(runs, run_acks)
         except Exception as failed:
             said = failed
     return acked, said, verdicts
-
-
-class _SayPartAborted(Exception):
-    """The say part of a transaction left it aborted (``_say_runs_acked``)."""
 
 
 def _riding_acks_refused(
@@ -404,41 +402,24 @@ def _riding_acks_refused(
 
 
 def _say_runs_acked(runs: list[SayRun], run_acks: list[int | None]) -> list[SayRunResult]:
-    """A hop's `say` runs when some carry an ack, in one transaction: each riding ack first
-    (``services.messages_ack``, as the ``ack`` frame it stands for, sent just before the run),
-    then the runs whose acks the record took (``services.messages_say_runs``, nested in it).
-    A run whose ack is refused stores nothing and is answered None.
-
-    On PostgreSQL a lone message's say is one statement with no savepoint of its own; a
-    resent frame id fails it there and it answers "not recorded" (the caller's one-by-one
-    path then finds the earlier message), but the failure leaves the transaction aborted, and
-    its COMMIT would roll the acks back without a word. So when a run comes back short, a
-    savepoint is asked for, which an aborted transaction refuses: then the acks are recorded
-    again in a transaction of their own, and the runs are answered as not recorded (each of
-    their frames takes the one-by-one path, as any the fast path leaves)."""
+    """SQLite (PostgreSQL: ``services.messages_say_runs_acked``, each ack part of its run's
+    first statement): a hop's `say` runs when some carry an ack, in one transaction: each
+    riding ack first (``services.messages_ack``, as the ``ack`` frame it stands for, sent
+    just before the run), then the runs whose acks the record took
+    (``services.messages_say_runs``, nested in it: a resent frame id rolls back its own
+    savepoint only). A run whose ack is refused stores nothing and is answered None."""
     # Seats updated in one order, so two processes' hops wait instead of deadlocking.
     riding = sorted(
         (i for i, ack in enumerate(run_acks) if ack is not None),
         key=lambda i: (str(runs[i][0]), str(runs[i][1])),
     )
     results: list[SayRunResult] = [None] * len(runs)
-    try:
-        with transaction.atomic():
-            refused = _riding_acks_refused(runs, run_acks, riding)
-            kept = [i for i in range(len(runs)) if i not in refused]
-            said = services.messages_say_runs(runs=[runs[i] for i in kept]) if kept else []
-            if any(len(done) < len(runs[i][2]) for i, done in zip(kept, said, strict=True)):
-                try:
-                    with transaction.atomic():
-                        pass  # a SAVEPOINT: refused by a transaction a failed statement aborted
-                except DatabaseError as aborted:
-                    raise _SayPartAborted from aborted
-            for i, done in zip(kept, said, strict=True):
-                results[i] = done
-    except _SayPartAborted:
-        with transaction.atomic():
-            refused = _riding_acks_refused(runs, run_acks, riding)
-        results = [None if i in refused else [] for i in range(len(runs))]
+    with transaction.atomic():
+        refused = _riding_acks_refused(runs, run_acks, riding)
+        kept = [i for i in range(len(runs)) if i not in refused]
+        said = services.messages_say_runs(runs=[runs[i] for i in kept]) if kept else []
+        for i, done in zip(kept, said, strict=True):
+            results[i] = done
     return results
 
 

@@ -404,18 +404,31 @@ def _insert_messages_sql(vendor: str, rows: int) -> str:
 
 
 @functools.cache
-def _say_statement_sql(vendor: str) -> str:
+def _say_statement_sql(vendor: str, acked: bool = False) -> str:
     """PostgreSQL: ``_next_seq``'s check-and-number and the message's INSERT as one
     statement (a data-modifying CTE): no row is stored unless the check passed, and the
-    number is the one the check took. SQLite has no such CTE; it runs the two."""
+    number is the one the check took. SQLite has no such CTE; it runs the two.
+
+    ``acked``: the ack riding the message's frame first, as ``messages_ack``'s statement
+    (parameters before the say's): the message is taken only if the ack was, and the row
+    returned says both (the acks it moved, 0 or 1; the number taken, or NULL)."""
     table = connection.ops.quote_name(Message._meta.db_table)
     seq = connection.ops.quote_name(Message._meta.get_field("seq").column)  # type: ignore[arg-type]
-    taken = _next_seq_sql(vendor).replace("RETURNING last_seq", "RETURNING id, last_seq")
+    returning = " AND EXISTS (SELECT 1 FROM acked) RETURNING id, last_seq" if acked else None
+    taken = _next_seq_sql(vendor).replace(
+        " RETURNING last_seq", returning or " RETURNING id, last_seq"
+    )
     # Only our own table and column names are interpolated; every value is a bound parameter.
-    return (
-        f"WITH taken AS ({taken}) INSERT INTO {table} ({_message_columns()}) "  # noqa: S608
+    insert = (
+        f"INSERT INTO {table} ({_message_columns()}) "  # noqa: S608
         "SELECT taken.id, taken.last_seq, %s, %s, %s, %s, %s, %s FROM taken "
         f"RETURNING {seq}"
+    )
+    if not acked:
+        return f"WITH taken AS ({taken}) {insert}"
+    return (
+        f"WITH acked AS ({_ack_sql(vendor)} RETURNING 1), taken AS ({taken}), "  # noqa: S608
+        f"stored AS ({insert}) SELECT (SELECT COUNT(*) FROM acked), (SELECT {seq} FROM stored)"
     )
 
 
@@ -447,6 +460,9 @@ class _MessageRows:
     def room(self, room_id: UUID) -> Any:
         return self._id(room_id, self._room)
 
+    def sender(self, agent_id: UUID) -> Any:
+        return self._id(agent_id, self._sender)
+
 
 def _insert_messages(prepared: _MessageRows, rows: list[tuple[UUID, UUID, int, str, str]]) -> None:
     """Insert unflagged agents' ``(room_id, agent_id, seq, client_id, text)`` rows in one
@@ -463,24 +479,29 @@ def _insert_messages(prepared: _MessageRows, rows: list[tuple[UUID, UUID, int, s
 
 
 def _say_statement(
-    prepared: _MessageRows, room_id: UUID, agent_id: UUID, client_id: str, text: str
-) -> int | None:
+    prepared: _MessageRows,
+    room_id: UUID,
+    agent_id: UUID,
+    client_id: str,
+    text: str,
+    ack: int | None = None,
+) -> tuple[int | None, bool]:
     """PostgreSQL: check, number and store one message in one statement
-    (``_say_statement_sql``). The number taken, or None when the check refused it (nothing
-    stored)."""
+    (``_say_statement_sql``), with the ack riding its frame when ``ack`` is given. The
+    number taken, or None when a check refused it (nothing stored); and whether the ack was
+    taken (True when there is none; refused, nothing is stored)."""
+    room, agent = prepared.room(room_id), prepared.sender(agent_id)
+    params = [room, RoomState.OPEN.value, agent, SeatStanding.ACTIVE.value]
+    params += prepared.after_seq(room_id, agent_id, client_id, text)
+    if ack is not None:
+        params = [ack, room, agent, ack, *params]  # messages_ack's parameters first
     with statement_cursor() as cursor:
-        cursor.execute(
-            _say_statement_sql(connection.vendor),
-            [
-                Room._meta.pk.get_db_prep_value(room_id, connection),
-                RoomState.OPEN.value,
-                Agent._meta.pk.get_db_prep_value(agent_id, connection),
-                SeatStanding.ACTIVE.value,
-                *prepared.after_seq(room_id, agent_id, client_id, text),
-            ],
-        )
+        cursor.execute(_say_statement_sql(connection.vendor, ack is not None), params)
         row = cursor.fetchone()
-    return int(row[0]) if row else None
+    if ack is not None:
+        acked, seq = row
+        return (None if seq is None else int(seq)), bool(acked)
+    return (int(row[0]) if row else None), True
 
 
 def _earlier(room_id: UUID, agent_id: UUID, client_id: str) -> SaidMessage | None:
@@ -609,6 +630,28 @@ def messages_say_runs(
     any run rolls the whole transaction back; each run is then recorded alone, so only the
     run with the resent id falls back to the one-by-one path.
     """
+    return [said or [] for said in _runs_recorded(runs, None)]
+
+
+def messages_say_runs_acked(
+    *, runs: list[tuple[UUID, UUID, list[tuple[str, str]]]], acks: list[int | None]
+) -> list[list[SaidMessage] | None]:
+    """PostgreSQL: ``messages_say_runs`` for runs that carry the ack riding their first
+    frame (``acks``, one per run or None), each ack recorded as the ``ack`` frame sent just
+    before its run would be (``messages_ack``), by its run's first message's own statement:
+    a lone message and its ack are one statement, no transaction. A run whose ack the record
+    refuses stores nothing and is answered None. A run whose first frame the fence holds
+    back has its ack recorded by a statement of its own, as before. When a resent frame id
+    rolls everything back, the acks are recorded again on their own and every run is
+    answered as not recorded (each frame then takes the one-by-one path)."""
+    if connection.vendor != "postgresql":
+        raise ValueError("an ack rides a say's own statement on PostgreSQL only")
+    return _runs_recorded(runs, acks)
+
+
+def _runs_recorded(
+    runs: list[tuple[UUID, UUID, list[tuple[str, str]]]], acks: list[int | None] | None
+) -> list[list[SaidMessage] | None]:
     prepared: list[list[tuple[str, str, FencedText]]] = []
     for _, _, says in runs:
         run: list[tuple[str, str, FencedText]] = []
@@ -618,23 +661,38 @@ def messages_say_runs(
                 break
             run.append((client_id, text, fenced))
         prepared.append(run)
-    if not any(prepared):
+    riding = acks or [None] * len(runs)
+    if not any(prepared) and not any(ack is not None for ack in riding):
         return [[] for _ in runs]
     now = timezone.now()
     taken: list[list[tuple[int, str, str]]] = [[] for _ in runs]
+    refused: set[int] = set()
     rows_for = _MessageRows(now)
-    # PostgreSQL checks, numbers and stores each message in one statement; one message
-    # alone is then one statement in its own implicit transaction (no BEGIN, no COMMIT).
+    # PostgreSQL checks, numbers and stores each message in one statement (with the ack
+    # riding its run's first); one message alone is then one statement in its own implicit
+    # transaction (no BEGIN, no COMMIT).
     one_statement = connection.vendor == "postgresql"
     alone = one_statement and sum(map(len, prepared)) == 1
+    alone = alone and all(run or ack is None for run, ack in zip(prepared, riding, strict=True))
     try:
         with contextlib.nullcontext() if alone else transaction.atomic():
             rows: list[tuple[UUID, UUID, int, str, str]] = []
             for index in sorted(range(len(runs)), key=lambda i: runs[i][0].bytes):
                 room_id, agent_id, _ = runs[index]
+                ack = riding[index]
+                if ack is not None and not prepared[index]:
+                    if not messages_ack(room_id=room_id, agent_id=agent_id, seq=ack):
+                        refused.add(index)
+                    continue
                 for client_id, text, _ in prepared[index]:
                     if one_statement:
-                        seq = _say_statement(rows_for, room_id, agent_id, client_id, text)
+                        seq, acked = _say_statement(
+                            rows_for, room_id, agent_id, client_id, text, ack
+                        )
+                        ack = None  # it rides the run's first message only
+                        if not acked:
+                            refused.add(index)
+                            break
                     else:
                         seq = _next_seq(room_id, agent_id, SeatStanding.ACTIVE)
                     if seq is None:
@@ -653,16 +711,38 @@ def messages_say_runs(
                 ]
             )
     except IntegrityError:
+        if acks is not None:
+            return _acks_alone(runs, acks)
         if len(runs) == 1:
             return [[]]  # a resent frame id; nothing of the run was stored
         return [messages_say(room_id=r, agent_id=a, says=says) for r, a, says in runs]
     return [
-        [
+        None
+        if index in refused
+        else [
             SaidMessage(seq, agent_id, text, now, duplicate=False, fenced=fenced)
             for (seq, _, text), (_, _, fenced) in zip(done, run, strict=False)
         ]
-        for done, run, (_, agent_id, _) in zip(taken, prepared, runs, strict=True)
+        for index, (done, run, (_, agent_id, _)) in enumerate(
+            zip(taken, prepared, runs, strict=True)
+        )
     ]
+
+
+def _acks_alone(
+    runs: list[tuple[UUID, UUID, list[tuple[str, str]]]], acks: list[int | None]
+) -> list[list[SaidMessage] | None]:
+    """After a resent frame id rolled a hop back: each run's ack recorded on its own (seats
+    in one order, as every hop updates them), every run answered as not recorded, or None
+    where its ack was refused."""
+    refused: set[int] = set()
+    riding = [(index, ack) for index, ack in enumerate(acks) if ack is not None]
+    with transaction.atomic():
+        for index, ack in sorted(riding, key=lambda r: (str(runs[r[0]][0]), str(runs[r[0]][1]))):
+            room_id, agent_id, _ = runs[index]
+            if not messages_ack(room_id=room_id, agent_id=agent_id, seq=ack):
+                refused.add(index)
+    return [None if index in refused else [] for index in range(len(runs))]
 
 
 def _memo_prime_on_commit(said: list[tuple[str, FencedText]]) -> None:
