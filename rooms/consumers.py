@@ -386,21 +386,6 @@ def _desk_hop_parts(
     return acked, said, verdicts
 
 
-def _riding_acks_refused(
-    runs: list[SayRun], run_acks: list[int | None], riding: list[int]
-) -> set[int]:
-    """Record the ack riding ``runs[i]`` for each ``i`` of ``riding`` (in that order): the
-    indices of those the record refused (``services.messages_ack``)."""
-    refused: set[int] = set()
-    for i in riding:
-        (room_id, agent_id, _), seq = runs[i], run_acks[i]
-        if seq is not None and not services.messages_ack(
-            room_id=room_id, agent_id=agent_id, seq=seq
-        ):
-            refused.add(i)
-    return refused
-
-
 def _say_runs_acked(runs: list[SayRun], run_acks: list[int | None]) -> list[SayRunResult]:
     """SQLite (PostgreSQL: ``services.messages_say_runs_acked``, each ack part of its run's
     first statement): a hop's `say` runs when some carry an ack, in one transaction: each
@@ -408,14 +393,9 @@ def _say_runs_acked(runs: list[SayRun], run_acks: list[int | None]) -> list[SayR
     just before the run), then the runs whose acks the record took
     (``services.messages_say_runs``, nested in it: a resent frame id rolls back its own
     savepoint only). A run whose ack is refused stores nothing and is answered None."""
-    # Seats updated in one order, so two processes' hops wait instead of deadlocking.
-    riding = sorted(
-        (i for i, ack in enumerate(run_acks) if ack is not None),
-        key=lambda i: (str(runs[i][0]), str(runs[i][1])),
-    )
     results: list[SayRunResult] = [None] * len(runs)
     with transaction.atomic():
-        refused = _riding_acks_refused(runs, run_acks, riding)
+        refused = services.riding_acks_refused(runs, run_acks)
         kept = [i for i in range(len(runs)) if i not in refused]
         said = services.messages_say_runs(runs=[runs[i] for i in kept]) if kept else []
         for i, done in zip(kept, said, strict=True):

@@ -732,17 +732,26 @@ def _runs_recorded(
 def _acks_alone(
     runs: list[tuple[UUID, UUID, list[tuple[str, str]]]], acks: list[int | None]
 ) -> list[list[SaidMessage] | None]:
-    """After a resent frame id rolled a hop back: each run's ack recorded on its own (seats
-    in one order, as every hop updates them), every run answered as not recorded, or None
-    where its ack was refused."""
-    refused: set[int] = set()
-    riding = [(index, ack) for index, ack in enumerate(acks) if ack is not None]
+    """After a resent frame id rolled a hop back: each run's ack recorded on its own, every
+    run answered as not recorded, or None where its ack was refused."""
     with transaction.atomic():
-        for index, ack in sorted(riding, key=lambda r: (str(runs[r[0]][0]), str(runs[r[0]][1]))):
-            room_id, agent_id, _ = runs[index]
-            if not messages_ack(room_id=room_id, agent_id=agent_id, seq=ack):
-                refused.add(index)
+        refused = riding_acks_refused(runs, acks)
     return [None if index in refused else [] for index in range(len(runs))]
+
+
+def riding_acks_refused(
+    runs: list[tuple[UUID, UUID, list[tuple[str, str]]]], acks: list[int | None]
+) -> set[int]:
+    """Record the ack riding each run (``acks``, one per run or None) as its ``ack`` frame
+    (``messages_ack``), seats in one order, so two processes' hops wait for each other
+    instead of deadlocking: the indices of the runs whose ack the record refused."""
+    riding = [(index, ack) for index, ack in enumerate(acks) if ack is not None]
+    refused: set[int] = set()
+    for index, ack in sorted(riding, key=lambda r: (str(runs[r[0]][0]), str(runs[r[0]][1]))):
+        room_id, agent_id, _ = runs[index]
+        if not messages_ack(room_id=room_id, agent_id=agent_id, seq=ack):
+            refused.add(index)
+    return refused
 
 
 def _memo_prime_on_commit(said: list[tuple[str, FencedText]]) -> None:
