@@ -68,9 +68,7 @@ def test_an_ack_never_moves_back_and_one_beyond_the_record_starts_no_turn(
     disclosed = LedgerEvent.objects.filter(room_id=setup.room.id, kind="disclosure").count()
     assert _turn(setup, 3) is None  # beyond the record: refused whole
     assert _seat(setup) == (2, 2)
-    assert (
-        LedgerEvent.objects.filter(room_id=setup.room.id, kind="disclosure").count() == disclosed
-    )
+    assert LedgerEvent.objects.filter(room_id=setup.room.id, kind="disclosure").count() == disclosed
 
 
 def test_a_turn_that_fails_keeps_its_ack(make_open_room: Any, monkeypatch: Any) -> None:
