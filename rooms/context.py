@@ -652,13 +652,37 @@ def _peer_item(item: ClearedItem) -> PeerItem:
 # though a message's clean body is a pure function of its text: it is worked out once per
 # process per text (an LRU keyed by the text's SHA-256, bounded in entries and so in memory:
 # each body is at most CONTEXT_MESSAGE_CAP_BYTES) and each turn's block gets a fresh nonce.
-# Nothing about a room, a seat or a decision is kept: only what the text cleans to.
+# Nothing about a seat or a decision is kept: only what the text cleans to. Which rooms' texts
+# an entry came from is kept beside it, so that a room's are forgotten when this process stops
+# serving the room (``peer_message_memo_forget``: its last socket here closed, as deleting the
+# room closes them all): a deleted room's words do not stay in a server's memory.
 _PEER_MESSAGE_MEMO_ENTRIES = 4_096
 _peer_message_memo: OrderedDict[bytes, FencedText] = OrderedDict()
+_peer_message_memo_rooms: dict[UUID, set[bytes]] = {}
 _peer_message_memo_lock = threading.Lock()
 
 
-def _peer_messages_fenced(texts: Sequence[str]) -> list[FencedText]:
+def _memo_room_note(room_id: UUID | None, keys: Sequence[bytes]) -> None:
+    """Note ``keys`` as ``room_id``'s (under the lock). A room's note is cut back to the keys
+    still in the memo whenever it outgrows the memo, so it stays bounded however long the
+    room lives."""
+    if room_id is None:
+        return
+    noted = _peer_message_memo_rooms.setdefault(room_id, set())
+    noted.update(keys)
+    if len(noted) > _PEER_MESSAGE_MEMO_ENTRIES:
+        noted.intersection_update(_peer_message_memo)
+
+
+def peer_message_memo_forget(room_id: UUID) -> None:
+    """Forget what the memo keeps of ``room_id``'s texts (this process serves no socket in
+    the room any more). A text another room here shares is cleaned again there, once."""
+    with _peer_message_memo_lock:
+        for key in _peer_message_memo_rooms.pop(room_id, ()):
+            _peer_message_memo.pop(key, None)
+
+
+def _peer_messages_fenced(texts: Sequence[str], room_id: UUID | None = None) -> list[FencedText]:
     """Each of ``texts`` fenced as a peer message of a context, with a nonce of its own
     (fresh from the system's CSPRNG for every block, as ``fence`` draws it); the clean body,
     its truncation and what was stripped come from the memo when this process cleaned the
@@ -671,6 +695,7 @@ def _peer_messages_fenced(texts: Sequence[str]) -> list[FencedText]:
         for key, block in zip(keys, known, strict=True):
             if block is not None:
                 _peer_message_memo.move_to_end(key)
+        _memo_room_note(room_id, [k for k, b in zip(keys, known, strict=True) if b is not None])
     made: dict[bytes, FencedText] = {}
     blocks: list[FencedText] = []
     for key, text, block in zip(keys, texts, known, strict=True):
@@ -684,12 +709,13 @@ def _peer_messages_fenced(texts: Sequence[str]) -> list[FencedText]:
     if made:
         with _peer_message_memo_lock:
             _peer_message_memo.update(made)
+            _memo_room_note(room_id, list(made))
             while len(_peer_message_memo) > _PEER_MESSAGE_MEMO_ENTRIES:
                 _peer_message_memo.popitem(last=False)
     return fences_renonce(blocks)  # the memo's nonces stay in the memo
 
 
-def peer_message_memo_prime(text: str, block: FencedText) -> bool:
+def peer_message_memo_prime(text: str, block: FencedText, room_id: UUID | None = None) -> bool:
     """Keep what the say path's fence made of ``text`` (``block``, from ``fence(text,
     source="peer")``) for the next context that carries it, when it is exactly what a
     context's own fence would make (``_peer_messages_fenced``): the same source, the text
@@ -710,6 +736,7 @@ def peer_message_memo_prime(text: str, block: FencedText) -> bool:
     with _peer_message_memo_lock:
         _peer_message_memo[key] = block
         _peer_message_memo.move_to_end(key)
+        _memo_room_note(room_id, [key])
         while len(_peer_message_memo) > _PEER_MESSAGE_MEMO_ENTRIES:
             _peer_message_memo.popitem(last=False)
     return True
@@ -797,7 +824,8 @@ def _recent_opened(
         key=lambda w: w[0],
     )
     blocks = _peer_messages_fenced(
-        room_texts_open([str(r[3]) for r in said], column=MESSAGE_TEXT, room_id=room_id)
+        room_texts_open([str(r[3]) for r in said], column=MESSAGE_TEXT, room_id=room_id),
+        room_id,
     )
     fenced: list[dict[str, Any]] = []
     senders: dict[Any, UUID] = {}  # the other agent's id parsed once, not once per message

@@ -308,6 +308,11 @@ class RecordSweep:
         if not listeners:
             del self._rooms[room_id]
             self._seen.pop(room_id, None)
+            # No socket here serves the room any more (deleting it closes them all): what
+            # this process keeps of its texts goes too.
+            from rooms.context import peer_message_memo_forget  # context imports realtime
+
+            peer_message_memo_forget(room_id)
 
     async def _run(self) -> None:
         with contextlib.suppress(asyncio.CancelledError):

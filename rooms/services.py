@@ -561,7 +561,7 @@ def message_say(
                             source_agent_id=str(agent_id), message_seq=seq, rule=rule
                         ),
                     )
-                _memo_prime_on_commit([(text, fenced)])
+                _memo_prime_on_commit([(room_id, text, fenced)])
                 return SaidMessage(
                     seq,
                     agent_id,
@@ -705,8 +705,8 @@ def _runs_recorded(
                 _insert_messages(rows_for, rows)
             _memo_prime_on_commit(
                 [
-                    (text, fenced)
-                    for done, run in zip(taken, prepared, strict=True)
+                    (room_id, text, fenced)
+                    for done, run, (room_id, _, _) in zip(taken, prepared, runs, strict=True)
                     for (_, _, text), (_, _, fenced) in zip(done, run, strict=False)
                 ]
             )
@@ -754,15 +754,16 @@ def riding_acks_refused(
     return refused
 
 
-def _memo_prime_on_commit(said: list[tuple[str, FencedText]]) -> None:
+def _memo_prime_on_commit(said: list[tuple[UUID, str, FencedText]]) -> None:
     """Once the messages are stored, hand the peer's next context what the say path's fence
-    made of each text, so that context need not fence it again (``rooms.context`` keeps a
-    block only where its own fence would make the same one). Nothing if the transaction
-    rolls back."""
+    made of each ``(room_id, text, block)``, so that context need not fence it again
+    (``rooms.context`` keeps a block only where its own fence would make the same one, and
+    forgets a room's when this process stops serving it). Nothing if the transaction rolls
+    back."""
     from rooms.context import peer_message_memo_prime  # context imports this module
 
     if said:
-        transaction.on_commit(lambda: [peer_message_memo_prime(t, f) for t, f in said])
+        transaction.on_commit(lambda: [peer_message_memo_prime(t, f, r) for r, t, f in said])
 
 
 @functools.cache
