@@ -27,6 +27,14 @@ def _driver_cursor(wrapper: Any) -> Any:
     return wrapper.cursor  # Django's CursorWrapper holds the driver's
 
 
+def _backend() -> tuple[int, Any]:
+    """The server process answering this connection's statements, and the cursor used."""
+    with statement_cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    return int(pid), _driver_cursor(cursor)
+
+
 @pytest.mark.services
 @postgresql_only
 def test_statements_on_one_connection_share_one_driver_cursor() -> None:
@@ -61,33 +69,25 @@ def test_a_block_inside_another_gets_a_cursor_of_its_own() -> None:
 @pytest.mark.services
 @postgresql_only
 def test_a_new_connection_gets_a_new_cursor() -> None:
-    with statement_cursor() as before:
-        before.execute("SELECT pg_backend_pid()")
-        (first_backend,) = before.fetchone()
+    first_backend, before = _backend()
     connection.close()
-    with statement_cursor() as after:
-        after.execute("SELECT pg_backend_pid()")
-        (second_backend,) = after.fetchone()
-    assert _driver_cursor(after) is not _driver_cursor(before)
-    assert _driver_cursor(after).connection is connection.connection
+    second_backend, after = _backend()
+    assert after is not before
+    assert after.connection is connection.connection
     assert second_backend != first_backend
 
 
 @pytest.mark.services
 @postgresql_only
 def test_a_connection_that_died_while_idle_is_found_out_by_the_health_check() -> None:
-    with statement_cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        (backend,) = cursor.fetchone()
+    backend, _ = _backend()
     # Another session ends this one (a restart, a network cut, an idle timeout).
     with psycopg.connect(
         host="127.0.0.1", user="postgres", dbname=connection.settings_dict["NAME"]
     ) as other:
         other.execute("SELECT pg_terminate_backend(%s)", [backend])
     connection.health_check_done = False  # type: ignore[attr-defined]  # a new hop, as _hop_work leaves it for an idle one
-    with statement_cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        (now,) = cursor.fetchone()
+    now, _ = _backend()
     assert now != backend
 
 
