@@ -1222,19 +1222,21 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 if await self._ack_riding(frame.id, ack):
                     await self._refuse(None, frame.id)
                 return
-        # Standing first, in the same hop: a reader out of standing (its close lost) starts no
-        # turn, spends no slip use and is given nothing, not even the peer's messages. The ack
-        # riding the request is recorded by the statement that starts the turn, as the ``ack``
-        # frame just before it would have been (``context.context_for_agent_acked``).
-        verdict, assembled = await in_db_thread(self._checked)(
-            context.context_for_agent_acked,
-            room_id=participant.room_id,
-            agent_id=participant.agent_id,
-            asked=frame.body.ask,
-            ack=ack,
-        )
-        if verdict is not None:
-            await self._shut(verdict)
+        # Standing first, read by the statement that starts the turn: a reader out of
+        # standing (its close lost) has no turn, spends no slip use and is given nothing, not
+        # even the peer's messages. The ack riding the request is recorded by that statement
+        # too, as the ``ack`` frame just before it would have been
+        # (``context.context_for_agent_acked``).
+        try:
+            assembled = await in_db_thread(context.context_for_agent_acked)(
+                room_id=participant.room_id,
+                agent_id=participant.agent_id,
+                owner_id=participant.owner_id,
+                asked=frame.body.ask,
+                ack=ack,
+            )
+        except context.OutOfStanding as out:
+            await self._shut(out.code)
             return
         if assembled is None:
             if self._limits is not None:

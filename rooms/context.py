@@ -92,6 +92,7 @@ from rooms.models import Agent, Message, Room, RoomMember, RoomState, SeatStandi
 from rooms.protocol import (
     AgentContext,
     ClearedItem,
+    CloseCode,
     ContextMessage,
     ContextWhisper,
     PeerArtifact,
@@ -105,6 +106,7 @@ from rooms.sealing import (
     one_hop,
     room_texts_open,
 )
+from rooms.standing import Reader, Seat, seat_verdict
 from rooms.untrusted import (
     SCAN_CHARS_PER_CAP_BYTE,
     FencedText,
@@ -153,14 +155,24 @@ def context_for_agent(*, room_id: UUID, agent_id: UUID, asked: Sequence[str] = (
 
 
 def context_for_agent_acked(
-    *, room_id: UUID, agent_id: UUID, asked: Sequence[str] = (), ack: int | None
+    *, room_id: UUID, agent_id: UUID, owner_id: int, asked: Sequence[str] = (), ack: int | None
 ) -> AgentContext | None:
-    """``context_for_agent`` for a ``context_request`` that carries an ack: the ack recorded
-    as the ``ack`` frame sent just before it would be (``rooms.services.messages_ack``: never
-    backwards, refused beyond the room's record), by the statement that starts the turn, so
-    it costs none of its own. None when the record refuses it: then no turn was had, no use
-    spent, nothing disclosed. A turn that fails after it still keeps the ack."""
-    return _assemble(room_id=room_id, agent_id=agent_id, turn=None, asked=asked, ack=ack)
+    """``context_for_agent`` for a socket's ``context_request``, whose agent is ``owner_id``'s.
+
+    The reader's standing first (``rooms.standing``: the Gatekeeper's rule on the seat as
+    read): from the turn's own facts, read under the room's lock by the statement that starts
+    the turn, so it costs no statement of its own. Out of standing (revoked, blocked, the seat
+    or the room gone, a room not open to agents), ``OutOfStanding`` with the close code: the
+    turn it started rolls back, so no turn was had, no use spent, nothing disclosed, and no
+    ack recorded.
+
+    The ack the request carries is recorded as the ``ack`` frame sent just before it would be
+    (``rooms.services.messages_ack``: never backwards, refused beyond the room's record), by
+    the same statement. None when the record refuses it: then no turn was had, no use spent,
+    nothing disclosed. A turn that fails after it still keeps the ack."""
+    return _assemble(
+        room_id=room_id, agent_id=agent_id, turn=None, asked=asked, ack=ack, reader=owner_id
+    )
 
 
 def context_assemble(
@@ -197,6 +209,15 @@ class _TurnFacts:
     # Whether another agent published an artifact the room marked shared with the other
     # agent: only then is there anything for the Gatekeeper to decide (and record).
     peer_artifacts_published: bool
+
+
+class OutOfStanding(Exception):
+    """The agent asking for a turn is out of standing (``context_for_agent_acked``): no turn
+    was had. ``code``: what its socket is closed with (``docs/protocol.md``)."""
+
+    def __init__(self, code: CloseCode) -> None:
+        super().__init__(code.name)
+        self.code = code
 
 
 class _AckRefused(Exception):
@@ -274,12 +295,18 @@ def _facts_sql(vendor: str, bump: bool, acked: bool = False) -> str:
 
 
 def _turn_facts(
-    *, room_id: UUID, agent_id: UUID, turn: int | None, ack: int | None = None
+    *,
+    room_id: UUID,
+    agent_id: UUID,
+    turn: int | None,
+    ack: int | None = None,
+    reader: int | None = None,
 ) -> _TurnFacts:
     """Read the turn's facts (bumping the turn unless ``turn`` is given, and recording
     ``ack`` with it, ``_facts_sql``); ``NotFound`` if the agent holds no seat in the room,
-    ``_AckRefused`` if ``ack`` is beyond the room's record. Call with the room locked, in the
-    turn's transaction."""
+    ``_AckRefused`` if ``ack`` is beyond the room's record. ``reader``: the owner whose agent
+    asks; then ``OutOfStanding`` first if it is out of standing (a seat not found included).
+    Call with the room locked, in the turn's transaction."""
     acked = ack is not None and turn is None
     parameters = {
         "room": Room._meta.pk.get_db_prep_value(room_id, connection),
@@ -291,12 +318,14 @@ def _turn_facts(
         cursor.execute(_facts_sql(connection.vendor, turn is None, acked), parameters)
         row = cursor.fetchone()
     if row is None:
+        if reader is not None:
+            # No seat is never standing (the rule says FORBIDDEN; so does the fallback).
+            raise OutOfStanding(
+                _standing(room_id, agent_id, reader, seat=None) or CloseCode.FORBIDDEN
+            )
         raise NotFound("No such room.")
     if acked:
-        assert ack is not None
         *row, last_seq = row
-        if ack > int(last_seq):
-            raise _AckRefused
     (
         bumped,
         owner_id,
@@ -314,6 +343,15 @@ def _turn_facts(
         head_hash,
         artifacts_published,
     ) = row
+    if reader is not None:
+        seat = Seat(int(owner_id), agent_id, str(standing), str(state), bool(revoked))
+        verdict = _standing(room_id, agent_id, reader, seat=seat)
+        if verdict is not None:
+            raise OutOfStanding(verdict)
+    if acked:
+        assert ack is not None
+        if ack > int(last_seq):
+            raise _AckRefused
     if isinstance(terms, str | bytes):
         terms = json.loads(terms)
     return _TurnFacts(
@@ -333,6 +371,12 @@ def _turn_facts(
         ledger_head=(int(head_seq), str(head_hash)) if head_seq is not None else None,
         peer_artifacts_published=bool(artifacts_published),
     )
+
+
+def _standing(room_id: UUID, agent_id: UUID, reader: int, *, seat: Seat | None) -> CloseCode | None:
+    """``reader``'s agent's standing from its seat as the turn's facts read it (None: no
+    seat), by the rule every other delivery is checked with (``rooms.standing``)."""
+    return seat_verdict(Reader(room_id, reader, agent_id), [] if seat is None else [seat])
 
 
 def _room_lock(room_id: UUID) -> None:
@@ -477,7 +521,13 @@ def _asks_owner(decision: Decision) -> bool:
 
 
 def _assemble(
-    *, room_id: UUID, agent_id: UUID, turn: int | None, asked: Sequence[str], ack: int | None
+    *,
+    room_id: UUID,
+    agent_id: UUID,
+    turn: int | None,
+    asked: Sequence[str],
+    ack: int | None,
+    reader: int | None = None,
 ) -> AgentContext | None:
     # The room key's destroyed mark is read once for the turn (the purpose and charter of the
     # facts, the messages and the whispers), as each slip's signature is verified once per
@@ -485,13 +535,21 @@ def _assemble(
     # dropped from it at once (rooms.sealing.one_hop).
     with one_hop():
         try:
-            return _assembled(room_id=room_id, agent_id=agent_id, turn=turn, asked=asked, ack=ack)
+            return _assembled(
+                room_id=room_id, agent_id=agent_id, turn=turn, asked=asked, ack=ack, reader=reader
+            )
         except _AckRefused:
             return None  # the turn it started rolled back: no turn was had
 
 
 def _assembled(
-    *, room_id: UUID, agent_id: UUID, turn: int | None, asked: Sequence[str], ack: int | None
+    *,
+    room_id: UUID,
+    agent_id: UUID,
+    turn: int | None,
+    asked: Sequence[str],
+    ack: int | None,
+    reader: int | None,
 ) -> AgentContext:
     notices: list[str] = []
     own_items: list[ClearedItem] = []
@@ -504,7 +562,9 @@ def _assembled(
     try:
         with transaction.atomic():
             _room_lock(room_id)
-            facts = _turn_facts(room_id=room_id, agent_id=agent_id, turn=turn, ack=ack)
+            facts = _turn_facts(
+                room_id=room_id, agent_id=agent_id, turn=turn, ack=ack, reader=reader
+            )
             placed, refused, error = _disclosures(
                 facts=facts, recipient_agent_id=agent_id, asked=asked
             )

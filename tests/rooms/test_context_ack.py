@@ -41,7 +41,11 @@ def _seat(setup: Any) -> tuple[int, int]:
 
 def _turn(setup: Any, ack: int | None) -> Any:
     return context.context_for_agent_acked(
-        room_id=setup.room.id, agent_id=setup.b.agent.id, asked=[], ack=ack
+        room_id=setup.room.id,
+        agent_id=setup.b.agent.id,
+        owner_id=setup.b.owner.pk,
+        asked=[],
+        ack=ack,
     )
 
 
