@@ -209,6 +209,9 @@ class _TurnFacts:
     # Whether another agent published an artifact the room marked shared with the other
     # agent: only then is there anything for the Gatekeeper to decide (and record).
     peer_artifacts_published: bool
+    # The conversation the context carries, as read (``_recent_columns``), opened after the
+    # turn's transaction (``_recent_opened``).
+    recent: tuple[Any, Any]
 
 
 class OutOfStanding(Exception):
@@ -241,10 +244,11 @@ def _uuid(value: Any) -> UUID:
 @functools.cache
 def _facts_sql(vendor: str, bump: bool, acked: bool = False) -> str:
     """The turn's facts in one statement (bumping the turn when ``bump``): the seat, its
-    agent's revocation, the other seat, the room's tier (``room_tier_from_ranks``) and the
-    room. Only our own table names and tier names are interpolated; values are parameters,
-    named (``%(room)s``): the room and the agent are each bound once, though the statement
-    uses them many times. ``acked`` (with ``bump``): the seat's ack moved to ``%(ack)s`` as
+    agent's revocation, the other seat, the room's tier (``room_tier_from_ranks``), the room
+    and what the context carries of the conversation (``_recent_columns``). Only our own
+    table names and tier names are interpolated; values are parameters, named
+    (``%(room)s``): the room and the agent are each bound once, though the statement uses
+    them many times. ``acked`` (with ``bump``): the seat's ack moved to ``%(ack)s`` as
     ``rooms.services.messages_ack`` moves it (never backwards, only within the room's
     record), and the room's last number returned last, to tell whether it was."""
     q = connection.ops.quote_name
@@ -273,7 +277,8 @@ def _facts_sql(vendor: str, bump: bool, acked: bool = False) -> str:
         f"(SELECT h.seq FROM {head} h WHERE h.room_id = %(room)s), "
         f"(SELECT h.hash FROM {head} h WHERE h.room_id = %(room)s), "
         f"(SELECT COUNT(*) FROM (SELECT 1 FROM {artifact} x WHERE x.room_id = %(room)s "
-        "AND x.shared_with_peer = %(shared)s AND x.publisher_agent_id <> %(agent)s LIMIT 1) y)"
+        "AND x.shared_with_peer = %(shared)s AND x.publisher_agent_id <> %(agent)s LIMIT 1) y), "
+        f"{_recent_columns(vendor, member)}"
     )
     where = "WHERE room_id = %(room)s AND agent_id = %(agent)s"
     if bump:
@@ -312,6 +317,8 @@ def _turn_facts(
         "room": Room._meta.pk.get_db_prep_value(room_id, connection),
         "agent": Agent._meta.pk.get_db_prep_value(agent_id, connection),
         "shared": True,
+        "messages": CONTEXT_PEER_MESSAGES,
+        "whispers": CONTEXT_WHISPERS,
         **({"ack": ack} if acked else {}),
     }
     with statement_cursor() as cursor:
@@ -342,6 +349,8 @@ def _turn_facts(
         head_seq,
         head_hash,
         artifacts_published,
+        messages,
+        whispers,
     ) = row
     if reader is not None:
         seat = Seat(int(owner_id), agent_id, str(standing), str(state), bool(revoked))
@@ -370,6 +379,7 @@ def _turn_facts(
         charter=_opened_text(str(charter), column=ROOM_CHARTER, room_id=room_id),
         ledger_head=(int(head_seq), str(head_hash)) if head_seq is not None else None,
         peer_artifacts_published=bool(artifacts_published),
+        recent=(messages, whispers),
     )
 
 
@@ -614,7 +624,7 @@ def _assembled(
     elif facts.agent_revoked or facts.standing != SeatStanding.ACTIVE:
         notices.append(WITHDRAWN_NOTICE)
 
-    messages, whispers = _recent(room_id=room_id, agent_id=agent_id, owner_id=facts.owner_id)
+    messages, whispers = _recent_opened(facts.recent, room_id=room_id)
     nonces = [m.nonce for m in messages] + [i.nonce for i in peer_items]
     nonces += [a.nonce for a in peer_artifacts]
     return AgentContext(
@@ -802,22 +812,37 @@ def peer_message_memo_prime(text: str, block: FencedText, room_id: UUID | None =
     return True
 
 
-@functools.cache
-def _recent_sql(vendor: str) -> str:
-    """The peer's recent messages and the owner's recent whispers in one statement (each
-    part newest first, capped). Only our own names are interpolated; the parameters are
-    named, as the facts statement's are (``_facts_sql``)."""
+def _recent_columns(vendor: str, member: str) -> str:
+    """The peer's recent messages and the seat's owner's recent whispers to its agent (each
+    newest first, capped), as two columns of the turn's facts, each a JSON array of rows:
+    read under the room's lock with the rest of the turn, at no statement of their own (a
+    statement of 20 rows of six typed columns also cost PostgreSQL's driver more to load
+    than one JSON text). ``member``: the seat's table as the facts statement names it (the
+    whispers are its owner's). Only our own names are interpolated."""
     q = connection.ops.quote_name
     message, whisper = q(Message._meta.db_table), q(Whisper._meta.db_table)
-    no_flags = f"CAST(NULL AS {Message._meta.get_field('flags').db_type(connection)})"
+    if vendor == "postgresql":
+        rows, array, flags = "json_agg", "json_build_array", "x.flags"
+    else:  # SQLite keeps JSON as text: json() embeds the flags as an array, not a string
+        rows, array, flags = "json_group_array", "json_array", "json(x.flags)"
     return (
-        f"SELECT * FROM (SELECT 0 AS part, seq, sender_id, text, flags, created_at FROM {message} "  # noqa: S608
+        f"(SELECT {rows}({array}(x.seq, x.sender_id, x.text, {flags}, x.created_at)) "  # noqa: S608
+        f"FROM (SELECT seq, sender_id, text, flags, created_at FROM {message} "
         "WHERE room_id = %(room)s AND (sender_id IS NULL OR sender_id <> %(agent)s) "
-        "ORDER BY seq DESC LIMIT %(messages)s) m UNION ALL "
-        f"SELECT * FROM (SELECT 1 AS part, 0 AS seq, id, text, {no_flags} AS flags, created_at "
-        f"FROM {whisper} WHERE room_id = %(room)s AND agent_id = %(agent)s "
-        "AND owner_id = %(owner)s ORDER BY created_at DESC LIMIT %(whispers)s) w"
+        "ORDER BY seq DESC LIMIT %(messages)s) x), "
+        f"(SELECT {rows}({array}(w.id, w.text, w.created_at)) "
+        f"FROM (SELECT id, text, created_at FROM {whisper} WHERE room_id = %(room)s "
+        f"AND agent_id = %(agent)s AND owner_id = {member}.owner_id "
+        "ORDER BY created_at DESC LIMIT %(whispers)s) w)"
     )
+
+
+def _json_rows(value: Any) -> list[Any]:
+    """A JSON array column as read: PostgreSQL's driver parses ``json`` itself (NULL for no
+    rows), SQLite gives the text."""
+    if value is None:
+        return []
+    return list(json.loads(value) if isinstance(value, str | bytes) else value)
 
 
 def _when(value: Any) -> datetime:
@@ -836,27 +861,6 @@ def _when(value: Any) -> datetime:
     return value if value.utcoffset() is not None else value.replace(tzinfo=UTC)
 
 
-def _recent(
-    *, room_id: UUID, agent_id: UUID, owner_id: int
-) -> tuple[list[ContextMessage], list[ContextWhisper]]:
-    """The other agent's recent messages, each fenced, and the owner's recent whispers to
-    this agent, oldest first (one statement)."""
-    parameters = {
-        "room": Room._meta.pk.get_db_prep_value(room_id, connection),
-        "agent": Agent._meta.pk.get_db_prep_value(agent_id, connection),
-        "owner": owner_id,
-        "messages": CONTEXT_PEER_MESSAGES,
-        "whispers": CONTEXT_WHISPERS,
-    }
-    with statement_cursor() as cursor:
-        cursor.execute(_recent_sql(connection.vendor), parameters)
-        rows = cursor.fetchall()
-    # One read: the room key's destroyed mark is checked once for all of its rows, not per row
-    # (once per turn when called from _assemble, whose hop this one joins).
-    with one_hop():
-        return _recent_opened(rows, room_id=room_id)
-
-
 def _opened_text(value: str, *, column: str, room_id: UUID) -> str:
     """A sealed text column as raw SQL read it, opened (``room_text_open`` without the
     ``OpenedText`` wrapper a model row needs: ``room_content_open`` checks the room)."""
@@ -865,31 +869,33 @@ def _opened_text(value: str, *, column: str, room_id: UUID) -> str:
 
 
 def _recent_opened(
-    rows: Sequence[Any], *, room_id: UUID
+    recent: tuple[Any, Any], *, room_id: UUID
 ) -> tuple[list[ContextMessage], list[ContextWhisper]]:
-    said = sorted((r for r in rows if r[0] == 0), key=lambda r: int(r[1]))
-    whispered_rows = [r for r in rows if r[0] == 1]
+    """The other agent's recent messages, each fenced, and the owner's recent whispers to
+    this agent, oldest first, from the facts' ``recent`` columns (``_recent_columns``)."""
+    said = sorted(_json_rows(recent[0]), key=lambda r: int(r[0]))
+    whispered_rows = _json_rows(recent[1])
     # Transcript text is sealed at rest under the room's key (rooms.sealing); raw SQL reads
     # the sealed value and opens it here, each value with the room's key (whose destroyed
     # mark the hop read), refusing one sealed for another room or column. Each column's
     # values are opened as one batch (the key and the associated data found once).
     whisper_texts = room_texts_open(
-        [str(r[3]) for r in whispered_rows], column=WHISPER_TEXT, room_id=room_id
+        [str(r[1]) for r in whispered_rows], column=WHISPER_TEXT, room_id=room_id
     )
     whispered = sorted(
         (
-            (_when(r[5]), _uuid(r[2]), text)
+            (_when(r[2]), _uuid(r[0]), text)
             for r, text in zip(whispered_rows, whisper_texts, strict=True)
         ),
         key=lambda w: w[0],
     )
     blocks = _peer_messages_fenced(
-        room_texts_open([str(r[3]) for r in said], column=MESSAGE_TEXT, room_id=room_id),
+        room_texts_open([str(r[2]) for r in said], column=MESSAGE_TEXT, room_id=room_id),
         room_id,
     )
     fenced: list[dict[str, Any]] = []
     senders: dict[Any, UUID] = {}  # the other agent's id parsed once, not once per message
-    for (_part, seq, sender, _text, flags, created_at), block in zip(said, blocks, strict=True):
+    for (seq, sender, _text, flags, created_at), block in zip(said, blocks, strict=True):
         if flags in ("[]", b"[]"):  # most messages were flagged for nothing
             flags = []
         elif isinstance(flags, str | bytes):

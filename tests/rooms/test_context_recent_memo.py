@@ -60,10 +60,11 @@ def _bobs(setup: Any) -> Any:
 
 
 def _recent(setup: Any) -> Any:
+    """What Bob's agent's next context would carry of the conversation, as a turn reads it
+    (the facts statement) and opens it."""
     with one_hop():
-        return room_context._recent(
-            room_id=setup.room.id, agent_id=setup.b.agent.id, owner_id=setup.b.owner.pk
-        )
+        facts = room_context._turn_facts(room_id=setup.room.id, agent_id=setup.b.agent.id, turn=0)
+        return room_context._recent_opened(facts.recent, room_id=setup.room.id)
 
 
 def test_times_are_the_rows_instants_and_every_block_has_a_nonce_of_its_own(
