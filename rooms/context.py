@@ -31,14 +31,14 @@ A *turn* is a per-agent counter (``RoomMember.context_turn``), bumped each time 
 assembled for that agent.
 
 A turn costs the same few SQL statements whatever the number of items (issue 17): the room
-locked; the seat, its turn, its agent's revocation and standing, the other seat, the room's
-tier and the room itself in one statement; the room's live slips with their keys and locked
-capability records in one (each slip's signature verified once per turn); the recipient's
-disclosure grants in one when an item asks per use; the items in one; then the turn's
-ledger events in one insert (``ledger_append_many``), its uses in one update and its grants
-in at most one update and one insert; the peer's messages and the whispers in one each.
-Every item is still decided live, in that transaction, from what it read; nothing is kept
-from one turn to the next.
+locked; the seat, its turn, its agent's revocation and standing (for a socket's request,
+the reader's standing check itself), the other seat, the room's tier, the room itself and
+the peer's recent messages and the owner's whispers in one statement; the room's live slips
+with their keys and locked capability records in one (each slip's signature verified once
+per turn); the recipient's disclosure grants in one when an item asks per use; the items in
+one; then the turn's ledger events in one insert (``ledger_append_many``), its uses in one
+update and its grants in at most one update and one insert. Every item is still decided
+live, in that transaction, from what it read; nothing is kept from one turn to the next.
 
 Shared artifacts are decided in the same transaction, after the vault items (so the vault's
 ledger batch appends from the head the facts read): whether the other agent published any
