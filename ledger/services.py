@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,6 +56,26 @@ class LedgerError(Exception):
 class LedgerAppendError(LedgerError):
     """The event was not recorded. Deny the operation it guarded (and let the atomic block
     roll back whatever else it did)."""
+
+
+class AlongsideShort(LedgerError):
+    """The caller's statement run with an append (``Alongside``) did not change the rows it
+    had to: nothing of the append is kept (the caller's block is marked for rollback)."""
+
+
+@dataclass(frozen=True)
+class Alongside:
+    """A caller's own data-modifying statement that belongs to an append's transaction (a
+    turn spends the uses its disclosures record): ``sql`` an ``UPDATE`` (or ``INSERT``)
+    ``... RETURNING`` a row per row it changed, its values named (``%(name)s``; the insert's
+    own are ``p`` and a number), ``params`` them, and ``rows`` how many rows it must change.
+    ``ledger_append_many`` runs it in the append's own statement where the append is one
+    (PostgreSQL, a head seen, one batch: a data-modifying ``WITH``), else as a statement of
+    its own beside it. The ledger knows nothing of what it does."""
+
+    sql: str
+    params: dict[str, object]
+    rows: int
 
 
 @dataclass(frozen=True)
@@ -159,6 +180,7 @@ def ledger_append_many(
     room_id: UUID,
     events: Sequence[LedgerEventRecord],
     head_seen: tuple[int, str] | None = None,
+    alongside: Alongside | None = None,
 ) -> list[AppendedEvent]:
     """Append ``events`` to ``room_id``'s chain in order, as ``ledger_append`` would one by
     one (same bytes, same hashes, same rules), but in three statements whatever their number
@@ -172,20 +194,36 @@ def ledger_append_many(
     statements: the head moves only if it is still exactly that (a compare-and-set that also
     locks it), then the insert; on PostgreSQL one, the insert carrying the compare-and-set
     (rows go in only if it matched). If the head moved meanwhile, the usual three, from the
-    locked head."""
-    if not events:
-        return []
+    locked head.
+
+    ``alongside``: the caller's own statement of the same transaction (``Alongside``), run by
+    the insert's statement where there is one such (so a turn's uses are spent by the
+    statement that records them), else on its own; ``AlongsideShort`` if it did not change
+    the rows it had to (then nothing is kept: the caller's block is marked for rollback).
+    Run once, whichever way the append goes, events or none."""
     if not transaction.get_connection().in_atomic_block:
         raise LedgerAppendError(
             "ledger_append_many must run inside the caller's transaction.atomic() block, so "
             "the events and the effects they record commit together."
         )
+    if alongside is not None and any(_INSERT_NAME.fullmatch(n) for n in alongside.params):
+        raise LedgerAppendError("a statement alongside an append may not name a value p<number>")
+    if not events:
+        if alongside is not None:
+            _alongside_run(alongside)
+        return []
     started = time.perf_counter()
     connection = transaction.get_connection()
     try:
+        pending = alongside
         if head_seen is not None:
             rows, appended = _chained(room_id, events, head_seen)
-            if _events_insert(connection, rows, head_seen=head_seen):
+            written, pending = _events_insert(
+                connection, rows, head_seen=head_seen, alongside=alongside
+            )
+            if written:
+                if pending is not None:
+                    _alongside_run(pending)
                 _sign_appended(room_id, appended)
                 LEDGER_APPEND_SECONDS.labels(path="batch").observe(time.perf_counter() - started)
                 return appended
@@ -193,6 +231,8 @@ def ledger_append_many(
         rows, appended = _chained(room_id, events, (head.seq, head.hash))
         _events_insert(connection, rows)
         _head_moved_from(connection, room_id, None, (appended[-1].seq, appended[-1].hash))
+        if pending is not None:
+            _alongside_run(pending)
         _sign_appended(room_id, appended)
     except (LedgerAppendError, DatabaseError, rfc8785.CanonicalizationError, ValueError) as exc:
         transaction.set_rollback(True)
@@ -227,7 +267,7 @@ _HEAD_FIELD = {f.attname: f for f in LedgerHead._meta.concrete_fields}
 _HEAD_ROOM = _HEAD_FIELD["room_id"]
 _HEAD_SEQ = _HEAD_FIELD["seq"]
 _HEAD_HASH = _HEAD_FIELD["hash"]
-_INSERT_SQL: dict[tuple[str, int, tuple[int, ...], bool], str] = {}
+_INSERT_SQL: dict[tuple[str, int, tuple[int, ...], bool, str | None], str] = {}
 _HEAD_SQL: dict[tuple[str, bool], str] = {}
 
 
@@ -377,9 +417,27 @@ class _EventRows:
         ]
 
 
+def _alongside_run(alongside: Alongside) -> None:
+    """The caller's statement on its own (``Alongside``), in the append's transaction."""
+    with statement_cursor() as cursor:
+        cursor.execute(alongside.sql, alongside.params)
+        changed = len(cursor.fetchall())
+    _alongside_checked(alongside, changed)
+
+
+def _alongside_checked(alongside: Alongside, changed: int) -> None:
+    if changed != alongside.rows:
+        transaction.set_rollback(True)
+        raise AlongsideShort(f"{changed} of {alongside.rows} rows changed alongside the append")
+
+
 def _events_insert(
-    connection: BaseDatabaseWrapper, rows: _EventRows, *, head_seen: tuple[int, str] | None = None
-) -> bool:
+    connection: BaseDatabaseWrapper,
+    rows: _EventRows,
+    *,
+    head_seen: tuple[int, str] | None = None,
+    alongside: Alongside | None = None,
+) -> tuple[bool, Alongside | None]:
     """Insert ``rows`` in one multi-row INSERT, or in as few as the backend's parameter limit
     allows (the ORM's own ``bulk_batch_size``). No signals, as ``bulk_create`` sent none.
 
@@ -388,7 +446,11 @@ def _events_insert(
     answer is False. On PostgreSQL, when the rows take one statement, the compare-and-set is
     that statement's own: a data-modifying ``WITH`` runs the head's UPDATE (which waits for a
     concurrent writer and then finds the head moved, as alone), and the rows go in only if it
-    matched. One round trip fewer, the same check."""
+    matched. One round trip fewer, the same check.
+
+    Whether the rows were written, and ``alongside`` if it is still to run: the fused
+    statement runs it too (``_insert_sql``), and checks what it changed whether or not the
+    head had moved."""
     count = len(rows.seqs)
     batch = max(1, connection.ops.bulk_batch_size(list(_EVENT_FIELDS), rows.seqs))
     tip = (rows.seqs[-1], rows.hashes[-1])
@@ -398,7 +460,7 @@ def _events_insert(
         and not fused
         and not _head_moved_from(connection, rows.room_id, head_seen, tip)
     ):
-        return False
+        return False, alongside
     prep = _ColumnValues(connection)
     shared = [
         _EVENT_ROOM.get_db_prep_save(rows.room_id, connection),
@@ -428,15 +490,27 @@ def _events_insert(
             if fused:
                 values += _head_params(connection, rows.room_id, head_seen, tip)
             params = dict(zip(_names(len(values)), values, strict=True))
-            cursor.execute(_insert_sql(connection, shape, len(kinds), fused=fused), params)
-            if fused and cursor.rowcount != count:
-                if cursor.rowcount == 0:  # the head had moved: nothing was written
-                    return False
-                raise LedgerAppendError(f"{cursor.rowcount} of {count} ledger events inserted")
-    return True
+            if fused and alongside is not None:
+                params.update(alongside.params)
+                cursor.execute(
+                    _insert_sql(connection, shape, len(kinds), fused=True, alongside=alongside.sql),
+                    params,
+                )
+                changed, inserted = cursor.fetchone()
+                _alongside_checked(alongside, int(changed))
+                alongside = None  # run, whatever the head did
+            else:
+                cursor.execute(_insert_sql(connection, shape, len(kinds), fused=fused), params)
+                inserted = cursor.rowcount
+            if fused and inserted != count:
+                if inserted == 0:  # the head had moved: nothing was written
+                    return False, alongside
+                raise LedgerAppendError(f"{inserted} of {count} ledger events inserted")
+    return True, alongside
 
 
 _PARAM_NAMES: list[str] = []
+_INSERT_NAME = re.compile(r"p[0-9]+")  # the insert's own value names (``_names``)
 
 
 def _names(count: int) -> list[str]:
@@ -452,7 +526,12 @@ _INSERT_SHAPES = 256
 
 
 def _insert_sql(
-    connection: BaseDatabaseWrapper, shape: tuple[int, ...], kinds: int, *, fused: bool = False
+    connection: BaseDatabaseWrapper,
+    shape: tuple[int, ...],
+    kinds: int,
+    *,
+    fused: bool = False,
+    alongside: str | None = None,
 ) -> str:
     """The INSERT of a batch whose rows have the kinds ``shape`` names (each row's index among
     the batch's ``kinds`` distinct kinds), with named parameters, each value passed once
@@ -464,8 +543,11 @@ def _insert_sql(
     driver to adapt, and psycopg keeps its parse of a statement's placeholders only up to 50
     of them (a turn's 11 events are 44 here; with a parameter per seq they were 55, parsed
     again on every execute, ~150 us). ``fused`` (PostgreSQL): the head's compare-and-set
-    comes first, its five values after the rows', and the rows go in only if it matched."""
-    key = (connection.vendor, kinds, shape, fused)
+    comes first, its five values after the rows', and the rows go in only if it matched.
+    ``alongside`` (fused only): a caller's data-modifying statement (``Alongside.sql``) runs
+    in the same ``WITH``, and the statement answers one row: how many rows it changed, and
+    how many events went in."""
+    key = (connection.vendor, kinds, shape, fused, alongside)
     sql = _INSERT_SQL.get(key)
     if sql is not None:
         return sql
@@ -490,10 +572,18 @@ def _insert_sql(
     if fused:
         head = first + 3 * len(shape)
         moved = _head_update_sql(connection, [f"%(p{head + i})s" for i in range(5)], compare=True)
-        sql = (
-            f"WITH moved AS ({moved} RETURNING 1) {into} SELECT * FROM (VALUES "  # noqa: S608
-            f"{', '.join(rows)}) AS batch WHERE EXISTS (SELECT FROM moved)"
-        )
+        # Our own names and placeholders only; every value is a parameter.
+        values = ", ".join(rows)
+        batch = f"SELECT * FROM (VALUES {values}) AS batch WHERE EXISTS (SELECT FROM moved)"  # noqa: S608
+        sql = f"WITH moved AS ({moved} RETURNING 1) {into} {batch}"
+        if alongside is not None:
+            # Every part of a data-modifying WITH runs, whatever the others do: the caller's
+            # statement is counted even when the head had moved and no event went in.
+            sql = (
+                f"WITH alongside AS ({alongside}), moved AS ({moved} RETURNING 1), "  # noqa: S608
+                f"inserted AS ({into} {batch} RETURNING 1) "
+                "SELECT (SELECT COUNT(*) FROM alongside), (SELECT COUNT(*) FROM inserted)"
+            )
     else:
         sql = f"{into} VALUES {', '.join(rows)}"
     if len(_INSERT_SQL) >= _INSERT_SHAPES:

@@ -36,8 +36,9 @@ the reader's standing check itself), the other seat, the room's tier, the room i
 the peer's recent messages and the owner's whispers in one statement; the room's live slips
 with their keys and locked capability records in one (each slip's signature verified once
 per turn); the recipient's disclosure grants in one when an item asks per use; the items in
-one; then the turn's ledger events in one insert (``ledger_append_many``), its uses in one
-update and its grants in at most one update and one insert. Every item is still decided
+one; then the turn's ledger events in one insert (``ledger_append_many``) which on
+PostgreSQL also spends its uses (elsewhere one update more), and its grants in at most one
+update and one insert. Every item is still decided
 live, in that transaction, from what it read; nothing is kept from one turn to the next.
 
 Shared artifacts are decided in the same transaction, after the vault items (so the vault's
@@ -85,7 +86,7 @@ from gatekeeper.grants import AskState, DisclosureAsk, GrantsChanged, turn_grant
 from gatekeeper.records import Grant
 from ledger.events import Denial, Disclosure, LedgerEventRecord
 from ledger.models import LedgerEvent, LedgerHead
-from ledger.services import LedgerAppendError, ledger_append_many
+from ledger.services import AlongsideShort, LedgerAppendError, ledger_append_many
 from rooms.errors import NotFound
 from rooms.forks import room_pause_fail_safe
 from rooms.models import Agent, Message, Room, RoomMember, RoomState, SeatStanding, Whisper
@@ -119,7 +120,7 @@ from slips.models import RoomTier, Slip
 from slips.vault import TurnKeys, vault_item_scoped_view, vault_items_read
 from slips.verification import (
     UsesNotSpent,
-    capability_uses_spend,
+    capability_uses_spending,
     room_tier_from_ranks,
     tier_rank_sql,
 )
@@ -508,14 +509,17 @@ def _disclosures(
     refusals: list[LedgerEventRecord] = [
         Denial(rule=rule, subject_id=str(recipient_agent_id), resource_id=kind) for kind in refused
     ]
-    # Recorded before their effects, all in this transaction: the events, then the uses
-    # and the grants they record.
-    ledger_append_many(
-        room_id=facts.room.room_id,
-        events=[e for p in placed for e in p.events] + refusals,
-        head_seen=facts.ledger_head,
-    )
-    capability_uses_spend(record_ids=spend)
+    # Recorded with their effects, all in this transaction: the events and the uses they
+    # record by one statement where the append is one (PostgreSQL), then the grants.
+    try:
+        ledger_append_many(
+            room_id=facts.room.room_id,
+            events=[e for p in placed for e in p.events] + refusals,
+            head_seen=facts.ledger_head,
+            alongside=capability_uses_spending(record_ids=spend),
+        )
+    except AlongsideShort as short:
+        raise UsesNotSpent(str(short)) from None
     if grants is not None:
         grants.write()
     return placed, refused, decided.error

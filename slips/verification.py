@@ -20,6 +20,7 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import F
 
+from ledger.services import Alongside
 from slips.canonical import SLIP_TAG, payload_parse_canonical
 from slips.capabilities import (
     TIER_ORDER,
@@ -587,7 +588,7 @@ def _as_uuid(value: Any) -> UUID:
 
 def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
     """The room's live slips and their capability records, in one statement (records locked
-    when ``lock``, so the uses they hold cannot change before ``capability_uses_spend``).
+    when ``lock``, so the uses they hold cannot change before ``capability_uses_spending``).
     A slip whose check raises is denied as ``verification_error`` for every use under it.
 
     Only slips with at least one record are read: a slip without any clears nothing, and
@@ -644,13 +645,14 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
 
 @functools.cache
 def _uses_spend_sql(vendor: str, count: int) -> str:
-    """One use off each of ``count`` records, only where one is left (written once per count:
-    no ORM compilation per turn; parameters named, as ``_room_slips_sql``'s are)."""
+    """One use off each of ``count`` records, only where one is left, a row returned for each
+    (written once per count: no ORM compilation per turn; parameters named ``r0``..., as
+    ``_room_slips_sql``'s are named)."""
     table = connection.ops.quote_name(SlipCapability._meta.db_table)
     marks = ", ".join(f"%(r{i})s" for i in range(count))
     return (
         f"UPDATE {table} SET uses_left = uses_left - 1 "  # noqa: S608
-        f"WHERE id IN ({marks}) AND uses_left > 0"
+        f"WHERE id IN ({marks}) AND uses_left > 0 RETURNING 1"
     )
 
 
@@ -658,19 +660,19 @@ class UsesNotSpent(Exception):
     """A use that was decided could not be spent: the turn must disclose nothing."""
 
 
-def capability_uses_spend(*, record_ids: list[int]) -> None:
-    """Spend one use of each record, in one statement; call in the transaction that read
-    them locked (``room_slips_read(lock=True)``) and decided each. Raises ``UsesNotSpent``
-    if any had none left after all (then the caller's transaction must roll back)."""
+def capability_uses_spending(*, record_ids: list[int]) -> Alongside | None:
+    """Spending one use of each record, as the statement that records the turn's
+    disclosures runs it (``ledger_append_many(alongside=...)``: one statement for both on
+    PostgreSQL); None when there is none to spend. Call in the transaction that read them
+    locked (``room_slips_read(lock=True)``) and decided each. When a record had none left
+    after all, the append raises ``AlongsideShort`` and the caller's transaction must roll
+    back (``UsesNotSpent``); a record named twice is refused here."""
     if not record_ids:
-        return
+        return None
     if len(set(record_ids)) != len(record_ids):
         raise UsesNotSpent("a record would be spent twice in one turn")
-    with statement_cursor() as cursor:
-        cursor.execute(
-            _uses_spend_sql(connection.vendor, len(record_ids)),
-            {f"r{i}": record_id for i, record_id in enumerate(record_ids)},
-        )
-        spent = cursor.rowcount
-    if spent != len(record_ids):
-        raise UsesNotSpent(f"{len(record_ids) - spent} of {len(record_ids)} uses were gone")
+    return Alongside(
+        sql=_uses_spend_sql(connection.vendor, len(record_ids)),
+        params={f"r{i}": record_id for i, record_id in enumerate(record_ids)},
+        rows=len(record_ids),
+    )

@@ -9,6 +9,7 @@ nothing the change took away."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +17,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from ledger.models import LedgerEvent
+from rooms import context
 from rooms.context import context_for_agent
+from rooms.models import Room, RoomState
 from slips import services as slip_services
 from slips import vault
 from slips.datakeys import DataKeyDestroyed, data_keys_destroy
@@ -209,3 +213,27 @@ def test_an_owner_key_handed_to_another_owner_is_refused_by_the_batch_read(
     with pytest.raises(Misconfigured) as refused:
         _bobs(setup)
     assert "another owner's key" in str(refused.value)
+
+
+def test_a_use_that_cannot_be_spent_discloses_nothing_and_pauses_the_room(
+    make_open_room: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn's uses are spent by the statement that records its disclosures (on
+    PostgreSQL; beside it elsewhere): one that finds a use gone after all (here: told to
+    change a row more than there are) rolls the whole turn back, and the room pauses."""
+    setup, _key, slip = _warm(make_open_room)
+    before = sorted(SlipCapability.objects.filter(slip=slip).values_list("id", "uses_left"))
+    disclosed = LedgerEvent.objects.filter(room_id=setup.room.id, kind="disclosure").count()
+    real = context.capability_uses_spending
+
+    def one_short(*, record_ids: list[int]) -> Any:
+        spending = real(record_ids=record_ids)
+        return dataclasses.replace(spending, rows=spending.rows + 1)
+
+    monkeypatch.setattr(context, "capability_uses_spending", one_short)
+    after = _bobs(setup)
+    assert after.peer_items == [] and CANARY not in after.model_dump_json()
+    assert any("paused" in notice for notice in after.notices)
+    assert sorted(SlipCapability.objects.filter(slip=slip).values_list("id", "uses_left")) == before
+    assert LedgerEvent.objects.filter(room_id=setup.room.id, kind="disclosure").count() == disclosed
+    assert Room.objects.get(id=setup.room.id).state == RoomState.PAUSED
