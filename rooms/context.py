@@ -38,8 +38,8 @@ with their keys and locked capability records in one (each slip's signature veri
 per turn); the recipient's disclosure grants in one when an item asks per use; the items in
 one; then the turn's ledger events in one insert (``ledger_append_many``) which on
 PostgreSQL also spends its uses (elsewhere one update more), and its grants in at most one
-update and one insert. Every item is still decided
-live, in that transaction, from what it read; nothing is kept from one turn to the next.
+update and one insert. Every item is still decided live, in that transaction, from what it
+read; nothing is kept from one turn to the next.
 
 Shared artifacts are decided in the same transaction, after the vault items (so the vault's
 ledger batch appends from the head the facts read): whether the other agent published any
