@@ -267,7 +267,7 @@ _HEAD_FIELD = {f.attname: f for f in LedgerHead._meta.concrete_fields}
 _HEAD_ROOM = _HEAD_FIELD["room_id"]
 _HEAD_SEQ = _HEAD_FIELD["seq"]
 _HEAD_HASH = _HEAD_FIELD["hash"]
-_INSERT_SQL: dict[tuple[str, int, tuple[int, ...], bool, str | None], str] = {}
+_INSERT_SQL: dict[tuple[str, tuple[int, ...] | None, bool, str | None], str] = {}
 _HEAD_SQL: dict[tuple[str, bool], str] = {}
 
 
@@ -438,23 +438,27 @@ def _events_insert(
     head_seen: tuple[int, str] | None = None,
     alongside: Alongside | None = None,
 ) -> tuple[bool, Alongside | None]:
-    """Insert ``rows`` in one multi-row INSERT, or in as few as the backend's parameter limit
-    allows (the ORM's own ``bulk_batch_size``). No signals, as ``bulk_create`` sent none.
+    """Insert ``rows`` in one INSERT (PostgreSQL: the rows as arrays, ``_insert_sql``), or on
+    SQLite in as few multi-row ones as its parameter limit allows (the ORM's own
+    ``bulk_batch_size``). No signals, as ``bulk_create`` sent none.
 
     With ``head_seen``, the head moves from it to the last row first, by compare-and-set
     (``_head_moved_from``); if it is no longer ``head_seen``, nothing is written and the
-    answer is False. On PostgreSQL, when the rows take one statement, the compare-and-set is
-    that statement's own: a data-modifying ``WITH`` runs the head's UPDATE (which waits for a
-    concurrent writer and then finds the head moved, as alone), and the rows go in only if it
-    matched. One round trip fewer, the same check.
+    answer is False. On PostgreSQL the compare-and-set is the insert's own: a data-modifying
+    ``WITH`` runs the head's UPDATE (which waits for a concurrent writer and then finds the
+    head moved, as alone), and the rows go in only if it matched. One round trip fewer, the
+    same check.
 
     Whether the rows were written, and ``alongside`` if it is still to run: the fused
     statement runs it too (``_insert_sql``), and checks what it changed whether or not the
     head had moved."""
     count = len(rows.seqs)
-    batch = max(1, connection.ops.bulk_batch_size(list(_EVENT_FIELDS), rows.seqs))
+    if connection.vendor == "postgresql":
+        batch = count  # the rows as arrays: one statement, whatever their number
+    else:
+        batch = max(1, connection.ops.bulk_batch_size(list(_EVENT_FIELDS), rows.seqs))
     tip = (rows.seqs[-1], rows.hashes[-1])
-    fused = head_seen is not None and connection.vendor == "postgresql" and batch >= count
+    fused = head_seen is not None and connection.vendor == "postgresql"
     if (
         head_seen is not None
         and not fused
@@ -476,31 +480,37 @@ def _events_insert(
     with statement_cursor() as cursor:
         for start in range(0, count, batch):
             stop = min(count, start + batch)
-            kinds: dict[str, int] = {}
-            shape = tuple(kinds.setdefault(k, len(kinds)) for k in rows.kinds[start:stop])
             prev_hash = rows.prev_hash if start == 0 else rows.hashes[start - 1]
             values = [
                 *shared,
                 prep.text(_EVENT_PREV, prev_hash),
                 prep.count(_EVENT_SEQ, rows.seqs[start]),
-                *(prep.text(_EVENT_KIND, k) for k in kinds),
             ]
-            for i in range(start, stop):
-                values += (data[i], hashes[i], canonical[i])
+            if connection.vendor == "postgresql":
+                # Each column's values as one array: the same text and four values whatever
+                # the batch (``_insert_sql``).
+                shape: tuple[int, ...] | None = None
+                kinds = [prep.text(_EVENT_KIND, k) for k in rows.kinds[start:stop]]
+                values += (kinds, data[start:stop], hashes[start:stop], canonical[start:stop])
+            else:
+                distinct: dict[str, int] = {}
+                shape = tuple(distinct.setdefault(k, len(distinct)) for k in rows.kinds[start:stop])
+                values += (prep.text(_EVENT_KIND, k) for k in distinct)
+                for i in range(start, stop):
+                    values += (data[i], hashes[i], canonical[i])
             if fused:
                 values += _head_params(connection, rows.room_id, head_seen, tip)
             params = dict(zip(_names(len(values)), values, strict=True))
             if fused and alongside is not None:
                 params.update(alongside.params)
                 cursor.execute(
-                    _insert_sql(connection, shape, len(kinds), fused=True, alongside=alongside.sql),
-                    params,
+                    _insert_sql(connection, shape, fused=True, alongside=alongside.sql), params
                 )
                 changed, inserted = cursor.fetchone()
                 _alongside_checked(alongside, int(changed))
                 alongside = None  # run, whatever the head did
             else:
-                cursor.execute(_insert_sql(connection, shape, len(kinds), fused=fused), params)
+                cursor.execute(_insert_sql(connection, shape, fused=fused), params)
                 inserted = cursor.rowcount
             if fused and inserted != count:
                 if inserted == 0:  # the head had moved: nothing was written
@@ -527,65 +537,92 @@ _INSERT_SHAPES = 256
 
 def _insert_sql(
     connection: BaseDatabaseWrapper,
-    shape: tuple[int, ...],
-    kinds: int,
+    shape: tuple[int, ...] | None,
     *,
     fused: bool = False,
     alongside: str | None = None,
 ) -> str:
-    """The INSERT of a batch whose rows have the kinds ``shape`` names (each row's index among
-    the batch's ``kinds`` distinct kinds), with named parameters, each value passed once
-    however many places carry it: ``p0`` the room, ``p1`` the moment, ``p2`` the first row's
-    ``prev_hash``, ``p3`` the first row's seq (a row's is that plus its place: a batch is
-    numbered one by one), then the kinds, then each row's data, hash and canonical bytes (a
-    row's ``prev_hash`` is the hash of the row before). The same text for the same shape, so
-    PostgreSQL prepares it once per connection. Fewer parameters are fewer values for the
-    driver to adapt, and psycopg keeps its parse of a statement's placeholders only up to 50
-    of them (a turn's 11 events are 44 here; with a parameter per seq they were 55, parsed
-    again on every execute, ~150 us). ``fused`` (PostgreSQL): the head's compare-and-set
-    comes first, its five values after the rows', and the rows go in only if it matched.
-    ``alongside`` (fused only): a caller's data-modifying statement (``Alongside.sql``) runs
-    in the same ``WITH``, and the statement answers one row: how many rows it changed, and
-    how many events went in."""
-    key = (connection.vendor, kinds, shape, fused, alongside)
+    """The INSERT of a batch, with named parameters, each value passed once however many
+    places carry it: ``p0`` the room, ``p1`` the moment, ``p2`` the first row's ``prev_hash``,
+    ``p3`` the first row's seq (a row's is that plus its place: a batch is numbered one by
+    one); a row's ``prev_hash`` is the hash of the row before.
+
+    On PostgreSQL (``shape`` None) the rows are four arrays, one per column that differs
+    from row to row: ``p4`` the kinds, ``p5`` the data, ``p6`` the hashes, ``p7`` the
+    canonical bytes, unnested in order. So the text and the number of values are the same for
+    every batch: psycopg parses a statement's placeholders once and keeps the parse only for
+    one of at most 50 values (with a value per row and column, a turn of eleven disclosures
+    and the uses it spends came to 54, parsed again on every turn: ~200 us of CPU). The
+    arrays go in the binary format (``%b``): in text, psycopg escapes each element with a
+    regular expression (~100 us a turn).
+
+    On SQLite, a row of values each, the batch's distinct kinds after ``p3`` and each row's
+    data, hash and canonical bytes after them; ``shape`` names each row's kind by its index
+    among those kinds. The same text for the same shape.
+
+    ``fused`` (PostgreSQL): the head's compare-and-set comes first, its five values after the
+    rows', and the rows go in only if it matched. ``alongside`` (fused only): a caller's
+    data-modifying statement (``Alongside.sql``) runs in the same ``WITH``, and the statement
+    answers one row: how many rows it changed, and how many events went in."""
+    key = (connection.vendor, shape, fused, alongside)
     sql = _INSERT_SQL.get(key)
     if sql is not None:
         return sql
     q = connection.ops.quote_name
-    first = 4 + kinds  # the first row's data
-    rows = []
-    for r, kind in enumerate(shape):
-        n = first + 3 * r
-        marks = {
-            "room_id": "%(p0)s",
-            "seq": "%(p3)s" if r == 0 else f"%(p3)s + {r}",
-            "kind": f"%(p{4 + kind})s",
-            "occurred_at": "%(p1)s",
-            "data": f"%(p{n})s",
-            "prev_hash": "%(p2)s" if r == 0 else f"%(p{n - 2})s",
-            "hash": f"%(p{n + 1})s",
-            "canonical": f"%(p{n + 2})s",
-        }
-        rows.append("(" + ", ".join(marks[f.attname] for f in _EVENT_FIELDS) + ")")
     columns = ", ".join(q(_column(f)) for f in _EVENT_FIELDS)
     into = f"INSERT INTO {q(LedgerEvent._meta.db_table)} ({columns})"
-    if fused:
-        head = first + 3 * len(shape)
-        moved = _head_update_sql(connection, [f"%(p{head + i})s" for i in range(5)], compare=True)
-        # Our own names and placeholders only; every value is a parameter.
-        values = ", ".join(rows)
-        batch = f"SELECT * FROM (VALUES {values}) AS batch WHERE EXISTS (SELECT FROM moved)"  # noqa: S608
-        sql = f"WITH moved AS ({moved} RETURNING 1) {into} {batch}"
-        if alongside is not None:
-            # Every part of a data-modifying WITH runs, whatever the others do: the caller's
-            # statement is counted even when the head had moved and no event went in.
-            sql = (
-                f"WITH alongside AS ({alongside}), moved AS ({moved} RETURNING 1), "  # noqa: S608
-                f"inserted AS ({into} {batch} RETURNING 1) "
-                "SELECT (SELECT COUNT(*) FROM alongside), (SELECT COUNT(*) FROM inserted)"
-            )
-    else:
+    if shape is not None:
+        if fused:
+            raise LedgerAppendError("the head's compare-and-set rides the insert on PostgreSQL")
+        first = 4 + len(set(shape))  # the first row's data
+        rows = []
+        for r, kind in enumerate(shape):
+            n = first + 3 * r
+            values = {
+                "room_id": "%(p0)s",
+                "seq": "%(p3)s" if r == 0 else f"%(p3)s + {r}",
+                "kind": f"%(p{4 + kind})s",
+                "occurred_at": "%(p1)s",
+                "data": f"%(p{n})s",
+                "prev_hash": "%(p2)s" if r == 0 else f"%(p{n - 2})s",
+                "hash": f"%(p{n + 1})s",
+                "canonical": f"%(p{n + 2})s",
+            }
+            rows.append("(" + ", ".join(values[f.attname] for f in _EVENT_FIELDS) + ")")
         sql = f"{into} VALUES {', '.join(rows)}"
+    else:
+        marks = {
+            "room_id": "%(p0)s",
+            "seq": "%(p3)s + batch.n - 1",
+            "kind": "batch.kind",
+            "occurred_at": "%(p1)s",
+            "data": "batch.data",
+            # Arrays count from one, and the element before the first is NULL.
+            "prev_hash": "COALESCE((%(p6)b::text[])[batch.n - 1], %(p2)s)",
+            "hash": "batch.hash",
+            "canonical": "batch.canonical",
+        }
+        # Our own names and placeholders only; every value is a parameter.
+        batch = (
+            "SELECT "  # noqa: S608
+            + ", ".join(marks[f.attname] for f in _EVENT_FIELDS)
+            + " FROM unnest(%(p4)b::text[], %(p5)b::jsonb[], %(p6)b::text[], %(p7)b::bytea[]) "
+            "WITH ORDINALITY AS batch(kind, data, hash, canonical, n)"
+        )
+        sql = f"{into} {batch}"
+        if fused:
+            moved = _head_update_sql(connection, [f"%(p{8 + i})s" for i in range(5)], compare=True)
+            batch += " WHERE EXISTS (SELECT FROM moved)"
+            sql = f"WITH moved AS ({moved} RETURNING 1) {into} {batch}"
+            if alongside is not None:
+                # Every part of a data-modifying WITH runs, whatever the others do: the
+                # caller's statement is counted even when the head had moved and no event
+                # went in.
+                sql = (
+                    f"WITH alongside AS ({alongside}), moved AS ({moved} RETURNING 1), "  # noqa: S608
+                    f"inserted AS ({into} {batch} RETURNING 1) "
+                    "SELECT (SELECT COUNT(*) FROM alongside), (SELECT COUNT(*) FROM inserted)"
+                )
     if len(_INSERT_SQL) >= _INSERT_SHAPES:
         _INSERT_SQL.pop(next(iter(_INSERT_SQL)))
     _INSERT_SQL[key] = sql

@@ -646,13 +646,20 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
 @functools.cache
 def _uses_spend_sql(vendor: str, count: int) -> str:
     """One use off each of ``count`` records, only where one is left, a row returned for each
-    (written once per count: no ORM compilation per turn; parameters named ``r0``..., as
-    ``_room_slips_sql``'s are named)."""
+    (written once per count: no ORM compilation per turn). On PostgreSQL the records are one
+    array value, ``records``: the same text and one value whatever their number (psycopg
+    keeps its parse of a statement only up to 50 values, and this one rides the ledger's
+    insert, ``ledger_append_many(alongside=...)``), in the binary format, as the insert's
+    arrays are. On SQLite, a value each, named ``r0``...,
+    as ``_room_slips_sql``'s are named."""
     table = connection.ops.quote_name(SlipCapability._meta.db_table)
-    marks = ", ".join(f"%(r{i})s" for i in range(count))
+    if vendor == "postgresql":
+        where = "id = ANY(%(records)b::bigint[])"
+    else:
+        where = f"id IN ({', '.join(f'%(r{i})s' for i in range(count))})"
     return (
         f"UPDATE {table} SET uses_left = uses_left - 1 "  # noqa: S608
-        f"WHERE id IN ({marks}) AND uses_left > 0 RETURNING 1"
+        f"WHERE {where} AND uses_left > 0 RETURNING 1"
     )
 
 
@@ -673,6 +680,10 @@ def capability_uses_spending(*, record_ids: list[int]) -> Alongside | None:
         raise UsesNotSpent("a record would be spent twice in one turn")
     return Alongside(
         sql=_uses_spend_sql(connection.vendor, len(record_ids)),
-        params={f"r{i}": record_id for i, record_id in enumerate(record_ids)},
+        params=(
+            {"records": record_ids}
+            if connection.vendor == "postgresql"
+            else {f"r{i}": record_id for i, record_id in enumerate(record_ids)}
+        ),
         rows=len(record_ids),
     )
