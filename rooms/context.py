@@ -729,18 +729,23 @@ def _peer_item(item: ClearedItem) -> PeerItem:
 # Nothing about a seat or a decision is kept: only what the text cleans to. Which rooms' texts
 # an entry came from is kept beside it, so that a room's are forgotten when this process stops
 # serving the room (``peer_message_memo_forget``: its last socket here closed, as deleting the
-# room closes them all): a deleted room's words do not stay in a server's memory.
+# room closes them all): a deleted room's words do not stay in a server's memory. A text is
+# kept only for a room this process serves at that moment (``peer_message_memo_serve``, when
+# its first socket here is watched), checked under the memo's lock: a say or a context still
+# on a database thread when the room's last socket closed keeps nothing after the forget.
 _PEER_MESSAGE_MEMO_ENTRIES = 4_096
 _peer_message_memo: OrderedDict[bytes, FencedText] = OrderedDict()
 _peer_message_memo_rooms: dict[UUID, set[bytes]] = {}
+_peer_message_memo_served: set[UUID] = set()
 _peer_message_memo_lock = threading.Lock()
 
 
-def _memo_room_note(room_id: UUID | None, keys: Sequence[bytes]) -> None:
-    """Note ``keys`` as ``room_id``'s (under the lock). A room's note is cut back to the keys
-    still in the memo whenever it outgrows the memo, so it stays bounded however long the
-    room lives."""
-    if room_id is None:
+def _memo_room_note(room_id: UUID, keys: Sequence[bytes]) -> None:
+    """Note ``keys`` (in the memo) as ``room_id``'s, under the lock, if this process serves
+    the room (callers keep a text only then). A room's note is cut back to the keys still in
+    the memo whenever it outgrows the memo, so it stays bounded however long the room
+    lives."""
+    if room_id not in _peer_message_memo_served:
         return
     noted = _peer_message_memo_rooms.setdefault(room_id, set())
     noted.update(keys)
@@ -748,21 +753,31 @@ def _memo_room_note(room_id: UUID | None, keys: Sequence[bytes]) -> None:
         noted.intersection_update(_peer_message_memo)
 
 
-def peer_message_memo_forget(room_id: UUID) -> None:
-    """Forget what the memo keeps of ``room_id``'s texts (this process serves no socket in
-    the room any more). A text another room here shares is cleaned again there, once."""
+def peer_message_memo_serve(room_id: UUID) -> None:
+    """This process serves ``room_id`` now (a socket of it is watched here): what its texts
+    clean to may be kept, until ``peer_message_memo_forget``."""
     with _peer_message_memo_lock:
+        _peer_message_memo_served.add(room_id)
+
+
+def peer_message_memo_forget(room_id: UUID) -> None:
+    """Forget what the memo keeps of ``room_id``'s texts, and keep none of them from now on
+    (this process serves no socket in the room any more). A text another room here shares
+    is cleaned again there, once."""
+    with _peer_message_memo_lock:
+        _peer_message_memo_served.discard(room_id)
         for key in _peer_message_memo_rooms.pop(room_id, ()):
             _peer_message_memo.pop(key, None)
 
 
-def _peer_messages_fenced(texts: Sequence[str], room_id: UUID | None = None) -> list[FencedText]:
-    """Each of ``texts`` fenced as a peer message of a context, with a nonce of its own
-    (fresh from the system's CSPRNG for every block, as ``fence`` draws it); the clean body,
-    its truncation and what was stripped come from the memo when this process cleaned the
-    same text before (looked up for all of a turn's texts under one hold of the lock). The
-    suspicions are the rules' alone: a context's messages carry the flags recorded when each
-    was said, so the learned flagger is not asked here."""
+def _peer_messages_fenced(texts: Sequence[str], room_id: UUID) -> list[FencedText]:
+    """Each of ``texts`` (``room_id``'s) fenced as a peer message of a context, with a nonce
+    of its own (fresh from the system's CSPRNG for every block, as ``fence`` draws it); the
+    clean body, its truncation and what was stripped come from the memo when this process
+    cleaned the same text before (looked up for all of a turn's texts under one hold of the
+    lock), and what it cleans now is kept there if it serves the room. The suspicions are
+    the rules' alone: a context's messages carry the flags recorded when each was said, so
+    the learned flagger is not asked here."""
     keys = [hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest() for text in texts]
     with _peer_message_memo_lock:
         known = [_peer_message_memo.get(key) for key in keys]
@@ -782,14 +797,15 @@ def _peer_messages_fenced(texts: Sequence[str], room_id: UUID | None = None) -> 
         blocks.append(block)
     if made:
         with _peer_message_memo_lock:
-            _peer_message_memo.update(made)
-            _memo_room_note(room_id, list(made))
-            while len(_peer_message_memo) > _PEER_MESSAGE_MEMO_ENTRIES:
-                _peer_message_memo.popitem(last=False)
+            if room_id in _peer_message_memo_served:
+                _peer_message_memo.update(made)
+                _memo_room_note(room_id, list(made))
+                while len(_peer_message_memo) > _PEER_MESSAGE_MEMO_ENTRIES:
+                    _peer_message_memo.popitem(last=False)
     return fences_renonce(blocks)  # the memo's nonces stay in the memo
 
 
-def peer_message_memo_prime(text: str, block: FencedText, room_id: UUID | None = None) -> bool:
+def peer_message_memo_prime(text: str, block: FencedText, room_id: UUID) -> bool:
     """Keep what the say path's fence made of ``text`` (``block``, from ``fence(text,
     source="peer")``) for the next context that carries it, when it is exactly what a
     context's own fence would make (``_peer_messages_fenced``): the same source, the text
@@ -798,7 +814,8 @@ def peer_message_memo_prime(text: str, block: FencedText, room_id: UUID | None =
     a pure function of the text below those bounds (tests/rooms/test_context_fence_memo.py
     compares them). Only what the text cleans to is kept, as the memo keeps it; every
     context still gives the block a fresh nonce. Its suspicions are never read by a context
-    (each message carries the flags recorded when it was said). Whether it was kept."""
+    (each message carries the flags recorded when it was said). Nothing is kept for a room
+    this process does not serve (``peer_message_memo_serve``). Whether it was kept."""
     if (
         block.source != "peer"
         or block.truncated
@@ -808,6 +825,8 @@ def peer_message_memo_prime(text: str, block: FencedText, room_id: UUID | None =
         return False
     key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
     with _peer_message_memo_lock:
+        if room_id not in _peer_message_memo_served:
+            return False  # a room this process does not serve (any more): nothing kept
         _peer_message_memo[key] = block
         _peer_message_memo.move_to_end(key)
         _memo_room_note(room_id, [key])

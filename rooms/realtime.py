@@ -295,7 +295,15 @@ class RecordSweep:
         self.sweeps = 0
 
     def watch(self, room_id: UUID, listener: Listener) -> None:
-        self._rooms.setdefault(room_id, set()).add(listener)
+        listeners = self._rooms.get(room_id)
+        if listeners is None:
+            listeners = self._rooms[room_id] = set()
+            # The room is served here from now on, until ``unwatch`` lets its last socket go:
+            # only meanwhile may this process keep what its texts clean to.
+            from rooms.context import peer_message_memo_serve  # context imports realtime
+
+            peer_message_memo_serve(room_id)
+        listeners.add(listener)
         self._watched_since = True
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())

@@ -3,6 +3,7 @@ turn's blocks carry nonces of their own and say exactly what fencing the text af
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -33,8 +34,10 @@ def test_each_turn_gets_new_nonces_around_the_same_clean_bodies(make_open_room: 
             room_id=setup.room.id, agent_id=setup.a.agent.id, client_id=f"m{n}", text=text
         )
     room_context._peer_message_memo.clear()
+    room_context.peer_message_memo_serve(setup.room.id)  # as its first socket here would
     turns = [context_for_agent(room_id=setup.room.id, agent_id=setup.b.agent.id) for _ in "ab"]
     assert len(room_context._peer_message_memo) == len(TEXTS)  # the second turn cleaned none
+    room_context.peer_message_memo_forget(setup.room.id)
 
     nonces = [m.nonce for turn in turns for m in turn.peer_messages]
     assert len(set(nonces)) == len(nonces) == 2 * len(TEXTS)
@@ -53,13 +56,22 @@ def test_each_turn_gets_new_nonces_around_the_same_clean_bodies(make_open_room: 
     assert turns[0].peer_messages[0].flags == ["role_token"]  # as recorded when it was said
 
 
-def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def served() -> Any:
+    """A room this process serves, its texts forgotten afterwards."""
+    room = uuid.uuid4()
+    room_context._peer_message_memo.clear()
+    room_context.peer_message_memo_serve(room)
+    yield room
+    room_context.peer_message_memo_forget(room)
+    room_context._peer_message_memo.clear()
+
+
+def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch, served: uuid.UUID) -> None:
     monkeypatch.setattr(room_context, "_PEER_MESSAGE_MEMO_ENTRIES", 3)
-    room_context._peer_message_memo.clear()
     for n in range(5):
-        room_context._peer_messages_fenced([f"message {n}"])[0]
+        room_context._peer_messages_fenced([f"message {n}"], served)[0]
     assert len(room_context._peer_message_memo) == 3
-    room_context._peer_message_memo.clear()
 
 
 def _as_context_sees(block: Any) -> tuple[str, bool, Any, str]:
@@ -78,16 +90,17 @@ PRIMED = [
 
 
 @pytest.mark.parametrize("text", PRIMED)
-def test_a_message_primed_by_the_say_path_is_what_a_context_would_make_of_it(text: str) -> None:
+def test_a_message_primed_by_the_say_path_is_what_a_context_would_make_of_it(
+    text: str, served: uuid.UUID
+) -> None:
     """The say path's block is kept only where a context's own fence would make the same
     body, truncation and stripped counts of the text; otherwise the context fences it."""
-    room_context._peer_message_memo.clear()
     said = fence(text, source="peer")  # as the say path fences (default cap, flagger)
-    kept = room_context.peer_message_memo_prime(text, said)
+    kept = room_context.peer_message_memo_prime(text, said, served)
     fresh = fence(text, source="peer", cap_bytes=CONTEXT_MESSAGE_CAP_BYTES, flagger=False)
     assert kept == (_as_context_sees(said) == _as_context_sees(fresh))
     assert len(room_context._peer_message_memo) == int(kept)
-    given = room_context._peer_messages_fenced([text])[0]
+    given = room_context._peer_messages_fenced([text], served)[0]
     assert _as_context_sees(given) == _as_context_sees(fresh)
     assert given.nonce not in (said.nonce, fresh.nonce)  # a fresh nonce, never the say path's
     cut = ' truncated="true"' if fresh.truncated else ""
@@ -95,11 +108,9 @@ def test_a_message_primed_by_the_say_path_is_what_a_context_would_make_of_it(tex
         f'<<untrusted source="peer" nonce="{given.nonce}"{cut}>>\n{fresh.text}\n'
         f'<</untrusted nonce="{given.nonce}">>'
     )
-    room_context._peer_message_memo.clear()
 
 
-def test_a_block_fenced_for_another_source_is_not_primed() -> None:
-    room_context._peer_message_memo.clear()
+def test_a_block_fenced_for_another_source_is_not_primed(served: uuid.UUID) -> None:
     text = "Shall we say 19:00 at Mani?"
-    assert not room_context.peer_message_memo_prime(text, fence(text, source="peer.item"))
+    assert not room_context.peer_message_memo_prime(text, fence(text, source="peer.item"), served)
     assert len(room_context._peer_message_memo) == 0

@@ -23,6 +23,13 @@ def _key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
+@pytest.fixture(autouse=True)
+def _served_rooms_forgotten() -> Any:
+    yield
+    for room in list(room_context._peer_message_memo_served):
+        room_context.peer_message_memo_forget(room)
+
+
 def _no_fencing(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError("the context fenced a message the say path had fenced")
 
@@ -36,6 +43,7 @@ def test_a_stored_say_primes_the_memo_and_the_context_fences_nothing_again(
 ) -> None:
     setup = make_open_room()
     room_context._peer_message_memo.clear()
+    room_context.peer_message_memo_serve(setup.room.id)  # as its first socket here would
     says = [(f"m{n}", text) for n, text in enumerate(TEXTS)]
     with django_capture_on_commit_callbacks(execute=True):
         if path == "run":
@@ -72,6 +80,7 @@ def test_a_say_rolled_back_primes_nothing(
 ) -> None:
     setup = make_open_room()
     room_context._peer_message_memo.clear()
+    room_context.peer_message_memo_serve(setup.room.id)  # as its first socket here would
     with (
         django_capture_on_commit_callbacks(execute=True) as callbacks,
         pytest.raises(RuntimeError),
