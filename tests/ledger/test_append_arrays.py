@@ -20,6 +20,7 @@ from ledger.events import Join, LedgerEventRecord
 from ledger.models import LedgerEvent, LedgerHead
 from ledger.services import Alongside, ledger_append, ledger_append_many
 from ledger.verification import ledger_verify_room
+from tests.statement_parses import uncached_parses
 
 pytestmark = pytest.mark.django_db
 
@@ -63,23 +64,8 @@ def _kept_in(statements: list[tuple[str, int]]) -> Any:
 
 @pytest.fixture
 def parses() -> Iterator[list[bytes]]:
-    """The statements psycopg parsed without keeping the parse (its uncached converter)."""
-    if connection.vendor != "postgresql":
-        pytest.skip("psycopg's statement parse: the PostgreSQL pass")
-    from psycopg import _queries
-
-    uncached = _queries._query2pg_nocache
-    seen: list[bytes] = []
-
-    def spy(query: bytes, encoding: str) -> Any:
-        seen.append(query)
-        return uncached(query, encoding)
-
-    _queries._query2pg_nocache = spy
-    try:
+    with uncached_parses() as seen:
         yield seen
-    finally:
-        _queries._query2pg_nocache = uncached
 
 
 @pytest.mark.parametrize("with_uses", [True, False])

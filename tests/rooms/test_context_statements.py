@@ -30,6 +30,7 @@ from rooms.context import WITHDRAWN_NOTICE, context_for_agent
 from rooms.models import Agent, RoomMember
 from slips import vault
 from tests.slips.conftest import seat_slip_sign
+from tests.statement_parses import uncached_parses
 
 # Real transactions: inside a test's own atomic block each turn would add a savepoint pair.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -267,3 +268,20 @@ def test_a_turn_compiles_no_orm_query_outside_the_ledger(make_open_room: Any) ->
     )
     assert len(context.peer_items) == 6 and context.peer_messages and context.whispers
     assert made == [], made
+
+
+@pytest.mark.parametrize("n", [1, 20])
+def test_a_turns_statements_are_parsed_once_whatever_it_clears(make_open_room: Any, n: int) -> None:
+    """Each statement of a turn keeps psycopg's parse (PostgreSQL), however many items it
+    clears and uses it spends: the ledger's insert with the uses it spends once took a value
+    per event and record and was parsed again on every turn (``tests.statement_parses``)."""
+    setup, signer = _scene(make_open_room, n, prefix=f"parse{n}-")
+    _counted_turn(setup)  # asks Bob; the first turn of each statement text parses it
+    _approve(setup, signer)
+    with uncached_parses() as parsed:
+        for _ in range(2):
+            assert (
+                len(context_for_agent(room_id=setup.room.id, agent_id=setup.b.agent.id).peer_items)
+                == n
+            )
+    assert parsed == [], [q[:120] for q in parsed]

@@ -17,7 +17,9 @@ from django.test.utils import CaptureQueriesContext
 from rooms import services
 from rooms.consumers import _desk_hop_parts
 from rooms.models import Message, RoomMember
+from rooms.standing import Reader
 from rooms.untrusted import fence
+from tests.statement_parses import uncached_parses
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -110,3 +112,30 @@ def test_a_resent_frame_id_in_a_hop_leaves_every_ack_recorded(make_open_room: An
     assert (_acked(one, one.b), _acked(two, two.b)) == (2, 2)
     assert _texts(one) == ["1?", "2?", "Friday?"]
     assert _texts(two) == ["1?", "2?", *recorded]
+
+
+def test_a_hops_statements_are_parsed_once_whatever_it_carries(make_open_room: Any) -> None:
+    """Each statement of a desk hop keeps psycopg's parse (PostgreSQL), however many rooms,
+    frames, riding acks and readers the hop carries (``tests.statement_parses``)."""
+    rooms = [make_open_room(prefix=f"hop{i}-") for i in range(4)]
+    for setup in rooms:
+        _said(setup, setup.b, 2)
+
+    def hop(turn: int) -> None:
+        runs = [
+            (s.room.id, s.a.agent.id, [(f"t{turn}-{f}", f"frame {f}?") for f in range(8)])
+            for s in rooms
+        ]
+        acked, said, verdicts = _desk_hop_parts(
+            acks=[(s.room.id, s.a.agent.id, 1) for s in rooms],
+            runs=runs,
+            readers=[Reader(s.room.id, s.b.owner.pk, s.b.agent.id) for s in rooms],
+            run_acks=[2] * len(rooms),
+        )
+        assert not isinstance(said, Exception) and [len(r or []) for r in said] == [8] * 4
+        assert not isinstance(acked, Exception) and not isinstance(verdicts, Exception)
+
+    hop(0)  # the first hop of each statement text parses it
+    with uncached_parses() as parsed:
+        hop(1)
+    assert parsed == [], [q[:120] for q in parsed]
