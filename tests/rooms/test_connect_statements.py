@@ -24,6 +24,7 @@ from slips import services as slip_services
 from slips.models import Slip
 from synapsia.asgi import application
 from tests.slips.conftest import seat_slip_sign
+from tests.statement_parses import uncached_parses
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -176,3 +177,26 @@ async def test_a_join_the_ledger_refuses_admits_no_one_and_keeps_nothing(
     # The handshake's transaction rolled back whole: not even the token's use was kept.
     agent = await database_sync_to_async(Agent.objects.get)(id=setup.a.agent.id)
     assert agent.token_last_used_at is None
+
+
+async def test_a_connects_statements_are_parsed_once(make_open_room: Any, settings: Any) -> None:
+    """Each statement of a connect keeps psycopg's parse (PostgreSQL), with a slip behind
+    its tools and a backlog waiting (``tests.statement_parses``)."""
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
+    setup = await database_sync_to_async(make_open_room)()
+    await database_sync_to_async(seat_slip_sign)(
+        setup.a,
+        setup.room.id,
+        [{"resource": "tool:book_table", "operation": "act", "approval": "none", "max_uses": 5}],
+    )
+    await database_sync_to_async(services.message_say)(
+        room_id=setup.room.id, agent_id=setup.b.agent.id, client_id="b-1", text="Friday at 7?"
+    )
+    socket, _ = await _connect(setup.room.id, setup.a.token)  # each text's first parse
+    await socket.disconnect()
+    with uncached_parses() as parsed:
+        socket, welcome = await _connect(setup.room.id, setup.a.token)
+        assert "book_table" in _tool_names(welcome)
+        assert (await socket.receive_json_from(timeout=10))["type"] == "message"
+        await socket.disconnect()
+    assert parsed == [], [q[:120] for q in parsed]
