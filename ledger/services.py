@@ -70,7 +70,7 @@ class Alongside:
     ``... RETURNING`` a row per row it changed, its values named (``%(name)s``; the insert's
     own are ``p`` and a number), ``params`` them, and ``rows`` how many rows it must change.
     ``ledger_append_many`` runs it in the append's own statement where the append is one
-    (PostgreSQL, a head seen, one batch: a data-modifying ``WITH``), else as a statement of
+    (PostgreSQL with a head seen: a data-modifying ``WITH``), else as a statement of
     its own beside it. The ledger knows nothing of what it does."""
 
     sql: str
@@ -453,12 +453,13 @@ def _events_insert(
     statement runs it too (``_insert_sql``), and checks what it changed whether or not the
     head had moved."""
     count = len(rows.seqs)
-    if connection.vendor == "postgresql":
-        batch = count  # the rows as arrays: one statement, whatever their number
+    arrays = connection.vendor == "postgresql"  # the rows as arrays: one statement, any number
+    if arrays:
+        batch = count
     else:
         batch = max(1, connection.ops.bulk_batch_size(list(_EVENT_FIELDS), rows.seqs))
     tip = (rows.seqs[-1], rows.hashes[-1])
-    fused = head_seen is not None and connection.vendor == "postgresql"
+    fused = head_seen is not None and arrays
     if (
         head_seen is not None
         and not fused
@@ -486,7 +487,7 @@ def _events_insert(
                 prep.text(_EVENT_PREV, prev_hash),
                 prep.count(_EVENT_SEQ, rows.seqs[start]),
             ]
-            if connection.vendor == "postgresql":
+            if arrays:
                 # Each column's values as one array: the same text and four values whatever
                 # the batch (``_insert_sql``).
                 shape: tuple[int, ...] | None = None
@@ -530,8 +531,8 @@ def _names(count: int) -> list[str]:
     return _PARAM_NAMES[:count]
 
 
-# Statements by the shape of their batch (see ``_insert_sql``); a turn's batches come in a few
-# shapes, and past this many the oldest are written again when next met.
+# Statements by the shape of their batch (see ``_insert_sql``; PostgreSQL's have one shape); a
+# turn's SQLite batches come in a few, and past this many the oldest are written again.
 _INSERT_SHAPES = 256
 
 
@@ -571,9 +572,7 @@ def _insert_sql(
     q = connection.ops.quote_name
     columns = ", ".join(q(_column(f)) for f in _EVENT_FIELDS)
     into = f"INSERT INTO {q(LedgerEvent._meta.db_table)} ({columns})"
-    if shape is not None:
-        if fused:
-            raise LedgerAppendError("the head's compare-and-set rides the insert on PostgreSQL")
+    if shape is not None:  # SQLite, which has no fused form
         first = 4 + len(set(shape))  # the first row's data
         rows = []
         for r, kind in enumerate(shape):

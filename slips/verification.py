@@ -650,8 +650,7 @@ def _uses_spend_sql(vendor: str, count: int) -> str:
     array value, ``records``: the same text and one value whatever their number (psycopg
     keeps its parse of a statement only up to 50 values, and this one rides the ledger's
     insert, ``ledger_append_many(alongside=...)``), in the binary format, as the insert's
-    arrays are. On SQLite, a value each, named ``r0``...,
-    as ``_room_slips_sql``'s are named."""
+    arrays are. On SQLite, a value each, named ``r0``... as ``_room_slips_sql``'s are."""
     table = connection.ops.quote_name(SlipCapability._meta.db_table)
     if vendor == "postgresql":
         where = "id = ANY(%(records)b::bigint[])"

@@ -1,6 +1,6 @@
 """A caller's own statement run with an append (``ledger_append_many(alongside=...)``, what a
 turn spends its uses with): run exactly once whichever way the append goes, by the append's
-own statement where that is one statement (PostgreSQL, a head seen, one batch), else on its
+own statement where that is one statement (PostgreSQL, a head seen), else on its
 own; and when it does not change the rows it must, nothing of the append is kept."""
 
 from __future__ import annotations
