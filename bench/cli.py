@@ -336,10 +336,17 @@ def cell_turn(run: ProfileRun) -> dict[str, Any]:
                     "turns_per_room": TURNS_PER_ROOM,
                     "text_bytes": args.text_bytes,
                 }
+                hops_before = say_desk_hops(run, server) if mode == "synapsia" else None
                 result = run.loadgen(server, config, args.duration + 240)
                 result["round"] = round_no
+                if hops_before is not None:
+                    result["say_desk_hops"] = say_desk_hops_between(
+                        hops_before, say_desk_hops(run, server)
+                    )
                 runs.append(result)
                 print("    " + report.turn_line(result), flush=True)
+                if result.get("say_desk_hops"):
+                    print("    " + report.say_desk_line(result["say_desk_hops"]), flush=True)
         variants[f"{rooms} rooms"] = {"runs": runs, "summary": summarise(runs, "turns_per_s")}
     return variants
 

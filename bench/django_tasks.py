@@ -12,6 +12,7 @@ import json
 import os
 import re
 import statistics
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -140,17 +141,71 @@ def count_context(probe: dict[str, Any], *, turns: int = 20) -> dict[str, Any]:
     agent_id = UUID(probe["agents"][0]["agent_id"])
     context.context_for_agent(room_id=room_id, agent_id=agent_id, asked=[])  # warm up
     times: list[float] = []
+    cpu: list[float] = []
     with CaptureQueriesContext(connection) as captured:
         for _ in range(turns):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             assembled = context.context_for_agent(room_id=room_id, agent_id=agent_id, asked=[])
+            cpu.append((time.thread_time() - start_cpu) * 1000)
             times.append((time.perf_counter() - start) * 1000)
     dumped = assembled.model_dump(mode="json")
     return {
         "statements_per_request": len(captured) / turns,
         "ms_median": statistics.median(times),
+        "cpu_ms_median": statistics.median(cpu),
         "items_cleared": _cleared_items(dumped),
+        **contended_context(room_id, agent_id),
     }
+
+
+def contended_context(room_id: UUID, agent_id: UUID, *, turns: int = 10) -> dict[str, Any]:
+    """The probe's context request beside a Python thread that always wants the GIL, as a
+    server's event loop does under load: the request's own thread CPU (median; against
+    ``cpu_ms_median``, the same request's alone) and how often the GIL changed hands during
+    one (``gil_handoffs_per_request``).
+
+    A database driver lets go of the GIL around its calls (psycopg around each libpq call
+    that may wait, SQLite's module around each step, libsodium's verification through cffi);
+    with another thread waiting, each let-go is a hand-off, and taking the GIL back costs the
+    request CPU and up to a switch interval of waiting. The busy thread counts them: it sees
+    a gap in its own clock each time it was made to wait. A figure for the work no profile
+    of the request alone shows; measured, never asserted."""
+    from rooms import context
+
+    gaps = 0
+    stop = threading.Event()
+
+    def busy() -> None:
+        nonlocal gaps
+        last = time.perf_counter()
+        while not stop.is_set():
+            now = time.perf_counter()
+            if now - last > _HANDOFF_GAP_S:
+                gaps += 1
+            last = now
+
+    times: list[float] = []
+    thread = threading.Thread(target=busy, name="bench-busy-loop", daemon=True)
+    thread.start()
+    try:
+        time.sleep(0.01)
+        before = gaps
+        for _ in range(turns):
+            start = time.thread_time()
+            context.context_for_agent(room_id=room_id, agent_id=agent_id, asked=[])
+            times.append((time.thread_time() - start) * 1000)
+        handoffs = gaps - before
+    finally:
+        stop.set()
+        thread.join()
+    return {
+        "contended_ms_median": statistics.median(times),
+        "gil_handoffs_per_request": handoffs / turns,
+    }
+
+
+# A pause in the busy thread's clock longer than this is a hand-off (its loop turns in ~1 us).
+_HANDOFF_GAP_S = 30e-6
 
 
 def _cleared_items(dumped: dict[str, Any]) -> int:

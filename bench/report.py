@@ -144,7 +144,10 @@ def final_table(results: dict[str, Any]) -> str:
                 + (
                     f"; context request {queries['context']['statements_per_request']:.0f} "
                     f"({queries['context']['items_cleared']} items, "
-                    f"{queries['context']['ms_median']:.1f} ms)"
+                    f"{queries['context']['ms_median']:.1f} ms; CPU "
+                    f"{queries['context']['cpu_ms_median']:.1f} ms alone, "
+                    f"{queries['context']['contended_ms_median']:.1f} ms beside a busy thread, "
+                    f"{queries['context']['gil_handoffs_per_request']:.0f} GIL hand-offs)"
                     if "context" in queries
                     else ""
                 )

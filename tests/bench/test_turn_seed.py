@@ -9,7 +9,7 @@ from uuid import UUID
 import pytest
 
 from bench.cli import TURNS_PER_ROOM
-from bench.django_tasks import refill_uses, seed_turn_rooms
+from bench.django_tasks import contended_context, refill_uses, seed_turn_rooms
 from rooms.context import context_for_agent
 from slips.capabilities import MAX_USES_LIMIT
 from slips.models import SlipCapability
@@ -45,3 +45,18 @@ def test_each_turn_clears_the_items_and_a_refill_restores_every_use() -> None:
     # Tool records (asking per use) are not touched: only sharing counters are refilled.
     acts = SlipCapability.objects.filter(slip__room_id=room_id, operation="act")
     assert all(a.uses_left <= 3 for a in acts)
+
+
+def test_the_contended_context_figure_counts_the_gil_hand_offs() -> None:
+    """The bench's in-process figure of a context request beside a busy thread (the event
+    loop under load): it clears the same items and counts hand-offs of the GIL, which every
+    statement's driver call makes possible and the busy thread's forced switches make sure
+    of (so at least one a request)."""
+    seeded = seed_turn_rooms(1)
+    room = seeded["rooms"][0]
+    room_id, host_agent = UUID(room["room_id"]), UUID(room["agents"][0]["agent_id"])
+    figures = contended_context(room_id, host_agent, turns=4)
+    assert figures["contended_ms_median"] > 0
+    assert figures["gil_handoffs_per_request"] >= 1
+    # The requests were real turns: each paid its uses.
+    assert min(_sharing_uses(room_id)) == MAX_USES_LIMIT - 4
