@@ -38,6 +38,7 @@ from bench.fence import cell_fence
 from bench.ledger import cell_ledger
 from bench.stack import (
     ROOT,
+    SERVER_CPU,
     Servers,
     Stack,
     provisioned,
@@ -107,6 +108,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="say and turn cells: Daphne processes per target, sockets spread over them in "
         "turn (production runs two; services profile only)",
     )
+    parser.add_argument(
+        "--server-cpu",
+        type=int,
+        help="SYNAPSIA_SERVER_CPU for every server, the relay's and Synapsia's alike (each "
+        "target's n-th process on the CPU after the (n-1)-th's); unset: the system chooses",
+    )
     parser.add_argument("--debug", action="store_true", help="SYNAPSIA_DEBUG=true on servers")
     parser.add_argument("--keep", action="store_true", help="keep the throwaway database")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "var" / "bench")
@@ -126,6 +133,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(
             "keep runs bounded: --duration <= 120, --messages <= 1,000,000, <= 4000 sockets"
         )
+    if args.server_cpu is not None and args.server_cpu < 0:
+        parser.error("--server-cpu: a CPU's number, from 0")
     if not 1 <= args.processes <= 4:
         parser.error("--processes: 1 to 4")
     if args.processes > 1 and args.profile != "services":
@@ -538,6 +547,9 @@ def bench_profile(
         save()
         profile_path = workdir / "synapsia.pyspy.txt" if args.pyspy else None
         summary["processes"] = args.processes
+        if args.server_cpu is not None:
+            stack.env[SERVER_CPU] = str(args.server_cpu)
+        summary["server_cpu"] = args.server_cpu
         with (
             running_daphnes(
                 stack.env,

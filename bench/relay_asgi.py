@@ -29,6 +29,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from synapsia.cpu import server_cpu_pin  # noqa: E402
+
+server_cpu_pin()  # the relay on one CPU when Synapsia's servers are (``--server-cpu``)
+
 # How the load generator's turn starts (its JSON is written by ``json.dumps``): the relay answers
 # a context request itself, as a ``context`` frame carrying the request back.
 CONTEXT_REQUEST = '{"v": 1, "type": "context_request"'

@@ -24,6 +24,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from synapsia.cpu import SERVER_CPU
+
 ROOT = Path(__file__).resolve().parents[1]
 POSTGRES_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 # Overridable so two benchmarks on one machine (several people, or CI jobs) do not drop each
@@ -280,6 +282,15 @@ def running_daphne(
                 process.wait()
 
 
+def _nth_server_env(env: dict[str, str], n: int) -> dict[str, str]:
+    """``env`` for a target's ``n``-th server process (from 1): its CPU, if one is set, the
+    ``n - 1``-th after the first's."""
+    first = env.get(SERVER_CPU)
+    if not first or n == 1:
+        return env
+    return {**env, SERVER_CPU: str(int(first) + n - 1)}
+
+
 @contextlib.contextmanager
 def running_daphnes(
     env: dict[str, str],
@@ -291,12 +302,13 @@ def running_daphnes(
 ) -> Iterator[Servers]:
     """``processes`` Daphne processes serving ``application`` (``running_daphne`` each; the
     second and later log to ``<log>-2`` and so on). With ``profile_to``, only the first runs
-    under py-spy. Always all stopped afterwards."""
+    under py-spy. ``SYNAPSIA_SERVER_CPU`` in ``env`` is the first's CPU, the next one's the
+    CPU after it, and so on, as the Procfile pins its two. Always all stopped afterwards."""
     with contextlib.ExitStack() as stack:
         members = [
             stack.enter_context(
                 running_daphne(
-                    env,
+                    _nth_server_env(env, n),
                     application,
                     log_path
                     if n == 1

@@ -20,6 +20,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from rooms.routing import websocket_urlpatterns  # noqa: E402
+from synapsia.cpu import server_cpu_pin  # noqa: E402
+
+server_cpu_pin()  # SYNAPSIA_SERVER_CPU: this server process on one CPU, if asked
 
 _rooms = URLRouter(websocket_urlpatterns)
 _browser_rooms = AuthMiddlewareStack(_rooms)

@@ -83,6 +83,17 @@ def test_two_daphnes_ready_on_readyz_behind_a_tls_proxy() -> None:
     )
 
 
+def test_each_daphne_runs_on_a_cpu_of_its_own_and_nothing_else_is_pinned() -> None:
+    services: dict[str, Any] = COMPOSE["services"]
+    cpus = {name: services[name]["environment"].get("SYNAPSIA_SERVER_CPU") for name in APP_SERVICES}
+    assert cpus == {"migrate": None, "web-1": "0", "web-2": "1", "worker": None, "beat": None}
+    for name in ("web-1", "web-2"):  # the app's environment kept, not replaced
+        assert (
+            services[name]["environment"]["DATABASE_URL"]
+            == services["worker"]["environment"]["DATABASE_URL"]
+        )
+
+
 def test_exactly_one_worker_service_and_one_beat() -> None:
     services: dict[str, Any] = COMPOSE["services"]
     beats = [n for n, s in services.items() if "beat" in s.get("command", [])]
@@ -124,8 +135,10 @@ def test_the_procfile_runs_the_same_topology_with_the_images_flags() -> None:
     commands = {name: shlex.split(command) for name, command in procfile.processes.items()}
     assert sorted(commands) == ["beat", "web1", "web2", "worker"]
     image_flags = _image_cmd()[5:]  # after "daphne -b 0.0.0.0 -p 8000"
-    for name in ("web1", "web2"):
-        assert commands[name][0] == "daphne" and commands[name][5:] == image_flags
+    for cpu, name in enumerate(("web1", "web2")):
+        # Each on a CPU of its own, as in compose (the shell honcho runs a line with sets it).
+        assert commands[name][0] == f"SYNAPSIA_SERVER_CPU={cpu}"
+        assert commands[name][1] == "daphne" and commands[name][6:] == image_flags
     assert commands["worker"][:4] == ["celery", "-A", "synapsia", "worker"]
     assert [n for n, c in commands.items() if "beat" in c] == ["beat"]
 
