@@ -5,8 +5,8 @@ turn hands the GIL between them dozens of times (every database driver call lets
 docs/benchmarks.md, "What a statement costs beside the event loop"). With the threads on
 different cores, each hand-off moves the interpreter's working set from one core's caches to
 the other's; on one core the threads simply take turns. Measured on the turn cell (R = 50,
-2 cores): 15-20% less server CPU a turn, on SQLite and on PostgreSQL + Redis alike, and as
-many more turns a second ("One core for a server process", docs/benchmarks.md).
+2 cores): 11% less server CPU a turn on SQLite, 16-24% on PostgreSQL + Redis, and a
+quarter less a connect there ("One CPU for a server process", docs/benchmarks.md).
 
 Opt-in, because a pinned process cannot move off a core something else keeps busy: set it
 per server process, each to a different CPU (the Procfile and deploy/docker-compose.yml do:
