@@ -233,7 +233,9 @@ def running_daphne(
             "--format",
             "raw",
             "--rate",
-            "200",
+            # BENCH_PYSPY_RATE: samples a second (more for a short phase such as the idle
+            # cell's connects; py-spy says when it falls behind).
+            os.environ.get("BENCH_PYSPY_RATE", "200"),
             # BENCH_PYSPY_GIL=1: only the thread holding the GIL is sampled, so a thread that
             # waits for it (after a syscall, a commit) is not counted as if it were working.
             *(["--gil"] if os.environ.get("BENCH_PYSPY_GIL") == "1" else []),
