@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 logger = logging.getLogger(__name__)
@@ -29,14 +29,14 @@ logger = logging.getLogger(__name__)
 SERVER_CPU = "SYNAPSIA_SERVER_CPU"
 
 
-def server_cpu_pin(environ: Mapping[str, str] = os.environ) -> int | None:
+def server_cpu_pin(value: str | None = None) -> int | None:
     """Pin this process (every thread it has, and so every thread it starts) to one CPU if
-    ``SYNAPSIA_SERVER_CPU`` says which: the n-th (from 0) of the CPUs this process may run
-    on, counted round (on a machine with fewer, ``1`` on one CPU is that CPU). The CPU
-    pinned to, or None when the setting is unset or empty. A value that is not a whole
-    number from 0, or a platform that cannot pin (anything but Linux), is refused with
-    ``ImproperlyConfigured`` before the server serves anything."""
-    raw = environ.get(SERVER_CPU, "").strip()
+    ``value`` (default: the setting, ``SYNAPSIA_SERVER_CPU``) says which: the n-th (from 0)
+    of the CPUs this process may run on, counted round (on a machine with fewer, ``1`` on
+    one CPU is that CPU). The CPU pinned to, or None when the value is empty. A value that
+    is not a whole number from 0, or a platform that cannot pin (anything but Linux), is
+    refused with ``ImproperlyConfigured`` before the server serves anything."""
+    raw = (settings.SYNAPSIA["SERVER_CPU"] if value is None else value).strip()
     if not raw:
         return None
     if not raw.isdecimal():

@@ -458,6 +458,9 @@ SYNAPSIA = {
         "act": env.str("SYNAPSIA_SOCKET_RATE_ACT", default="30/m"),
         "grant_request": env.str("SYNAPSIA_SOCKET_RATE_GRANT_REQUEST", default="10/h"),
     },
+    # The CPU a server process runs on (synapsia.cpu, read by the ASGI entry point only):
+    # empty, the system places it; checked there, with a message, before anything is served.
+    "SERVER_CPU": env.str("SYNAPSIA_SERVER_CPU", default=""),
     # Context requests (each a new turn spending slip uses) while nothing new was said.
     "CONTEXT_REQUESTS_PER_TURN": env.int("SYNAPSIA_CONTEXT_REQUESTS_PER_TURN", default=3),
     # Frames received and not yet handled; past it the socket is closed (4429).

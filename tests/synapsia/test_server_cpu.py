@@ -32,8 +32,7 @@ def _threads_cpus(pid: int) -> dict[int, set[int]]:
 @pytest.mark.parametrize("value", ["", "  "])
 def test_unset_or_empty_pins_nothing(value: str) -> None:
     before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    assert cpu.server_cpu_pin({}) is None
-    assert cpu.server_cpu_pin({cpu.SERVER_CPU: value}) is None
+    assert cpu.server_cpu_pin(value) is None
     if before is not None:
         assert os.sched_getaffinity(0) == before
 
@@ -42,7 +41,7 @@ def test_unset_or_empty_pins_nothing(value: str) -> None:
 def test_a_value_that_is_not_a_cpu_number_is_refused(value: str) -> None:
     before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     with pytest.raises(ImproperlyConfigured) as refused:
-        cpu.server_cpu_pin({cpu.SERVER_CPU: value})
+        cpu.server_cpu_pin(value)
     assert "SYNAPSIA_SERVER_CPU must be a whole number from 0" in str(refused.value)
     assert "unset it" in str(refused.value)
     if before is not None:
@@ -52,7 +51,7 @@ def test_a_value_that_is_not_a_cpu_number_is_refused(value: str) -> None:
 def test_a_system_that_cannot_pin_is_told_to_unset_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(os, "sched_setaffinity", raising=False)
     with pytest.raises(ImproperlyConfigured, match="cannot pin a process to a CPU"):
-        cpu.server_cpu_pin({cpu.SERVER_CPU: "0"})
+        cpu.server_cpu_pin("0")
 
 
 _CHILD = textwrap.dedent(
@@ -67,7 +66,7 @@ _CHILD = textwrap.dedent(
     before.start()
     started.wait()
     from synapsia.cpu import server_cpu_pin
-    pinned = server_cpu_pin({"SYNAPSIA_SERVER_CPU": sys.argv[1]})
+    pinned = server_cpu_pin(sys.argv[1])
     after = threading.Thread(target=stop.wait)
     after.start()
     seen = {t: sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}
@@ -132,4 +131,4 @@ def test_a_real_daphne_serves_with_every_thread_on_its_cpu(tmp_path: Path) -> No
         pytest.raises(RuntimeError, match="SYNAPSIA_SERVER_CPU must be a whole number"),
         running_daphne(log_path=tmp_path / "refused.log", env=env, timeout=20),
     ):
-        pass
+        pytest.fail("Daphne served with SYNAPSIA_SERVER_CPU=first")
