@@ -17,7 +17,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
 from dining import TermsInvalid, terms_parse
@@ -371,13 +371,14 @@ def _next_seq(room_id: UUID, agent_id: UUID, standing: SeatStanding) -> int | No
     bound to it and not revoked, the seat has the given standing (active for the agent,
     stepped-in for its owner speaking in person), and bumps ``last_seq``. None if not.
     """
+    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: each read through it looks it up
     with statement_cursor() as cursor:
         cursor.execute(
-            _next_seq_sql(connection.vendor),
+            _next_seq_sql(db.vendor),
             [
-                Room._meta.pk.get_db_prep_value(room_id, connection),
+                Room._meta.pk.get_db_prep_value(room_id, db),
                 RoomState.OPEN.value,
-                Agent._meta.pk.get_db_prep_value(agent_id, connection),
+                Agent._meta.pk.get_db_prep_value(agent_id, db),
                 standing.value,
             ],
         )
@@ -440,15 +441,18 @@ class _MessageRows:
 
     def __init__(self, created_at: datetime) -> None:
         field = Message._meta.get_field
+        # The connection itself, looked up once: ``django.db.connection`` is a proxy that
+        # looks it up again (asgiref's ``Local``, ~1 us) on every attribute read.
+        self.db = db = connections[DEFAULT_DB_ALIAS]
         self._room, self._sender = field("room"), field("sender")
         self._sealer = RoomSealer()
-        self._flags = field("flags").get_db_prep_save([], connection)  # type: ignore[union-attr]
-        self._at = field("created_at").get_db_prep_save(created_at, connection)  # type: ignore[union-attr]
+        self._flags = field("flags").get_db_prep_save([], db)  # type: ignore[union-attr]
+        self._at = field("created_at").get_db_prep_save(created_at, db)  # type: ignore[union-attr]
         self._prepared: dict[UUID, Any] = {}
 
     def _id(self, value: UUID, field: Any) -> Any:
         if value not in self._prepared:
-            self._prepared[value] = field.get_db_prep_save(value, connection)
+            self._prepared[value] = field.get_db_prep_save(value, self.db)
         return self._prepared[value]
 
     def after_seq(self, room_id: UUID, agent_id: UUID, client_id: str, text: str) -> list[Any]:
@@ -475,7 +479,7 @@ def _insert_messages(prepared: _MessageRows, rows: list[tuple[UUID, UUID, int, s
             *prepared.after_seq(room_id, agent_id, client_id, text),
         ]
     with statement_cursor() as cursor:
-        cursor.execute(_insert_messages_sql(connection.vendor, len(rows)), params)
+        cursor.execute(_insert_messages_sql(prepared.db.vendor, len(rows)), params)
 
 
 def _say_statement(
@@ -496,7 +500,7 @@ def _say_statement(
     if ack is not None:
         params = [ack, room, agent, ack, *params]  # messages_ack's parameters first
     with statement_cursor() as cursor:
-        cursor.execute(_say_statement_sql(connection.vendor, ack is not None), params)
+        cursor.execute(_say_statement_sql(prepared.db.vendor, ack is not None), params)
         row = cursor.fetchone()
     if ack is not None:
         acked, seq = row
@@ -671,7 +675,7 @@ def _runs_recorded(
     # PostgreSQL checks, numbers and stores each message in one statement (with the ack
     # riding its run's first); one message alone is then one statement in its own implicit
     # transaction (no BEGIN, no COMMIT).
-    one_statement = connection.vendor == "postgresql"
+    one_statement = rows_for.db.vendor == "postgresql"
     alone = one_statement and sum(map(len, prepared)) == 1
     alone = alone and all(run or ack is None for run, ack in zip(prepared, riding, strict=True))
     try:
@@ -785,13 +789,14 @@ def messages_ack(*, room_id: UUID, agent_id: UUID, seq: int) -> bool:
 
     One precompiled statement (the ORM's compilation of the same UPDATE cost more than
     running it, once per acknowledgement)."""
+    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: each read through it looks it up
     with statement_cursor() as cursor:
         cursor.execute(
-            _ack_sql(connection.vendor),
+            _ack_sql(db.vendor),
             [
                 seq,
-                RoomMember._meta.get_field("room").get_db_prep_save(room_id, connection),
-                RoomMember._meta.get_field("agent").get_db_prep_save(agent_id, connection),
+                RoomMember._meta.get_field("room").get_db_prep_save(room_id, db),
+                RoomMember._meta.get_field("agent").get_db_prep_save(agent_id, db),
                 seq,
             ],
         )

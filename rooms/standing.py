@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from gatekeeper.standing import SeatFacts, standing_verdict
 from rooms.models import Agent, Room, RoomMember
@@ -83,9 +83,10 @@ def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None
     # The ids as read (SQLite: hex text) to UUIDs, each parsed once per call: the rooms
     # asked for are known, and an agent seated in several of them is read once per seat.
     ids: dict[Any, UUID | None] = {None: None}
+    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: each read through it looks it up
     for start in range(0, len(room_ids), ROOMS_PER_STATEMENT):
         chunk = room_ids[start : start + ROOMS_PER_STATEMENT]
-        prepared = [pk.get_db_prep_value(r, connection) for r in chunk]
+        prepared = [pk.get_db_prep_value(r, db) for r in chunk]
         ids.update(zip(prepared, chunk, strict=True))
         with statement_cursor() as cursor:
             cursor.execute(_seats_sql(len(chunk)), prepared)
@@ -166,7 +167,8 @@ def rooms_swept(
     mark = record_mark()
     if since is not None and mark == since:
         return Swept({}, {}, {}, mark, unchanged=True)
-    q = connection.ops.quote_name
+    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: each read through it looks it up
+    q = db.ops.quote_name
     member, room, agent = (q(model._meta.db_table) for model in (RoomMember, Room, Agent))
     pk = Room._meta.pk
     assert pk is not None
@@ -174,7 +176,7 @@ def rooms_swept(
     swept = Swept({}, {}, {}, mark)
     for start in range(0, len(room_ids), ROOMS_PER_STATEMENT):
         chunk = room_ids[start : start + ROOMS_PER_STATEMENT]
-        prepared = [pk.get_db_prep_value(r, connection) for r in chunk]
+        prepared = [pk.get_db_prep_value(r, db) for r in chunk]
         rooms = dict(zip(prepared, chunk, strict=True))
         marks = ", ".join(["%s"] * len(chunk))
         with statement_cursor() as cursor:

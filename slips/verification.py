@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import F
 
 from ledger.services import Alongside
@@ -599,10 +599,11 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
 
     Only slips with at least one record are read: a slip without any clears nothing, and
     the room's tier comes from the caller (``room_tier_from_ranks``), which counts it."""
+    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: each read through it looks it up
     with statement_cursor() as cursor:
         cursor.execute(
-            _room_slips_sql(connection.vendor, lock),
-            {"room": Slip._meta.get_field("room_id").get_db_prep_value(room_id, connection)},
+            _room_slips_sql(db.vendor, lock),
+            {"room": Slip._meta.get_field("room_id").get_db_prep_value(room_id, db)},
         )
         rows = cursor.fetchall()
     snapshot = RoomSlips(room_id=room_id, tier=tier)
@@ -687,11 +688,12 @@ def capability_uses_spending(*, record_ids: list[int]) -> Alongside | None:
         return None
     if len(set(record_ids)) != len(record_ids):
         raise UsesNotSpent("a record would be spent twice in one turn")
+    vendor = connections[DEFAULT_DB_ALIAS].vendor
     return Alongside(
-        sql=_uses_spend_sql(connection.vendor, len(record_ids)),
+        sql=_uses_spend_sql(vendor, len(record_ids)),
         params=(
             {"records": record_ids}
-            if connection.vendor == "postgresql"
+            if vendor == "postgresql"
             else {f"r{i}": record_id for i, record_id in enumerate(record_ids)}
         ),
         rows=len(record_ids),
