@@ -21,6 +21,7 @@ import asyncio
 import collections
 import contextlib
 import ctypes
+import functools
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -59,8 +60,12 @@ class Rate:
     seconds: float
 
 
+@functools.lru_cache(maxsize=64)
 def rate_parse(text: str) -> Rate | None:
-    """``"120/m"`` -> ``Rate(120, 60.0)``; ``"off"`` -> None. Raises ValueError otherwise."""
+    """``"120/m"`` -> ``Rate(120, 60.0)``; ``"off"`` -> None. Raises ValueError otherwise.
+
+    Kept per text (the setting's few values): every frame asks for its kind's rate, and the
+    answer is the text's meaning, not a decision (the bucket still decides each frame)."""
     if text.strip().lower() == "off":
         return None
     count, _, period = text.partition("/")
