@@ -60,6 +60,7 @@ from slips.datakeys import (
     data_key_live,
     data_key_open,
     data_keys_destroy,
+    data_keys_live,
 )
 from slips.errors import Misconfigured
 
@@ -255,10 +256,25 @@ def _aad_raw(column: str, room_raw: bytes) -> bytes:
 
 class RoomSealer:
     """Seals many values for one hop: each room's key is looked up once per sealer (the say
-    path seals a run of messages of several rooms with one)."""
+    path seals a run of messages of several rooms with one).
 
-    def __init__(self) -> None:
+    ``rooms``: the rooms it will seal for, known up front (a say hop's). Their cached keys'
+    destroyed marks are then read in one key-store read (``data_keys_live``) instead of one
+    read per room, at the same moment a room's first value would have read it. A room whose
+    key is not cached, or not live, is looked up at its first value as before
+    (``_sealing_key``: made, or refused as destroyed)."""
+
+    def __init__(self, rooms: Collection[UUID] = ()) -> None:
         self._keys: dict[UUID, tuple[UUID, Any]] = {}
+        cached: dict[UUID, tuple[UUID, Any]] = {}  # key id -> (room, key)
+        for room_id in rooms:
+            key_id = _keys.for_room(room_id)
+            found = None if key_id is None else _keys.get(key_id)
+            if key_id is not None and found is not None and found[0] == room_id:
+                cached[key_id] = (room_id, found[1])
+        for key_id in data_keys_live(cached) if cached else ():
+            room_id, aead = cached[key_id]
+            self._keys[room_id] = (key_id, aead)
 
     def seal(self, *, room_id: UUID, column: str, plaintext: bytes) -> str:
         if room_id not in self._keys:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -439,13 +439,13 @@ class _MessageRows:
     process would be the ORM's ``bulk_create`` without its per-run compilation (which cost
     more than the insert on the say path)."""
 
-    def __init__(self, created_at: datetime) -> None:
+    def __init__(self, created_at: datetime, rooms: Collection[UUID]) -> None:
         field = Message._meta.get_field
         # The connection itself, looked up once: ``django.db.connection`` is a proxy that
         # looks it up again (asgiref's ``Local``, ~1 us) on every attribute read.
         self.db = db = connections[DEFAULT_DB_ALIAS]
         self._room, self._sender = field("room"), field("sender")
-        self._sealer = RoomSealer()
+        self._sealer = RoomSealer(rooms)
         self._flags = field("flags").get_db_prep_save([], db)  # type: ignore[union-attr]
         self._at = field("created_at").get_db_prep_save(created_at, db)  # type: ignore[union-attr]
         self._prepared: dict[UUID, Any] = {}
@@ -671,7 +671,8 @@ def _runs_recorded(
     now = timezone.now()
     taken: list[list[tuple[int, str, str]]] = [[] for _ in runs]
     refused: set[int] = set()
-    rows_for = _MessageRows(now)
+    stored = {room_id for (room_id, _, _), run in zip(runs, prepared, strict=True) if run}
+    rows_for = _MessageRows(now, stored)
     # PostgreSQL checks, numbers and stores each message in one statement (with the ack
     # riding its run's first); one message alone is then one statement in its own implicit
     # transaction (no BEGIN, no COMMIT).

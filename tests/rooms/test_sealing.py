@@ -222,6 +222,63 @@ def test_a_key_destroyed_by_another_process_is_refused_though_cached_here(
         room_content_seal(room_id=opened.room.id, column="message.text", plaintext=b"d")
 
 
+def test_a_sealer_for_known_rooms_reads_their_marks_at_once_and_refuses_a_destroyed_key(
+    make_open_room: Callable[..., OpenRoom], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A say hop's sealer reads its rooms' destroyed marks in one key-store read: a key
+    destroyed by another process (its material still cached here) is not used, a live one
+    seals and opens, and no room's mark is read again one by one."""
+    import rooms.sealing as sealing
+
+    kept, gone, fresh = (make_open_room(prefix=p) for p in ("kept-", "gone-", "fresh-"))
+    for opened in (kept, gone):  # both keys cached in this process
+        room_content_seal(room_id=opened.room.id, column="message.text", plaintext=b"x")
+    assert data_keys_destroy(kind="room", subject=str(gone.room.id), since="") == 1
+    sealing._keys.drop_room(fresh.room.id)  # a room this process has not sealed for yet
+    reads: list[int] = []
+    one_by_one: list[object] = []
+    real_many = sealing.data_keys_live
+    monkeypatch.setattr(
+        sealing, "data_keys_live", lambda ids: reads.append(len(ids)) or real_many(ids)
+    )
+    monkeypatch.setattr(sealing, "data_key_live", lambda key_id: one_by_one.append(key_id) or True)
+
+    sealer = RoomSealer([kept.room.id, gone.room.id, fresh.room.id])
+    assert reads == [2]  # the two cached keys, in one read (the third room has none cached)
+    sealed = sealer.text(room_id=kept.room.id, column="message.text", text=CANARY)
+    assert one_by_one == []
+    monkeypatch.undo()
+    assert room_text_open(sealed, column="message.text", room_id=kept.room.id) == CANARY
+    # The destroyed key was not taken from the cache: its room is looked up on its own, and
+    # refused by the key store.
+    with pytest.raises(DataKeyDestroyed):
+        sealer.text(room_id=gone.room.id, column="message.text", text="after deletion")
+    # A room whose key was never cached here gets it at its first value, as before.
+    third = sealer.text(room_id=fresh.room.id, column="message.text", text="first words")
+    assert room_text_open(third, column="message.text", room_id=fresh.room.id) == ("first words")
+
+
+def test_the_key_stores_marks_for_many_keys_are_read_in_chunks(
+    make_open_room: Callable[..., OpenRoom], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``data_keys_live``: the live keys among those asked, over several reads; a destroyed
+    key and one the store never held are not live."""
+    import uuid
+
+    from slips import datakeys
+
+    rooms = [make_open_room(prefix=f"r{i}-") for i in range(3)]
+    for opened in rooms:
+        room_content_seal(room_id=opened.room.id, column="message.text", plaintext=b"x")
+    ids = [sealing._keys.for_room(opened.room.id) for opened in rooms]
+    assert None not in ids
+    assert data_keys_destroy(kind="room", subject=str(rooms[1].room.id), since="") == 1
+    monkeypatch.setattr(datakeys, "_LIVE_PER_READ", 2)
+    unknown = uuid.uuid4()
+    assert datakeys.data_keys_live([*ids, unknown]) == {ids[0], ids[2]}
+    assert datakeys.data_keys_live([]) == set()
+
+
 def test_a_key_store_that_does_not_belong_with_the_database_opens_nothing(
     make_open_room: Callable[..., OpenRoom], settings: Any, tmp_path: Path
 ) -> None:
