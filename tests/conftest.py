@@ -98,6 +98,7 @@ PROFILE_FREE = (
     "tests/bench/test_eval_checks.py",
     "tests/bench/test_fence_bench*.py",
     "tests/bench/test_injection_corpora*.py",
+    "tests/bench/test_instructions.py",  # its own throwaway SQLite, whatever the profile
     "tests/deploy/test_compose.py",
     "tests/deploy/test_hadolint.py",
     "tests/deploy/test_image.py",
