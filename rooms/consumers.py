@@ -1132,11 +1132,20 @@ class RoomConsumer(AsyncWebsocketConsumer):
             )
 
     async def _announce(self, agent_id: Any, said: list[services.SaidMessage]) -> None:
-        """Ring the room's bell once for messages already stored (one channel-layer event)."""
+        """Ring the room's bell once for messages already stored (one channel-layer event).
+
+        This socket's own messages give it nothing but its position: moved here, as their
+        event would move it (``_own_only``: only in order, else a read of the record), the
+        event need not come back to it, and a layer that can leave the sender out does
+        (``realtime.SKIP_CHANNEL``; one that cannot delivers it, and it is then already
+        handled). The event is what every other socket of the room gets."""
+        own = self._own_hex()
+        moved = self._own_only([(m.seq, own, "", "") for m in said])
         await self._ring(
             realtime.room_group(self.participant.room_id),  # type: ignore[union-attr]
             {
                 "type": "room.messages",
+                **({realtime.SKIP_CHANNEL: self.channel_name} if moved else {}),
                 "sender": agent_id.hex,
                 "messages": [
                     {

@@ -82,6 +82,12 @@ def say_desk_hop_observed(
     SAY_DESK_HOP_FRAMES.observe(frames)
 
 
+# An event's key naming the one member channel that need not get it: the sender, which has
+# already done what the event would make it do (``RoomConsumer._announce``). The in-memory
+# layer leaves it out; any other layer delivers it, and the sender finds it handled.
+SKIP_CHANNEL = "skip_channel"
+
+
 class SweptInMemoryChannelLayer(InMemoryChannelLayer):
     """The embedded profile's layer: channels' in-memory layer, its expiry sweep run at most
     once per ``EXPIRY_SWEEP_SECONDS``.
@@ -146,11 +152,13 @@ class SweptInMemoryChannelLayer(InMemoryChannelLayer):
         self.require_valid_group_name(group)
         assert "__asgi_channel__" not in message
         self._clean_expired()
+        skip = message.get(SKIP_CHANNEL)
         # Every member's name was checked when it joined (``group_add``); a full channel
         # misses the event, as with channels' own (the record sweep reads it back).
         for channel in list(self.groups.get(group, ())):
-            with contextlib.suppress(ChannelFull):
-                self._put(channel, message)
+            if channel != skip:
+                with contextlib.suppress(ChannelFull):
+                    self._put(channel, message)
 
 
 _IMMUTABLE = frozenset({str, int, float, bool, bytes, type(None)})

@@ -9,7 +9,7 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from rooms import services
+from rooms import realtime, services
 from rooms.models import Message, RoomState
 from rooms.protocol import CloseCode
 from synapsia.asgi import application
@@ -61,6 +61,55 @@ async def test_two_agents_talk_and_the_record_keeps_it(make_open_room) -> None:
         lambda: list(Message.objects.order_by("seq").values_list("seq", "text"))
     )()
     assert texts == [(1, "Friday 7pm?"), (2, "Works for me.")]
+    await a.disconnect()
+    await b.disconnect()
+
+
+async def test_a_sender_moves_past_its_own_message_without_its_event_or_a_read(
+    make_open_room, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sender's own message moves its position when it is announced: the in-memory
+    layer then leaves the sender out of the event (the Redis layer delivers it, and it is
+    found handled), and the peer's reply after it is delivered in order, with no read of the
+    record (a position left behind would read the gap back)."""
+    from channels.layers import get_channel_layer
+
+    from rooms.consumers import RoomConsumer
+
+    backfills: list[str] = []
+    real_backfill = RoomConsumer._backfill
+
+    async def counted(consumer: RoomConsumer) -> None:
+        backfills.append(consumer.channel_name)
+        await real_backfill(consumer)
+
+    monkeypatch.setattr(RoomConsumer, "_backfill", counted)
+    layer = get_channel_layer()
+    events: list[tuple[str, str]] = []
+    if isinstance(layer, realtime.SweptInMemoryChannelLayer):
+        real_put = layer._put
+
+        def put(channel: str, message: dict[str, Any]) -> None:
+            events.append((channel, message["type"]))
+            real_put(channel, message)
+
+        monkeypatch.setattr(layer, "_put", put)
+    setup = await database_sync_to_async(make_open_room)()
+    a, _ = await join(setup.room.id, setup.a.token)
+    b, _ = await join(setup.room.id, setup.b.token)
+    for n in range(3):
+        await a.send_json_to(frame("say", {"text": f"Friday {n}pm?"}, f"a-{n}"))
+        assert (await a.receive_json_from(timeout=5))["body"]["seq"] == 2 * n + 1
+        assert (await b.receive_json_from(timeout=5))["body"]["seq"] == 2 * n + 1
+        await b.send_json_to(frame("say", {"text": f"Not {n}pm."}, f"b-{n}"))
+        assert (await b.receive_json_from(timeout=5))["body"]["seq"] == 2 * n + 2
+        heard = await a.receive_json_from(timeout=5)
+        assert (heard["type"], heard["body"]["seq"]) == ("message", 2 * n + 2)
+    assert await a.receive_nothing(timeout=0.2)
+    assert backfills == []
+    if isinstance(layer, realtime.SweptInMemoryChannelLayer):
+        told = [channel for channel, kind in events if kind == "room.messages"]
+        assert len(told) == 6 and len(set(told)) == 2  # each message to its peer alone
     await a.disconnect()
     await b.disconnect()
 

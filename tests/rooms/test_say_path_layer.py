@@ -78,3 +78,20 @@ async def test_a_waiting_receiver_gets_a_later_event_and_a_cancelled_one_leaves_
     with pytest.raises(asyncio.CancelledError):
         await cancelled
     assert layer.channels == {}
+
+
+async def test_the_member_an_event_names_to_skip_is_left_out_and_only_it() -> None:
+    """``realtime.SKIP_CHANNEL``: the sender that already did what the event would make it
+    do is not sent it; every other member still is, and an event naming no member, or one
+    not in the group, reaches them all."""
+    layer = realtime.SweptInMemoryChannelLayer()
+    for name in ("specific.sender", "specific.peer", "specific.owner"):
+        await layer.group_add("room.x", name)
+    await layer.group_send("room.x", {"type": "bell", realtime.SKIP_CHANNEL: "specific.sender"})
+    for name in ("specific.peer", "specific.owner"):
+        assert (await layer.receive(name))["type"] == "bell"
+    assert "specific.sender" not in layer.channels
+    await layer.group_send("room.x", {"type": "bell", realtime.SKIP_CHANNEL: "specific.other"})
+    await layer.group_send("room.x", {"type": "bell"})
+    for name in ("specific.sender", "specific.peer", "specific.owner"):
+        assert [(await layer.receive(name))["type"] for _ in range(2)] == ["bell", "bell"]
