@@ -31,7 +31,8 @@ Keys: unwrapping costs a key-store read and an AES unwrap. A small process cache
 unwrapped *key material* by key id, and every use first re-reads the key's destroyed mark in
 the key store (``data_key_live``, one indexed read): a key destroyed by any process is
 refused at once, and dropped from the cache (within ``one_hop()``, one read of many rows, the
-mark is read once per key for the hop). This caches no trust decision: the Gatekeeper
+mark is read once per key for the hop; a say hop's ``RoomSealer`` reads its rooms' marks in
+one read). This caches no trust decision: the Gatekeeper
 still decides every read and disclosure; the cache only saves re-unwrapping a key that the
 key store says still exists.
 """
@@ -259,8 +260,10 @@ class RoomSealer:
     path seals a run of messages of several rooms with one).
 
     ``rooms``: the rooms it will seal for, known up front (a say hop's). Their cached keys'
-    destroyed marks are then read in one key-store read (``data_keys_live``) instead of one
-    read per room, at the same moment a room's first value would have read it. A room whose
+    destroyed marks are then read in one key-store read (``data_keys_live``) when the hop
+    starts, instead of one read per room at its first value (the hop's values are sealed at
+    one moment, as ``one_hop`` reads them: a key destroyed while the hop runs changes nothing
+    anyone could tell apart, the deleted room's rows being removed with it). A room whose
     key is not cached, or not live, is looked up at its first value as before
     (``_sealing_key``: made, or refused as destroyed)."""
 
