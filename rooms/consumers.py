@@ -1139,14 +1139,14 @@ class RoomConsumer(AsyncWebsocketConsumer):
         event need not come back to it, and a layer that can leave the sender out does
         (``realtime.SKIP_CHANNEL``; one that cannot delivers it, and it is then already
         handled). The event is what every other socket of the room gets."""
-        own = self._own_hex()
-        moved = self._own_only([(m.seq, own, "", "") for m in said])
+        sender = agent_id.hex
+        moved = self._own_only([(m.seq, sender, "", "") for m in said])
         await self._ring(
             realtime.room_group(self.participant.room_id),  # type: ignore[union-attr]
             {
                 "type": "room.messages",
                 **({realtime.SKIP_CHANNEL: self.channel_name} if moved else {}),
-                "sender": agent_id.hex,
+                "sender": sender,
                 "messages": [
                     {
                         "seq": m.seq,

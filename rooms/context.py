@@ -68,7 +68,7 @@ from typing import Any
 from uuid import UUID
 
 from django.apps import apps
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from pydantic import TypeAdapter
@@ -314,7 +314,7 @@ def _turn_facts(
     asks; then ``OutOfStanding`` first if it is out of standing (a seat not found included).
     Call with the room locked, in the turn's transaction."""
     acked = ack is not None and turn is None
-    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: each read through it looks it up
+    db = transaction.get_connection()  # not the proxy, which looks it up on every read
     parameters = {
         "room": Room._meta.pk.get_db_prep_value(room_id, db),
         "agent": Agent._meta.pk.get_db_prep_value(agent_id, db),
@@ -396,7 +396,7 @@ def _room_lock(room_id: UUID) -> None:
     of one room then queue here instead of locking slip uses, vault items and the ledger
     head in different orders and deadlocking on PostgreSQL. Everything the turn decides on is
     read after it, so it is live. (SQLite's IMMEDIATE transaction already serialises.)"""
-    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: each read through it looks it up
+    db = transaction.get_connection()  # not the proxy, which looks it up on every read
     if not db.features.has_select_for_update:
         return
     table = db.ops.quote_name(Room._meta.db_table)

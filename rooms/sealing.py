@@ -275,7 +275,7 @@ class RoomSealer:
             found = None if key_id is None else _keys.get(key_id)
             if key_id is not None and found is not None and found[0] == room_id:
                 cached[key_id] = (room_id, found[1])
-        for key_id in data_keys_live(cached) if cached else ():
+        for key_id in data_keys_live(cached):
             room_id, aead = cached[key_id]
             self._keys[room_id] = (key_id, aead)
 

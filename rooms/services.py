@@ -17,7 +17,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from dining import TermsInvalid, terms_parse
@@ -371,7 +371,7 @@ def _next_seq(room_id: UUID, agent_id: UUID, standing: SeatStanding) -> int | No
     bound to it and not revoked, the seat has the given standing (active for the agent,
     stepped-in for its owner speaking in person), and bumps ``last_seq``. None if not.
     """
-    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: each read through it looks it up
+    db = transaction.get_connection()  # the connection itself (see _MessageRows)
     with statement_cursor() as cursor:
         cursor.execute(
             _next_seq_sql(db.vendor),
@@ -441,9 +441,10 @@ class _MessageRows:
 
     def __init__(self, created_at: datetime, rooms: Collection[UUID]) -> None:
         field = Message._meta.get_field
-        # The connection itself, looked up once: ``django.db.connection`` is a proxy that
-        # looks it up again (asgiref's ``Local``, ~1 us) on every attribute read.
-        self.db = db = connections[DEFAULT_DB_ALIAS]
+        # The connection itself, looked up once (``transaction.get_connection``):
+        # ``django.db.connection`` is a proxy that looks it up again (asgiref's ``Local``,
+        # ~1 us) on every attribute read, and a field's prep reads ``features`` per value.
+        self.db = db = transaction.get_connection()
         self._room, self._sender = field("room"), field("sender")
         self._sealer = RoomSealer(rooms)
         self._flags = field("flags").get_db_prep_save([], db)  # type: ignore[union-attr]
@@ -790,7 +791,7 @@ def messages_ack(*, room_id: UUID, agent_id: UUID, seq: int) -> bool:
 
     One precompiled statement (the ORM's compilation of the same UPDATE cost more than
     running it, once per acknowledgement)."""
-    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: each read through it looks it up
+    db = transaction.get_connection()  # the connection itself (see _MessageRows)
     with statement_cursor() as cursor:
         cursor.execute(
             _ack_sql(db.vendor),

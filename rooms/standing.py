@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import connection, transaction
 
 from gatekeeper.standing import SeatFacts, standing_verdict
 from rooms.models import Agent, Room, RoomMember
@@ -83,7 +83,7 @@ def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None
     # The ids as read (SQLite: hex text) to UUIDs, each parsed once per call: the rooms
     # asked for are known, and an agent seated in several of them is read once per seat.
     ids: dict[Any, UUID | None] = {None: None}
-    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: each read through it looks it up
+    db = transaction.get_connection()  # not the proxy, which looks it up on every read
     for start in range(0, len(room_ids), ROOMS_PER_STATEMENT):
         chunk = room_ids[start : start + ROOMS_PER_STATEMENT]
         prepared = [pk.get_db_prep_value(r, db) for r in chunk]
@@ -167,7 +167,7 @@ def rooms_swept(
     mark = record_mark()
     if since is not None and mark == since:
         return Swept({}, {}, {}, mark, unchanged=True)
-    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: each read through it looks it up
+    db = transaction.get_connection()  # not the proxy, which looks it up on every read
     q = db.ops.quote_name
     member, room, agent = (q(model._meta.db_table) for model in (RoomMember, Room, Agent))
     pk = Room._meta.pk

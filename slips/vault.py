@@ -27,7 +27,7 @@ from uuid import UUID
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.contrib.auth.models import User
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import connection, transaction
 from django.utils import timezone as django_timezone
 from pydantic import (
     BaseModel,
@@ -451,7 +451,7 @@ def vault_items_read(
     parameters = dict(zip(names, [value for pair in pairs for value in pair], strict=True))
     with statement_cursor() as cursor:
         cursor.execute(
-            _items_read_sql(connections[DEFAULT_DB_ALIAS].vendor, len(pairs), lock), parameters
+            _items_read_sql(transaction.get_connection().vendor, len(pairs), lock), parameters
         )
         rows = cursor.fetchall()
     for item_id, owner_id, kind, sealed in rows:

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from ledger.services import Alongside
@@ -599,7 +599,7 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
 
     Only slips with at least one record are read: a slip without any clears nothing, and
     the room's tier comes from the caller (``room_tier_from_ranks``), which counts it."""
-    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: each read through it looks it up
+    db = transaction.get_connection()  # not the proxy, which looks it up on every read
     with statement_cursor() as cursor:
         cursor.execute(
             _room_slips_sql(db.vendor, lock),
@@ -688,7 +688,7 @@ def capability_uses_spending(*, record_ids: list[int]) -> Alongside | None:
         return None
     if len(set(record_ids)) != len(record_ids):
         raise UsesNotSpent("a record would be spent twice in one turn")
-    vendor = connections[DEFAULT_DB_ALIAS].vendor
+    vendor = transaction.get_connection().vendor
     return Alongside(
         sql=_uses_spend_sql(vendor, len(record_ids)),
         params=(
