@@ -123,7 +123,11 @@ def _run(work: str, count: int, seed_file: Path) -> None:
 
 
 def _embedded_env(database: Path, keys: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    # Imported here, not at the top: the measured process (``--run``) must import the tree's
+    # own packages, never this checkout's.
+    from bench.stack import base_env
+
+    env = base_env(debug=False, settings="synapsia.settings")
     env.update(SYNAPSIA_SQLITE_PATH=str(database), SYNAPSIA_KEY_STORE_PATH=str(keys))
     # One hash seed for every run: the sets' and dicts' layouts (and so their probing) equal.
     env["PYTHONHASHSEED"] = "0"
@@ -132,20 +136,19 @@ def _embedded_env(database: Path, keys: Path) -> dict[str, str]:
 
 def _seed(work: str, workdir: Path, rooms: int | None = None) -> tuple[Path, Path, Path]:
     """A migrated, seeded database, its key store and the seed's ids (this checkout)."""
+    from bench.stack import run_checked
+
     database, keys, seeded = (
         workdir / f"{work}{suffix}" for suffix in (".db", "-keys.db", ".json")
     )
     env = _embedded_env(database, keys)
-    python = sys.executable
-    subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    run_checked([sys.executable, "manage.py", "migrate", "-v0"], env, "migrate")
     task = "seed" if work == "desk" else "seed-turn"
-    count = rooms or (50 if work == "desk" else 2)
-    subprocess.run(
-        [python, "-m", "bench.django_tasks", task, "--rooms", str(count), "--out", str(seeded)],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
+    count = str(rooms or (50 if work == "desk" else 2))
+    run_checked(
+        [sys.executable, "-m", "bench.django_tasks", task, "--rooms", count, "--out", str(seeded)],
+        env,
+        "seeding",
     )
     return database, keys, seeded
 
