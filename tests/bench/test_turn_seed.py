@@ -47,16 +47,37 @@ def test_each_turn_clears_the_items_and_a_refill_restores_every_use() -> None:
     assert all(a.uses_left <= 3 for a in acts)
 
 
-def test_the_contended_context_figure_counts_the_gil_hand_offs() -> None:
+def test_the_contended_context_figure_is_of_real_turns() -> None:
     """The bench's in-process figure of a context request beside a busy thread (the event
-    loop under load): it clears the same items and counts hand-offs of the GIL, which every
-    statement's driver call makes possible and the busy thread's forced switches make sure
-    of (so at least one a request)."""
+    loop under load): the requests are real turns that clear the same items. How many GIL
+    hand-offs they make is what is measured, not asserted: on two free cores SQLite's every
+    step hands over, on one core (CI's other pass on the other) none need to."""
     seeded = seed_turn_rooms(1)
     room = seeded["rooms"][0]
     room_id, host_agent = UUID(room["room_id"]), UUID(room["agents"][0]["agent_id"])
     figures = contended_context(room_id, host_agent, turns=4)
     assert figures["contended_ms_median"] > 0
-    assert figures["gil_handoffs_per_request"] >= 1
+    assert figures["gil_handoffs_per_request"] >= 0
     # The requests were real turns: each paid its uses.
     assert min(_sharing_uses(room_id)) == MAX_USES_LIMIT - 4
+
+
+def test_the_busy_thread_counts_a_request_that_keeps_the_gil(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The counter itself: a request that waits (the busy thread runs) and then works in
+    Python for milliseconds (the busy thread cannot) is a hand-off the busy thread sees,
+    on one core or two."""
+    import time
+
+    from rooms import context
+
+    def waits_then_works(**_: object) -> None:
+        time.sleep(0.002)  # a real wait: the GIL goes to the busy thread
+        until = time.thread_time() + 0.003
+        while time.thread_time() < until:  # the GIL kept, as a statement's Python work does
+            pass
+
+    monkeypatch.setattr(context, "context_for_agent", waits_then_works)
+    figures = contended_context(UUID(int=1), UUID(int=2), turns=4)
+    assert figures["gil_handoffs_per_request"] >= 1
