@@ -1134,13 +1134,13 @@ class RoomConsumer(AsyncWebsocketConsumer):
     async def _announce(self, agent_id: Any, said: list[services.SaidMessage]) -> None:
         """Ring the room's bell once for messages already stored (one channel-layer event).
 
-        This socket's own messages give it nothing but its position: moved here, as their
-        event would move it (``_own_only``: only in order, else a read of the record), the
-        event need not come back to it, and a layer that can leave the sender out does
-        (``realtime.SKIP_CHANNEL``; one that cannot delivers it, and it is then already
-        handled). The event is what every other socket of the room gets."""
+        This socket's own messages give it nothing but its position. When they follow it,
+        it moves here (``_own_moved``), the event need not come back to it, and a layer that
+        can leave the sender out does (``realtime.SKIP_CHANNEL``; one that cannot delivers
+        it, and it is then already handled). Otherwise the event comes back to it as to
+        every other socket of the room, and moves it in order there."""
         sender = agent_id.hex
-        moved = self._own_only([(m.seq, sender, "", "") for m in said])
+        moved = self._own_moved([m.seq for m in said])
         await self._ring(
             realtime.room_group(self.participant.room_id),  # type: ignore[union-attr]
             {
@@ -1381,12 +1381,36 @@ class RoomConsumer(AsyncWebsocketConsumer):
             self._outbox.extend(deliveries)
         self._carry_on()
 
+    def _nothing_waiting(self) -> bool:
+        """No courier at work, nothing queued, no gap to read."""
+        return not (
+            self._behind or self._outbox or (self._courier is not None and not self._courier.done())
+        )
+
+    def _own_moved(self, seqs: list[int]) -> bool:
+        """The socket's own messages, just recorded (``seqs`` ascending): when nothing waits
+        and they follow its position with no gap, the position moves past them and True.
+        Otherwise nothing moves and False: their event then comes back to this socket behind
+        what it has still to receive, and moves it there (``_own_only``). A gap here is
+        usually the other agent's message recorded just before and still on its way (both
+        agents speaking at once); reading it back from the record would cost a hop for a
+        message whose event is already queued."""
+        if not self._nothing_waiting():
+            return False
+        position = self.position
+        for seq in seqs:
+            if seq > position + 1:
+                return False
+            position = max(position, seq)
+        self.position = position
+        return True
+
     def _own_only(self, deliveries: list[tuple[int, str, str, str]]) -> bool:
-        """The socket's own messages, with nothing waiting before them (no courier at work,
-        nothing queued, no gap to read): they give the socket nothing, so they need no
-        standing check; they only move its position, here, as the courier would have, without
-        a courier task per message. False (nothing done) for anything else."""
-        if self._behind or self._outbox or (self._courier is not None and not self._courier.done()):
+        """The socket's own messages, with nothing waiting before them: they give the socket
+        nothing, so they need no standing check; they only move its position, here, as the
+        courier would have, without a courier task per message. A gap is read back from the
+        record (the event that fills it was lost). False (nothing done) for anything else."""
+        if not self._nothing_waiting():
             return False
         own = self._own_hex()
         if not own or any(sender != own for _, sender, _, _ in deliveries):

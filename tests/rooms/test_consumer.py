@@ -114,6 +114,47 @@ async def test_a_sender_moves_past_its_own_message_without_its_event_or_a_read(
     await b.disconnect()
 
 
+async def test_two_agents_speaking_at_once_hear_each_other_without_a_read(
+    make_open_room, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both agents speak at once, so their messages are recorded in one desk hop: the one
+    recorded second is announced while the first one's event is still queued for its
+    sender. That socket's position must not jump past the gap (which it would then read
+    back from the record, a hop for a message already on its way): its own event comes back
+    behind the peer's and moves it in order. Each hears the other once, in order, and
+    nothing is read back."""
+    from rooms.consumers import RoomConsumer
+
+    backfills: list[str] = []
+    real_backfill = RoomConsumer._backfill
+
+    async def counted(consumer: RoomConsumer) -> None:
+        backfills.append(consumer.channel_name)
+        await real_backfill(consumer)
+
+    monkeypatch.setattr(RoomConsumer, "_backfill", counted)
+    setup = await database_sync_to_async(make_open_room)()
+    a, _ = await join(setup.room.id, setup.a.token)
+    b, _ = await join(setup.room.id, setup.b.token)
+    heard: dict[str, list[int]] = {"a": [], "b": []}
+    given: dict[str, list[int]] = {"a": [], "b": []}
+    for n in range(6):
+        # Both frames are queued before either socket runs: one hop records both.
+        await a.send_json_to(frame("say", {"text": f"Friday {n}pm?"}, f"a-{n}"))
+        await b.send_json_to(frame("say", {"text": f"Saturday {n}pm?"}, f"b-{n}"))
+        for name, socket in (("a", a), ("b", b)):
+            for _ in range(2):
+                got = await socket.receive_json_from(timeout=5)
+                mine = given if got["type"] == "sent" else heard
+                mine[name].append(got["body"]["seq"])
+    assert await a.receive_nothing(timeout=0.2) and await b.receive_nothing(timeout=0.2)
+    assert heard["a"] == given["b"] and heard["b"] == given["a"]  # once each, in order
+    assert sorted(given["a"] + given["b"]) == list(range(1, 13))
+    assert backfills == []
+    await a.disconnect()
+    await b.disconnect()
+
+
 async def test_resending_the_same_frame_id_stores_and_relays_once(make_open_room) -> None:
     setup = await database_sync_to_async(make_open_room)()
     a, _ = await join(setup.room.id, setup.a.token)
