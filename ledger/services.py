@@ -66,12 +66,13 @@ class AlongsideShort(LedgerError):
 @dataclass(frozen=True)
 class Alongside:
     """A caller's own data-modifying statement that belongs to an append's transaction (a
-    turn spends the uses its disclosures record): ``sql`` an ``UPDATE`` (or ``INSERT``)
-    ``... RETURNING`` a row per row it changed, its values named (``%(name)s``; the insert's
-    own are ``p`` and a number), ``params`` them, and ``rows`` how many rows it must change.
-    ``ledger_append_many`` runs it in the append's own statement where the append is one
-    (PostgreSQL with a head seen: a data-modifying ``WITH``), else as a statement of
-    its own beside it. The ledger knows nothing of what it does."""
+    turn spends the uses its disclosures record): ``sql`` an ``UPDATE`` (or ``INSERT``), its
+    values named (``%(name)s``; the insert's own are ``p`` and a number), ``params`` them, and
+    ``rows`` how many rows it must change. ``ledger_append_many`` runs it in the append's own
+    statement where the append is one (PostgreSQL with a head seen: a data-modifying
+    ``WITH``, where it must say ``... RETURNING`` a row per row it changed, and those are
+    counted), else as a statement of its own beside it (the rows it returns counted or, if
+    it returns none, the rows it changed). The ledger knows nothing of what it does."""
 
     sql: str
     params: dict[str, object]
@@ -418,10 +419,11 @@ class _EventRows:
 
 
 def _alongside_run(alongside: Alongside) -> None:
-    """The caller's statement on its own (``Alongside``), in the append's transaction."""
+    """The caller's statement on its own (``Alongside``), in the append's transaction: the
+    rows it returns, or for a statement that returns none, the rows it changed."""
     with statement_cursor() as cursor:
         cursor.execute(alongside.sql, alongside.params)
-        changed = len(cursor.fetchall())
+        changed = cursor.rowcount if cursor.description is None else len(cursor.fetchall())
     _alongside_checked(alongside, changed)
 
 

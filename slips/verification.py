@@ -656,20 +656,23 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
 
 @functools.cache
 def _uses_spend_sql(vendor: str, count: int) -> str:
-    """One use off each of ``count`` records, only where one is left, a row returned for each
-    (written once per count: no ORM compilation per turn). On PostgreSQL the records are one
-    array value, ``records``: the same text and one value whatever their number (psycopg
-    keeps its parse of a statement only up to 50 values, and this one rides the ledger's
-    insert, ``ledger_append_many(alongside=...)``), in the binary format, as the insert's
-    arrays are. On SQLite, a value each, named ``r0``... as ``_room_slips_sql``'s are."""
+    """One use off each of ``count`` records, only where one is left (written once per count:
+    no ORM compilation per turn). On PostgreSQL the records are one array value, ``records``:
+    the same text and one value whatever their number (psycopg keeps its parse of a statement
+    only up to 50 values, and this one rides the ledger's insert,
+    ``ledger_append_many(alongside=...)``, which counts the row it returns for each), in the
+    binary format, as the insert's arrays are. On SQLite, a value each, named ``r0``... as
+    ``_room_slips_sql``'s are, and no rows returned: it runs on its own and the rows it
+    changed are its count (each row returned would be a step of its own, and each step lets
+    go of the GIL, a hand-off to a busy event loop)."""
     table = connection.ops.quote_name(SlipCapability._meta.db_table)
     if vendor == "postgresql":
-        where = "id = ANY(%(records)b::bigint[])"
+        where, returning = "id = ANY(%(records)b::bigint[])", " RETURNING 1"
     else:
-        where = f"id IN ({', '.join(f'%(r{i})s' for i in range(count))})"
+        where, returning = f"id IN ({', '.join(f'%(r{i})s' for i in range(count))})", ""
     return (
         f"UPDATE {table} SET uses_left = uses_left - 1 "  # noqa: S608
-        f"WHERE {where} AND uses_left > 0 RETURNING 1"
+        f"WHERE {where} AND uses_left > 0{returning}"
     )
 
 

@@ -39,15 +39,16 @@ def _counters(n: int) -> list[UUID]:
     return ids
 
 
-def _bump(ids: list[UUID], rows: int | None = None) -> Alongside:
-    """Each counter up by one, only from 0: a counter already bumped is not changed."""
+def _bump(ids: list[UUID], rows: int | None = None, *, returning: bool = True) -> Alongside:
+    """Each counter up by one, only from 0: a counter already bumped is not changed. With
+    ``returning``, a row returned for each counter changed."""
     q = connection.ops.quote_name
     table, room, seq = q(LedgerHead._meta.db_table), q("room_id"), q("seq")
     marks = ", ".join(f"%(c{i})s" for i in range(len(ids)))
     pk = LedgerHead._meta.get_field("room_id")
     return Alongside(
-        sql=f"UPDATE {table} SET {seq} = {seq} + 1 WHERE {room} IN ({marks}) AND {seq} = 0 "  # noqa: S608
-        "RETURNING 1",
+        sql=f"UPDATE {table} SET {seq} = {seq} + 1 WHERE {room} IN ({marks}) AND {seq} = 0"  # noqa: S608
+        + (" RETURNING 1" if returning else ""),
         params={f"c{i}": pk.get_db_prep_value(v, connection) for i, v in enumerate(ids)},
         rows=len(ids) if rows is None else rows,
     )
@@ -106,6 +107,41 @@ def test_a_statement_alongside_that_falls_short_keeps_nothing(seen: str) -> None
     assert _counts(ids) == [0, 7]  # the one it did change, undone
     assert LedgerEvent.objects.filter(room_id=room_id).count() == 2
     assert LedgerHead.objects.values_list("seq", "hash").get(room_id=room_id) == head
+
+
+@pytest.mark.parametrize("seen", ["current", "stale", "none"])
+@pytest.mark.parametrize("short", [False, True])
+def test_a_statement_alongside_that_returns_no_rows(seen: str, short: bool) -> None:
+    """Run on its own (always on SQLite, where a row returned would be a step of its own;
+    on PostgreSQL with no head seen), it is counted by the rows it changed. Run inside the
+    append's statement (PostgreSQL, a head seen), which counts the rows it returns, it is
+    refused, and nothing is kept."""
+    room_id, head = _room(2)
+    head_seen = {"current": head, "stale": (1, GENESIS_HASH), "none": None}[seen]
+    ids = _counters(2)
+    if short:
+        LedgerHead.objects.filter(room_id=ids[1]).update(seq=7)  # no longer 0: not changed
+    bump = _bump(ids, returning=False)
+    refused = (
+        pytest.raises(LedgerAppendError, match="RETURNING")
+        if connection.vendor == "postgresql" and head_seen is not None
+        else pytest.raises(AlongsideShort, match="1 of 2")
+        if short
+        else None
+    )
+    with transaction.atomic():
+        if refused is None:
+            appended = ledger_append_many(
+                room_id=room_id, events=_events(), head_seen=head_seen, alongside=bump
+            )
+            assert [a.seq for a in appended] == [3, 4, 5]
+        else:
+            with refused:
+                ledger_append_many(
+                    room_id=room_id, events=_events(), head_seen=head_seen, alongside=bump
+                )
+    assert _counts(ids) == ([1, 1] if refused is None else [0, 7] if short else [0, 0])
+    assert LedgerEvent.objects.filter(room_id=room_id).count() == (5 if refused is None else 2)
 
 
 def test_without_events_the_statement_alongside_still_runs() -> None:
