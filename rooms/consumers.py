@@ -221,11 +221,14 @@ def in_db_thread(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     return _Hop(func, thread_sensitive=thread_sensitive)
 
 
-def _empty_here(layer: Any, group: str) -> bool:
-    """True when ``group`` certainly has no member: the in-memory layer's groups live in
-    this process only, so it can tell (and its ``group_send`` scans every channel and group
-    of the process first, once per connect). Any other layer: not known, so False."""
-    return isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(group)
+def _alone_here(layer: Any, group: str, channel: str) -> bool:
+    """True when ``channel`` is certainly ``group``'s only member: the in-memory layer's
+    groups live in this process only, so it can tell (and its ``group_send`` scans every
+    channel and group of the process first, once per connect). Any other layer: not known,
+    so False."""
+    return isinstance(layer, InMemoryChannelLayer) and not (
+        layer.groups.get(group, {}).keys() - {channel}
+    )
 
 
 # The bodies' fields in their models' order, which their wire form keeps.
@@ -818,12 +821,19 @@ class RoomConsumer(AsyncWebsocketConsumer):
         self._backfilling = asyncio.Lock()
         if verdict.agent_id is not None:
             self._limits = limits.limits_book().of(verdict.room_id, verdict.agent_id)
-            group = realtime.agent_group(verdict.agent_id)
-            if not _empty_here(self.channel_layer, group):
+            assert room_group is not None  # admitted: the room's id was one
+            if not _alone_here(self.channel_layer, room_group, self.channel_name):
+                # The same agent's earlier socket in this room, if any, closes: the one that
+                # joined before this one (``agent_replaced``).
                 await self.channel_layer.group_send(
-                    group, {"type": "agent.replaced", "channel": self.channel_name}
+                    room_group,
+                    {
+                        "type": "agent.replaced",
+                        realtime.FOR_AGENT: verdict.agent_id.hex,
+                        realtime.SKIP_CHANNEL: self.channel_name,
+                        "joined": verdict.joined_seq,
+                    },
                 )
-            await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
         self._accepted = True
         self._count(verdict.kind)
@@ -925,13 +935,9 @@ class RoomConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(
                 realtime.room_group(self.participant.room_id), self.channel_name
             )
-            if self.participant.agent_id is not None:
-                await self.channel_layer.group_discard(
-                    realtime.agent_group(self.participant.agent_id), self.channel_name
-                )
         except Exception:
             # The layer expires the membership by itself (group_expiry); the leave is recorded.
-            logger.warning("channel layer unavailable: socket not taken out of its groups")
+            logger.warning("channel layer unavailable: socket not taken out of its room's group")
         await self._leave()
 
     # --- frames from the client -----------------------------------------------------------
@@ -1502,8 +1508,21 @@ class RoomConsumer(AsyncWebsocketConsumer):
         if event["state"] == RoomState.CLOSED:
             await self._shut(CloseCode.ROOM_NOT_JOINABLE)
 
+    def _for_me(self, event: dict[str, Any]) -> bool:
+        """An event for one agent, sent through the room's group (``realtime.FOR_AGENT``):
+        whether this socket is that agent's (every other socket of the room ignores it)."""
+        own = self._own_hex()
+        return bool(own) and event.get(realtime.FOR_AGENT) == own
+
     async def agent_replaced(self, event: dict[str, Any]) -> None:
-        if event["channel"] != self.channel_name:
+        """The same agent joined this room again: this socket closes if it joined earlier.
+        Each socket subscribes to the room's group before its join is recorded, so it hears
+        of every later join; an earlier socket's event, still on its way when a later one
+        subscribed, reaches the later one too, and is ignored there."""
+        if not self._for_me(event) or self.participant is None:
+            return
+        joined = self.participant.joined_seq
+        if joined is not None and event["joined"] > joined:
             await self._shut(CloseCode.REPLACED)
 
     def _checked(self, read: Callable[..., T], **kwargs: Any) -> tuple[Any, T | None]:
@@ -1513,7 +1532,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
 
     async def action_result(self, event: dict[str, Any]) -> None:
         participant = self.participant
-        if participant is None or participant.agent_id is None:
+        if participant is None or participant.agent_id is None or not self._for_me(event):
             return
         verdict, result = await in_db_thread(self._checked)(
             action_result_lookup,
@@ -1528,11 +1547,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
 
     async def slip_key_revoked(self, event: dict[str, Any]) -> None:
         participant = self.participant
-        if (
-            participant is None
-            or participant.agent_id is None
-            or event["room_id"] != participant.room_id.hex
-        ):
+        if participant is None or participant.agent_id is None or not self._for_me(event):
             return
         await self.send(
             NoticeFrame(
@@ -1555,13 +1570,9 @@ class RoomConsumer(AsyncWebsocketConsumer):
 
     async def agent_whisper(self, event: dict[str, Any]) -> None:
         """The owner whispered to this agent: re-read it from the record, for this room and
-        this agent only (an agent's group spans its rooms), and pass it on."""
+        this agent only, and pass it on."""
         participant = self.participant
-        if (
-            participant is None
-            or participant.agent_id is None
-            or event["room_id"] != participant.room_id.hex
-        ):
+        if participant is None or participant.agent_id is None or not self._for_me(event):
             return
         verdict, whisper = await in_db_thread(self._checked)(
             Whisper.objects.filter(
@@ -1583,10 +1594,12 @@ class RoomConsumer(AsyncWebsocketConsumer):
             )
 
     async def agent_blocked(self, event: dict[str, Any]) -> None:
-        await self._shut(CloseCode.FORBIDDEN)
+        if self._for_me(event):
+            await self._shut(CloseCode.FORBIDDEN)
 
     async def agent_revoked(self, event: dict[str, Any]) -> None:
-        await self._shut(CloseCode.UNAUTHENTICATED)
+        if self._for_me(event):
+            await self._shut(CloseCode.UNAUTHENTICATED)
 
     # --- reading gaps back from the record ------------------------------------------------
 

@@ -210,7 +210,7 @@ def flare_resolve(*, owner: User, room_id: UUID, flare_id: UUID, choice: FlareCh
             room.save(update_fields=["state", "state_changed_at"])
             realtime.announce_room_state(room.id, room.state)
         if choice == FlareChoice.BLOCK and seat.agent_id is not None:
-            realtime.announce_agent_blocked(seat.agent_id)
+            realtime.announce_agent_blocked(room_id=room.id, agent_id=seat.agent_id)
         return _view(flare, owner)
 
 

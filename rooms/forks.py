@@ -165,7 +165,9 @@ def grant_decide(
             pause_at_fork(room, by="gatekeeper", rule=result.rule)
         if result.status == ActionStatus.EXECUTED and result.action_id is not None:
             outcome_record(room=room, action_id=result.action_id)  # the room's outcome
-    realtime.announce_action_result(record.agent_id, record.idempotency_key)
+    realtime.announce_action_result(
+        room_id=room.id, agent_id=record.agent_id, ref=record.idempotency_key
+    )
     return result
 
 

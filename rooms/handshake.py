@@ -54,6 +54,9 @@ class Participant:
     owner_id: int
     agent_id: UUID | None
     acked_seq: int
+    # An agent's socket: its ``Join`` event's number in the room's ledger. The later of two
+    # sockets of one agent in one room has the higher, whatever process each is in.
+    joined_seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -287,7 +290,7 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
         if standing == SeatStanding.BLOCKED:
             return Refusal(CloseCode.FORBIDDEN, "Your owner blocked you in this room.")
         try:
-            ledger_append_many(
+            [joined] = ledger_append_many(
                 room_id=room_id,
                 events=[Join(participant_id=str(agent_id), participant_kind="agent")],
                 # The head as read above: the append moves it only if it is still there.
@@ -301,7 +304,7 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
         Agent._meta.get_field("declared_tools"),
     )
     return Admission(
-        Participant("agent", room_id, int(owner_id), agent_id, int(acked_seq)),
+        Participant("agent", room_id, int(owner_id), agent_id, int(acked_seq), joined.seq),
         RoomFacts(
             room_id,
             # Room content, sealed at rest: opened here, checked to be this room's.

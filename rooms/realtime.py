@@ -17,6 +17,7 @@ import logging
 import os
 import time
 import weakref
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
@@ -182,8 +183,11 @@ def room_group(room_id: UUID) -> str:
     return f"room.{room_id.hex}"
 
 
-def agent_group(agent_id: UUID) -> str:
-    return f"agent.{agent_id.hex}"
+# An event for one agent's socket in one room goes through that room's group and names the
+# agent here: every socket of the room gets it and only that agent's acts on it. A group per
+# agent would cost every agent socket a subscription of its own on the Redis layer (a
+# SUBSCRIBE at connect and an UNSUBSCRIBE at close: a sixth of a connect's server CPU).
+FOR_AGENT = "for_agent"
 
 
 def _send_after_commit(group: str, event: dict[str, Any]) -> None:
@@ -207,9 +211,13 @@ def announce_room_state(room_id: UUID, state: str) -> None:
     _send_after_commit(room_group(room_id), {"type": "room.state", "state": state})
 
 
-def announce_action_result(agent_id: UUID, ref: str) -> None:
+def _to_agent(room_id: UUID, agent_id: UUID, event: dict[str, Any]) -> None:
+    _send_after_commit(room_group(room_id), {**event, FOR_AGENT: agent_id.hex})
+
+
+def announce_action_result(*, room_id: UUID, agent_id: UUID, ref: str) -> None:
     """The agent's action ``ref`` changed (its grant was decided): the socket re-reads it."""
-    _send_after_commit(agent_group(agent_id), {"type": "action.result", "ref": ref})
+    _to_agent(room_id, agent_id, {"type": "action.result", "ref": ref})
 
 
 def announce_slip_key_revoked(*, affected: list[tuple[UUID, UUID]], **_: object) -> None:
@@ -218,18 +226,13 @@ def announce_slip_key_revoked(*, affected: list[tuple[UUID, UUID]], **_: object)
     for room_id, agent_id in affected:
         # Already after commit, so this sends at once (and, like every announcement, a layer
         # failure is logged rather than raised into the revocation that already happened).
-        _send_after_commit(
-            agent_group(agent_id), {"type": "slip.key_revoked", "room_id": room_id.hex}
-        )
+        _to_agent(room_id, agent_id, {"type": "slip.key_revoked"})
 
 
 def announce_whisper(*, agent_id: UUID, room_id: UUID, whisper_id: UUID) -> None:
     """Ids only (a doorbell): the agent's socket re-reads the whisper from the record and
     checks it is for this room and this agent before sending it."""
-    _send_after_commit(
-        agent_group(agent_id),
-        {"type": "agent.whisper", "room_id": room_id.hex, "whisper_id": whisper_id.hex},
-    )
+    _to_agent(room_id, agent_id, {"type": "agent.whisper", "whisper_id": whisper_id.hex})
 
 
 def announce_recorded(room_id: UUID) -> None:
@@ -237,18 +240,21 @@ def announce_recorded(room_id: UUID) -> None:
     _send_after_commit(room_group(room_id), {"type": "room.catch_up"})
 
 
-def announce_agent_blocked(agent_id: UUID) -> None:
-    """Its owner blocked the agent at a Signal Flare: its sockets in the room are closed."""
-    _send_after_commit(agent_group(agent_id), {"type": "agent.blocked"})
+def announce_agent_blocked(*, room_id: UUID, agent_id: UUID) -> None:
+    """Its owner blocked the agent at a Signal Flare: its socket in the room is closed."""
+    _to_agent(room_id, agent_id, {"type": "agent.blocked"})
 
 
-def announce_grant_expired(*, agent_id: UUID, ref: str, **_: object) -> None:
+def announce_grant_expired(*, room_id: UUID, agent_id: UUID, ref: str, **_: object) -> None:
     """``gatekeeper.signals.grant_expired`` receiver: the agent learns its action's end."""
-    announce_action_result(agent_id, ref)
+    announce_action_result(room_id=room_id, agent_id=agent_id, ref=ref)
 
 
-def announce_agent_revoked(agent_id: UUID) -> None:
-    _send_after_commit(agent_group(agent_id), {"type": "agent.revoked"})
+def announce_agent_revoked(agent_id: UUID, *, room_ids: Iterable[UUID]) -> None:
+    """The agent's token stopped working: its sockets in ``room_ids`` (every room it holds a
+    seat in) are closed."""
+    for room_id in room_ids:
+        _to_agent(room_id, agent_id, {"type": "agent.revoked"})
 
 
 # --- the record sweep: one per process, for every connected socket -----------------------

@@ -142,6 +142,13 @@ def agent_register(
 
 
 @transaction.atomic
+def _seated_in(agent_id: UUID) -> list[UUID]:
+    """The rooms where the agent holds a seat: where its sockets may be."""
+    return list(
+        RoomMember.objects.filter(agent_id=agent_id).values_list("room_id", flat=True).distinct()
+    )
+
+
 def agent_rotate_token(*, owner: User, agent_id: UUID) -> IssuedAgent:
     """Issue a new token; the old one stops working at once (open sockets are closed)."""
     agent = _owned_agent(owner, agent_id)
@@ -155,7 +162,7 @@ def agent_rotate_token(*, owner: User, agent_id: UUID) -> IssuedAgent:
     agent.save(
         update_fields=["token_hash", "token_prefix", "token_issued_at", "token_last_used_at"]
     )
-    realtime.announce_agent_revoked(agent.id)
+    realtime.announce_agent_revoked(agent.id, room_ids=_seated_in(agent.id))
     return IssuedAgent(agent=agent, token=issued.value)
 
 
@@ -166,7 +173,7 @@ def agent_revoke(*, owner: User, agent_id: UUID) -> Agent:
     if agent.revoked_at is None:
         agent.revoked_at = timezone.now()
         agent.save(update_fields=["revoked_at"])
-        realtime.announce_agent_revoked(agent.id)
+        realtime.announce_agent_revoked(agent.id, room_ids=_seated_in(agent.id))
     return agent
 
 

@@ -39,7 +39,7 @@ class CloseCode(enum.IntEnum):
     FORBIDDEN = 4403  # not a member of this room, or no such room (indistinguishable)
     ORIGIN_NOT_ALLOWED = 4406  # a browser Origin outside the allowed hosts
     ROOM_NOT_JOINABLE = 4409  # the room is a draft or closed
-    REPLACED = 4001  # the same agent connected again; the older socket is closed
+    REPLACED = 4001  # the same agent joined this room again; its older socket here is closed
     # Daphne sends only 1000 and 3000-4999 from a server (1011 and 1013 left sockets mute).
     TRY_AGAIN = 4503  # not recorded or not checked right now (ledger, database, layer); retry
     NO_CLEARANCE = 4412  # the owner's slip stopped clearing this agent (its key was revoked)
@@ -69,7 +69,7 @@ CLOSE_CODE_MEANINGS: dict[int, str] = {
     CloseCode.FORBIDDEN: "Not a member of this room, or no such room (indistinguishable).",
     CloseCode.ORIGIN_NOT_ALLOWED: "A browser Origin outside the allowed hosts.",
     CloseCode.ROOM_NOT_JOINABLE: "The room is a draft or closed.",
-    CloseCode.REPLACED: "The same agent connected again; the older socket is closed.",
+    CloseCode.REPLACED: "The same agent joined this room again; its older socket here is closed.",
     CloseCode.TRY_AGAIN: (
         "Try again later: the join or a flagged message could not be recorded in the ledger,"
         " or a check could not be made (the database or the channel layer did not answer)."

@@ -276,6 +276,63 @@ async def test_a_second_connection_replaces_the_first(make_open_room) -> None:
     await second.disconnect()
 
 
+def _second_room(setup: Any) -> Any:
+    """Another open room between the same two owners, with the same two agents seated."""
+    alice, bob = setup.a.owner, setup.b.owner
+    room = services.room_create(owner=alice, purpose="Lunch for two", charter="Find a lunch.")
+    invite = services.invite_create(owner=alice, room_id=room.id)
+    services.invite_accept(owner=bob, token=invite.token)
+    services.room_bind_agent(owner=alice, room_id=room.id, agent_id=setup.a.agent.id)
+    services.room_bind_agent(owner=bob, room_id=room.id, agent_id=setup.b.agent.id)
+    return services.room_transition(owner=alice, room_id=room.id, to=RoomState.OPEN)
+
+
+async def test_an_agent_is_replaced_per_room_and_revoked_in_every_room(
+    make_open_room, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent seated in two rooms holds a socket in each: connecting again to one room
+    closes only its earlier socket there (the later one, which heard the earlier one's own
+    announcement too, stays), and revoking the agent tells both rooms' sockets (the record
+    sweep would close them too, later: the bell is what is checked here)."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    real_group_send = layer.group_send
+    told: list[tuple[str, str, str | None]] = []
+
+    async def group_send(group: str, message: dict[str, Any]) -> None:
+        told.append((group, message["type"], message.get(realtime.FOR_AGENT)))
+        await real_group_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", group_send)
+    setup = await database_sync_to_async(make_open_room)()
+    lunch = await database_sync_to_async(_second_room)(setup)
+    dinner_peer, _ = await join(setup.room.id, setup.b.token)
+    dinner, _ = await join(setup.room.id, setup.a.token)
+    lunch_a, _ = await join(lunch.id, setup.a.token)
+    assert await dinner.receive_nothing(timeout=0.3)  # a socket in another room replaces none
+    dinner_again, _ = await join(setup.room.id, setup.a.token)
+    closed = await dinner.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": CloseCode.REPLACED}
+    for live in (dinner_again, lunch_a, dinner_peer):
+        await live.send_json_to(frame("ping", {}, "p"))
+        assert (await live.receive_json_from(timeout=5))["type"] == "pong"
+    await database_sync_to_async(services.agent_revoke)(
+        owner=setup.a.owner, agent_id=setup.a.agent.id
+    )
+    for revoked in (dinner_again, lunch_a):
+        closed = await revoked.receive_output(timeout=5)
+        assert closed == {"type": "websocket.close", "code": CloseCode.UNAUTHENTICATED}
+    agent = setup.a.agent.id.hex
+    assert {(g, a) for g, kind, a in told if kind == "agent.revoked"} == {
+        (realtime.room_group(setup.room.id), agent),
+        (realtime.room_group(lunch.id), agent),
+    }
+    await dinner_peer.send_json_to(frame("ping", {}, "p"))  # the other agent's is not its
+    assert (await dinner_peer.receive_json_from(timeout=5))["type"] == "pong"
+    await dinner_peer.disconnect()
+
+
 async def test_revoking_an_agent_closes_its_open_socket(make_open_room) -> None:
     setup = await database_sync_to_async(make_open_room)()
     a, _ = await join(setup.room.id, setup.a.token)
