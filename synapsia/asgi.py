@@ -7,7 +7,6 @@ documented close code instead of a bare HTTP 403.
 
 from __future__ import annotations
 
-import gc
 import os
 from typing import Any
 
@@ -22,6 +21,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from rooms.routing import websocket_urlpatterns  # noqa: E402
 from synapsia.cpu import server_cpu_pin  # noqa: E402
+from synapsia.heap import start_up_heap_freeze  # noqa: E402
 
 server_cpu_pin()  # SYNAPSIA_SERVER_CPU: this server process on one CPU, if asked
 
@@ -41,9 +41,4 @@ async def websocket(scope: dict[str, Any], receive: Any, send: Any) -> Any:
 
 application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket})
 
-# What start-up built (Django, the apps, their modules and settings) lives as long as the
-# process: out of the cycle collector's reach, a full collection walks only what the server
-# made since. Every full collection walked all of it, pausing the event loop 54-70 ms
-# mid-traffic (11 ms frozen; docs/benchmarks.md). Garbage is collected first, not frozen.
-gc.collect()
-gc.freeze()
+start_up_heap_freeze()  # what start-up built, out of the cycle collector's walks

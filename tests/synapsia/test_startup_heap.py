@@ -1,7 +1,7 @@
-"""``synapsia.asgi`` freezes what start-up built out of the cycle collector's reach, so a full
-collection in a serving process walks only what the server made since (the pause it spared
-is measured by the benchmark, not here). Imported in a child process: this test process has
-its own heap and must keep it."""
+"""``synapsia.asgi`` freezes what start-up built out of the cycle collector's reach
+(``synapsia.heap.start_up_heap_freeze``), so a full collection in a serving process walks
+only what the server made since (the pause it spared is measured by the benchmark, not
+here). Imported in a child process: this test process has its own heap and must keep it."""
 
 from __future__ import annotations
 
