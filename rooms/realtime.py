@@ -185,8 +185,9 @@ def room_group(room_id: UUID) -> str:
 
 # An event for one agent's socket in one room goes through that room's group and names the
 # agent here: every socket of the room gets it and only that agent's acts on it. A group per
-# agent would cost every agent socket a subscription of its own on the Redis layer (a
-# SUBSCRIBE at connect and an UNSUBSCRIBE at close: a sixth of a connect's server CPU).
+# agent cost every agent socket a second subscription on the Redis layer (a SUBSCRIBE at
+# connect, an UNSUBSCRIBE at close), and it spanned the agent's rooms, so an event meant for
+# one room's socket (replaced, blocked) reached its sockets in every room.
 FOR_AGENT = "for_agent"
 
 
