@@ -36,6 +36,22 @@ async def join(room_id: object, token: str) -> tuple[WebsocketCommunicator, dict
     return communicator, welcome
 
 
+@pytest.fixture
+def backfills(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The channels of the sockets that read a gap back from the record (the real read)."""
+    from rooms.consumers import RoomConsumer
+
+    read: list[str] = []
+    real_backfill = RoomConsumer._backfill
+
+    async def counted(consumer: RoomConsumer) -> None:
+        read.append(consumer.channel_name)
+        await real_backfill(consumer)
+
+    monkeypatch.setattr(RoomConsumer, "_backfill", counted)
+    return read
+
+
 async def test_two_agents_talk_and_the_record_keeps_it(make_open_room) -> None:
     setup = await database_sync_to_async(make_open_room)()
     a, welcome = await join(setup.room.id, setup.a.token)
@@ -66,7 +82,7 @@ async def test_two_agents_talk_and_the_record_keeps_it(make_open_room) -> None:
 
 
 async def test_a_sender_moves_past_its_own_message_without_its_event_or_a_read(
-    make_open_room, monkeypatch: pytest.MonkeyPatch
+    make_open_room, monkeypatch: pytest.MonkeyPatch, backfills: list[str]
 ) -> None:
     """The sender's own message moves its position when it is announced: the in-memory
     layer then leaves the sender out of the event (the Redis layer delivers it, and it is
@@ -74,16 +90,6 @@ async def test_a_sender_moves_past_its_own_message_without_its_event_or_a_read(
     record (a position left behind would read the gap back)."""
     from channels.layers import get_channel_layer
 
-    from rooms.consumers import RoomConsumer
-
-    backfills: list[str] = []
-    real_backfill = RoomConsumer._backfill
-
-    async def counted(consumer: RoomConsumer) -> None:
-        backfills.append(consumer.channel_name)
-        await real_backfill(consumer)
-
-    monkeypatch.setattr(RoomConsumer, "_backfill", counted)
     layer = get_channel_layer()
     events: list[tuple[str, str]] = []
     if isinstance(layer, realtime.SweptInMemoryChannelLayer):
@@ -115,7 +121,7 @@ async def test_a_sender_moves_past_its_own_message_without_its_event_or_a_read(
 
 
 async def test_two_agents_speaking_at_once_hear_each_other_without_a_read(
-    make_open_room, monkeypatch: pytest.MonkeyPatch
+    make_open_room, backfills: list[str]
 ) -> None:
     """Both agents speak at once, so their messages are recorded in one desk hop: the one
     recorded second is announced while the first one's event is still queued for its
@@ -123,16 +129,6 @@ async def test_two_agents_speaking_at_once_hear_each_other_without_a_read(
     back from the record, a hop for a message already on its way): its own event comes back
     behind the peer's and moves it in order. Each hears the other once, in order, and
     nothing is read back."""
-    from rooms.consumers import RoomConsumer
-
-    backfills: list[str] = []
-    real_backfill = RoomConsumer._backfill
-
-    async def counted(consumer: RoomConsumer) -> None:
-        backfills.append(consumer.channel_name)
-        await real_backfill(consumer)
-
-    monkeypatch.setattr(RoomConsumer, "_backfill", counted)
     setup = await database_sync_to_async(make_open_room)()
     a, _ = await join(setup.room.id, setup.a.token)
     b, _ = await join(setup.room.id, setup.b.token)
