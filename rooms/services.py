@@ -141,7 +141,6 @@ def agent_register(
     return IssuedAgent(agent=agent, token=issued.value)
 
 
-@transaction.atomic
 def _seated_in(agent_id: UUID) -> list[UUID]:
     """The rooms where the agent holds a seat: where its sockets may be."""
     return list(
@@ -149,6 +148,7 @@ def _seated_in(agent_id: UUID) -> list[UUID]:
     )
 
 
+@transaction.atomic
 def agent_rotate_token(*, owner: User, agent_id: UUID) -> IssuedAgent:
     """Issue a new token; the old one stops working at once (open sockets are closed)."""
     agent = _owned_agent(owner, agent_id)
