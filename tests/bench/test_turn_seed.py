@@ -57,7 +57,7 @@ def test_the_contended_context_figure_is_of_real_turns() -> None:
     room_id, host_agent = UUID(room["room_id"]), UUID(room["agents"][0]["agent_id"])
     figures = contended_context(room_id, host_agent, turns=4)
     assert figures["contended_ms_median"] > 0
-    assert figures["gil_handoffs_per_request"] >= 0
+    assert "gil_handoffs_per_request" in figures  # reported; the counter is tested below
     # The requests were real turns: each paid its uses.
     assert min(_sharing_uses(room_id)) == MAX_USES_LIMIT - 4
 
