@@ -813,7 +813,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             # is sent first.
             await self._shut(opened.code)
             return
-        verdict, welcome, backlog, position, seal = opened
+        verdict, earlier_sockets, welcome, backlog, position, seal = opened
         self.participant = verdict
         self._repetition = flares.RepetitionWatch()
         self._inbox = collections.deque()
@@ -822,9 +822,13 @@ class RoomConsumer(AsyncWebsocketConsumer):
         if verdict.agent_id is not None:
             self._limits = limits.limits_book().of(verdict.room_id, verdict.agent_id)
             assert room_group is not None  # admitted: the room's id was one
-            if not _alone_here(self.channel_layer, room_group, self.channel_name):
+            if earlier_sockets and not _alone_here(
+                self.channel_layer, room_group, self.channel_name
+            ):
                 # The same agent's earlier socket in this room, if any, closes: the one that
-                # joined before this one (``agent_replaced``).
+                # joined before this one (``agent_replaced``). Not told when every earlier
+                # join of the agent has left (the count the join read) or, on the in-memory
+                # layer, when no other socket is in the room.
                 await self.channel_layer.group_send(
                     room_group,
                     {
@@ -853,14 +857,16 @@ class RoomConsumer(AsyncWebsocketConsumer):
         headers: list[tuple[bytes, bytes]],
         user: Any,
         scope_scheme: str | None,
-    ) -> Refusal | tuple[Participant, str, list[str], int, sealed.SealState]:
-        """The handshake's verdict and, if admitted, what the socket is sent first (one hop)."""
+    ) -> Refusal | tuple[Participant, int, str, list[str], int, sealed.SealState]:
+        """The handshake's verdict, the agent's earlier sockets not yet left
+        (``Admission.earlier_sockets``) and, if admitted, what the socket is sent first (one
+        hop)."""
         admitted = handshake.admit(
             room_id=room_id, headers=headers, user=user, scope_scheme=scope_scheme
         )
         if isinstance(admitted, Refusal):
             return admitted
-        return (admitted.participant, *self._opening(admitted))
+        return (admitted.participant, admitted.earlier_sockets, *self._opening(admitted))
 
     def _opening(self, admission: Admission) -> tuple[str, list[str], int, sealed.SealState]:
         """The welcome, the backlog and where the socket starts, from what the handshake read

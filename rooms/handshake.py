@@ -91,6 +91,9 @@ class Admission:
     offers_sealed: bool = False
     # The agent's owner has a live slip for it here: the tools it lists are read and checked.
     slip_live: bool = False
+    # The agent's sockets joined and not yet left when this one joined (``Agent.socket_joins``):
+    # zero, and no earlier socket of it can be open in any room.
+    earlier_sockets: int = 0
 
 
 TOOL_RESOURCE_PREFIX = "tool:"
@@ -213,15 +216,27 @@ def _as_uuid(value: Any) -> UUID:
 
 @functools.cache
 def _token_use_sql(vendor: str) -> str:
-    """Record the token's use and return its agent, only while the token is not revoked: the
-    token check and its last-used stamp in one statement. Only our own names are
-    interpolated; the digest and the time are parameters."""
+    """Record the token's use and count the join, and return its agent with how many of its
+    sockets joined and have not left, only while the token is not revoked: the token check,
+    its last-used stamp and the count in one statement. A join is counted from at least the
+    leaves (one recorded for a socket whose join was not counted cannot hide a later
+    socket). Only our own names are interpolated; the digest and the time are parameters."""
     q = connection.ops.quote_name
+    # SQLite's two-argument MAX is a scalar function, PostgreSQL's is GREATEST.
+    greatest = "MAX" if vendor == "sqlite" else "GREATEST"
     return (
-        f"UPDATE {q(Agent._meta.db_table)} SET token_last_used_at = %s "  # noqa: S608
+        f"UPDATE {q(Agent._meta.db_table)} SET token_last_used_at = %s, "  # noqa: S608
+        f"socket_joins = {greatest}(socket_joins, socket_leaves) + 1 "
         "WHERE token_hash = %s AND revoked_at IS NULL "
-        "RETURNING id, advisor_only, declared_tools"
+        "RETURNING id, advisor_only, declared_tools, socket_joins - socket_leaves - 1"
     )
+
+
+@functools.cache
+def _join_uncounted_sql(vendor: str) -> str:
+    """A refused join's count taken back (its socket never opens, so it never leaves)."""
+    table = connection.ops.quote_name(Agent._meta.db_table)
+    return f"UPDATE {table} SET socket_joins = socket_joins - 1 WHERE id = %s"  # noqa: S608
 
 
 @functools.cache
@@ -250,7 +265,8 @@ def _seat_sql(vendor: str, head_locked: bool) -> str:
 
 def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
     """The token, the seat, its standing and the room's state, then the ``Join`` event: one
-    transaction. A join that cannot be recorded does not happen (nor does its token stamp)."""
+    transaction. A join that cannot be recorded does not happen (nor does its token stamp);
+    one refused is not counted among the agent's sockets' joins (``Agent.socket_joins``)."""
     now = timezone.now()
     agent_pk = Agent._meta.pk
     assert agent_pk is not None
@@ -281,14 +297,14 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
                 # No seat, or a room whose ledger has no head yet: read without the lock.
                 cursor.execute(_seat_sql(db.vendor, False), seat_params)
                 seat = cursor.fetchone()
-        if seat is None:
-            return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
-        owner_id, acked_seq, standing, purpose, charter, state, terms, last_seq = seat[:8]
+            refused = _seat_refusal(seat)
+            if refused is not None:
+                # The token's use is still stamped; its join is not counted.
+                cursor.execute(_join_uncounted_sql(db.vendor), seat_params[1:])
+                return refused
+        assert seat is not None  # not refused
+        owner_id, acked_seq, _, purpose, charter, state, terms, last_seq = seat[:8]
         head_seq, head_hash, offers_sealed, slip_live = seat[8:]
-        if state not in _JOINABLE:
-            return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {state}.")
-        if standing == SeatStanding.BLOCKED:
-            return Refusal(CloseCode.FORBIDDEN, "Your owner blocked you in this room.")
         try:
             [joined] = ledger_append_many(
                 room_id=room_id,
@@ -317,7 +333,20 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
         declared_tools=tools_field.from_db_value(agent_row[2], None, db),  # type: ignore[arg-type]
         offers_sealed=bool(offers_sealed),
         slip_live=bool(slip_live),
+        earlier_sockets=int(agent_row[3]),
     )
+
+
+def _seat_refusal(seat: tuple[Any, ...] | None) -> Refusal | None:
+    """Why the seat as read (``_seat_sql``'s row, or None: no seat) may not join now."""
+    if seat is None:
+        return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
+    standing, state = seat[2], seat[5]
+    if state not in _JOINABLE:
+        return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {state}.")
+    if standing == SeatStanding.BLOCKED:
+        return Refusal(CloseCode.FORBIDDEN, "Your owner blocked you in this room.")
+    return None
 
 
 def _room_texts(room_id: UUID, purpose: Any, charter: Any) -> tuple[str, str]:

@@ -50,6 +50,13 @@ class Agent(models.Model):
     token_last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Its room sockets' joins and leaves, counted by the statements that record them
+    # (``rooms.handshake``, ``rooms.services.agent_leave``). A join that finds every earlier
+    # join left need not tell the room to close the agent's earlier socket (a publish to every
+    # process on a shared layer). A socket that ends without its leave keeps the difference
+    # above zero, so the count errs only towards telling the room.
+    socket_joins = models.PositiveBigIntegerField(default=0)
+    socket_leaves = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering = ["created_at"]

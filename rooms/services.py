@@ -18,6 +18,7 @@ from uuid import UUID
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from dining import TermsInvalid, terms_parse
@@ -339,7 +340,11 @@ def room_transition(*, owner: User, room_id: UUID, to: RoomState) -> Room:
 
 @transaction.atomic
 def agent_leave(*, room_id: UUID, agent_id: UUID) -> None:
-    """Record that an agent's socket left the room."""
+    """Record that an agent's socket left the room, and count it among the agent's sockets'
+    leaves (``Agent.socket_leaves``). The agent's row first: a join locks it before the
+    room's ledger head, so two sockets of one agent, one leaving and one joining, queue in
+    the same order instead of each waiting for the other's lock."""
+    Agent.objects.filter(id=agent_id).update(socket_leaves=F("socket_leaves") + 1)
     ledger_append(
         room_id=room_id, event=Leave(participant_id=str(agent_id), participant_kind="agent")
     )

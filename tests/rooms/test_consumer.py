@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.db.models import F
 
 from rooms import realtime, services
-from rooms.models import Message, RoomState
+from rooms.models import Agent, Message, RoomState
 from rooms.protocol import CloseCode
 from synapsia.asgi import application
 
@@ -283,24 +284,95 @@ def _second_room(setup: Any) -> Any:
     return services.room_transition(owner=alice, room_id=room.id, to=RoomState.OPEN)
 
 
+@pytest.fixture
+def told(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str | None]]:
+    """What the sockets are told through the real channel layer: (group, type, agent)."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    real_group_send = layer.group_send
+    heard: list[tuple[str, str, str | None]] = []
+
+    async def group_send(group: str, message: dict[str, Any]) -> None:
+        heard.append((group, message["type"], message.get(realtime.FOR_AGENT)))
+        await real_group_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", group_send)
+    return heard
+
+
+def _socket_count(agent_id: Any) -> tuple[int, int]:
+    return Agent.objects.values_list("socket_joins", "socket_leaves").get(id=agent_id)
+
+
+async def test_a_join_tells_the_room_only_while_an_earlier_socket_has_not_left(
+    make_open_room, told: list[tuple[str, str, str | None]]
+) -> None:
+    """The agent's joins and leaves are counted by the statements that record them, and a
+    join tells the room to close the agent's earlier socket only while some earlier join has
+    not left. The peer's socket is in the room throughout, so the in-memory layer's own
+    check (no other socket in the group) does not decide it either."""
+    setup = await database_sync_to_async(make_open_room)()
+    agent = setup.a.agent.id
+
+    def replacements() -> int:
+        return sum(1 for _, kind, _ in told if kind == "agent.replaced")
+
+    peer, _ = await join(setup.room.id, setup.b.token)
+    first, _ = await join(setup.room.id, setup.a.token)
+    assert replacements() == 0
+    second, _ = await join(setup.room.id, setup.a.token)
+    assert await first.receive_output(timeout=5) == {
+        "type": "websocket.close",
+        "code": CloseCode.REPLACED,
+    }
+    assert replacements() == 1
+    await first.disconnect()
+    await second.disconnect()
+    assert await database_sync_to_async(_socket_count)(agent) == (2, 2)
+
+    third, _ = await join(setup.room.id, setup.a.token)  # both earlier sockets left
+    assert replacements() == 1
+    await third.disconnect()
+    # A socket that ended without its leave (its process died) keeps the count up: the room
+    # is told, although nothing is there to close.
+    await database_sync_to_async(Agent.objects.filter(id=agent).update)(
+        socket_joins=F("socket_joins") + 1
+    )
+    fourth, _ = await join(setup.room.id, setup.a.token)
+    assert replacements() == 2
+    for live in (fourth, peer):
+        await live.send_json_to(frame("ping", {}, "p"))
+        assert (await live.receive_json_from(timeout=5))["type"] == "pong"
+        await live.disconnect()
+
+
+async def test_a_refused_join_is_not_counted(make_open_room) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    elsewhere = await database_sync_to_async(make_open_room)(prefix="other-")
+    socket = WebsocketCommunicator(
+        application, f"/ws/rooms/{elsewhere.room.id}/", headers=bearer(setup.a.token)
+    )
+    await socket.connect()
+    assert await socket.receive_output(timeout=5) == {
+        "type": "websocket.close",
+        "code": CloseCode.FORBIDDEN,
+    }
+    await socket.disconnect()
+    assert await database_sync_to_async(_socket_count)(setup.a.agent.id) == (0, 0)
+    stamped = await database_sync_to_async(
+        Agent.objects.values_list("token_last_used_at", flat=True).get
+    )(id=setup.a.agent.id)
+    assert stamped is not None  # the token's use is still recorded
+
+
 async def test_an_agent_is_replaced_per_room_and_revoked_in_every_room(
-    make_open_room, monkeypatch: pytest.MonkeyPatch
+    make_open_room, told: list[tuple[str, str, str | None]]
 ) -> None:
     """An agent seated in two rooms holds a socket in each: connecting again to one room
     closes only its earlier socket there (the later one, which heard the earlier one's own
     announcement too, stays), and revoking the agent tells both rooms' sockets (the record
     sweep would close them too, later: the bell is what is checked here)."""
-    from channels.layers import get_channel_layer
-
-    layer = get_channel_layer()
-    real_group_send = layer.group_send
-    told: list[tuple[str, str, str | None]] = []
-
-    async def group_send(group: str, message: dict[str, Any]) -> None:
-        told.append((group, message["type"], message.get(realtime.FOR_AGENT)))
-        await real_group_send(group, message)
-
-    monkeypatch.setattr(layer, "group_send", group_send)
     setup = await database_sync_to_async(make_open_room)()
     lunch = await database_sync_to_async(_second_room)(setup)
     dinner_peer, _ = await join(setup.room.id, setup.b.token)
