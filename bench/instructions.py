@@ -1,7 +1,7 @@
 """Instructions a unit of server work costs, counted by valgrind's callgrind: an A/B that the
 machine's noise does not move.
 
-``python -m bench.instructions [--work desk|context|both] [--tree DIR ...] [--low N]
+``python -m bench.instructions [--work desk|context|leave|all] [--tree DIR ...] [--low N]
 [--high M]``
 
 Timed A/Bs of a change worth a few percent are lost in this 2-core machine's noise (the same
@@ -19,7 +19,9 @@ Work, each in process on a throwaway SQLite database and key store (the embedded
 - ``desk``: one say desk hop (``rooms.consumers._desk_hop_parts``) of 40 one-message runs in
   40 rooms and 10 standing checks, as a busy Daphne's desk takes them;
 - ``context``: the probe room's host agent's context request (11 items cleared, as the turn
-  cell's rooms).
+  cell's rooms);
+- ``leave``: one agent socket's leave (``rooms.services.agent_leave``: its count and its
+  ``Leave`` event), in 40 rooms in turn.
 
 Each tree (default: this checkout) is run twice under callgrind, with ``--low`` and with
 ``--high`` units after 10 of warm-up, on fresh copies of one seeded database; the difference
@@ -47,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKS = ("desk", "context")
+WORKS = ("desk", "context", "leave")
 WARM_UP = 10
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
@@ -83,6 +85,18 @@ def _desk_unit(seeded: dict[str, Any], index: int) -> None:
             raise part
 
 
+def _leave_unit(seeded: dict[str, Any], index: int) -> None:
+    from uuid import UUID
+
+    from rooms import services
+
+    rooms = seeded["rooms"][:40]
+    room = rooms[index % len(rooms)]
+    services.agent_leave(
+        room_id=UUID(room["room_id"]), agent_id=UUID(room["agents"][index % 2]["agent_id"])
+    )
+
+
 def _context_unit(seeded: dict[str, Any], index: int) -> None:
     from uuid import UUID
 
@@ -107,7 +121,7 @@ def _run(work: str, count: int, seed_file: Path) -> None:
 
     django.setup()
     seeded = json.loads(seed_file.read_text())
-    unit = _desk_unit if work == "desk" else _context_unit
+    unit = {"desk": _desk_unit, "context": _context_unit, "leave": _leave_unit}[work]
     for index in range(WARM_UP):
         unit(seeded, index)
     # What the warm-up left (Django, the caches) frozen out of the collector's reach: a full
@@ -143,8 +157,8 @@ def _seed(work: str, workdir: Path, rooms: int | None = None) -> tuple[Path, Pat
     )
     env = _embedded_env(database, keys)
     run_checked([sys.executable, "manage.py", "migrate", "-v0"], env, "migrate")
-    task = "seed" if work == "desk" else "seed-turn"
-    count = str(rooms or (50 if work == "desk" else 2))
+    task = "seed-turn" if work == "context" else "seed"
+    count = str(rooms or (2 if work == "context" else 50))
     run_checked(
         [sys.executable, "-m", "bench.django_tasks", task, "--rooms", count, "--out", str(seeded)],
         env,
@@ -183,7 +197,7 @@ def _count(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", choices=[*WORKS, "both"], default="both")
+    parser.add_argument("--work", choices=[*WORKS, "all"], default="all")
     parser.add_argument("--tree", type=Path, action="append", help="a checkout (repeatable)")
     parser.add_argument("--low", type=int, default=10, help="units in the shorter run")
     parser.add_argument("--high", type=int, default=40, help="units in the longer run")
@@ -203,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     for tree in trees:
         if not (tree / "manage.py").exists():
             parser.error(f"{tree} is not a checkout of this project (no manage.py)")
-    works = WORKS if args.work == "both" else (args.work,)
+    works = WORKS if args.work == "all" else (args.work,)
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-instructions-") as tmp:
         workdir = Path(tmp)

@@ -28,7 +28,7 @@ def test_bad_ranges_and_trees_are_refused(tmp_path: Path) -> None:
         instructions.main(["--tree", str(tmp_path)])  # not a checkout
 
 
-@pytest.mark.parametrize(("work", "rooms"), [("desk", 3), ("context", 1)])
+@pytest.mark.parametrize(("work", "rooms"), [("desk", 3), ("context", 1), ("leave", 3)])
 def test_each_work_runs_on_its_seeded_database(tmp_path: Path, work: str, rooms: int) -> None:
     database, keys, seed_file = instructions._seed(work, tmp_path, rooms=rooms)
     done = subprocess.run(
