@@ -6,6 +6,7 @@ from typing import Any
 
 from channels.testing import WebsocketCommunicator
 
+from rooms.models import Agent
 from synapsia.asgi import application
 
 
@@ -16,6 +17,11 @@ def frame(kind: str, body: dict[str, Any], frame_id: str) -> dict[str, Any]:
 
 def say(text: str, frame_id: str) -> dict[str, Any]:
     return frame("say", {"text": text}, frame_id)
+
+
+def agent_socket_count(agent_id: Any) -> tuple[int, int]:
+    """The agent's room sockets' joins and leaves, as counted (``Agent.socket_joins``)."""
+    return Agent.objects.values_list("socket_joins", "socket_leaves").get(id=agent_id)
 
 
 async def join(room_id: object, token: str) -> WebsocketCommunicator:

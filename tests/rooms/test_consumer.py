@@ -14,6 +14,7 @@ from rooms import realtime, services
 from rooms.models import Agent, Message, RoomState
 from rooms.protocol import CloseCode
 from synapsia.asgi import application
+from tests.socket_frames import agent_socket_count
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -301,10 +302,6 @@ def told(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str | None]]:
     return heard
 
 
-def _socket_count(agent_id: Any) -> tuple[int, int]:
-    return Agent.objects.values_list("socket_joins", "socket_leaves").get(id=agent_id)
-
-
 async def test_a_join_tells_the_room_only_while_an_earlier_socket_has_not_left(
     make_open_room, told: list[tuple[str, str, str | None]]
 ) -> None:
@@ -329,7 +326,7 @@ async def test_a_join_tells_the_room_only_while_an_earlier_socket_has_not_left(
     assert replacements() == 1
     await first.disconnect()
     await second.disconnect()
-    assert await database_sync_to_async(_socket_count)(agent) == (2, 2)
+    assert await database_sync_to_async(agent_socket_count)(agent) == (2, 2)
 
     third, _ = await join(setup.room.id, setup.a.token)  # both earlier sockets left
     assert replacements() == 1
@@ -359,7 +356,7 @@ async def test_a_refused_join_is_not_counted(make_open_room) -> None:
         "code": CloseCode.FORBIDDEN,
     }
     await socket.disconnect()
-    assert await database_sync_to_async(_socket_count)(setup.a.agent.id) == (0, 0)
+    assert await database_sync_to_async(agent_socket_count)(setup.a.agent.id) == (0, 0)
     stamped = await database_sync_to_async(
         Agent.objects.values_list("token_last_used_at", flat=True).get
     )(id=setup.a.agent.id)

@@ -19,7 +19,7 @@ from ledger.models import LedgerEvent
 from rooms import forks, realtime
 from rooms.models import Message, Room, RoomState
 from rooms.protocol import CloseCode
-from tests.socket_frames import frame, join, next_frame_of, say
+from tests.socket_frames import agent_socket_count, frame, join, next_frame_of, say
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -83,9 +83,10 @@ async def test_an_unexpected_error_is_an_error_frame_a_close_and_a_leave(
     assert events[-1][0] == "leave"
     assert events[-1][1]["participant_id"] == str(setup.a.agent.id)
     await a.disconnect()
-    # The leave is written once, though the disconnect followed the close.
+    # The leave is written once, though the disconnect followed the close, and counted once.
     events = await database_sync_to_async(_kinds)(setup.room.id)
     assert [kind for kind, _ in events].count("leave") == 1
+    assert await database_sync_to_async(agent_socket_count)(setup.a.agent.id) == (1, 1)
 
 
 @pytest.fixture
@@ -167,6 +168,8 @@ async def test_a_check_during_a_database_outage_pauses_the_room_once_it_answers(
     await a.disconnect()
     events = await database_sync_to_async(_kinds)(setup.room.id)
     assert [kind for kind, _ in events].count("leave") == 1
+    # The leave the outage desk wrote is counted, once: the agent's next join tells nothing.
+    assert await database_sync_to_async(agent_socket_count)(setup.a.agent.id) == (1, 1)
     await b.disconnect()
 
 
