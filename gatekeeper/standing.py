@@ -59,3 +59,15 @@ def standing_verdict(
     if seat.standing == SeatStanding.BLOCKED:
         return CloseCode.FORBIDDEN
     return None if seat.room_state in AGENT_ROOM_STATES else CloseCode.ROOM_NOT_JOINABLE
+
+
+def join_verdict(*, seat_standing: str, room_state: str) -> CloseCode | None:
+    """None when an agent seated with ``seat_standing`` may join its room now (its token and
+    its seat already found); else the code its socket is refused with. The room's state
+    first (a room it may not be in refuses every seat alike), then its owner's block. Once
+    joined, ``standing_verdict`` decides each delivery."""
+    if room_state not in AGENT_ROOM_STATES:
+        return CloseCode.ROOM_NOT_JOINABLE
+    if seat_standing == SeatStanding.BLOCKED:
+        return CloseCode.FORBIDDEN
+    return None

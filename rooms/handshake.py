@@ -29,20 +29,19 @@ from django.http.request import validate_host
 from django.utils import timezone
 
 from gatekeeper.policy import tool_specs_for
+from gatekeeper.standing import OWNER_ROOM_STATES, join_verdict
 from gatekeeper.tools.spec import ToolSpec
 from ledger.events import Join
 from ledger.models import LedgerHead
 from ledger.services import LedgerAppendError, ledger_append_many
 from rooms.bearer import secret_digest
-from rooms.models import Agent, Room, RoomMember, RoomState, SealedOffer, SeatStanding
+from rooms.models import Agent, Room, RoomMember, SealedOffer
 from rooms.protocol import CloseCode
 from rooms.sealing import ROOM_CHARTER, ROOM_PURPOSE, one_hop, room_text_open
 from slips.capabilities import tier_narrowest
 from slips.models import Slip
 from slips.verification import room_slips_read
-
-_JOINABLE = (RoomState.OPEN, RoomState.PAUSED)
-_WATCHABLE = (RoomState.DRAFT, RoomState.OPEN, RoomState.PAUSED)
+from synapsia.db.statements import statement_cursor
 
 
 @dataclass(frozen=True)
@@ -200,7 +199,7 @@ def admit(
     room = Room.objects.filter(id=room_uuid, members__owner_id=user.pk).first()
     if room is None:
         return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
-    if room.state not in _WATCHABLE:
+    if room.state not in OWNER_ROOM_STATES:
         return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {room.state}.")
     facts = RoomFacts(room.id, room.purpose, room.charter, room.state, room.terms, room.last_seq)
     return Admission(Participant("owner", room_uuid, user.pk, None, 0), facts)
@@ -233,10 +232,26 @@ def _token_use_sql(vendor: str) -> str:
 
 
 @functools.cache
-def _join_uncounted_sql(vendor: str) -> str:
-    """A refused join's count taken back (its socket never opens, so it never leaves)."""
+def _socket_count_sql(
+    vendor: str, count: Literal["socket_joins", "socket_leaves"], step: int
+) -> str:
+    """One of the agent's socket counts (``Agent.socket_joins``) moved by ``step``. Only our
+    own names and the step are interpolated; the id is a parameter."""
     table = connection.ops.quote_name(Agent._meta.db_table)
-    return f"UPDATE {table} SET socket_joins = socket_joins - 1 WHERE id = %s"  # noqa: S608
+    return f"UPDATE {table} SET {count} = {count} + ({step:d}) WHERE id = %s"  # noqa: S608
+
+
+def socket_leave_count(agent_id: UUID) -> None:
+    """Count one of the agent's sockets' leaves, inside the leave's transaction and before
+    its ledger head is locked (``rooms.services.agent_leave``): a join locks the agent's row
+    first, then the head, so a leave and a join of one agent queue in that one order."""
+    db = transaction.get_connection()
+    pk = Agent._meta.pk
+    assert pk is not None
+    with statement_cursor() as cursor:
+        cursor.execute(
+            _socket_count_sql(db.vendor, "socket_leaves", 1), [pk.get_db_prep_value(agent_id, db)]
+        )
 
 
 @functools.cache
@@ -300,7 +315,7 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
             refused = _seat_refusal(seat)
             if refused is not None:
                 # The token's use is still stamped; its join is not counted.
-                cursor.execute(_join_uncounted_sql(db.vendor), seat_params[1:])
+                cursor.execute(_socket_count_sql(db.vendor, "socket_joins", -1), seat_params[1:])
                 return refused
         assert seat is not None  # not refused
         owner_id, acked_seq, _, purpose, charter, state, terms, last_seq = seat[:8]
@@ -338,15 +353,18 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
 
 
 def _seat_refusal(seat: tuple[Any, ...] | None) -> Refusal | None:
-    """Why the seat as read (``_seat_sql``'s row, or None: no seat) may not join now."""
+    """Why the seat as read (``_seat_sql``'s row, or None: no seat) may not join now: the
+    Gatekeeper's rule (``join_verdict``), in words."""
     if seat is None:
         return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
-    standing, state = seat[2], seat[5]
-    if state not in _JOINABLE:
-        return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {state}.")
-    if standing == SeatStanding.BLOCKED:
-        return Refusal(CloseCode.FORBIDDEN, "Your owner blocked you in this room.")
-    return None
+    state = seat[5]
+    match join_verdict(seat_standing=seat[2], room_state=state):
+        case None:
+            return None
+        case CloseCode.ROOM_NOT_JOINABLE:
+            return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {state}.")
+        case refused:
+            return Refusal(refused, "Your owner blocked you in this room.")
 
 
 def _room_texts(room_id: UUID, purpose: Any, charter: Any) -> tuple[str, str]:

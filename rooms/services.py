@@ -26,7 +26,7 @@ from gatekeeper.policy import tool_hints_validate
 from ledger.events import InjectionSuspected, Join, Leave, RoomClosed, RoomPaused, RoomResumed
 from ledger.services import LedgerAppendError, ledger_append, ledger_append_many
 from ledger.signing import ledger_sign_head
-from rooms import realtime, selectors
+from rooms import handshake, realtime, selectors
 from rooms.bearer import AGENT_TOKEN_PREFIX, INVITE_TOKEN_PREFIX, secret_digest, secret_issue
 from rooms.errors import Invalid, InvalidState, InviteUnusable, NotFound
 from rooms.models import (
@@ -337,27 +337,14 @@ def room_transition(*, owner: User, room_id: UUID, to: RoomState) -> Room:
     return room
 
 
-@functools.cache
-def _leave_counted_sql(vendor: str) -> str:
-    table = connection.ops.quote_name(Agent._meta.db_table)
-    # Only our own table name is interpolated; the id is a parameter.
-    return f"UPDATE {table} SET socket_leaves = socket_leaves + 1 WHERE id = %s"  # noqa: S608
-
-
 @transaction.atomic
 def agent_leave(*, room_id: UUID, agent_id: UUID) -> None:
     """Record that an agent's socket left the room, and count it among the agent's sockets'
-    leaves (``Agent.socket_leaves``). The agent's row first: a join locks it before the
-    room's ledger head, so two sockets of one agent, one leaving and one joining, queue in
-    the same order instead of each waiting for the other's lock.
+    leaves (``handshake.socket_leave_count``, first: see there why).
 
     Written statements, as the join's: every socket leaves once, and the same statements
     compiled by the ORM cost a leave nearly twice the CPU on SQLite (docs/benchmarks.md)."""
-    db = transaction.get_connection()
-    pk = Agent._meta.pk
-    assert pk is not None
-    with statement_cursor() as cursor:
-        cursor.execute(_leave_counted_sql(db.vendor), [pk.get_db_prep_value(agent_id, db)])
+    handshake.socket_leave_count(agent_id)
     ledger_append_many(
         room_id=room_id, events=[Leave(participant_id=str(agent_id), participant_kind="agent")]
     )

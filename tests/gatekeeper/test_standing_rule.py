@@ -17,6 +17,7 @@ from gatekeeper.standing import (
     AGENT_ROOM_STATES,
     OWNER_ROOM_STATES,
     SeatFacts,
+    join_verdict,
     standing_verdict,
 )
 from rooms import standing as rooms_standing
@@ -151,3 +152,18 @@ def test_revocation_is_named_before_a_block() -> None:
     seats = [SeatFacts(ALICE, ALICE_AGENT, SeatStanding.BLOCKED, RoomState.CLOSED, True)]
     verdict = standing_verdict(owner_id=ALICE, agent_id=ALICE_AGENT, seats=seats)
     assert verdict == CloseCode.UNAUTHENTICATED
+
+
+@pytest.mark.parametrize(
+    ("room_state", "seat_standing"), list(itertools.product(RoomState, SeatStanding))
+)
+def test_who_may_join(room_state: RoomState, seat_standing: SeatStanding) -> None:
+    """An agent joins an open or paused room unless its owner blocked it; a room it may not
+    be in is named first, whatever the seat (the handshake's refusal names the state)."""
+    if room_state in (RoomState.DRAFT, RoomState.CLOSED):
+        want = CloseCode.ROOM_NOT_JOINABLE
+    elif seat_standing == SeatStanding.BLOCKED:
+        want = CloseCode.FORBIDDEN
+    else:
+        want = None
+    assert join_verdict(seat_standing=seat_standing, room_state=room_state) == want
