@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,7 +18,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from dining import TermsInvalid, terms_parse
@@ -398,6 +399,78 @@ def _next_seq(room_id: UUID, agent_id: UUID, standing: SeatStanding) -> int | No
     return int(row[0]) if row else None
 
 
+@functools.cache
+def _hop_seqs_sql(pairs: int) -> str:
+    """SQLite: ``_next_seq``'s check for each of a hop's ``(index, room, agent)`` pairs, as
+    one statement giving one row: a JSON array of ``[index, the room's last_seq]`` for each
+    pair whose seat may speak now (the room open, the agent bound to it with an active seat
+    and not revoked). One row, because the driver gives up the GIL for every row it steps."""
+    room, member, agent = (
+        connection.ops.quote_name(model._meta.db_table) for model in (Room, RoomMember, Agent)
+    )
+    values = ", ".join(["(%s, %s, %s)"] * pairs)
+    # Only our own table names are interpolated; every value is a bound parameter.
+    return (
+        "SELECT json_group_array(json_array(v.column1, r.last_seq)) "  # noqa: S608
+        f"FROM (VALUES {values}) v JOIN {room} r ON r.id = v.column2 "
+        "WHERE r.state = %s AND EXISTS ("
+        f"SELECT 1 FROM {member} m JOIN {agent} a ON a.id = m.agent_id "
+        "WHERE m.room_id = r.id AND m.agent_id = v.column3 AND m.standing = %s "
+        "AND a.revoked_at IS NULL)"
+    )
+
+
+@functools.cache
+def _hop_seqs_take_sql(rooms: int) -> str:
+    """SQLite: each room's ``last_seq`` moved from the value read to the last number taken."""
+    room = connection.ops.quote_name(Room._meta.db_table)
+    values = ", ".join(["(%s, %s, %s)"] * rooms)
+    return (
+        f"UPDATE {room} SET last_seq = v.column3 FROM (VALUES {values}) v "  # noqa: S608
+        f"WHERE {room}.id = v.column1 AND {room}.last_seq = v.column2"
+    )
+
+
+def _hop_seqs(prepared: _MessageRows, wanted: list[tuple[int, UUID, UUID, int]]) -> dict[int, int]:
+    """SQLite: numbers for a hop's runs, ``wanted`` as ``(run index, room, agent, messages)``
+    in the order they are taken: the first number of each run whose seat may speak now
+    (its messages take that and the next ones), none for a run refused.
+
+    ``_next_seq`` run once per message, as two statements for the whole hop: the checks of
+    every run read in one, every room's number moved in the other. Both run in the hop's
+    transaction, which on SQLite holds the database's write lock from its ``BEGIN
+    IMMEDIATE``: nothing can change a room, a seat or an agent between them, so a check
+    read in the first holds when the second takes the numbers, as when one statement did
+    both. The second still moves a room only from the number the first read, and fails the
+    hop if any room had moved (it cannot, under that lock)."""
+    params: list[Any] = []
+    for index, room_id, agent_id, _ in wanted:
+        params += [index, prepared.room(room_id), prepared.sender(agent_id)]
+    params += [RoomState.OPEN.value, SeatStanding.ACTIVE.value]
+    with statement_cursor() as cursor:
+        cursor.execute(_hop_seqs_sql(len(wanted)), params)
+        (found,) = cursor.fetchone()
+    last: dict[int, int] = dict(json.loads(found))  # index -> its room's number now
+    read: dict[UUID, int] = {}  # room -> its number as read
+    moved: dict[UUID, int] = {}  # room -> the last number taken
+    firsts: dict[int, int] = {}
+    for index, room_id, _, count in wanted:
+        if index not in last:
+            continue  # refused now: the run goes the one-by-one way
+        read.setdefault(room_id, last[index])
+        first = moved.get(room_id, read[room_id]) + 1
+        firsts[index], moved[room_id] = first, first + count - 1
+    if moved:
+        params = []
+        for room_id, taken in moved.items():
+            params += [prepared.room(room_id), read[room_id], taken]
+        with statement_cursor() as cursor:
+            cursor.execute(_hop_seqs_take_sql(len(moved)), params)
+            if cursor.rowcount != len(moved):
+                raise DatabaseError("a room's numbers moved inside the hop's transaction")
+    return firsts
+
+
 _MESSAGE_COLUMNS = ("room", "seq", "sender", "client_id", "text", "flags", "author", "created_at")
 
 
@@ -635,11 +708,13 @@ def messages_say_runs(
     *, runs: list[tuple[UUID, UUID, list[tuple[str, str]]]]
 ) -> list[list[SaidMessage]]:
     """``messages_say`` for several sockets' runs at once (any rooms): one transaction and
-    one commit for them all, and still one ``UPDATE … RETURNING`` per message that re-checks
-    its room's state, its seat's membership and standing and its agent's revocation at that
-    moment. On SQLite one INSERT stores them all; on PostgreSQL each message's check and
-    INSERT are one statement (``_say_statement``), and a hop with one message makes just
-    that statement, its own transaction. Returns, per run, the recorded prefix (as
+    one commit for them all, each message still checked as it stands then (its room's state,
+    its seat's membership and standing, its agent's revocation). On PostgreSQL each
+    message's check, number and INSERT are one statement (``_say_statement``), and a hop
+    with one message makes just that statement, its own transaction. On SQLite every run's
+    check is read in one statement and the numbers taken in another (``_hop_seqs``; one
+    message alone: ``_next_seq``'s one), under the write lock the transaction holds from its
+    start, and one INSERT stores them all. Returns, per run, the recorded prefix (as
     ``messages_say``).
 
     Rooms are locked in the order of their ids, so two processes recording overlapping rooms
@@ -688,21 +763,30 @@ def _runs_recorded(
     rows_for = _MessageRows(now, stored)
     # PostgreSQL checks, numbers and stores each message in one statement (with the ack
     # riding its run's first); one message alone is then one statement in its own implicit
-    # transaction (no BEGIN, no COMMIT).
+    # transaction (no BEGIN, no COMMIT). SQLite numbers a hop of several messages in two
+    # statements (``_hop_seqs``), one message with ``_next_seq``'s one.
     one_statement = rows_for.db.vendor == "postgresql"
-    alone = one_statement and sum(map(len, prepared)) == 1
+    messages = sum(map(len, prepared))
+    alone = one_statement and messages == 1
     alone = alone and all(run or ack is None for run, ack in zip(prepared, riding, strict=True))
+    order = sorted(range(len(runs)), key=lambda i: runs[i][0].bytes)
     try:
         with contextlib.nullcontext() if alone else transaction.atomic():
+            firsts: dict[int, int] | None = None
+            if not one_statement and messages > 1:
+                firsts = _hop_seqs(
+                    rows_for,
+                    [(i, runs[i][0], runs[i][1], len(prepared[i])) for i in order if prepared[i]],
+                )
             rows: list[tuple[UUID, UUID, int, str, str]] = []
-            for index in sorted(range(len(runs)), key=lambda i: runs[i][0].bytes):
+            for index in order:
                 room_id, agent_id, _ = runs[index]
                 ack = riding[index]
                 if ack is not None and not prepared[index]:
                     if not messages_ack(room_id=room_id, agent_id=agent_id, seq=ack):
                         refused.add(index)
                     continue
-                for client_id, text, _ in prepared[index]:
+                for number, (client_id, text, _) in enumerate(prepared[index]):
                     if one_statement:
                         seq, acked = _say_statement(
                             rows_for, room_id, agent_id, client_id, text, ack
@@ -711,6 +795,9 @@ def _runs_recorded(
                         if not acked:
                             refused.add(index)
                             break
+                    elif firsts is not None:
+                        first = firsts.get(index)
+                        seq = None if first is None else first + number
                     else:
                         seq = _next_seq(room_id, agent_id, SeatStanding.ACTIVE)
                     if seq is None:

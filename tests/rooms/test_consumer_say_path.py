@@ -11,12 +11,12 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
 
 from rooms import services
 from rooms.consumers import SayDesk
-from rooms.models import Message, RoomState
+from rooms.models import Message, Room, RoomMember, RoomState, SeatStanding
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -97,8 +97,9 @@ def test_runs_of_several_sockets_share_one_transaction_each_message_checked(
         assert kinds.count("WITH") == 4  # one checked statement per message
         assert "UPDATE" not in kinds and "INSERT" not in kinds
     else:
-        assert kinds.count("UPDATE") == 4  # one check per message
-        assert kinds.count("INSERT") == 1  # one insert for all of them
+        # Every run's check read in one statement, the numbers taken in one, one insert:
+        # under the transaction's write lock, held from its BEGIN IMMEDIATE.
+        assert kinds == ["BEGIN", "SELECT", "UPDATE", "INSERT", "COMMIT"], kinds
     assert kinds.count("COMMIT") <= 1
     stored = list(Message.objects.order_by("room_id", "seq").values_list("room_id", "seq", "text"))
     assert sorted(stored) == sorted(
@@ -156,3 +157,79 @@ async def test_the_say_desk_records_a_lone_run_at_once_and_runs_that_queue_toget
     assert await first == ["said first"]
     assert [await task for task in later] == [["said second"], ["said third"]]
     assert calls == [["first"], ["second", "third"]]
+
+
+def test_a_hop_checks_each_seat_as_it_stands_and_numbers_the_rest_without_gaps(
+    make_open_room: Any,
+) -> None:
+    """Runs of several rooms and seats in one hop: a run whose room is paused, whose agent
+    is revoked or whose seat is no longer active is refused whole (nothing stored, no number
+    taken); the others are numbered in order, each room's without a gap."""
+    one, two, three, four = (make_open_room(prefix=f"{n}-") for n in ("1", "2", "3", "4"))
+    before = services.messages_say(
+        room_id=one.room.id, agent_id=one.a.agent.id, says=[("a-0", "hello there")]
+    )
+    assert [m.seq for m in before] == [1], before
+    services.room_transition(owner=two.a.owner, room_id=two.room.id, to=RoomState.PAUSED)
+    services.agent_revoke(owner=three.b.owner, agent_id=three.b.agent.id)
+    RoomMember.objects.filter(room=four.room, agent=four.a.agent).update(
+        standing=SeatStanding.STEPPED_IN
+    )
+    said = services.messages_say_runs(
+        runs=[
+            (one.room.id, one.a.agent.id, [("a-1", "one a 1"), ("a-2", "one a 2")]),
+            (two.room.id, two.a.agent.id, [("a-1", "paused room")]),
+            (three.room.id, three.b.agent.id, [("b-1", "revoked agent")]),
+            (three.room.id, three.a.agent.id, [("a-1", "three a 1")]),
+            (four.room.id, four.a.agent.id, [("a-1", "stepped-in seat")]),
+            (one.room.id, one.b.agent.id, [("b-1", "one b 1"), ("b-2", "one b 2")]),
+            (four.room.id, four.b.agent.id, [("b-1", "four b 1")]),
+        ]
+    )
+    assert [[m.seq for m in run] for run in said] == [[2, 3], [], [], [1], [], [4, 5], [1]]
+    stored = {
+        (room_id, seq): text
+        for room_id, seq, text in Message.objects.values_list("room_id", "seq", "text")
+    }
+    assert stored == {
+        (one.room.id, 1): "hello there",
+        (one.room.id, 2): "one a 1",
+        (one.room.id, 3): "one a 2",
+        (one.room.id, 4): "one b 1",
+        (one.room.id, 5): "one b 2",
+        (three.room.id, 1): "three a 1",
+        (four.room.id, 1): "four b 1",
+    }
+    last = dict(Room.objects.values_list("id", "last_seq"))
+    assert [last[r.room.id] for r in (one, two, three, four)] == [5, 0, 1, 1]
+
+
+def test_a_hop_whose_room_moved_between_its_check_and_its_numbers_stores_nothing(
+    make_open_room: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's hop reads every run's check, then moves each room's number from the value it
+    read. Nothing can move a room in between (the transaction holds the write lock), but if
+    the number read were not the room's, the hop fails whole: no message, no number."""
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL checks and numbers each message in its own statement")
+    one, two = make_open_room(prefix="one-"), make_open_room(prefix="two-")
+    checks = services._hop_seqs_sql
+    # A stale read: the check reports each room one number behind where it stands.
+    monkeypatch.setattr(
+        services,
+        "_hop_seqs_sql",
+        lambda pairs: checks(pairs).replace("r.last_seq)", "r.last_seq - 1)"),
+    )
+    services.messages_say(
+        room_id=one.room.id, agent_id=one.a.agent.id, says=[("a-0", "hello there")]
+    )
+    with pytest.raises(DatabaseError):
+        services.messages_say_runs(
+            runs=[
+                (one.room.id, one.a.agent.id, [("a-1", "after")]),
+                (two.room.id, two.a.agent.id, [("a-1", "elsewhere")]),
+            ]
+        )
+    assert list(Message.objects.values_list("text", flat=True)) == ["hello there"]
+    last = dict(Room.objects.values_list("id", "last_seq"))
+    assert (last[one.room.id], last[two.room.id]) == (1, 0)
