@@ -164,16 +164,42 @@ def ledger_append(
 
 def ledger_head_locked(room_id: UUID) -> LedgerHead:
     """The room's head row, locked until the transaction ends; created on first use.
-    Only inside ``transaction.atomic()`` (the ledger's own writers use it)."""
-    head = LedgerHead.objects.select_for_update().filter(room_id=room_id).first()
+    Only inside ``transaction.atomic()`` (the ledger's own writers use it).
+
+    Read by a written statement (``SELECT … FOR UPDATE`` where the database has it; SQLite's
+    IMMEDIATE transaction already holds the one write lock): every socket's leave and every
+    single append lock the head, and the ORM compiled that query anew each time."""
+    connection = transaction.get_connection()
+    head = _head_read(connection, room_id)
     if head is None:
         # Two first appends may race: ignore_conflicts makes the loser reuse the winner's row,
         # and the lock below then serialises them.
         LedgerHead.objects.bulk_create(
             [LedgerHead(room_id=room_id, seq=0, hash=GENESIS_HASH)], ignore_conflicts=True
         )
-        head = LedgerHead.objects.select_for_update().get(room_id=room_id)
+        head = _head_read(connection, room_id)
+        if head is None:
+            raise DatabaseError("the room's ledger head was not created")
     return head
+
+
+def _head_read(connection: BaseDatabaseWrapper, room_id: UUID) -> LedgerHead | None:
+    """The room's head row, locked where the database locks rows (``ledger_head_locked``)."""
+    sql = _HEAD_READ_SQL.get(connection.vendor)
+    if sql is None:
+        q = connection.ops.quote_name
+        sql = _HEAD_READ_SQL[connection.vendor] = (
+            # Names from the model's own meta, quoted; the room is a parameter.
+            f"SELECT {q(_column(_HEAD_SEQ))}, {q(_column(_HEAD_HASH))} "  # noqa: S608
+            f"FROM {q(LedgerHead._meta.db_table)} WHERE {q(_column(_HEAD_ROOM))} = %s"
+            + (" FOR UPDATE" if connection.features.has_select_for_update else "")
+        )
+    with statement_cursor() as cursor:
+        cursor.execute(sql, [_HEAD_ROOM.get_db_prep_value(room_id, connection)])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return LedgerHead(room_id=room_id, seq=int(row[0]), hash=str(row[1]))
 
 
 def ledger_append_many(
@@ -270,6 +296,7 @@ _HEAD_SEQ = _HEAD_FIELD["seq"]
 _HEAD_HASH = _HEAD_FIELD["hash"]
 _INSERT_SQL: dict[tuple[str, tuple[int, ...] | None, bool, str | None], str] = {}
 _HEAD_SQL: dict[tuple[str, bool], str] = {}
+_HEAD_READ_SQL: dict[str, str] = {}
 
 
 def _column(field: Field[Any, Any]) -> str:
