@@ -436,8 +436,8 @@ def _hop_seqs(prepared: _MessageRows, wanted: list[tuple[int, UUID, UUID, int]])
     in the order they are taken: the first number of each run whose seat may speak now
     (its messages take that and the next ones), none for a run refused.
 
-    ``_next_seq`` run once per message, as two statements for the whole hop: the checks of
-    every run read in one, every room's number moved in the other. Both run in the hop's
+    What ``_next_seq`` does once per message, in two statements for the whole hop: the
+    checks of every run read in one, every room's number moved in the other. Both run in the hop's
     transaction, which on SQLite holds the database's write lock from its ``BEGIN
     IMMEDIATE``: nothing can change a room, a seat or an agent between them, so a check
     read in the first holds when the second takes the numbers, as when one statement did
