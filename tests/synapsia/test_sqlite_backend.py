@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from django.db import connection
+from django.db import NotSupportedError, connection
 from django.db.backends.sqlite3.base import SQLiteCursorWrapper as DjangoCursor
 
-from synapsia.db.sqlite3.base import SQLiteCursorWrapper, _named, _qmark
+from synapsia.db.sqlite3.base import DatabaseWrapper, SQLiteCursorWrapper, _named, _qmark
 
 STATEMENTS = [
     "SELECT 1",
@@ -57,3 +59,22 @@ def test_named_parameters_are_rewritten_once_per_text_and_names() -> None:
             assert cursor.fetchone() == (value, f"{value}!")
     info = _named.cache_info()
     assert (info.misses, info.hits, info.currsize) == (1, 1, 1)
+
+
+def test_an_sqlite_older_than_the_statements_need_is_refused_in_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's statements need SQLite 3.35 (RETURNING; UPDATE … FROM): an older library
+    is refused on the first connection with what is needed and what was found, not a syntax
+    error on the first say. The library here is newer, so the found version is faked."""
+    wrapper = DatabaseWrapper(
+        {**connection.settings_dict, "NAME": str(tmp_path / "old.sqlite3")}, alias="old-sqlite"
+    )
+    assert wrapper.features.minimum_database_version == (3, 35)
+    monkeypatch.setattr(wrapper, "get_database_version", lambda: (3, 34, 1))
+    with pytest.raises(
+        NotSupportedError, match=r"SQLite 3\.35 or later is required \(found 3\.34\.1\)"
+    ):
+        wrapper.check_database_version_supported()
+    monkeypatch.setattr(wrapper, "get_database_version", lambda: (3, 35, 0))
+    wrapper.check_database_version_supported()  # enough: nothing raised

@@ -1,4 +1,5 @@
-"""Django's SQLite backend, with each statement's placeholder conversion done once.
+"""Django's SQLite backend, with each statement's placeholder conversion done once, and
+the SQLite it needs.
 
 Django's SQLite cursor rewrites every statement's ``%s`` placeholders into sqlite3's ``?``
 with a regular expression on every execute (and ``%(name)s`` into ``:name`` by formatting).
@@ -6,7 +7,12 @@ A turn runs the same few statements thousands of times, and that rewrite was ~2.
 server's time per turn (py-spy, the bench's turn cell). The rewritten text is a pure
 function of the statement's text (and its parameters' names), so it is remembered per text
 (bounded: the texts are the code's own statements; the values are bound apart from them and
-never part of the key). Nothing else differs from Django's backend.
+never part of the key).
+
+The statements the server writes need SQLite 3.35 (``RETURNING``, on every say and connect;
+``UPDATE … FROM``, 3.33, on a say hop). An older library is refused on the first connection,
+with Django's own message (``SQLite 3.35 or later is required (found …)``), instead of
+failing on the first say with a syntax error. Nothing else differs from Django's backend.
 """
 
 from __future__ import annotations
@@ -38,6 +44,12 @@ class SQLiteCursorWrapper(base.SQLiteCursorWrapper):
         return _named(query, tuple(param_names))
 
 
+class DatabaseFeatures(base.DatabaseFeatures):
+    minimum_database_version = (3, 35)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    features_class = DatabaseFeatures
+
     def create_cursor(self, name: Any = None) -> Any:
         return self.connection.cursor(factory=SQLiteCursorWrapper)
