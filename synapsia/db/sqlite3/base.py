@@ -20,7 +20,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from django.db.backends.sqlite3 import base
+from django.db.backends.sqlite3 import base, features
 
 # Statement texts, not values: a few hundred distinct ones in the whole application (IN
 # lists of different lengths included); the bound keeps a generated statement from growing it.
@@ -44,7 +44,7 @@ class SQLiteCursorWrapper(base.SQLiteCursorWrapper):
         return _named(query, tuple(param_names))
 
 
-class DatabaseFeatures(base.DatabaseFeatures):
+class DatabaseFeatures(features.DatabaseFeatures):
     minimum_database_version = (3, 35)
 
 
