@@ -45,20 +45,24 @@ def ack_frame(seq: int) -> str:
     return json.dumps({"v": 1, "type": "ack", "id": f"ack-{seq}", "body": {"seq": seq}})
 
 
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a process (all threads), from ``/proc``; None if gone."""
+def process_cpu_seconds(pid: int, *, main_thread: bool = False) -> float | None:
+    """User + system CPU seconds of a process (all threads), or of its main thread alone
+    (whose id is the process's), from ``/proc``; None if gone."""
+    path = f"/proc/{pid}/task/{pid}/stat" if main_thread else f"/proc/{pid}/stat"
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(path).read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def servers_cpu_seconds(config: dict[str, Any]) -> float | None:
+def servers_cpu_seconds(config: dict[str, Any], *, main_thread: bool = False) -> float | None:
     """The CPU seconds of every server process a run's ``config`` names (``server_pids``,
-    or the one ``server_pid``); None if there is none, or one is gone."""
+    or the one ``server_pid``); None if there is none, or one is gone. ``main_thread``:
+    only their main threads', where Daphne runs the event loop (the rest is the database
+    threads' and any other pool's)."""
     pids = config.get("server_pids") or ([config["server_pid"]] if config.get("server_pid") else [])
-    readings = [process_cpu_seconds(int(pid)) for pid in pids]
+    readings = [process_cpu_seconds(int(pid), main_thread=main_thread) for pid in pids]
     if not readings or None in readings:
         return None
     return sum(r for r in readings if r is not None)
@@ -102,6 +106,10 @@ class DatabaseCpu:
             return None
         after = self._backends()
         return sum(cpu - self._before.get(pid, 0.0) for pid, cpu in after.items())
+
+
+def _spent(before: float | None, after: float | None) -> float | None:
+    return after - before if before is not None and after is not None else None
 
 
 def _per(total: float | None, count: int, unit: float = 1000.0) -> float | None:
@@ -169,6 +177,7 @@ class Run:
         self.drained = False
         self.drain_s = 0.0
         self.database_cpu_s: float | None = None
+        self.loop_cpu_s: float | None = None
 
     # --- connections ----------------------------------------------------------------------
 
@@ -288,6 +297,7 @@ class Run:
         self.database_cpu = DatabaseCpu()
         self.database_cpu.start()
         cpu_before = servers_cpu_seconds(self.config)
+        loop_before = servers_cpu_seconds(self.config, main_thread=True)
         own_before = time.process_time()
         self.started = time.monotonic()
         self.deadline = self.started + self.config["duration"]
@@ -305,6 +315,7 @@ class Run:
         self.drain_s = time.monotonic() - drain_start
         last_delivery = max((c.last_delivery for c in self.clients), default=self.started)
         cpu_after = servers_cpu_seconds(self.config)
+        self.loop_cpu_s = _spent(loop_before, servers_cpu_seconds(self.config, main_thread=True))
         self.database_cpu_s = self.database_cpu.seconds()
         own_cpu = time.process_time() - own_before
         progress.cancel()
@@ -390,6 +401,8 @@ class Run:
             "server_cpu_ms_per_msg": server_cpu * 1000 / delivered
             if server_cpu is not None and delivered
             else None,
+            "server_loop_cpu_s": self.loop_cpu_s,
+            "server_loop_cpu_ms_per_msg": _per(self.loop_cpu_s, delivered),
             "database_cpu_s": self.database_cpu_s,
             "database_cpu_ms_per_msg": _per(self.database_cpu_s, delivered),
             "loadgen_cpu_s": own_cpu,
@@ -564,6 +577,7 @@ class TurnRun:
         database_cpu = DatabaseCpu()
         database_cpu.start()
         cpu_before = servers_cpu_seconds(self.config)
+        loop_before = servers_cpu_seconds(self.config, main_thread=True)
         started = time.monotonic()
         deadline = started + self.config["duration"]
         done = await asyncio.gather(
@@ -572,6 +586,7 @@ class TurnRun:
         )
         elapsed = time.monotonic() - started
         cpu_after = servers_cpu_seconds(self.config)
+        loop_cpu_s = _spent(loop_before, servers_cpu_seconds(self.config, main_thread=True))
         database_cpu_s = database_cpu.seconds()
         # The server's CPU per turn: steadier than the rate on a shared machine, where the
         # rate is mostly how much of a core the server was given.
@@ -596,6 +611,8 @@ class TurnRun:
             "server_cpu_ms_per_turn": server_cpu * 1000 / turns
             if server_cpu is not None and turns
             else None,
+            "server_loop_cpu_s": loop_cpu_s,
+            "server_loop_cpu_ms_per_turn": _per(loop_cpu_s, turns),
             "database_cpu_s": database_cpu_s,
             "database_cpu_ms_per_turn": _per(database_cpu_s, turns),
             "context_items_min": min(self.context_items) if self.context_items else None,

@@ -27,6 +27,11 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _on_the_loop(ms: float | None) -> str:
+    """The event loop's thread's share of the server CPU (the rest: its database threads)."""
+    return "" if ms is None else f" ({ms:.2f} on the event loop's thread)"
+
+
 def run_line(run: dict[str, Any]) -> str:
     """A one-line account of one load run."""
     lat = run["latency_ms"]
@@ -35,6 +40,7 @@ def run_line(run: dict[str, Any]) -> str:
         f"{run['sent']} in {run['elapsed_s']:.1f}s  p50 {_fmt(lat['p50'])} p95 "
         f"{_fmt(lat['p95'])} p99 {_fmt(lat['p99'])} ms  lost {run['lost']} dup "
         f"{run['duplicates']}  server CPU {_fmt(run['server_cpu_ms_per_msg'], '.2f')} ms/msg"
+        + _on_the_loop(run.get("server_loop_cpu_ms_per_msg"))
         + (
             f"  database CPU {run['database_cpu_ms_per_msg']:.2f} ms/msg"
             if run.get("database_cpu_ms_per_msg") is not None
@@ -54,6 +60,7 @@ def turn_line(run: dict[str, Any]) -> str:
         f"{run['duplicates']}"
         + (
             f"  server CPU {run['server_cpu_ms_per_turn']:.2f} ms/turn"
+            + _on_the_loop(run.get("server_loop_cpu_ms_per_turn"))
             if run.get("server_cpu_ms_per_turn") is not None
             else ""
         )
