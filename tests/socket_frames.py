@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import pytest
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
 from rooms.models import Agent
@@ -17,6 +20,36 @@ def frame(kind: str, body: dict[str, Any], frame_id: str) -> dict[str, Any]:
 
 def say(text: str, frame_id: str) -> dict[str, Any]:
     return frame("say", {"text": text}, frame_id)
+
+
+def layer_sift(
+    monkeypatch: pytest.MonkeyPatch, passes: Callable[[str, dict[str, Any]], bool]
+) -> None:
+    """The channel layer's ``group_send`` with every event shown to ``passes`` first (group,
+    event): one it answers False for is dropped, as a full channel or a lost connection drops
+    it; the rest go through the real layer."""
+    layer = get_channel_layer()
+    real_group_send = layer.group_send
+
+    async def group_send(group: str, message: dict[str, Any]) -> None:
+        if passes(group, message):
+            await real_group_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", group_send)
+
+
+def layer_dropping(monkeypatch: pytest.MonkeyPatch, kinds: set[str]) -> list[str]:
+    """The channel layer drops every event of ``kinds``; what it dropped is listed, by kind."""
+    dropped: list[str] = []
+
+    def passes(group: str, message: dict[str, Any]) -> bool:
+        if message.get("type") in kinds:
+            dropped.append(message["type"])
+            return False
+        return True
+
+    layer_sift(monkeypatch, passes)
+    return dropped
 
 
 def agent_socket_count(agent_id: Any) -> tuple[int, int]:

@@ -38,14 +38,12 @@ async def test_finding_1_a_revoked_agent_whose_close_was_lost_is_given_none_of_t
     """Alice's budget is cleared to Bob's agent; Bob revokes the agent and the announcement
     never arrives. The agent's next context request must disclose nothing, spend none of
     the slip's uses and write no disclosure, whatever the socket is told."""
-    from channels.layers import get_channel_layer
-
     from ledger.models import LedgerEvent
     from rooms import services
     from slips import vault
     from slips.models import SlipCapability
     from tests.slips.conftest import seat_slip_sign
-    from tests.socket_frames import frame, join
+    from tests.socket_frames import frame, join, layer_dropping
 
     def scene() -> Any:
         setup = make_open_room()
@@ -59,17 +57,7 @@ async def test_finding_1_a_revoked_agent_whose_close_was_lost_is_given_none_of_t
         return setup
 
     setup = await database_sync_to_async(scene)()
-    layer = get_channel_layer()
-    real_group_send = layer.group_send
-    dropped: list[str] = []
-
-    async def group_send(group: str, message: dict[str, Any]) -> None:
-        if message.get("type") == "agent.revoked":
-            dropped.append(message["type"])
-            return
-        await real_group_send(group, message)
-
-    monkeypatch.setattr(layer, "group_send", group_send)
+    dropped = layer_dropping(monkeypatch, {"agent.revoked"})
     b = await join(setup.room.id, setup.b.token)
     await database_sync_to_async(services.agent_revoke)(
         owner=setup.b.owner, agent_id=setup.b.agent.id

@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
 from rooms import realtime
 from tests.rooms.conftest import SWEEP_SECONDS
-from tests.socket_frames import join, say
+from tests.socket_frames import join, layer_sift, say
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,17 +42,15 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 def lost_bells(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The channel layer drops every room.messages event (the bell never rings); the seqs of
     the dropped events are listed."""
-    layer = get_channel_layer()
-    real_group_send = layer.group_send
     dropped: list[int] = []
 
-    async def group_send(group: str, message: dict[str, Any]) -> None:
+    def passes(group: str, message: dict[str, Any]) -> bool:
         if message.get("type") == "room.messages":
             dropped.extend(m["seq"] for m in message["messages"])
-            return
-        await real_group_send(group, message)
+            return False
+        return True
 
-    monkeypatch.setattr(layer, "group_send", group_send)
+    layer_sift(monkeypatch, passes)
     return dropped
 
 

@@ -14,7 +14,7 @@ from rooms import realtime, services
 from rooms.models import Agent, Message, RoomState
 from rooms.protocol import CloseCode
 from synapsia.asgi import application
-from tests.socket_frames import agent_socket_count
+from tests.socket_frames import agent_socket_count, layer_sift
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -288,17 +288,13 @@ def _second_room(setup: Any) -> Any:
 @pytest.fixture
 def told(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str | None]]:
     """What the sockets are told through the real channel layer: (group, type, agent)."""
-    from channels.layers import get_channel_layer
-
-    layer = get_channel_layer()
-    real_group_send = layer.group_send
     heard: list[tuple[str, str, str | None]] = []
 
-    async def group_send(group: str, message: dict[str, Any]) -> None:
+    def passes(group: str, message: dict[str, Any]) -> bool:
         heard.append((group, message["type"], message.get(realtime.FOR_AGENT)))
-        await real_group_send(group, message)
+        return True
 
-    monkeypatch.setattr(layer, "group_send", group_send)
+    layer_sift(monkeypatch, passes)
     return heard
 
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.layers import channel_layers, get_channel_layer
+from channels.layers import channel_layers
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -27,36 +27,22 @@ from rooms import flares, realtime, services, standing
 from rooms.models import FlareChoice, FlareReason, Room, RoomMember, RoomState
 from rooms.protocol import CloseCode
 from tests.rooms.conftest import SWEEP_SECONDS
-from tests.socket_frames import frame, join, say
+from tests.socket_frames import frame, join, layer_dropping, say
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _drop(monkeypatch: pytest.MonkeyPatch, kinds: set[str]) -> list[str]:
-    """The channel layer drops every event of ``kinds`` (what was dropped is listed)."""
-    layer = get_channel_layer()
-    real_group_send = layer.group_send
-    dropped: list[str] = []
-
-    async def group_send(group: str, message: dict[str, Any]) -> None:
-        if message.get("type") in kinds:
-            dropped.append(message["type"])
-            return
-        await real_group_send(group, message)
-
-    monkeypatch.setattr(layer, "group_send", group_send)
-    return dropped
-
-
 @pytest.fixture
 def lost_closes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    return _drop(monkeypatch, {"agent.revoked", "agent.blocked", "room.state"})
+    return layer_dropping(monkeypatch, {"agent.revoked", "agent.blocked", "room.state"})
 
 
 @pytest.fixture
 def lost_everything(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The closes and the bells: only the record sweep is left to find anything."""
-    return _drop(monkeypatch, {"agent.revoked", "agent.blocked", "room.state", "room.messages"})
+    return layer_dropping(
+        monkeypatch, {"agent.revoked", "agent.blocked", "room.state", "room.messages"}
+    )
 
 
 async def _closed_with_nothing_before(socket: Any) -> int:

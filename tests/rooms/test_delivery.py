@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 
-from tests.socket_frames import join, say
+from tests.socket_frames import join, layer_sift, say
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,18 +14,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def lossy_layer(monkeypatch: pytest.MonkeyPatch) -> set[int]:
     """Make the channel layer silently drop the room events carrying the listed sequence
     numbers, as channels_redis does when a channel is full."""
-    layer = get_channel_layer()
-    real_group_send = layer.group_send
     dropped: set[int] = set()
-
-    async def group_send(group: str, message: dict[str, Any]) -> None:
-        if message.get("type") == "room.messages" and any(
-            m["seq"] in dropped for m in message["messages"]
-        ):
-            return
-        await real_group_send(group, message)
-
-    monkeypatch.setattr(layer, "group_send", group_send)
+    layer_sift(
+        monkeypatch,
+        lambda _, message: (
+            not (
+                message.get("type") == "room.messages"
+                and any(m["seq"] in dropped for m in message["messages"])
+            )
+        ),
+    )
     return dropped
 
 
