@@ -362,18 +362,27 @@ class SpeakRefused(Exception):
         self.reason = reason  # "room_not_open" | "not_member" | "revoked" | "ledger_unavailable"
 
 
+def _may_speak_sql(room: str, agent_id: str) -> str:
+    """The condition a message's number is taken under: the room ``room`` (a table or its
+    alias) in the state of the next parameter, and the agent ``agent_id`` (a parameter or a
+    column) bound to it, not revoked, its seat in the standing of the parameter after. Only
+    our own names are interpolated; the state and the standing are bound parameters."""
+    member, agent = (connection.ops.quote_name(m._meta.db_table) for m in (RoomMember, Agent))
+    return (
+        f"{room}.state = %s AND EXISTS ("  # noqa: S608
+        f"SELECT 1 FROM {member} m JOIN {agent} a ON a.id = m.agent_id "
+        f"WHERE m.room_id = {room}.id AND m.agent_id = {agent_id} AND m.standing = %s "
+        "AND a.revoked_at IS NULL)"
+    )
+
+
 @functools.cache
 def _next_seq_sql(vendor: str) -> str:
-    room, member, agent = (
-        connection.ops.quote_name(model._meta.db_table) for model in (Room, RoomMember, Agent)
-    )
+    room = connection.ops.quote_name(Room._meta.db_table)
     # Only our own table names are interpolated; every value is a bound parameter.
     return (
-        f"UPDATE {room} SET last_seq = last_seq + 1 WHERE id = %s AND state = %s AND EXISTS ("  # noqa: S608
-        f"SELECT 1 FROM {member} m JOIN {agent} a ON a.id = m.agent_id "
-        f"WHERE m.room_id = {room}.id AND m.agent_id = %s AND m.standing = %s "
-        "AND a.revoked_at IS NULL) "
-        "RETURNING last_seq"
+        f"UPDATE {room} SET last_seq = last_seq + 1 WHERE id = %s AND "  # noqa: S608
+        f"{_may_speak_sql(room, '%s')} RETURNING last_seq"
     )
 
 
@@ -405,18 +414,13 @@ def _hop_seqs_sql(pairs: int) -> str:
     one statement giving one row: a JSON array of ``[index, the room's last_seq]`` for each
     pair whose seat may speak now (the room open, the agent bound to it with an active seat
     and not revoked). One row, because the driver gives up the GIL for every row it steps."""
-    room, member, agent = (
-        connection.ops.quote_name(model._meta.db_table) for model in (Room, RoomMember, Agent)
-    )
+    room = connection.ops.quote_name(Room._meta.db_table)
     values = ", ".join(["(%s, %s, %s)"] * pairs)
     # Only our own table names are interpolated; every value is a bound parameter.
     return (
         "SELECT json_group_array(json_array(v.column1, r.last_seq)) "  # noqa: S608
         f"FROM (VALUES {values}) v JOIN {room} r ON r.id = v.column2 "
-        "WHERE r.state = %s AND EXISTS ("
-        f"SELECT 1 FROM {member} m JOIN {agent} a ON a.id = m.agent_id "
-        "WHERE m.room_id = r.id AND m.agent_id = v.column3 AND m.standing = %s "
-        "AND a.revoked_at IS NULL)"
+        f"WHERE {_may_speak_sql('r', 'v.column3')}"
     )
 
 
