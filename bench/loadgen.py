@@ -365,9 +365,7 @@ class Run:
             gone = sorted(set(range(c.sent)) - c.peer.delivered)
             if gone:
                 missing.append(f"{c.name}->{c.peer.name}: {gone[:10]} of {c.sent}")
-        server_cpu = (
-            cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
-        )
+        server_cpu = _spent(cpu_before, cpu_after)
         return {
             "mode": self.mode,
             "rooms": len(self.clients) // 2,
@@ -590,9 +588,7 @@ class TurnRun:
         database_cpu_s = database_cpu.seconds()
         # The server's CPU per turn: steadier than the rate on a shared machine, where the
         # rate is mostly how much of a core the server was given.
-        server_cpu = (
-            cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
-        )
+        server_cpu = _spent(cpu_before, cpu_after)
         self.errors += [repr(d) for d in done if isinstance(d, BaseException)]
         turns = len(self.turn_ms)
         return {
@@ -688,9 +684,7 @@ class IdleRun:
                     await asyncio.wait_for(ws.recv(), 0.001)
                     unexpected += 1
         await asyncio.gather(*(ws.close() for ws in opened), return_exceptions=True)
-        idle_cpu = (
-            cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
-        )
+        idle_cpu = _spent(cpu_before, cpu_after)
         return {
             "cell": "idle",
             "mode": self.config["mode"],

@@ -15,10 +15,12 @@ from bench.loadgen import process_cpu_seconds, servers_cpu_seconds
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
-def _spin(seconds: float) -> None:
-    end = time.thread_time() + seconds
+def _spin(seconds: float) -> int:
+    """Keep this thread busy for ``seconds`` of its own CPU (how many rounds it took)."""
+    end, rounds = time.thread_time() + seconds, 0
     while time.thread_time() < end:
-        pass
+        rounds += 1
+    return rounds
 
 
 def test_a_side_thread_s_cpu_is_the_process_s_and_not_the_main_thread_s() -> None:
