@@ -18,7 +18,6 @@ starts are answered by one ``readers_standing`` statement in that hop, beside it
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -28,7 +27,7 @@ from django.db import connection, transaction
 from gatekeeper.standing import SeatFacts, standing_verdict
 from rooms.models import Agent, Room, RoomMember
 from rooms.protocol import CloseCode
-from synapsia.db.statements import statement_cursor
+from synapsia.db.statements import rows_fetched, rows_select, statement_cursor
 
 # Rooms per statement: well under SQLite's and PostgreSQL's parameter limits.
 ROOMS_PER_STATEMENT = 2000
@@ -59,21 +58,19 @@ def _as_uuid(value: Any) -> UUID | None:
 
 
 def _seats_sql(vendor: str, rooms: int) -> str:
-    """The rooms' seats, one row each: room, owner, agent, standing, the room's state and
-    whether the agent is revoked. SQLite gives them as one row of JSON instead: its driver
-    lets go of the GIL for every row it steps, and this runs on a database thread beside a
-    busy event loop, which took the GIL at each (a say hop asks for ~40 rooms' seats)."""
+    """The rooms' seats, one row each (``rows_select``: one row of JSON on SQLite, since a
+    say hop asks for ~40 rooms' seats): room, owner, agent, standing, the room's state and
+    whether the agent is revoked."""
     q = connection.ops.quote_name
     member, room, agent = (q(model._meta.db_table) for model in (RoomMember, Room, Agent))
     marks = ", ".join(["%s"] * rooms)
-    columns = "m.room_id, m.owner_id, m.agent_id, m.standing, r.state, a.revoked_at IS NOT NULL"
-    if vendor == "sqlite":
-        columns = f"json_group_array(json_array({columns}))"
+    columns = ("m.room_id", "m.owner_id", "m.agent_id", "m.standing", "r.state")
     # Only our own table names are interpolated; the ids are parameters.
-    return (
-        f"SELECT {columns} "  # noqa: S608
+    return rows_select(
+        vendor,
+        (*columns, "a.revoked_at IS NOT NULL"),
         f"FROM {member} m JOIN {room} r ON r.id = m.room_id "
-        f"LEFT JOIN {agent} a ON a.id = m.agent_id WHERE m.room_id IN ({marks})"
+        f"LEFT JOIN {agent} a ON a.id = m.agent_id WHERE m.room_id IN ({marks})",
     )
 
 
@@ -98,7 +95,7 @@ def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None
         ids.update(zip(prepared, chunk, strict=True))
         with statement_cursor() as cursor:
             cursor.execute(_seats_sql(db.vendor, len(chunk)), prepared)
-            rows = json.loads(cursor.fetchone()[0]) if db.vendor == "sqlite" else cursor.fetchall()
+            rows = rows_fetched(cursor, db.vendor)
         for room_id, owner_id, agent_id, seat_standing, state, revoked in rows:
             if agent_id not in ids:
                 ids[agent_id] = _as_uuid(agent_id)

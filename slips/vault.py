@@ -43,7 +43,13 @@ from slips.capabilities import Capability
 from slips.errors import Malformed, Misconfigured, NotFound
 from slips.models import VaultItem
 from slips.money import budget_band
-from synapsia.db.statements import statement_cursor
+from synapsia.db.statements import (
+    blob_column,
+    blob_value,
+    rows_fetched,
+    rows_select,
+    statement_cursor,
+)
 
 SEAL_VERSION = b"\x01"  # the single vault key of before (and server-held secrets)
 OWNER_SEAL_VERSION = b"\x02"  # the owner's data key (slips.datakeys)
@@ -423,10 +429,8 @@ def _items_read_sql(vendor: str, pairs: int, lock: bool) -> str:
     statement on every execute (two per pair here)."""
     table = connection.ops.quote_name(VaultItem._meta.db_table)
     wanted = " OR ".join(f"(owner_id = %(o{i})s AND kind = %(k{i})s)" for i in range(pairs))
-    sql = (
-        f"SELECT id, owner_id, kind, sealed FROM {table} WHERE {wanted} "  # noqa: S608
-        "ORDER BY kind, created_at, id"
-    )
+    columns = ("id", "owner_id", "kind", blob_column(vendor, "sealed"))
+    sql = rows_select(vendor, columns, f"FROM {table} WHERE {wanted} ORDER BY kind, created_at, id")
     return sql + " FOR UPDATE" if lock and connection.features.has_select_for_update else sql
 
 
@@ -450,17 +454,16 @@ def vault_items_read(
     names = _items_read_names(len(pairs))
     parameters = dict(zip(names, [value for pair in pairs for value in pair], strict=True))
     with statement_cursor() as cursor:
-        cursor.execute(
-            _items_read_sql(transaction.get_connection().vendor, len(pairs), lock), parameters
-        )
-        rows = cursor.fetchall()
+        vendor = transaction.get_connection().vendor
+        cursor.execute(_items_read_sql(vendor, len(pairs), lock), parameters)
+        rows = rows_fetched(cursor, vendor)
     for item_id, owner_id, kind, sealed in rows:
         row = VaultRow(
             # PostgreSQL's driver returns UUIDs; SQLite stores them as 32 hex digits.
             id=item_id if isinstance(item_id, UUID) else UUID(hex=str(item_id)),
             owner_id=int(owner_id),
             kind=str(kind),
-            sealed=bytes(sealed),
+            sealed=blob_value(sealed),
         )
         found.setdefault((row.owner_id, row.kind), []).append(row)
     return found

@@ -35,7 +35,13 @@ from slips.models import DeviceKey, RoomTier, Slip, SlipCapability
 from slips.payload import SlipPayload, slip_payload_read
 from slips.services import live_slip_capabilities
 from slips.signatures import signature_valid
-from synapsia.db.statements import statement_cursor
+from synapsia.db.statements import (
+    blob_column,
+    blob_value,
+    rows_fetched,
+    rows_select,
+    statement_cursor,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -568,15 +574,23 @@ def _room_slips_sql(vendor: str, lock: bool) -> str:
     # position, which the statement's order gives first): sent once per slip, not once per
     # record. On PostgreSQL a result of a dozen kilobytes more came in several reads, each a
     # wait for the server and a hand-off of the GIL.
-    sql = (
-        "SELECT c.id, c.position, c.resource, c.operation, c.uses_left, "  # noqa: S608
-        "s.id, s.owner_id, s.room_id, s.agent_id, s.key_id, "
-        f"CASE WHEN NOT EXISTS (SELECT 1 FROM {record} f WHERE f.slip_id = c.slip_id "
-        "AND f.position < c.position) THEN s.payload END, s.signature, s.nonce, "
-        "s.issued_at, s.expires_at, k.owner_id, "
-        "CASE WHEN k.revoked_at IS NULL THEN 0 ELSE 1 END, k.public_key "
+    first = (
+        f"NOT EXISTS (SELECT 1 FROM {record} f WHERE f.slip_id = c.slip_id "  # noqa: S608
+        "AND f.position < c.position)"
+    )
+    columns = (
+        "c.id", "c.position", "c.resource", "c.operation", "c.uses_left",
+        "s.id", "s.owner_id", "s.room_id", "s.agent_id", "s.key_id",
+        f"CASE WHEN {first} THEN {blob_column(vendor, 's.payload')} END",
+        blob_column(vendor, "s.signature"), "s.nonce", "s.issued_at", "s.expires_at",
+        "k.owner_id", "CASE WHEN k.revoked_at IS NULL THEN 0 ELSE 1 END",
+        blob_column(vendor, "k.public_key"),
+    )  # fmt: skip
+    sql = rows_select(
+        vendor,
+        columns,
         f"FROM {record} c JOIN {slip} s ON s.id = c.slip_id JOIN {key} k ON k.id = s.key_id "
-        "WHERE s.room_id = %(room)s AND s.superseded_at IS NULL ORDER BY c.position, c.id"
+        "WHERE s.room_id = %(room)s AND s.superseded_at IS NULL ORDER BY c.position, c.id",
     )
     # Only the use counters are locked (the slips and keys are read as they stand: a revoked
     # key or a superseding slip committed before this statement is seen by it).
@@ -605,7 +619,7 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
             _room_slips_sql(db.vendor, lock),
             {"room": Slip._meta.get_field("room_id").get_db_prep_value(room_id, db)},
         )
-        rows = cursor.fetchall()
+        rows = rows_fetched(cursor, db.vendor)
     snapshot = RoomSlips(room_id=room_id, tier=tier)
     # By the slip id as the driver returned it: a row per capability record, and the slip's
     # columns (its ids as UUIDs), its check and where its records go are made once per
@@ -620,14 +634,14 @@ def room_slips_read(*, room_id: UUID, tier: str, lock: bool) -> RoomSlips:
                 room_id=room_id,  # the column the statement matched: this room's, exactly
                 agent_id=_as_uuid(row[8]),
                 key_id=_as_uuid(row[9]),
-                payload=bytes(row[10] or b""),
-                signature=bytes(row[11]),
+                payload=blob_value(row[10] or b""),
+                signature=blob_value(row[11]),
                 nonce=str(row[12]),
                 issued_at=int(row[13]),
                 expires_at=int(row[14]),
                 key_owner_id=int(row[15]),
                 key_revoked=bool(row[16]),
-                public_key=bytes(row[17]),
+                public_key=blob_value(row[17]),
             )
             place = (str(stored.owner_id), stored.agent_id)
             if place in snapshot.slips:

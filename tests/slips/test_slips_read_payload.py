@@ -13,6 +13,7 @@ from django.db import connection
 from bench.django_tasks import seed_turn_rooms
 from slips import verification
 from slips.models import Slip, SlipCapability
+from synapsia.db.statements import blob_column, blob_value, rows_fetched
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ def _rows(room_id: UUID) -> list[tuple]:
             verification._room_slips_sql(connection.vendor, False),
             {"room": Slip._meta.get_field("room_id").get_db_prep_value(room_id, connection)},
         )
-        return cursor.fetchall()
+        return [tuple(row) for row in rows_fetched(cursor, connection.vendor)]
 
 
 def test_each_slip_payload_comes_once_on_its_first_row() -> None:
@@ -43,7 +44,7 @@ def test_each_slip_payload_comes_once_on_its_first_row() -> None:
         first_seen.setdefault(UUID(str(row[5])), row)  # SQLite: 32 hex digits
     # The two slips' records interleave by position; each slip's first row in the
     # statement's order carries its payload, exactly as stored, and no other row does.
-    assert {slip: bytes(row[10]) for slip, row in first_seen.items()} == {
+    assert {slip: blob_value(row[10]) for slip, row in first_seen.items()} == {
         s.id: bytes(s.payload) for s in slips
     }
     assert sum(row[10] is not None for row in rows) == len(slips)
@@ -66,9 +67,9 @@ def test_a_slip_read_without_its_payload_clears_nothing(
     Every use under each slip is denied as a verification error; nothing raises."""
     room_id = _probe_room()
     written = verification._room_slips_sql(connection.vendor, False)
-    start = written.index("CASE WHEN NOT EXISTS")
-    end = written.index("THEN s.payload END") + len("THEN s.payload END")
-    broken = written[:start] + "NULL" + written[end:]
+    payload = blob_column(connection.vendor, "s.payload")
+    assert written.count(payload) == 1
+    broken = written.replace(payload, "NULL")
     monkeypatch.setattr(verification, "_room_slips_sql", lambda vendor, lock: broken)
     read = verification.room_slips_read(room_id=room_id, tier="collaborative", lock=False)
     assert len(read.slips) == 2
