@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -44,7 +43,7 @@ from rooms.models import (
 )
 from rooms.sealing import MESSAGE_TEXT, RoomSealer
 from rooms.untrusted import FencedText, fence
-from synapsia.db.statements import statement_cursor
+from synapsia.db.statements import rows_fetched, rows_select, statement_cursor
 
 # Which state changes an owner may ask for, and from where.
 _TRANSITIONS: dict[RoomState, frozenset[RoomState]] = {
@@ -409,52 +408,78 @@ def _next_seq(room_id: UUID, agent_id: UUID, standing: SeatStanding) -> int | No
 
 
 @functools.cache
-def _hop_seqs_sql(pairs: int) -> str:
-    """SQLite: ``_next_seq``'s check for each of a hop's ``(index, room, agent)`` pairs, as
-    one statement giving one row: a JSON array of ``[index, the room's last_seq]`` for each
-    pair whose seat may speak now (the room open, the agent bound to it with an active seat
-    and not revoked). One row, because the driver gives up the GIL for every row it steps."""
+def _hop_seqs_sql(vendor: str, pairs: int) -> str:
+    """``_next_seq``'s check for each of a hop's ``(index, room, agent)`` pairs in one
+    statement: ``[index, the room's last_seq]`` for each pair whose seat may speak now (the
+    room open, the agent bound to it with an active seat and not revoked).
+
+    SQLite: the pairs as values, the answer one row of JSON (``rows_select``: the driver
+    gives up the GIL for every row it steps). PostgreSQL: the pairs as three arrays, so the
+    text and its number of values are the same for any hop (psycopg keeps its parse of a
+    statement of at most 50 values), and the rooms locked in the order of their ids (two
+    processes' hops wait for each other instead of deadlocking): each number read is the
+    room's until the hop commits. Only our own table names are interpolated; every value is
+    a bound parameter."""
     room = connection.ops.quote_name(Room._meta.db_table)
+    if vendor == "postgresql":
+        pairs_from = "unnest(%b::bigint[], %b::uuid[], %b::uuid[]) AS v(column1, column2, column3)"
+        return (
+            f"SELECT v.column1, r.last_seq FROM {pairs_from} "  # noqa: S608
+            f"JOIN {room} r ON r.id = v.column2 WHERE {_may_speak_sql('r', 'v.column3')} "
+            "ORDER BY r.id FOR UPDATE OF r"
+        )
     values = ", ".join(["(%s, %s, %s)"] * pairs)
-    # Only our own table names are interpolated; every value is a bound parameter.
-    return (
-        "SELECT json_group_array(json_array(v.column1, r.last_seq)) "  # noqa: S608
+    return rows_select(
+        vendor,
+        ("v.column1", "r.last_seq"),
         f"FROM (VALUES {values}) v JOIN {room} r ON r.id = v.column2 "
-        f"WHERE {_may_speak_sql('r', 'v.column3')}"
+        f"WHERE {_may_speak_sql('r', 'v.column3')}",
     )
 
 
 @functools.cache
-def _hop_seqs_take_sql(rooms: int) -> str:
-    """SQLite: each room's ``last_seq`` moved from the value read to the last number taken."""
+def _hop_seqs_take_sql(vendor: str, rooms: int) -> str:
+    """Each room's ``last_seq`` moved from the value read to the last number taken (on
+    PostgreSQL the rooms as arrays, as ``_hop_seqs_sql``'s pairs are)."""
     room = connection.ops.quote_name(Room._meta.db_table)
-    values = ", ".join(["(%s, %s, %s)"] * rooms)
+    if vendor == "postgresql":
+        moves = "unnest(%b::uuid[], %b::bigint[], %b::bigint[]) AS v(column1, column2, column3)"
+    else:
+        moves = f"(VALUES {', '.join(['(%s, %s, %s)'] * rooms)}) v"
     return (
-        f"UPDATE {room} SET last_seq = v.column3 FROM (VALUES {values}) v "  # noqa: S608
+        f"UPDATE {room} SET last_seq = v.column3 FROM {moves} "  # noqa: S608
         f"WHERE {room}.id = v.column1 AND {room}.last_seq = v.column2"
     )
 
 
 def _hop_seqs(prepared: _MessageRows, wanted: list[tuple[int, UUID, UUID, int]]) -> dict[int, int]:
-    """SQLite: numbers for a hop's runs, ``wanted`` as ``(run index, room, agent, messages)``
-    in the order they are taken: the first number of each run whose seat may speak now
-    (its messages take that and the next ones), none for a run refused.
+    """Numbers for a hop's runs, ``wanted`` as ``(run index, room, agent, messages)`` in the
+    order they are taken: the first number of each run whose seat may speak now (its
+    messages take that and the next ones), none for a run refused.
 
     What ``_next_seq`` does once per message, in two statements for the whole hop: the
-    checks of every run read in one, every room's number moved in the other. Both run in the hop's
-    transaction, which on SQLite holds the database's write lock from its ``BEGIN
-    IMMEDIATE``: nothing can change a room, a seat or an agent between them, so a check
-    read in the first holds when the second takes the numbers, as when one statement did
-    both. The second still moves a room only from the number the first read, and fails the
-    hop if any room had moved (it cannot, under that lock)."""
+    checks of every run read in one, every room's number moved in the other. Both run in the
+    hop's transaction, and nothing can move a room between them: on SQLite the transaction
+    holds the database's write lock from its ``BEGIN IMMEDIATE``; on PostgreSQL the first
+    statement locked the rooms it read. So a check read in the first holds when the second
+    takes the numbers, as when one statement did both. The second still moves a room only
+    from the number the first read, and fails the hop if any room had moved (it cannot)."""
+    vendor = prepared.db.vendor
+    by_arrays = vendor == "postgresql"
     params: list[Any] = []
-    for index, room_id, agent_id, _ in wanted:
-        params += [index, prepared.room(room_id), prepared.sender(agent_id)]
+    if by_arrays:
+        params += [
+            [index for index, _, _, _ in wanted],
+            [prepared.room(room_id) for _, room_id, _, _ in wanted],
+            [prepared.sender(agent_id) for _, _, agent_id, _ in wanted],
+        ]
+    else:
+        for index, room_id, agent_id, _ in wanted:
+            params += [index, prepared.room(room_id), prepared.sender(agent_id)]
     params += [RoomState.OPEN.value, SeatStanding.ACTIVE.value]
     with statement_cursor() as cursor:
-        cursor.execute(_hop_seqs_sql(len(wanted)), params)
-        (found,) = cursor.fetchone()
-    last: dict[int, int] = dict(json.loads(found))  # index -> its room's number now
+        cursor.execute(_hop_seqs_sql(vendor, len(wanted)), params)
+        last: dict[int, int] = {int(i): int(seq) for i, seq in rows_fetched(cursor, vendor)}
     read: dict[UUID, int] = {}  # room -> its number as read
     moved: dict[UUID, int] = {}  # room -> the last number taken
     firsts: dict[int, int] = {}
@@ -465,11 +490,12 @@ def _hop_seqs(prepared: _MessageRows, wanted: list[tuple[int, UUID, UUID, int]])
         first = moved.get(room_id, read[room_id]) + 1
         firsts[index], moved[room_id] = first, first + count - 1
     if moved:
-        params = []
-        for room_id, taken in moved.items():
-            params += [prepared.room(room_id), read[room_id], taken]
+        rows = [(prepared.room(room_id), read[room_id], taken) for room_id, taken in moved.items()]
+        params = [list(column) for column in zip(*rows, strict=True)] if by_arrays else []
+        if not by_arrays:
+            params = [value for row in rows for value in row]
         with statement_cursor() as cursor:
-            cursor.execute(_hop_seqs_take_sql(len(moved)), params)
+            cursor.execute(_hop_seqs_take_sql(vendor, len(moved)), params)
             if cursor.rowcount != len(moved):
                 raise DatabaseError("a room's numbers moved inside the hop's transaction")
     return firsts
@@ -487,10 +513,21 @@ def _message_columns() -> str:
 
 @functools.cache
 def _insert_messages_sql(vendor: str, rows: int) -> str:
+    """The INSERT of a hop's messages: on SQLite a row of values each; on PostgreSQL the
+    columns that differ from row to row as arrays (room, number, sender, frame id, sealed
+    text; the same text and five values for any hop, as ``_hop_seqs_sql``) and the
+    columns a hop's rows share (flags, author, time) once each."""
     table = connection.ops.quote_name(Message._meta.db_table)
+    into = f"INSERT INTO {table} ({_message_columns()}) "
+    if vendor == "postgresql":
+        return (
+            f"{into}SELECT v.room, v.seq, v.sender, v.client_id, v.text, %s, %s, %s "  # noqa: S608
+            "FROM unnest(%b::uuid[], %b::bigint[], %b::uuid[], %b::text[], %b::text[]) "
+            "AS v(room, seq, sender, client_id, text)"
+        )
     row = "(" + ", ".join(["%s"] * len(_MESSAGE_COLUMNS)) + ")"
     # Only our own table and column names are interpolated; every value is a bound parameter.
-    return f"INSERT INTO {table} ({_message_columns()}) VALUES " + ", ".join([row] * rows)  # noqa: S608
+    return f"{into}VALUES " + ", ".join([row] * rows)
 
 
 @functools.cache
@@ -548,8 +585,14 @@ class _MessageRows:
     def after_seq(self, room_id: UUID, agent_id: UUID, client_id: str, text: str) -> list[Any]:
         """The values after ``(room, seq)``: sender, client id, sealed text, flags, author,
         time."""
-        sealed = self._sealer.text(room_id=room_id, column=MESSAGE_TEXT, text=text)
-        return [self._id(agent_id, self._sender), client_id, sealed, self._flags, "agent", self._at]
+        return [self.sender(agent_id), client_id, self.sealed(room_id, text), *self.shared()]
+
+    def sealed(self, room_id: UUID, text: str) -> str:
+        return self._sealer.text(room_id=room_id, column=MESSAGE_TEXT, text=text)
+
+    def shared(self) -> list[Any]:
+        """The values every row of the hop has alike: flags, author, time."""
+        return [self._flags, "agent", self._at]
 
     def room(self, room_id: UUID) -> Any:
         return self._id(room_id, self._room)
@@ -562,14 +605,25 @@ def _insert_messages(prepared: _MessageRows, rows: list[tuple[UUID, UUID, int, s
     """Insert unflagged agents' ``(room_id, agent_id, seq, client_id, text)`` rows in one
     statement (any rooms)."""
     params: list[Any] = []
-    for room_id, agent_id, seq, client_id, text in rows:
+    vendor = prepared.db.vendor
+    if vendor == "postgresql":  # the shared values once, then a column's values an array
+        params = prepared.shared()
         params += [
-            prepared.room(room_id),
-            seq,
-            *prepared.after_seq(room_id, agent_id, client_id, text),
+            [prepared.room(room_id) for room_id, _, _, _, _ in rows],
+            [seq for _, _, seq, _, _ in rows],
+            [prepared.sender(agent_id) for _, agent_id, _, _, _ in rows],
+            [client_id for _, _, _, client_id, _ in rows],
+            [prepared.sealed(room_id, text) for room_id, _, _, _, text in rows],
         ]
+    else:
+        for room_id, agent_id, seq, client_id, text in rows:
+            params += [
+                prepared.room(room_id),
+                seq,
+                *prepared.after_seq(room_id, agent_id, client_id, text),
+            ]
     with statement_cursor() as cursor:
-        cursor.execute(_insert_messages_sql(prepared.db.vendor, len(rows)), params)
+        cursor.execute(_insert_messages_sql(vendor, len(rows)), params)
 
 
 def _say_statement(
@@ -713,12 +767,12 @@ def messages_say_runs(
 ) -> list[list[SaidMessage]]:
     """``messages_say`` for several sockets' runs at once (any rooms): one transaction and
     one commit for them all, each message still checked as it stands then (its room's state,
-    its seat's membership and standing, its agent's revocation). On PostgreSQL each
-    message's check, number and INSERT are one statement (``_say_statement``), and a hop
-    with one message makes just that statement, its own transaction. On SQLite every run's
-    check is read in one statement and the numbers taken in another (``_hop_seqs``; one
-    message alone: ``_next_seq``'s one), under the write lock the transaction holds from its
-    start, and one INSERT stores them all. Returns, per run, the recorded prefix (as
+    its seat's membership and standing, its agent's revocation). Every run's check is read
+    in one statement and the numbers taken in another (``_hop_seqs``: under the write lock
+    SQLite's transaction holds from its start, or the room locks PostgreSQL's first
+    statement takes), and one INSERT stores them all. One message alone: on PostgreSQL its
+    check, number and INSERT are one statement (``_say_statement``), its own transaction; on
+    SQLite ``_next_seq``'s one and the INSERT. Returns, per run, the recorded prefix (as
     ``messages_say``).
 
     Rooms are locked in the order of their ids, so two processes recording overlapping rooms
@@ -765,12 +819,15 @@ def _runs_recorded(
     refused: set[int] = set()
     stored = {room_id for (room_id, _, _), run in zip(runs, prepared, strict=True) if run}
     rows_for = _MessageRows(now, stored)
-    # PostgreSQL checks, numbers and stores each message in one statement (with the ack
-    # riding its run's first); one message alone is then one statement in its own implicit
-    # transaction (no BEGIN, no COMMIT). SQLite numbers a hop of several messages in two
-    # statements (``_hop_seqs``), one message with ``_next_seq``'s one.
-    one_statement = rows_for.db.vendor == "postgresql"
+    # PostgreSQL checks, numbers and stores a lone message in one statement, in its own
+    # implicit transaction (no BEGIN, no COMMIT), and so each message of a hop that carries
+    # acks (each riding its run's first message's statement). Any other hop of several
+    # messages is numbered in two statements (``_hop_seqs``) and stored by one INSERT, on
+    # either database; SQLite numbers a lone message with ``_next_seq``'s one.
     messages = sum(map(len, prepared))
+    one_statement = rows_for.db.vendor == "postgresql" and (
+        messages == 1 or any(ack is not None for ack in riding)
+    )
     alone = one_statement and messages == 1
     alone = alone and all(run or ack is None for run, ack in zip(prepared, riding, strict=True))
     order = sorted(range(len(runs)), key=lambda i: runs[i][0].bytes)

@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from rooms import services
 from rooms.consumers import SayDesk
 from rooms.models import Message, Room, RoomMember, RoomState, SeatStanding
+from tests.statement_parses import uncached_parses
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -92,15 +93,11 @@ def test_runs_of_several_sockets_share_one_transaction_each_message_checked(
     with CaptureQueriesContext(connection) as captured:
         said = services.messages_say_runs(runs=runs)
     assert [[m.seq for m in run] for run in said] == [[1, 2], [1], [3]]
+    # Every run's check read in one statement, the numbers taken in one, one insert: under
+    # SQLite's write lock, held from its BEGIN IMMEDIATE, or the room locks PostgreSQL's
+    # first statement took. Four messages or forty, the same five.
     kinds = _kinds(captured)
-    if connection.vendor == "postgresql":
-        assert kinds.count("WITH") == 4  # one checked statement per message
-        assert "UPDATE" not in kinds and "INSERT" not in kinds
-    else:
-        # Every run's check read in one statement, the numbers taken in one, one insert:
-        # under the transaction's write lock, held from its BEGIN IMMEDIATE.
-        assert kinds == ["BEGIN", "SELECT", "UPDATE", "INSERT", "COMMIT"], kinds
-    assert kinds.count("COMMIT") <= 1
+    assert kinds == ["BEGIN", "SELECT", "UPDATE", "INSERT", "COMMIT"], kinds
     stored = list(Message.objects.order_by("room_id", "seq").values_list("room_id", "seq", "text"))
     assert sorted(stored) == sorted(
         [
@@ -207,18 +204,17 @@ def test_a_hop_checks_each_seat_as_it_stands_and_numbers_the_rest_without_gaps(
 def test_a_hop_whose_room_moved_between_its_check_and_its_numbers_stores_nothing(
     make_open_room: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SQLite's hop reads every run's check, then moves each room's number from the value it
-    read. Nothing can move a room in between (the transaction holds the write lock), but if
-    the number read were not the room's, the hop fails whole: no message, no number."""
-    if connection.vendor != "sqlite":
-        pytest.skip("PostgreSQL checks and numbers each message in its own statement")
+    """A hop reads every run's check, then moves each room's number from the value it read.
+    Nothing can move a room in between (SQLite's transaction holds the write lock; on
+    PostgreSQL the read locked the rooms), but if the number read were not the room's, the
+    hop fails whole: no message, no number."""
     one, two = make_open_room(prefix="one-"), make_open_room(prefix="two-")
     checks = services._hop_seqs_sql
     # A stale read: the check reports each room one number behind where it stands.
     monkeypatch.setattr(
         services,
         "_hop_seqs_sql",
-        lambda pairs: checks(pairs).replace("r.last_seq)", "r.last_seq - 1)"),
+        lambda vendor, pairs: checks(vendor, pairs).replace("r.last_seq", "r.last_seq - 1", 1),
     )
     services.messages_say(
         room_id=one.room.id, agent_id=one.a.agent.id, says=[("a-0", "hello there")]
@@ -233,3 +229,75 @@ def test_a_hop_whose_room_moved_between_its_check_and_its_numbers_stores_nothing
     assert list(Message.objects.values_list("text", flat=True)) == ["hello there"]
     last = dict(Room.objects.values_list("id", "last_seq"))
     assert (last[one.room.id], last[two.room.id]) == (1, 0)
+
+
+def test_a_large_hop_is_the_same_five_statements_and_psycopg_keeps_their_parse(
+    make_open_room: Any,
+) -> None:
+    """PostgreSQL: a hop's pairs, moves and rows go as arrays, so its statements have the same
+    text and number of values for any hop, within what psycopg keeps parsed (50 values): a
+    hop of 36 messages is five statements, none parsed again."""
+    rooms = [make_open_room(prefix=f"many{i}-") for i in range(12)]
+
+    def hop(turn: int) -> list[str]:
+        runs = [
+            (s.room.id, s.a.agent.id, [(f"t{turn}-{f}", f"frame {f} of {turn}") for f in range(3)])
+            for s in rooms
+        ]
+        with CaptureQueriesContext(connection) as captured:
+            said = services.messages_say_runs(runs=runs)
+        assert [[m.seq for m in run] for run in said] == [
+            [3 * turn + 1, 3 * turn + 2, 3 * turn + 3]
+        ] * 12
+        return _kinds(captured)
+
+    assert hop(0) == ["BEGIN", "SELECT", "UPDATE", "INSERT", "COMMIT"]
+    with uncached_parses() as parsed:  # PostgreSQL only: skips on SQLite
+        assert hop(1) == ["BEGIN", "SELECT", "UPDATE", "INSERT", "COMMIT"]
+    assert parsed == [], [q[:120] for q in parsed]
+    texts = dict(Message.objects.filter(room_id=rooms[5].room.id, seq=6).values_list("seq", "text"))
+    assert texts == {6: "frame 2 of 1"}
+
+
+def test_hops_of_two_threads_over_the_same_rooms_wait_for_each_other(
+    make_open_room: Any,
+) -> None:
+    """Two recorders (two processes' desks, as on PostgreSQL) whose hops share rooms, each
+    handing them in its own order: the rooms are locked in the order of their ids, so one
+    waits for the other instead of deadlocking, and each room's numbers stay gapless."""
+    rooms = [make_open_room(prefix=f"both{i}-") for i in range(6)]
+    failures: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def recorder(name: str, order: list[Any]) -> None:
+        try:
+            start.wait(10)
+            for turn in range(8):
+                services.messages_say_runs(
+                    runs=[
+                        (
+                            s.room.id,
+                            agent.id,
+                            [(f"{name}{turn}-{f}", f"{name} {f}") for f in range(2)],
+                        )
+                        for s in order
+                        for agent in ((s.a.agent,) if name == "x" else (s.b.agent,))
+                    ]
+                )
+        except BaseException as failed:
+            failures.append(failed)
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=recorder, args=("x", rooms)),
+        threading.Thread(target=recorder, args=("y", rooms[::-1])),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failures == []
+    for setup in rooms:
+        seqs = sorted(Message.objects.filter(room_id=setup.room.id).values_list("seq", flat=True))
+        assert seqs == list(range(1, 33))  # 2 recorders x 8 hops x 2 messages, no gap
