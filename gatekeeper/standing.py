@@ -1,4 +1,5 @@
-"""Standing: may this reader still be given anything from the room? The rule, in one place.
+"""Standing: may this reader still be given anything from the room? The rule, in one place
+(and, at the end, its sibling for speech: whose words may be recorded, ``may_speak``).
 
 A reader is a socket's far end: an agent in its seat, or its owner's browser. Every hop that
 hands a socket something from the room (a live message, a whisper, a catch-up read, an
@@ -15,7 +16,9 @@ from collections.abc import Sequence
 from typing import NamedTuple
 from uuid import UUID
 
-from rooms.models import RoomState, SeatStanding
+from django.db import connection
+
+from rooms.models import Agent, RoomMember, RoomState, SeatStanding
 from rooms.protocol import CloseCode
 
 # An agent may be given room traffic while the room is open or paused, the states in which
@@ -71,3 +74,33 @@ def join_verdict(*, seat_standing: str, room_state: str) -> CloseCode | None:
     if seat_standing == SeatStanding.BLOCKED:
         return CloseCode.FORBIDDEN
     return None
+
+
+# --- speech: whose words may be added to the room's record -----------------------------------
+
+
+def may_speak(
+    *, room_state: str, seat_standing: str, agent_revoked: bool, speaking_as: str
+) -> bool:
+    """Whether the words of a seat's bound agent (``speaking_as`` ACTIVE) or of its owner in
+    person (STEPPED_IN, after a Signal Flare) may be recorded now: the room open, the agent
+    not revoked, and the seat in that standing. A muted or blocked seat says nothing, and an
+    agent whose owner stepped in is silent. ``may_speak_sql`` is this rule as a statement's
+    condition, checked where each message takes its number; tests/gatekeeper/
+    test_speaking_rule.py checks the two agree on every combination."""
+    return room_state == RoomState.OPEN and not agent_revoked and seat_standing == speaking_as
+
+
+def may_speak_sql(room: str, agent_id: str) -> str:
+    """``may_speak`` as SQL, for the statement that takes a message's number: the room
+    ``room`` (a table or its alias) in the state of the next parameter (the caller binds
+    ``RoomState.OPEN``), and the agent ``agent_id`` (a parameter or a column) bound to it,
+    not revoked, its seat in the standing of the parameter after (``speaking_as``). Only our
+    own names are interpolated; the state and the standing are bound parameters."""
+    member, agent = (connection.ops.quote_name(m._meta.db_table) for m in (RoomMember, Agent))
+    return (
+        f"{room}.state = %s AND EXISTS ("  # noqa: S608
+        f"SELECT 1 FROM {member} m JOIN {agent} a ON a.id = m.agent_id "
+        f"WHERE m.room_id = {room}.id AND m.agent_id = {agent_id} AND m.standing = %s "
+        "AND a.revoked_at IS NULL)"
+    )

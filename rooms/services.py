@@ -23,6 +23,7 @@ from django.utils import timezone
 from dining import TermsInvalid, terms_parse
 from gatekeeper.errors import ToolPolicyError
 from gatekeeper.policy import tool_hints_validate
+from gatekeeper.standing import may_speak_sql
 from ledger.events import InjectionSuspected, Join, Leave, RoomClosed, RoomPaused, RoomResumed
 from ledger.services import LedgerAppendError, ledger_append, ledger_append_many
 from ledger.signing import ledger_sign_head
@@ -361,27 +362,13 @@ class SpeakRefused(Exception):
         self.reason = reason  # "room_not_open" | "not_member" | "revoked" | "ledger_unavailable"
 
 
-def _may_speak_sql(room: str, agent_id: str) -> str:
-    """The condition a message's number is taken under: the room ``room`` (a table or its
-    alias) in the state of the next parameter, and the agent ``agent_id`` (a parameter or a
-    column) bound to it, not revoked, its seat in the standing of the parameter after. Only
-    our own names are interpolated; the state and the standing are bound parameters."""
-    member, agent = (connection.ops.quote_name(m._meta.db_table) for m in (RoomMember, Agent))
-    return (
-        f"{room}.state = %s AND EXISTS ("  # noqa: S608
-        f"SELECT 1 FROM {member} m JOIN {agent} a ON a.id = m.agent_id "
-        f"WHERE m.room_id = {room}.id AND m.agent_id = {agent_id} AND m.standing = %s "
-        "AND a.revoked_at IS NULL)"
-    )
-
-
 @functools.cache
 def _next_seq_sql(vendor: str) -> str:
     room = connection.ops.quote_name(Room._meta.db_table)
     # Only our own table names are interpolated; every value is a bound parameter.
     return (
         f"UPDATE {room} SET last_seq = last_seq + 1 WHERE id = %s AND "  # noqa: S608
-        f"{_may_speak_sql(room, '%s')} RETURNING last_seq"
+        f"{may_speak_sql(room, '%s')} RETURNING last_seq"
     )
 
 
@@ -425,7 +412,7 @@ def _hop_seqs_sql(vendor: str, pairs: int) -> str:
         pairs_from = "unnest(%b::bigint[], %b::uuid[], %b::uuid[]) AS v(column1, column2, column3)"
         return (
             f"SELECT v.column1, r.last_seq FROM {pairs_from} "  # noqa: S608
-            f"JOIN {room} r ON r.id = v.column2 WHERE {_may_speak_sql('r', 'v.column3')} "
+            f"JOIN {room} r ON r.id = v.column2 WHERE {may_speak_sql('r', 'v.column3')} "
             "ORDER BY r.id FOR UPDATE OF r"
         )
     values = ", ".join(["(%s, %s, %s)"] * pairs)
@@ -433,7 +420,7 @@ def _hop_seqs_sql(vendor: str, pairs: int) -> str:
         vendor,
         ("v.column1", "r.last_seq"),
         f"FROM (VALUES {values}) v JOIN {room} r ON r.id = v.column2 "
-        f"WHERE {_may_speak_sql('r', 'v.column3')}",
+        f"WHERE {may_speak_sql('r', 'v.column3')}",
     )
 
 
