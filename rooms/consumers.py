@@ -414,7 +414,7 @@ class SayDesk:
     frame pays one hop and one transaction, as before. Runs handed in while a recording is
     under way wait for it and are then recorded together (``services.messages_say_runs``):
     one hop, one transaction and one commit for many sockets' messages, each run still
-    checked as it stands (``services._hop_seqs``: every run's check read and every room's
+    checked as it stands (``services._hop_checks``: every run's check read and every room's
     number taken in two statements). One recording at a time, on every database: SQLite has
     one writer, and on PostgreSQL four at once left each hop ~2 frames (every frame arriving
     while fewer than four ran started one), so a message cost a hop, a commit and a standing

@@ -439,22 +439,22 @@ def _hop_seqs_take_sql(vendor: str, rooms: int) -> str:
     )
 
 
-def _hop_seqs(prepared: _MessageRows, wanted: list[tuple[int, UUID, UUID, int]]) -> dict[int, int]:
-    """Numbers for a hop's runs, ``wanted`` as ``(run index, room, agent, messages)`` in the
-    order they are taken: the first number of each run whose seat may speak now (its
-    messages take that and the next ones), none for a run refused.
+def _hop_checks(
+    prepared: _MessageRows, wanted: list[tuple[int, UUID, UUID, int]]
+) -> dict[int, int]:
+    """The first of a hop's two numbering statements (``_hop_numbers`` is the second):
+    ``wanted`` as ``(run index, room, agent, messages)``, the answer each run's room's number
+    now, for each run whose seat may speak now (a run refused is absent).
 
     What ``_next_seq`` does once per message, in two statements for the whole hop: the
-    checks of every run read in one, every room's number moved in the other. Both run in the
-    hop's transaction, and nothing can move a room between them: on SQLite the transaction
-    holds the database's write lock from its ``BEGIN IMMEDIATE``; on PostgreSQL the first
-    statement locked the rooms it read. So a check read in the first holds when the second
-    takes the numbers, as when one statement did both. The second still moves a room only
-    from the number the first read, and fails the hop if any room had moved (it cannot)."""
+    checks of every run read in this one, every room's number moved in the other. Both run
+    in the hop's transaction, and nothing can move a room between them: on SQLite the
+    transaction holds the database's write lock from its ``BEGIN IMMEDIATE``; on PostgreSQL
+    this statement locked the rooms it read. So a check read here holds when the numbers are
+    taken, as when one statement did both."""
     vendor = prepared.db.vendor
-    by_arrays = vendor == "postgresql"
     params: list[Any] = []
-    if by_arrays:
+    if vendor == "postgresql":
         params += [
             [index for index, _, _, _ in wanted],
             [prepared.room(room_id) for _, room_id, _, _ in wanted],
@@ -466,7 +466,16 @@ def _hop_seqs(prepared: _MessageRows, wanted: list[tuple[int, UUID, UUID, int]])
     params += [RoomState.OPEN.value, SeatStanding.ACTIVE.value]
     with statement_cursor() as cursor:
         cursor.execute(_hop_seqs_sql(vendor, len(wanted)), params)
-        last: dict[int, int] = {int(i): int(seq) for i, seq in rows_fetched(cursor, vendor)}
+        return {int(i): int(seq) for i, seq in rows_fetched(cursor, vendor)}
+
+
+def _hop_numbers(
+    prepared: _MessageRows, wanted: list[tuple[int, UUID, UUID, int]], last: Mapping[int, int]
+) -> dict[int, int]:
+    """The first number of each of ``wanted``'s runs that ``_hop_checks`` found may speak
+    (``last``: its answer), in the order they are taken: its messages take that and the next
+    ones. Each room's number is moved from the value read, and the hop fails if any room had
+    moved (it cannot: see ``_hop_checks``)."""
     read: dict[UUID, int] = {}  # room -> its number as read
     moved: dict[UUID, int] = {}  # room -> the last number taken
     firsts: dict[int, int] = {}
@@ -477,15 +486,62 @@ def _hop_seqs(prepared: _MessageRows, wanted: list[tuple[int, UUID, UUID, int]])
         first = moved.get(room_id, read[room_id]) + 1
         firsts[index], moved[room_id] = first, first + count - 1
     if moved:
+        vendor = prepared.db.vendor
         rows = [(prepared.room(room_id), read[room_id], taken) for room_id, taken in moved.items()]
-        params = [list(column) for column in zip(*rows, strict=True)] if by_arrays else []
-        if not by_arrays:
+        params: list[Any]
+        if vendor == "postgresql":  # a column's values an array
+            params = [list(column) for column in zip(*rows, strict=True)]
+        else:
             params = [value for row in rows for value in row]
         with statement_cursor() as cursor:
             cursor.execute(_hop_seqs_take_sql(vendor, len(moved)), params)
             if cursor.rowcount != len(moved):
                 raise DatabaseError("a room's numbers moved inside the hop's transaction")
     return firsts
+
+
+@functools.cache
+def _acks_taken_sql() -> str:
+    """PostgreSQL: ``_ack_sql`` for a hop's riding acks in one statement, the seats as
+    arrays (one text for any hop): each seat's ack moved (never backwards) where the room's
+    record reaches it, the seats locked in the order of their room and agent, as
+    ``riding_acks_refused`` takes them one by one (two processes' hops wait instead of
+    deadlocking). The answer: the seats whose ack was taken."""
+    member, room = (connection.ops.quote_name(m._meta.db_table) for m in (RoomMember, Room))
+    return (
+        "WITH wanted AS (SELECT m.id, v.ack "  # noqa: S608
+        "FROM unnest(%b::uuid[], %b::uuid[], %b::bigint[]) AS v(room, agent, ack) "
+        f"JOIN {member} m ON m.room_id = v.room AND m.agent_id = v.agent "
+        f"JOIN {room} r ON r.id = v.room AND r.last_seq >= v.ack "
+        "ORDER BY m.room_id, m.agent_id FOR UPDATE OF m) "
+        f"UPDATE {member} SET acked_seq = GREATEST({member}.acked_seq, wanted.ack) "
+        f"FROM wanted WHERE {member}.id = wanted.id "
+        f"RETURNING {member}.room_id, {member}.agent_id"
+    )
+
+
+def _acks_taken_refused(
+    prepared: _MessageRows,
+    runs: list[tuple[UUID, UUID, list[tuple[str, str]]]],
+    acks: list[int | None],
+) -> set[int]:
+    """PostgreSQL: ``riding_acks_refused`` for a hop, in one statement (``_acks_taken_sql``);
+    one by one when two runs ride acks for one seat (the statement would move its seat once)."""
+    riding = [(index, ack) for index, ack in enumerate(acks) if ack is not None]
+    seats = [(runs[index][0], runs[index][1]) for index, _ in riding]
+    if len(set(seats)) != len(seats):
+        return riding_acks_refused(runs, acks)
+    with statement_cursor() as cursor:
+        cursor.execute(
+            _acks_taken_sql(),
+            [
+                [prepared.room(room_id) for room_id, _ in seats],
+                [prepared.sender(agent_id) for _, agent_id in seats],
+                [ack for _, ack in riding],
+            ],
+        )
+        taken = set(map(tuple, cursor.fetchall()))  # PostgreSQL's driver gives UUIDs
+    return {index for (index, _), seat in zip(riding, seats, strict=True) if seat not in taken}
 
 
 _MESSAGE_COLUMNS = ("room", "seq", "sender", "client_id", "text", "flags", "author", "created_at")
@@ -755,12 +811,12 @@ def messages_say_runs(
     """``messages_say`` for several sockets' runs at once (any rooms): one transaction and
     one commit for them all, each message still checked as it stands then (its room's state,
     its seat's membership and standing, its agent's revocation). Every run's check is read
-    in one statement and the numbers taken in another (``_hop_seqs``: under the write lock
-    SQLite's transaction holds from its start, or the room locks PostgreSQL's first
-    statement takes), and one INSERT stores them all. One message alone: on PostgreSQL its
-    check, number and INSERT are one statement (``_say_statement``), its own transaction; on
-    SQLite ``_next_seq``'s one and the INSERT. Returns, per run, the recorded prefix (as
-    ``messages_say``).
+    in one statement and the numbers taken in another (``_hop_checks``, ``_hop_numbers``:
+    under the write lock SQLite's transaction holds from its start, or the room locks
+    PostgreSQL's first statement takes), and one INSERT stores them all. One message
+    alone: on PostgreSQL its check, number and INSERT are one statement
+    (``_say_statement``), its own transaction; on SQLite ``_next_seq``'s one and the
+    INSERT. Returns, per run, the recorded prefix (as ``messages_say``).
 
     Rooms are locked in the order of their ids, so two processes recording overlapping rooms
     at once wait for each other instead of deadlocking (PostgreSQL). A resent frame id in
@@ -775,10 +831,11 @@ def messages_say_runs_acked(
 ) -> list[list[SaidMessage] | None]:
     """PostgreSQL: ``messages_say_runs`` for runs that carry the ack riding their first
     frame (``acks``, one per run or None), each ack recorded as the ``ack`` frame sent just
-    before its run would be (``messages_ack``), by its run's first message's own statement:
-    a lone message and its ack are one statement, no transaction. A run whose ack the record
-    refuses stores nothing and is answered None. A run whose first frame the fence holds
-    back has its ack recorded by a statement of its own, as before. When a resent frame id
+    before its run would be (``messages_ack``): a lone message and its ack are one
+    statement, no transaction; a hop of several messages records all its acks in one
+    statement (``_acks_taken_refused``), between the check of its runs and the numbers they
+    take. A run whose ack the record refuses stores nothing and is answered None. A run
+    whose first frame the fence holds back still has its ack recorded. When a resent frame id
     rolls everything back, the acks are recorded again on their own and every run is
     answered as not recorded (each frame then takes the one-by-one path)."""
     if connection.vendor != "postgresql":
@@ -806,32 +863,38 @@ def _runs_recorded(
     refused: set[int] = set()
     stored = {room_id for (room_id, _, _), run in zip(runs, prepared, strict=True) if run}
     rows_for = _MessageRows(now, stored)
-    # PostgreSQL checks, numbers and stores a lone message in one statement, in its own
-    # implicit transaction (no BEGIN, no COMMIT), and so each message of a hop that carries
-    # acks (each riding its run's first message's statement). Any other hop of several
-    # messages is numbered in two statements (``_hop_seqs``) and stored by one INSERT, on
-    # either database; SQLite numbers a lone message with ``_next_seq``'s one.
+    # PostgreSQL checks, numbers and stores a lone message in one statement (with the ack
+    # riding its frame), in its own implicit transaction (no BEGIN, no COMMIT). Any other
+    # hop of several messages is numbered in two statements (``_hop_checks`` and
+    # ``_hop_numbers``) and stored by one INSERT, on either database, the acks riding its
+    # runs recorded between the two by one more (PostgreSQL: ``_acks_taken_refused``; the
+    # rooms are locked first, then the seats, as a context turn locks them). SQLite numbers
+    # a lone message with ``_next_seq``'s one.
     messages = sum(map(len, prepared))
-    one_statement = rows_for.db.vendor == "postgresql" and (
-        messages == 1 or any(ack is not None for ack in riding)
+    one_statement = rows_for.db.vendor == "postgresql" and messages == 1
+    alone = one_statement and all(
+        run or ack is None for run, ack in zip(prepared, riding, strict=True)
     )
-    alone = one_statement and messages == 1
-    alone = alone and all(run or ack is None for run, ack in zip(prepared, riding, strict=True))
     order = sorted(range(len(runs)), key=lambda i: runs[i][0].bytes)
     try:
         with contextlib.nullcontext() if alone else transaction.atomic():
             firsts: dict[int, int] | None = None
+            wanted = [(i, runs[i][0], runs[i][1], len(prepared[i])) for i in order if prepared[i]]
+            last = _hop_checks(rows_for, wanted) if not one_statement and messages > 1 else {}
+            if not one_statement and acks is not None:
+                refused = _acks_taken_refused(rows_for, runs, acks)
             if not one_statement and messages > 1:
-                firsts = _hop_seqs(
-                    rows_for,
-                    [(i, runs[i][0], runs[i][1], len(prepared[i])) for i in order if prepared[i]],
-                )
+                firsts = _hop_numbers(rows_for, [w for w in wanted if w[0] not in refused], last)
             rows: list[tuple[UUID, UUID, int, str, str]] = []
             for index in order:
                 room_id, agent_id, _ = runs[index]
                 ack = riding[index]
+                if index in refused:
+                    continue  # its ack was refused: nothing of the run happens
                 if ack is not None and not prepared[index]:
-                    if not messages_ack(room_id=room_id, agent_id=agent_id, seq=ack):
+                    if one_statement and not messages_ack(
+                        room_id=room_id, agent_id=agent_id, seq=ack
+                    ):
                         refused.add(index)
                     continue
                 for number, (client_id, text, _) in enumerate(prepared[index]):

@@ -1,13 +1,14 @@
 """The ack riding a `say`, recorded in the desk's hop exactly as the `ack` frame sent just
-before it would be (tests/rooms/test_ack_rides.py drives it over sockets). On PostgreSQL it
-is part of its run's first message's statement (``services.messages_say_runs_acked``): a
-lone say and its ack are one statement, no transaction; on SQLite the acks come first in the
-hop's transaction. Either way: a refused ack refuses its run whole, a run whose first frame
-the fence holds back still records its ack, and a resent frame id that rolls a hop back
-leaves every ack recorded."""
+before it would be (tests/rooms/test_ack_rides.py drives it over sockets). On PostgreSQL
+(``services.messages_say_runs_acked``) a lone say and its ack are one statement, no
+transaction, and a hop of several records all its acks in one statement, between its runs'
+checks and their numbers; on SQLite the acks come first in the hop's transaction. Either
+way: a refused ack refuses its run whole, a run whose first frame the fence holds back still
+records its ack, and a resent frame id that rolls a hop back leaves every ack recorded."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -139,3 +140,93 @@ def test_a_hops_statements_are_parsed_once_whatever_it_carries(make_open_room: A
     with uncached_parses() as parsed:
         hop(1)
     assert parsed == [], [q[:120] for q in parsed]
+
+
+@pytest.mark.services
+@pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="PostgreSQL's hop with its acks in one statement: runs in the services pass (pass 2)",
+)
+def test_a_hop_of_several_runs_records_its_acks_in_one_statement(make_open_room: Any) -> None:
+    """The runs' checks (the rooms locked), every riding ack, the numbers, the rows: four
+    statements in the hop's transaction, however many runs ride acks; the refused ack's run
+    stores nothing, and an ack-only run (its frame held back by the fence) is recorded."""
+    rooms = [make_open_room(prefix=f"acks{i}-") for i in range(5)]
+    for setup in rooms:
+        _said(setup, setup.a, 3)
+    runs = [(s.room.id, s.b.agent.id, [("b-1", "Friday?"), ("b-2", "Or later?")]) for s in rooms]
+    runs[4] = (rooms[4].room.id, rooms[4].b.agent.id, [("b-1", INJECTION)])
+    with CaptureQueriesContext(connection) as captured:
+        said = _hop(runs, [1, 2, 9, None, 3])
+    kinds = [q["sql"].split()[0] for q in captured.captured_queries]
+    assert kinds == ["BEGIN", "SELECT", "WITH", "UPDATE", "INSERT", "COMMIT"], kinds
+    assert [None if r is None else [m.seq for m in r] for r in said] == [
+        [4, 5],
+        [4, 5],
+        None,  # its ack (9) is beyond the room's record: nothing of the run happens
+        [4, 5],
+        [],  # held back by the fence: its frames go one by one, its ack is kept
+    ]
+    assert [_acked(s, s.b) for s in rooms] == [1, 2, 0, 0, 3]
+    assert [len(_texts(s)) for s in rooms] == [5, 5, 3, 5, 3]
+
+
+def test_two_runs_of_one_seat_each_keep_their_ack(make_open_room: Any) -> None:
+    """Two of an agent's sockets in one hop, each with its ack: both are recorded as sent
+    (the higher one stands; acks never move back), and both runs are numbered."""
+    setup = make_open_room()
+    _said(setup, setup.a, 3)
+    said = _hop(
+        [
+            (setup.room.id, setup.b.agent.id, [("b-1", "From one socket.")]),
+            (setup.room.id, setup.b.agent.id, [("b-2", "From the other.")]),
+        ],
+        [3, 2],
+    )
+    assert [[m.seq for m in run or []] for run in said] == [[4], [5]]
+    assert _acked(setup, setup.b) == 3
+
+
+def test_hops_with_acks_of_two_recorders_over_the_same_rooms_wait_for_each_other(
+    make_open_room: Any,
+) -> None:
+    """Two recorders (two processes' desks) whose hops share rooms, every run with an ack:
+    rooms locked before seats, each in one order, so neither deadlocks; every message is
+    numbered without a gap and every seat keeps its highest ack."""
+    rooms = [make_open_room(prefix=f"both{i}-") for i in range(5)]
+    for setup in rooms:
+        _said(setup, setup.a, 2)
+    failures: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def recorder(seat: str, order: list[Any]) -> None:
+        try:
+            start.wait(10)
+            for turn in range(6):
+                runs = [
+                    (
+                        s.room.id,
+                        getattr(s, seat).agent.id,
+                        [(f"{seat}{turn}-{f}", "x") for f in range(2)],
+                    )
+                    for s in order
+                ]
+                _hop(runs, [2] * len(runs))
+        except BaseException as failed:
+            failures.append(failed)
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=recorder, args=("a", rooms)),
+        threading.Thread(target=recorder, args=("b", rooms[::-1])),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failures == []
+    for setup in rooms:
+        seqs = sorted(Message.objects.filter(room_id=setup.room.id).values_list("seq", flat=True))
+        assert seqs == list(range(1, 2 + 2 * 6 * 2 + 1))  # 2 said, 2 recorders x 6 hops x 2
+        assert (_acked(setup, setup.a), _acked(setup, setup.b)) == (2, 2)
