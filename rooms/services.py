@@ -421,6 +421,7 @@ def _hop_seqs_sql(vendor: str, pairs: int) -> str:
         ("v.column1", "r.last_seq"),
         f"FROM (VALUES {values}) v JOIN {room} r ON r.id = v.column2 "
         f"WHERE {may_speak_sql('r', 'v.column3')}",
+        ordered=False,
     )
 
 
@@ -616,8 +617,12 @@ class _MessageRows:
         self.db = db = transaction.get_connection()
         self._room, self._sender = field("room"), field("sender")
         self._sealer = RoomSealer(rooms)
-        self._flags = field("flags").get_db_prep_save([], db)  # type: ignore[union-attr]
-        self._at = field("created_at").get_db_prep_save(created_at, db)  # type: ignore[union-attr]
+        # The values every row of the hop has alike: flags, author, time.
+        self.shared: tuple[Any, ...] = (
+            field("flags").get_db_prep_save([], db),  # type: ignore[union-attr]
+            "agent",
+            field("created_at").get_db_prep_save(created_at, db),  # type: ignore[union-attr]
+        )
         self._prepared: dict[UUID, Any] = {}
 
     def _id(self, value: UUID, field: Any) -> Any:
@@ -626,16 +631,16 @@ class _MessageRows:
         return self._prepared[value]
 
     def after_seq(self, room_id: UUID, agent_id: UUID, client_id: str, text: str) -> list[Any]:
-        """The values after ``(room, seq)``: sender, client id, sealed text, flags, author,
-        time."""
-        return [self.sender(agent_id), client_id, self.sealed(room_id, text), *self.shared()]
+        """The values after ``(room, seq)``: sender, client id, sealed text, then ``shared``."""
+        return [
+            self._id(agent_id, self._sender),
+            client_id,
+            self.sealed(room_id, text),
+            *self.shared,
+        ]
 
     def sealed(self, room_id: UUID, text: str) -> str:
         return self._sealer.text(room_id=room_id, column=MESSAGE_TEXT, text=text)
-
-    def shared(self) -> list[Any]:
-        """The values every row of the hop has alike: flags, author, time."""
-        return [self._flags, "agent", self._at]
 
     def room(self, room_id: UUID) -> Any:
         return self._id(room_id, self._room)
@@ -650,7 +655,7 @@ def _insert_messages(prepared: _MessageRows, rows: list[tuple[UUID, UUID, int, s
     params: list[Any] = []
     vendor = prepared.db.vendor
     if vendor == "postgresql":  # the shared values once, then a column's values an array
-        params = prepared.shared()
+        params = list(prepared.shared)
         params += [
             [prepared.room(room_id) for room_id, _, _, _, _ in rows],
             [seq for _, _, seq, _, _ in rows],

@@ -71,6 +71,7 @@ def _seats_sql(vendor: str, rooms: int) -> str:
         (*columns, "a.revoked_at IS NOT NULL"),
         f"FROM {member} m JOIN {room} r ON r.id = m.room_id "
         f"LEFT JOIN {agent} a ON a.id = m.agent_id WHERE m.room_id IN ({marks})",
+        ordered=False,
     )
 
 

@@ -57,18 +57,21 @@ def statement_cursor(using: str = DEFAULT_DB_ALIAS) -> Iterator[Any]:
         setattr(db, _IN_USE, False)
 
 
-def rows_select(vendor: str, columns: Sequence[str], rest: str) -> str:
+def rows_select(vendor: str, columns: Sequence[str], rest: str, *, ordered: bool = True) -> str:
     """``SELECT columns rest``; on SQLite, its rows as one row holding a JSON array of them
     (``rows_fetched`` reads either). Why: SQLite's driver lets go of the GIL for every row it
     steps, and our statements run on a database thread beside a busy event loop, which takes
     the GIL at each let-go; taking it back costs the statement's thread CPU and waiting (a
-    context request's slips and vault items were 14 of its 27 hand-offs). ``rest`` may order
-    the rows: SQLite aggregates a subquery's rows in its order (it never flattens an ordered
-    subquery into an aggregate). A blob column must come as text on SQLite (JSON holds none):
-    ``blob_column``. Only our own SQL is interpolated; values are the caller's parameters."""
+    context request's slips and vault items were 14 of its 27 hand-offs). ``ordered``: ``rest``
+    orders the rows, and SQLite aggregates them from a subquery, in its order (it never
+    flattens an ordered subquery into an aggregate); unordered, from ``rest`` itself, a step
+    cheaper. A blob column must come as text on SQLite (JSON holds none): ``blob_column``.
+    Only our own SQL is interpolated; values are the caller's parameters."""
     listed = ", ".join(columns)
     if vendor != "sqlite":
         return f"SELECT {listed} {rest}"
+    if not ordered:
+        return f"SELECT json_group_array(json_array({listed})) {rest}"
     named = ", ".join(f"{column} AS c{i}" for i, column in enumerate(columns))
     picked = ", ".join(f"c{i}" for i in range(len(columns)))
     return f"SELECT json_group_array(json_array({picked})) FROM (SELECT {named} {rest})"  # noqa: S608

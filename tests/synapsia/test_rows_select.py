@@ -70,3 +70,12 @@ def test_a_blob_value_reads_either_form() -> None:
     assert blob_value(b"") == b""
     with pytest.raises(ValueError):
         blob_value("not hex")
+
+
+def test_unordered_rows_are_the_plain_selects_too(table: str) -> None:
+    columns = ("n", "t", blob_column(connection.vendor, "b"))
+    read = _read(rows_select(connection.vendor, columns, f"FROM {table}", ordered=False))
+    stored = [((n * 7) % 5, t, b) for n, (t, b) in enumerate(zip(TEXTS, BLOBS, strict=True))]
+    assert sorted(read, key=lambda row: row[0]) == sorted(stored, key=lambda row: row[0])
+    empty = rows_select(connection.vendor, columns, f"FROM {table} WHERE n > %s", ordered=False)
+    assert _read(empty, [99]) == []
