@@ -4,12 +4,15 @@ tried in child processes only (this test process keeps the CPUs it has)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,8 +28,36 @@ linux_only = pytest.mark.skipif(
 
 
 def _threads_cpus(pid: int) -> dict[int, set[int]]:
-    """Each thread of ``pid`` and the CPUs it may run on."""
-    return {int(task): os.sched_getaffinity(int(task)) for task in os.listdir(f"/proc/{pid}/task")}
+    """Each thread of ``pid`` and the CPUs it may run on (a thread that ended between the
+    listing and the read is left out: it runs nowhere)."""
+    found: dict[int, set[int]] = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):
+            found[int(task)] = os.sched_getaffinity(int(task))
+    return found
+
+
+@contextlib.contextmanager
+def _threads_watched(pid: int) -> Iterator[dict[int, set[int]]]:
+    """Every thread ``pid`` had while the block ran, and its CPUs: Django starts a thread for
+    a request's database work and ends it with the request, so one look afterwards could
+    miss them all."""
+    seen: dict[int, set[int]] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.update(_threads_cpus(pid))
+            done.wait(0.001)
+
+    watcher = threading.Thread(target=watch, name="threads-watched", daemon=True)
+    watcher.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        watcher.join(5)
+        seen.update(_threads_cpus(pid))
 
 
 @pytest.mark.parametrize("value", ["", "  "])
@@ -117,11 +148,16 @@ def test_a_real_daphne_serves_with_every_thread_on_its_cpu(tmp_path: Path) -> No
     want = allowed[-1]
     env = server_env()
     env[cpu.SERVER_CPU] = str(len(allowed) - 1)
-    with running_daphne(log_path=tmp_path / "daphne.log", env=env) as served:
-        for _ in range(3):  # requests that run on Django's sync threads
-            with urllib.request.urlopen(f"{served.http}/healthz", timeout=10) as answer:  # noqa: S310
+    # Requests whose database work runs on a thread started after the pin (the readiness
+    # probe's; the liveness probe is async all through and starts none), watched while they
+    # run: the thread ends with its request.
+    with (
+        running_daphne(log_path=tmp_path / "daphne.log", env=env) as served,
+        _threads_watched(served.process.pid) as threads,
+    ):
+        for _ in range(5):
+            with urllib.request.urlopen(f"{served.http}/readyz", timeout=10) as answer:  # noqa: S310
                 assert answer.status == 200
-        threads = _threads_cpus(served.process.pid)
     assert len(threads) > 1
     assert all(cpus == {want} for cpus in threads.values()), threads
     assert f"runs on CPU {want}" in (tmp_path / "daphne.log").read_text()
