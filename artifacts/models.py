@@ -28,7 +28,10 @@ class Artifact(models.Model):
     agent is decided again, live (``artifacts.delivery``)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    room = models.ForeignKey("rooms.Room", on_delete=models.CASCADE, related_name="+")
+    # Looked up by the artifact_room_created index, which leads with the room.
+    room = models.ForeignKey(
+        "rooms.Room", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     publisher_owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
     )

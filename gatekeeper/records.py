@@ -48,7 +48,7 @@ class ActionRecord(SealedContent):
     objects = ActionRecordQuerySet.as_manager()
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    room_id = models.UUIDField(db_index=True)
+    room_id = models.UUIDField()  # looked up by the one-action-per-key constraint's index
     agent_id = models.UUIDField()
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     tool = models.CharField(max_length=64)

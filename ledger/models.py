@@ -78,7 +78,7 @@ class HeadWitness(models.Model):
     make a signature by the owner's key over the new hash. Never updated, never purged."""
 
     id = models.BigAutoField(primary_key=True)
-    room_id = models.UUIDField(db_index=True)
+    room_id = models.UUIDField()  # looked up by the (room, key, seq) constraint's index
     seq = models.PositiveBigIntegerField()
     hash = models.CharField(max_length=64)
     signed_at = models.CharField(max_length=32)  # the server head's time, as both signed it

@@ -41,7 +41,10 @@ class AgentRole(models.TextChoices):
 class PracticeAgent(models.Model):
     """A demo owner's agent for one role, registered once and reused by every seeding."""
 
-    practice_owner = models.ForeignKey(PracticeOwner, on_delete=models.CASCADE, related_name="+")
+    # Looked up by the one-agent-per-role constraint's index, which leads with the owner.
+    practice_owner = models.ForeignKey(
+        PracticeOwner, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     role = models.CharField(max_length=12, choices=AgentRole.choices)
     agent = models.OneToOneField("rooms.Agent", on_delete=models.CASCADE, related_name="+")
 

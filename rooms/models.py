@@ -115,7 +115,8 @@ class SeatStanding(models.TextChoices):
 class RoomMember(models.Model):
     """One owner's seat in a room, and the one agent they bound to it."""
 
-    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="members")
+    # Looked up by the one-seat-per-owner constraint's index, which leads with the room.
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="members", db_index=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="seats"
     )
@@ -208,7 +209,10 @@ class Whisper(SealedContent):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="whispers")
+    # Looked up by the whisper_to_agent index, which leads with the room.
+    room = models.ForeignKey(
+        Room, on_delete=models.CASCADE, related_name="whispers", db_index=False
+    )
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
     text = SealedTextField(sealed_as=WHISPER_TEXT)  # sealed under the room's data key
@@ -294,7 +298,10 @@ class RoomOutcome(SealedContent):
     the standing coarse reason of each side that executed ``declare_no_plan`` (codes the ledger
     holds too). Room data (the ledger has only the codes)."""
 
-    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="outcomes")
+    # Looked up by the room_outcome_latest index, which leads with the room.
+    room = models.ForeignKey(
+        Room, on_delete=models.CASCADE, related_name="outcomes", db_index=False
+    )
     # The executed action this row derives from (a gatekeeper ActionRecord id): unique, so a
     # replayed or re-reported action never records twice.
     action_id = models.UUIDField(unique=True)
@@ -354,7 +361,10 @@ class SealedOffer(SealedContent):
     reveal (``revealed_at`` set for all of the room's offers at once). The ledger holds only
     that and when it was sealed, and a salted commitment to it."""
 
-    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="sealed_offers")
+    # Looked up by the one-sealed-offer-per-agent constraint's index, which leads with it.
+    room = models.ForeignKey(
+        Room, on_delete=models.CASCADE, related_name="sealed_offers", db_index=False
+    )
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
     # The ``seal_offer`` frame's id: resending it is not a second offer.
     client_id = models.CharField(max_length=64)

@@ -104,7 +104,10 @@ class Slip(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # Looked up by the (owner, room, agent) index, which leads with the owner.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     room_id = models.UUIDField(db_index=True)
     agent_id = models.UUIDField()
     key = models.ForeignKey(DeviceKey, on_delete=models.PROTECT, related_name="slips")
@@ -138,7 +141,10 @@ class Slip(models.Model):
 class SlipCapability(models.Model):
     """Use counter for one capability record of a slip (the record itself is in the payload)."""
 
-    slip = models.ForeignKey(Slip, on_delete=models.CASCADE, related_name="capabilities")
+    # Looked up by the (slip, position) constraint's index, which leads with the slip.
+    slip = models.ForeignKey(
+        Slip, on_delete=models.CASCADE, related_name="capabilities", db_index=False
+    )
     position = models.PositiveSmallIntegerField()
     resource = models.CharField(max_length=80)
     operation = models.CharField(max_length=10)

@@ -28,7 +28,8 @@ class ExitNote(SealedContent):
     ``EXIT_NOTE_RETENTION_DAYS`` (and gone with the room)."""
 
     room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="+")
-    seat = models.ForeignKey(RoomMember, on_delete=models.CASCADE, related_name="+")
+    # Looked up by the one-exit-note-per-side constraint's index, which leads with the seat.
+    seat = models.ForeignKey(RoomMember, on_delete=models.CASCADE, related_name="+", db_index=False)
     author = models.CharField(max_length=5, choices=NoteAuthor.choices)
     # Sealed at rest under the room's data key (rooms.sealing), gone with the room's key.
     text = SealedTextField(sealed_as="exit_note.text", blank=True, max_length=EXIT_NOTE_MAX_CHARS)
@@ -48,7 +49,10 @@ class ExitNote(SealedContent):
 class ExitNoteTheme(models.Model):
     """One theme ticked on a note, a row each so the dashboard counts rooms in SQL."""
 
-    note = models.ForeignKey(ExitNote, on_delete=models.CASCADE, related_name="themes")
+    # Looked up by the exit_note_theme_once constraint's index, which leads with the note.
+    note = models.ForeignKey(
+        ExitNote, on_delete=models.CASCADE, related_name="themes", db_index=False
+    )
     room_id = models.UUIDField()  # the note's room, repeated so counting rooms needs no join
     theme = models.CharField(max_length=32)
     left_at = models.DateTimeField()
