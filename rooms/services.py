@@ -883,12 +883,13 @@ def _runs_recorded(
     order = sorted(range(len(runs)), key=lambda i: runs[i][0].bytes)
     try:
         with contextlib.nullcontext() if alone else transaction.atomic():
+            # A hop of several messages, on either database (one_statement has one).
             firsts: dict[int, int] | None = None
             wanted = [(i, runs[i][0], runs[i][1], len(prepared[i])) for i in order if prepared[i]]
-            last = _hop_checks(rows_for, wanted) if not one_statement and messages > 1 else {}
-            if not one_statement and acks is not None:
+            last = _hop_checks(rows_for, wanted) if messages > 1 else {}
+            if acks is not None and not one_statement:
                 refused = _acks_taken_refused(rows_for, runs, acks)
-            if not one_statement and messages > 1:
+            if messages > 1:
                 firsts = _hop_numbers(rows_for, [w for w in wanted if w[0] not in refused], last)
             rows: list[tuple[UUID, UUID, int, str, str]] = []
             for index in order:
