@@ -8,7 +8,6 @@ records its ack, and a resent frame id that rolls a hop back leaves every ack re
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from rooms.models import Message, RoomMember
 from rooms.standing import Reader
 from rooms.untrusted import fence
 from tests.statement_parses import uncached_parses
+from tests.threads import run_together
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -196,36 +196,20 @@ def test_hops_with_acks_of_two_recorders_over_the_same_rooms_wait_for_each_other
     rooms = [make_open_room(prefix=f"both{i}-") for i in range(5)]
     for setup in rooms:
         _said(setup, setup.a, 2)
-    failures: list[BaseException] = []
-    start = threading.Barrier(2)
 
     def recorder(seat: str, order: list[Any]) -> None:
-        try:
-            start.wait(10)
-            for turn in range(6):
-                runs = [
-                    (
-                        s.room.id,
-                        getattr(s, seat).agent.id,
-                        [(f"{seat}{turn}-{f}", "x") for f in range(2)],
-                    )
-                    for s in order
-                ]
-                _hop(runs, [2] * len(runs))
-        except BaseException as failed:
-            failures.append(failed)
-        finally:
-            connection.close()
+        for turn in range(6):
+            runs = [
+                (
+                    s.room.id,
+                    getattr(s, seat).agent.id,
+                    [(f"{seat}{turn}-{f}", "x") for f in range(2)],
+                )
+                for s in order
+            ]
+            _hop(runs, [2] * len(runs))
 
-    threads = [
-        threading.Thread(target=recorder, args=("a", rooms)),
-        threading.Thread(target=recorder, args=("b", rooms[::-1])),
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert failures == []
+    assert run_together(lambda: recorder("a", rooms), lambda: recorder("b", rooms[::-1])) == []
     for setup in rooms:
         seqs = sorted(Message.objects.filter(room_id=setup.room.id).values_list("seq", flat=True))
         assert seqs == list(range(1, 2 + 2 * 6 * 2 + 1))  # 2 said, 2 recorders x 6 hops x 2
