@@ -1,7 +1,8 @@
 """Indexes another one already makes, dropped: each was an index on one column that a longer
 constraint's or index's leads with (slips_slipcapability.slip_id: the (slip, position)
-constraint; slips_slip.owner_id: the (owner, room, agent) index), so every look-up by that column uses the longer one, and the shorter was one
-more page written (and deleted) with every row.
+constraint; slips_slip.owner_id: the (owner, room, agent) index), so every look-up by that
+column uses the longer one, and the shorter was one more page written (and deleted) with every
+row.
 
 Only the indexes are dropped, on both databases (the pattern of rooms 0021): Django's own
 AlterField would rebuild each table on SQLite and drop and re-add (so re-validate) a foreign
