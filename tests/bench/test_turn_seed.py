@@ -73,7 +73,10 @@ def test_the_busy_thread_counts_a_request_that_keeps_the_gil(
     from rooms import context
 
     def waits_then_works(**_: object) -> None:
-        time.sleep(0.002)  # a real wait: the GIL goes to the busy thread
+        # A real wait, long enough that the busy thread is scheduled and takes the GIL even on
+        # a loaded machine (CI's two passes on two cores): with 2 ms it sometimes was not, the
+        # request took the GIL back uncontended, and two requests' work made one gap (0.75).
+        time.sleep(0.05)
         until = time.thread_time() + 0.003
         while time.thread_time() < until:  # the GIL kept, as a statement's Python work does
             pass
