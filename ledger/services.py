@@ -37,12 +37,11 @@ from ledger.chain import (
     REQUIRES_HEAD,
     CanonicalData,
     CanonicalJSONEncoder,
-    envelope_bytes,
     envelopes_for,
     occurred_at_text,
 )
 from ledger.events import LedgerEventRecord
-from ledger.metrics import LEDGER_APPEND_SECONDS
+from ledger.metrics import LEDGER_APPEND_SECONDS, LEDGER_INSERT_SECONDS
 from ledger.models import LedgerEvent, LedgerHead, SignedHead
 from synapsia.db.statements import statement_cursor
 
@@ -94,72 +93,19 @@ def ledger_append(
 ) -> AppendedEvent:
     """Append ``event`` to ``room_id``'s chain; must run inside ``transaction.atomic()``.
 
-    Three queries in the usual case: lock the room's head row (``SELECT … FOR UPDATE`` on
+    Three statements in the usual case: lock the room's head row (``SELECT … FOR UPDATE`` on
     PostgreSQL; SQLite's IMMEDIATE transactions already serialise writers), insert the event,
     move the head. The first event of a room also creates the head row. Raises
     ``LedgerAppendError`` (nothing recorded) when not in an atomic block, when the record is
     not a ledger event, or when the database refuses; it then marks the caller's atomic
     block for rollback, so the guarded effect cannot commit even if the error is caught.
+    A batch of one (``ledger_append_many``): the same bytes, statements and rules.
 
     ``occurred_at`` is for the retention purge only: a purge run "as of" a given moment is
     recorded at that moment, since verification judges the purge by its own time.
     """
-    if not transaction.get_connection().in_atomic_block:
-        raise LedgerAppendError(
-            "ledger_append must run inside the caller's transaction.atomic() block, so the "
-            "event and the effect it records commit together."
-        )
-    if not isinstance(event, BaseModel) or "kind" not in type(event).model_fields:
-        raise LedgerAppendError(f"not a ledger event record: {type(event).__name__}")
-    kind: str = event.kind
-    data = event.model_dump(mode="json", exclude={"kind"})
-    started = time.perf_counter()
-    try:
-        head = ledger_head_locked(room_id)
-        seq = head.seq + 1
-        occurred_at = occurred_at or timezone.now()
-        # Canonicalised once, here: the bytes are stored and hashed, never recomputed.
-        data_canonical = rfc8785.dumps(data)
-        canonical = envelope_bytes(
-            data_canonical=data_canonical,
-            room_id=str(room_id),
-            seq=seq,
-            kind=kind,
-            occurred_at=occurred_at_text(occurred_at),
-            prev_hash=head.hash,
-        )
-        if len(canonical) > MAX_CANONICAL_BYTES:
-            raise LedgerAppendError(f"{kind} event is {len(canonical)} bytes; metadata only")
-        digest = hashlib.sha256(canonical).hexdigest()
-        LedgerEvent.objects.create(
-            room_id=room_id,
-            seq=seq,
-            kind=kind,
-            occurred_at=occurred_at,
-            data=CanonicalData(data, data_canonical.decode()),
-            prev_hash=head.hash,
-            hash=digest,
-            canonical=canonical,
-        )
-        LedgerHead.objects.filter(room_id=room_id).update(seq=seq, hash=digest)
-        _sign_appended(room_id, [AppendedEvent(room_id, seq, kind, occurred_at, head.hash, digest)])
-    except (LedgerAppendError, DatabaseError, rfc8785.CanonicalizationError, ValueError) as exc:
-        # Fail closed: the caller's atomic block rolls back even if it catches this error,
-        # so the effect this event guarded cannot commit without its record.
-        transaction.set_rollback(True)
-        if isinstance(exc, LedgerAppendError):
-            raise
-        raise LedgerAppendError(f"ledger append failed: {exc}") from exc
-    # Successful appends only: a failed one is a denial, counted by its caller.
-    LEDGER_APPEND_SECONDS.labels(path="one").observe(time.perf_counter() - started)
-    return AppendedEvent(
-        room_id=room_id,
-        seq=seq,
-        kind=kind,
-        occurred_at=occurred_at,
-        prev_hash=head.hash,
-        hash=digest,
-    )
+    [appended] = _append(room_id=room_id, events=[event], occurred_at=occurred_at, path="one")
+    return appended
 
 
 def ledger_head_locked(room_id: UUID) -> LedgerHead:
@@ -209,9 +155,9 @@ def ledger_append_many(
     head_seen: tuple[int, str] | None = None,
     alongside: Alongside | None = None,
 ) -> list[AppendedEvent]:
-    """Append ``events`` to ``room_id``'s chain in order, as ``ledger_append`` would one by
-    one (same bytes, same hashes, same rules), but in three statements whatever their number
-    (more only past the backend's parameter limit: SQLite's 999 take 124 events a statement):
+    """Append ``events`` to ``room_id``'s chain in order, each with the bytes and hash it would
+    get appended alone (``ledger_append`` is a batch of one), in three statements whatever their
+    number (more only past the backend's parameter limit: SQLite's 999 take 124 a statement):
     lock the head, insert them all, move the head. The insert and the head's move are written
     SQL, not compiled by the ORM per call. Inside ``transaction.atomic()`` only; any
     failure raises ``LedgerAppendError``, records none of them and marks the caller's block
@@ -228,9 +174,25 @@ def ledger_append_many(
     statement that records them), else on its own; ``AlongsideShort`` if it did not change
     the rows it had to (then nothing is kept: the caller's block is marked for rollback).
     Run once, whichever way the append goes, events or none."""
+    return _append(
+        room_id=room_id, events=events, head_seen=head_seen, alongside=alongside, path="batch"
+    )
+
+
+def _append(
+    *,
+    room_id: UUID,
+    events: Sequence[LedgerEventRecord],
+    path: str,
+    head_seen: tuple[int, str] | None = None,
+    alongside: Alongside | None = None,
+    occurred_at: datetime | None = None,
+) -> list[AppendedEvent]:
+    """``ledger_append_many`` (``ledger_append``: a batch of one, ``occurred_at`` its own
+    moment), its latency observed under ``path``."""
     if not transaction.get_connection().in_atomic_block:
         raise LedgerAppendError(
-            "ledger_append_many must run inside the caller's transaction.atomic() block, so "
+            "ledger appends must run inside the caller's transaction.atomic() block, so "
             "the events and the effects they record commit together."
         )
     if alongside is not None and any(_INSERT_NAME.fullmatch(n) for n in alongside.params):
@@ -244,7 +206,7 @@ def ledger_append_many(
     try:
         pending = alongside
         if head_seen is not None:
-            rows, appended = _chained(room_id, events, head_seen)
+            rows, appended = _chained(room_id, events, head_seen, occurred_at)
             written, pending = _events_insert(
                 connection, rows, head_seen=head_seen, alongside=alongside
             )
@@ -252,11 +214,14 @@ def ledger_append_many(
                 if pending is not None:
                     _alongside_run(pending)
                 _sign_appended(room_id, appended)
-                LEDGER_APPEND_SECONDS.labels(path="batch").observe(time.perf_counter() - started)
+                LEDGER_APPEND_SECONDS.labels(path=path).observe(time.perf_counter() - started)
                 return appended
         head = ledger_head_locked(room_id)
-        rows, appended = _chained(room_id, events, (head.seq, head.hash))
+        rows, appended = _chained(room_id, events, (head.seq, head.hash), occurred_at)
+        inserting = time.perf_counter()
         _events_insert(connection, rows)
+        if path == "one":
+            LEDGER_INSERT_SECONDS.observe(time.perf_counter() - inserting)
         _head_moved_from(connection, room_id, None, (appended[-1].seq, appended[-1].hash))
         if pending is not None:
             _alongside_run(pending)
@@ -266,7 +231,7 @@ def ledger_append_many(
         if isinstance(exc, LedgerAppendError):
             raise
         raise LedgerAppendError(f"ledger append failed: {exc}") from exc
-    LEDGER_APPEND_SECONDS.labels(path="batch").observe(time.perf_counter() - started)
+    LEDGER_APPEND_SECONDS.labels(path=path).observe(time.perf_counter() - started)
     return appended
 
 
@@ -764,9 +729,12 @@ _NOT_DATA = {"kind"}  # never changed: pydantic only reads it
 
 
 def _chained(
-    room_id: UUID, events: Sequence[LedgerEventRecord], head: tuple[int, str]
+    room_id: UUID,
+    events: Sequence[LedgerEventRecord],
+    head: tuple[int, str],
+    occurred_at: datetime | None = None,
 ) -> tuple[_EventRows, list[AppendedEvent]]:
-    """The rows of ``events`` chained after ``head``, built as ``ledger_append`` builds one."""
+    """The rows of ``events`` chained after ``head``, recorded at ``occurred_at`` (now)."""
     appended: list[AppendedEvent] = []
     seqs: list[int] = []
     kinds: list[str] = []
@@ -775,7 +743,7 @@ def _chained(
     stored: list[bytes] = []
     seq, prev_hash = head
     first_prev_hash = prev_hash
-    occurred_at = timezone.now()
+    occurred_at = occurred_at or timezone.now()
     # Every event of the batch names the same room and moment: their envelope strings are
     # written once for the batch (``envelopes_for``: the same bytes as ``envelope_bytes``).
     envelope = envelopes_for(room_id=str(room_id), occurred_at=occurred_at_text(occurred_at))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hmac
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -34,7 +33,6 @@ from django.core.signals import got_request_exception
 from django.db.models import BigIntegerField, Count, F, Q, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
-from django.db.models.signals import post_save, pre_save
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import (
@@ -73,13 +71,6 @@ UNHANDLED_EXCEPTIONS = Counter(
     "synapsia_unhandled_exceptions",
     "Requests that ended in an unhandled exception (a 500).",
     registry=REGISTRY,
-)
-LEDGER_INSERT_SECONDS = Histogram(
-    "synapsia_ledger_event_insert_seconds",
-    "Time to insert one ledger event row (Django's pre_save to post_save; bulk appends are not "
-    "seen). Not the whole append: the head lock and hashing come before it.",
-    registry=REGISTRY,
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
 )
 
 # Room socket frames, by fixed label sets only (never a room, an agent or a person): the type
@@ -325,22 +316,3 @@ def _count_exception(**_: object) -> None:
 
 
 got_request_exception.connect(_count_exception, dispatch_uid="synapsia.metrics.exceptions")
-
-_insert_started = threading.local()
-
-
-def _ledger_pre_save(raw: bool = False, **_: object) -> None:
-    _insert_started.at = time.perf_counter()
-
-
-def _ledger_post_save(created: bool = False, **_: object) -> None:
-    started = getattr(_insert_started, "at", None)
-    if created and started is not None:
-        LEDGER_INSERT_SECONDS.observe(time.perf_counter() - started)
-        _insert_started.at = None
-
-
-pre_save.connect(_ledger_pre_save, sender="ledger.LedgerEvent", dispatch_uid="synapsia.metrics.l0")
-post_save.connect(
-    _ledger_post_save, sender="ledger.LedgerEvent", dispatch_uid="synapsia.metrics.l1"
-)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -16,9 +17,10 @@ import pytest
 from django.db import connection, transaction
 from django.db.models.signals import post_save, pre_save
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from ledger import services, signing
-from ledger.chain import GENESIS_HASH
+from ledger.chain import GENESIS_HASH, occurred_at_text
 from ledger.events import (
     Denial,
     Disclosure,
@@ -303,3 +305,76 @@ def test_a_batch_not_numbered_one_by_one_is_refused_and_writes_nothing() -> None
     with pytest.raises(LedgerAppendError), transaction.atomic():
         services._events_insert(connection, gapped)
     assert _stored(room_id) == []
+
+
+def _statements_of(append: Any) -> list[str]:
+    """The statements ``append()`` sends, as written (before their values are bound)."""
+    sent: list[str] = []
+
+    def statement(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if sql.startswith(("UPDATE", "INSERT", "SELECT", "WITH")):
+            sent.append(sql)
+        return execute(sql, params, many, context)
+
+    with transaction.atomic(), connection.execute_wrapper(statement):
+        append()
+    return sent
+
+
+def test_a_single_append_is_a_batch_of_one(settings: Any) -> None:
+    """``ledger_append`` writes through the batch's own statements (the head locked, one
+    INSERT, the head moved: no ORM save, no model signals), the same text as
+    ``ledger_append_many`` of the same event; it is timed once as ``one``, its INSERT once in
+    the single-append histogram, and a batch feeds neither."""
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "LEDGER_HEAD_EVERY_EVENTS": 10_000}
+    alone, batched = uuid.uuid4(), uuid.uuid4()
+    first, second = _awkward_events()[:2]
+    with transaction.atomic():
+        ledger_append(room_id=alone, event=first)
+        ledger_append_many(room_id=batched, events=[first])
+    saves: list[object] = []
+    appended: list[Any] = []
+
+    def saw(**kwargs: object) -> None:
+        saves.append(kwargs)
+
+    def sample(name: str, labels: dict[str, str] | None = None) -> float:
+        return REGISTRY.get_sample_value(name, labels or {}) or 0.0
+
+    ones = sample("synapsia_ledger_append_seconds_count", {"path": "one"})
+    inserts = sample("synapsia_ledger_event_insert_seconds_count")
+    pre_save.connect(saw, sender=LedgerEvent, dispatch_uid="one-pre")
+    post_save.connect(saw, sender=LedgerEvent, dispatch_uid="one-post")
+    try:
+        single = _statements_of(lambda: appended.append(ledger_append(room_id=alone, event=second)))
+        assert sample("synapsia_ledger_event_insert_seconds_count") == inserts + 1
+        batch = _statements_of(
+            lambda: appended.extend(ledger_append_many(room_id=batched, events=[second]))
+        )
+    finally:
+        pre_save.disconnect(dispatch_uid="one-pre", sender=LedgerEvent)
+        post_save.disconnect(dispatch_uid="one-post", sender=LedgerEvent)
+    assert len(single) == 3, single
+    assert single[0].startswith("SELECT") and '"ledger_ledgerhead"' in single[0], single
+    assert single[1].startswith('INSERT INTO "ledger_ledgerevent"'), single
+    assert single[2].startswith('UPDATE "ledger_ledgerhead"'), single
+    assert single == batch
+    assert saves == []
+    assert sample("synapsia_ledger_append_seconds_count", {"path": "one"}) == ones + 1
+    assert sample("synapsia_ledger_event_insert_seconds_count") == inserts + 1
+    assert [(a.seq, a.kind) for a in appended] == [(2, second.kind)] * 2
+    assert ledger_verify_room(room_id=alone).ok and ledger_verify_room(room_id=batched).ok
+
+
+def test_a_single_append_as_of_a_moment_is_recorded_at_it() -> None:
+    """The retention purge's "as of": the event, its stored bytes and its row carry the moment
+    given, not the moment of the append, and the chain verifies."""
+    room_id = uuid.uuid4()
+    moment = timezone.now().replace(microsecond=678901) - timedelta(minutes=5)
+    with transaction.atomic():
+        appended = ledger_append(room_id=room_id, event=_awkward_events()[0], occurred_at=moment)
+    stored = LedgerEvent.objects.get(room_id=room_id, seq=appended.seq)
+    assert appended.occurred_at == stored.occurred_at == moment
+    assert f'"occurred_at":"{occurred_at_text(moment)}"'.encode() in bytes(stored.canonical)
+    assert occurred_at_text(moment).endswith(".678901Z")
+    assert ledger_verify_room(room_id=room_id).ok
