@@ -26,8 +26,10 @@ import functools
 import json
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.apps import apps
 from django.conf import settings
@@ -43,6 +45,11 @@ logger = logging.getLogger(__name__)
 ANY = "*"
 DEFAULTS = ("deny_all", "allow_all")
 MAX_POLICY_FILE_BYTES = 1024 * 1024
+
+
+# The database's rules for an agent and ``*`` as a caller's statement read them
+# (``policy_rules_column``): (agent key, tool, effect), in ``_rules_sql``'s order.
+PolicyRules = tuple[tuple[str, str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -191,20 +198,61 @@ def tool_policy_file_load(*, path: str) -> tuple[PolicyEntry, ...]:
     return tuple(entries)
 
 
-def _entries_for(agent_key: str) -> tuple[PolicyEntry, ...]:
-    """Every entry for this agent or ``*``, read now from the file and the database."""
+def _entries_for(agent_key: str, rules: PolicyRules | None = None) -> tuple[PolicyEntry, ...]:
+    """Every entry for this agent or ``*``, read now from the file and the database (or, for
+    the database's, ``rules`` as the caller's statement read them a moment ago)."""
     keys = {ANY, agent_key}
     entries: list[PolicyEntry] = []
     path = settings.SYNAPSIA.get("TOOL_POLICY_FILE") or ""
     if path:
         entries.extend(e for e in tool_policy_file_load(path=path) if e.agent_key in keys)
-    # Read live on every call, by one statement written once per process (no ORM compilation
-    # on the connect and act paths); the rows come in the model's order, as before.
-    with statement_cursor() as cursor:
-        cursor.execute(_rules_sql(connection.vendor), [ANY, agent_key])
-        rows = cursor.fetchall()
-    entries.extend(PolicyEntry(str(a), str(t), str(e), "db") for a, t, e in rows)
+    if rules is None:
+        # Read live on every call, by one statement written once per process (no ORM
+        # compilation on the connect and act paths); the rows come in the model's order.
+        with statement_cursor() as cursor:
+            cursor.execute(_rules_sql(connection.vendor), [ANY, agent_key])
+            rules = tuple(cursor.fetchall())
+    elif any(a not in keys for a, _, _ in rules):
+        raise ValueError("policy rules read for another agent")
+    entries.extend(PolicyEntry(str(a), str(t), str(e), "db") for a, t, e in rules)
     return tuple(entries)
+
+
+def policy_agent_key(agent_id: uuid.UUID | str) -> str:
+    """The key an agent's policy entries name it by (its id's canonical text)."""
+    return _agent_key_check(str(agent_id))
+
+
+@functools.cache
+def policy_rules_column(vendor: str, agent_key: str) -> str:
+    """The database's rules for ``*`` and one agent as a scalar subquery: a column of a
+    caller's statement (an agent's connect reads them with its seat, one round trip fewer).
+    ``agent_key``: the SQL that gives the agent's key there (a placeholder, or an expression
+    of the statement's own columns). One JSON array of ``[agent key, tool, effect]`` in
+    ``_rules_sql``'s order (NULL or empty for none), for ``policy_rules_parse``. Only our own
+    table name and ``*`` are interpolated."""
+    table = connection.ops.quote_name(ToolPolicyRule._meta.db_table)
+    if vendor == "postgresql":
+        return (
+            "(SELECT json_agg(json_build_array(p.agent_key, p.tool, p.effect) "  # noqa: S608
+            f"ORDER BY p.agent_key, p.tool, p.effect) FROM {table} p "
+            f"WHERE p.agent_key IN ('{ANY}', {agent_key}))"
+        )
+    # SQLite's json_group_array keeps the order its rows come in.
+    return (
+        "(SELECT json_group_array(json_array(agent_key, tool, effect)) FROM "  # noqa: S608
+        f"(SELECT agent_key, tool, effect FROM {table} WHERE agent_key IN ('{ANY}', "
+        f"{agent_key}) ORDER BY agent_key, tool, effect))"
+    )
+
+
+def policy_rules_parse(value: Any) -> PolicyRules:
+    """``policy_rules_column``'s value as read: PostgreSQL's driver parses ``json`` itself
+    (None for no rows), SQLite gives the text."""
+    if value is None:
+        return ()
+    rows: Sequence[Sequence[Any]] = json.loads(value) if isinstance(value, str | bytes) else value
+    return tuple((str(a), str(t), str(e)) for a, t, e in rows)
 
 
 @functools.cache
@@ -242,9 +290,11 @@ def _decide(tool: str, entries: tuple[PolicyEntry, ...]) -> PolicyVerdict:
     return PolicyVerdict(allowed, rule)
 
 
-def _policy_read(agent_id: uuid.UUID | str) -> tuple[PolicyEntry, ...] | PolicyVerdict:
+def _policy_read(
+    agent_id: uuid.UUID | str, rules: PolicyRules | None = None
+) -> tuple[PolicyEntry, ...] | PolicyVerdict:
     try:
-        return _entries_for(_agent_key_check(str(agent_id)))
+        return _entries_for(_agent_key_check(str(agent_id)), rules)
     except ToolPolicyError as exc:
         logger.error("tool policy unreadable, denying every tool: %s", exc.message)
         return PolicyVerdict(False, "policy.unreadable")
@@ -297,14 +347,17 @@ def tools_effective(
     advisor_only: bool,
     declared_tools: list[str] | None,
     slip_cleared: frozenset[str] | None,
+    rules: PolicyRules | None = None,
 ) -> frozenset[str]:
     """Names of the tools this agent may use now: policy ∩ (slip, plus tools touching no owner
     data) ∩ declared hints.
 
     ``slip_cleared=None`` skips the slip intersection (the caller applies slips itself);
-    ``declared_tools`` None or empty means the agent declared no hints (policy alone).
+    ``declared_tools`` None or empty means the agent declared no hints (policy alone);
+    ``rules``: the database's rules as the caller's statement just read them
+    (``policy_rules_column``), or None to read them now.
     """
-    read = _policy_read(agent_id)
+    read = _policy_read(agent_id, rules)
     if isinstance(read, PolicyVerdict):
         return frozenset()
     allowed = {name for name in tool_names() if _decide(name, read).allowed}
@@ -324,6 +377,7 @@ def tool_specs_for(
     advisor_only: bool,
     declared_tools: list[str] | None,
     slip_cleared: frozenset[str] | None,
+    rules: PolicyRules | None = None,
 ) -> list[ToolSpec]:
     """Exactly the effective tools, by name (others are not listed): each one's
     ``descriptor()`` is its MCP tool definition."""
@@ -332,5 +386,6 @@ def tool_specs_for(
         advisor_only=advisor_only,
         declared_tools=declared_tools,
         slip_cleared=slip_cleared,
+        rules=rules,
     )
     return [_spec(name) for name in sorted(names)]

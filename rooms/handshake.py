@@ -28,7 +28,13 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.http.request import validate_host
 from django.utils import timezone
 
-from gatekeeper.policy import tool_specs_for
+from gatekeeper.policy import (
+    PolicyRules,
+    policy_agent_key,
+    policy_rules_column,
+    policy_rules_parse,
+    tool_specs_for,
+)
 from gatekeeper.standing import OWNER_ROOM_STATES, join_verdict
 from gatekeeper.tools.spec import ToolSpec
 from ledger.events import Join
@@ -93,6 +99,9 @@ class Admission:
     # The agent's sockets joined and not yet left when this one joined (``Agent.socket_joins``):
     # zero, and no earlier socket of it can be open in any room.
     earlier_sockets: int = 0
+    # The tool policy's rules for the agent, read by the handshake's statement with its seat
+    # (None: not read, the listing reads them).
+    policy_rules: PolicyRules | None = None
 
 
 TOOL_RESOURCE_PREFIX = "tool:"
@@ -254,72 +263,107 @@ def socket_leave_count(agent_id: UUID) -> None:
         )
 
 
-@functools.cache
-def _seat_sql(vendor: str, head_locked: bool) -> str:
-    """The agent's seat in the room, with the room, the room's ledger head, whether any offer
-    was sealed there and whether its owner has a live slip for it: one row, or none when the
-    agent holds no seat in the room. ``head_locked`` (PostgreSQL): the head is locked until
-    the handshake commits, so two agents of a room joining at once take turns at it instead
-    of one failing its compare-and-set (the append's slower path); a room without a head yet
-    then reads no row."""
+# The seat's columns, as ``_seat_sql`` and ``_admit_sql`` read them.
+_SEAT_COLUMNS = 13
+
+
+def _seat_select(vendor: str, *, agent: str, policy_key: str, head_locked: bool) -> str:
+    """The agent's seat in the room (the agent given by ``agent``, SQL: a placeholder or a
+    column), with the room, the room's ledger head, whether any offer was sealed there,
+    whether its owner has a live slip for it, and the tool policy's rules for it
+    (``policy_key``, SQL giving its policy key): one row, or none when the agent holds no
+    seat in the room. ``head_locked`` (PostgreSQL): the head is locked until the handshake
+    commits, so two agents of a room joining at once take turns at it instead of one failing
+    its compare-and-set (the append's slower path); a room without a head yet then reads no
+    row."""
     q = connection.ops.quote_name
     member, room, head, offer, slip = (
         q(model._meta.db_table) for model in (RoomMember, Room, LedgerHead, SealedOffer, Slip)
     )
     return (
         "SELECT m.owner_id, m.acked_seq, m.standing, "  # noqa: S608
-        "r.purpose, r.charter, r.state, r.terms, r.last_seq, h.seq, h.hash, "
-        f"EXISTS (SELECT 1 FROM {offer} o WHERE o.room_id = r.id), "
+        "r.purpose, r.charter, r.state, r.terms, r.last_seq, h.seq AS head_seq, "
+        "h.hash AS head_hash, "
+        f"EXISTS (SELECT 1 FROM {offer} o WHERE o.room_id = r.id) AS offers_sealed, "
         f"EXISTS (SELECT 1 FROM {slip} s WHERE s.room_id = r.id AND s.owner_id = m.owner_id "
-        "AND s.agent_id = m.agent_id AND s.superseded_at IS NULL) "
+        "AND s.agent_id = m.agent_id AND s.superseded_at IS NULL) AS slip_live, "
+        f"{policy_rules_column(vendor, policy_key)} AS policy_rules "
         f"FROM {member} m JOIN {room} r ON r.id = m.room_id "
         f"{'' if head_locked else 'LEFT '}JOIN {head} h ON h.room_id = r.id "
-        "WHERE m.room_id = %s AND m.agent_id = %s" + (" FOR UPDATE OF h" if head_locked else "")
+        f"WHERE m.room_id = %s AND m.agent_id = {agent}"
+        + (" FOR UPDATE OF h" if head_locked else "")
+    )
+
+
+@functools.cache
+def _seat_sql(vendor: str, head_locked: bool) -> str:
+    """``_seat_select`` of one agent given by its id and its policy key (parameters: the
+    policy key, the room, the agent)."""
+    return _seat_select(vendor, agent="%s", policy_key="%s", head_locked=head_locked)
+
+
+@functools.cache
+def _admit_sql() -> str:
+    """PostgreSQL: ``_token_use_sql`` and ``_seat_sql`` (the head locked) as one statement,
+    one round trip: the token's use recorded and its agent returned, then that agent's seat
+    read and its head locked, in that order (the agent's row locked first, as a leave locks
+    it before the head). No row: an unknown or revoked token; the seat's columns NULL: no
+    seat, or no head yet (``_seat_sql`` then reads it without the lock). Parameters: the
+    time, the token's digest, the room."""
+    seat = _seat_select("postgresql", agent="a.id", policy_key="a.id::text", head_locked=True)
+    return (
+        f"WITH a AS ({_token_use_sql('postgresql')} AS earlier) "  # noqa: S608
+        "SELECT a.id, a.advisor_only, a.declared_tools, a.earlier, s.* "
+        f"FROM a LEFT JOIN LATERAL ({seat}) s ON TRUE"
     )
 
 
 def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
     """The token, the seat, its standing and the room's state, then the ``Join`` event: one
     transaction. A join that cannot be recorded does not happen (nor does its token stamp);
-    one refused is not counted among the agent's sockets' joins (``Agent.socket_joins``)."""
+    one refused is not counted among the agent's sockets' joins (``Agent.socket_joins``).
+    PostgreSQL reads the token and the seat in one statement (``_admit_sql``)."""
     now = timezone.now()
     agent_pk = Agent._meta.pk
     assert agent_pk is not None
     # The connection itself, looked up once (each use of the proxy is a context-local lookup).
     db = connections[DEFAULT_DB_ALIAS]
+    room_param = Room._meta.get_field("id").get_db_prep_value(room_id, db)
+    stamp = [
+        Agent._meta.get_field("token_last_used_at").get_db_prep_save(now, db),
+        secret_digest(token),
+    ]
     with transaction.atomic():
         with db.cursor() as cursor:
-            cursor.execute(
-                _token_use_sql(db.vendor),
-                [
-                    Agent._meta.get_field("token_last_used_at").get_db_prep_save(now, db),
-                    secret_digest(token),
-                ],
-            )
-            agent_row = cursor.fetchone()
+            # SQLite's IMMEDIATE transaction already holds the one write lock.
+            head_locked = db.features.has_select_for_update_of
+            seat: tuple[Any, ...] | None
+            if head_locked:
+                cursor.execute(_admit_sql(), [*stamp, room_param])
+                row = cursor.fetchone()
+                agent_row, seat = (None, None) if row is None else (row[:4], row[4:])
+            else:
+                cursor.execute(_token_use_sql(db.vendor), stamp)
+                agent_row, seat = cursor.fetchone(), None
             if agent_row is None:
                 return Refusal(CloseCode.UNAUTHENTICATED, "Unknown or revoked token.")
             agent_id = _as_uuid(agent_row[0])
-            seat_params = [
-                Room._meta.get_field("id").get_db_prep_value(room_id, db),
-                agent_pk.get_db_prep_value(agent_id, db),
-            ]
-            # SQLite's IMMEDIATE transaction already holds the one write lock.
-            head_locked = db.features.has_select_for_update_of
-            cursor.execute(_seat_sql(db.vendor, head_locked), seat_params)
-            seat = cursor.fetchone()
-            if seat is None and head_locked:
-                # No seat, or a room whose ledger has no head yet: read without the lock.
-                cursor.execute(_seat_sql(db.vendor, False), seat_params)
+            agent_param = agent_pk.get_db_prep_value(agent_id, db)
+            if seat is None or seat[0] is None:
+                # SQLite; or no seat, or a room whose ledger has no head yet: read unlocked.
+                cursor.execute(
+                    _seat_sql(db.vendor, False),
+                    [policy_agent_key(agent_id), room_param, agent_param],
+                )
                 seat = cursor.fetchone()
             refused = _seat_refusal(seat)
             if refused is not None:
                 # The token's use is still stamped; its join is not counted.
-                cursor.execute(_socket_count_sql(db.vendor, "socket_joins", -1), seat_params[1:])
+                cursor.execute(_socket_count_sql(db.vendor, "socket_joins", -1), [agent_param])
                 return refused
-        assert seat is not None  # not refused
+        assert seat is not None and len(seat) == _SEAT_COLUMNS  # not refused
         owner_id, acked_seq, _, purpose, charter, state, terms, last_seq = seat[:8]
-        head_seq, head_hash, offers_sealed, slip_live = seat[8:]
+        head_seq, head_hash, offers_sealed, slip_live, rules = seat[8:]
         try:
             [joined] = ledger_append_many(
                 room_id=room_id,
@@ -349,6 +393,7 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
         offers_sealed=bool(offers_sealed),
         slip_live=bool(slip_live),
         earlier_sockets=int(agent_row[3]),
+        policy_rules=policy_rules_parse(rules),
     )
 
 
@@ -413,4 +458,5 @@ def tools_listed(admission: Admission, *, now: datetime | None = None) -> list[T
         advisor_only=admission.advisor_only,
         declared_tools=admission.declared_tools,
         slip_cleared=slip_tools,
+        rules=admission.policy_rules,
     )

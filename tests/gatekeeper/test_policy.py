@@ -10,11 +10,15 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
 
+from gatekeeper import policy as policy_module
 from gatekeeper.errors import ToolPolicyError
 from gatekeeper.models import ToolPolicyRule
 from gatekeeper.policy import (
     PolicyVerdict,
+    policy_rules_column,
+    policy_rules_parse,
     tool_hints_validate,
     tool_policy_allows,
     tool_policy_file_load,
@@ -313,3 +317,48 @@ def test_the_admin_refuses_an_unsafe_rule(admin_client: Any, advisor: Any) -> No
     )
     assert response.status_code == 302
     assert ToolPolicyRule.objects.get().tool == "propose_time"
+
+
+def test_the_rules_column_reads_what_the_rules_statement_reads(policy: Any) -> None:
+    # An agent's connect reads the rules as a column of its seat's statement
+    # (``policy_rules_column``): the same rows, in the same order, as the policy's own read,
+    # and none of another agent's.
+    policy("allow_all")
+    other = str(uuid.UUID(int=2))
+    for key, tool, effect in [
+        (AGENT, "spend", "deny"),
+        ("*", "book_table", "allow"),
+        (AGENT, "book_table", "deny"),
+        ("*", "*", "deny"),
+        (other, "venues_search", "deny"),
+    ]:
+        ToolPolicyRule.objects.create(agent_key=key, tool=tool, effect=effect)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {policy_rules_column(connection.vendor, '%s')}", [AGENT])
+        (column,) = cursor.fetchone()
+        cursor.execute(policy_module._rules_sql(connection.vendor), ["*", AGENT])
+        statement = tuple(tuple(row) for row in cursor.fetchall())
+    rules = policy_rules_parse(column)
+    assert rules == statement
+    assert {key for key, _, _ in rules} == {"*", AGENT}
+    assert policy_rules_parse(None) == ()
+    # Decided from the rules read with the seat exactly as from the rules read now.
+    for hints in (None, ["spend", "venues_search"]):
+        assert tools_effective(
+            agent_id=AGENT, advisor_only=False, declared_tools=hints, slip_cleared=None, rules=rules
+        ) == tools_effective(
+            agent_id=AGENT, advisor_only=False, declared_tools=hints, slip_cleared=None
+        )
+
+
+def test_rules_read_for_another_agent_decide_nothing(policy: Any) -> None:
+    policy("allow_all")
+    foreign = ((str(uuid.UUID(int=2)), "spend", "allow"),)
+    with pytest.raises(ValueError, match="another agent"):
+        tools_effective(
+            agent_id=AGENT,
+            advisor_only=False,
+            declared_tools=None,
+            slip_cleared=None,
+            rules=foreign,
+        )

@@ -14,8 +14,10 @@ from channels.testing import WebsocketCommunicator
 from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
 
+from gatekeeper.models import ToolPolicyRule
+from gatekeeper.policy import tool_policy_rule_put
 from ledger import services as ledger_services
-from ledger.models import LedgerEvent
+from ledger.models import LedgerEvent, LedgerHead
 from rooms import consumers, services
 from rooms.consumers import RoomConsumer
 from rooms.models import Agent
@@ -28,12 +30,15 @@ from tests.statement_parses import uncached_parses
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# The token's use, the seat with its room, the Join (the head's compare-and-set and the
-# insert) in one transaction, then the tool policy: 7 with SQLite's BEGIN and COMMIT. It was
-# 14 (the agent and the room read twice, the ledger through the ORM, the slips, the backlog
-# and the sealed offers read when there are none). One more where there is something to read:
-# the agent's slip, or messages past its ack.
-CONNECT_STATEMENTS_MAX = 7
+# The token's use, the seat with its room and the tool policy's rules, the Join (the head's
+# compare-and-set and the insert) in one transaction: 6 with SQLite's BEGIN and COMMIT. On
+# PostgreSQL the token's use and the seat are one statement and the Join's compare-and-set is
+# its insert's: 4. It was 14 (the agent and the room read twice, the ledger through the ORM,
+# the slips, the backlog and the sealed offers read when there are none), then 7 (the tool
+# policy read after the transaction). One more where there is something to read: the agent's
+# slip, or messages past its ack.
+CONNECT_STATEMENTS = {"sqlite": 6, "postgresql": 4}
+CONNECT_STATEMENTS_MAX = CONNECT_STATEMENTS[connection.vendor]
 
 
 @pytest.fixture
@@ -101,6 +106,62 @@ async def test_an_agent_connect_costs_a_few_statements_in_one_hop(
     assert welcome["body"]["room"]["purpose"] == "Dinner for two"
     assert welcome["body"]["room"]["charter"] == "Find a dinner slot."
     assert welcome["body"]["agent_id"] == str(setup.a.agent.id)
+    await socket.disconnect()
+
+
+async def test_the_tool_policy_is_read_with_the_seat_on_every_connect(
+    make_open_room: Any, connect_hops: list[list[str]], settings: Any
+) -> None:
+    # What the connect lists follows the policy's rules as they are at that connect: read by
+    # the seat's statement, not by one of their own, and never kept from an earlier connect.
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
+    setup = await database_sync_to_async(make_open_room)()
+    agent_id, other = setup.a.agent.id, setup.b.agent.id
+
+    async def listed() -> set[str]:
+        socket, welcome = await _connect(setup.room.id, setup.a.token)
+        await socket.disconnect()
+        return _tool_names(welcome)
+
+    before = await listed()
+    assert "venues_search" in before
+    put = database_sync_to_async(tool_policy_rule_put)
+    await put(agent_id=other, tool="venues_search", effect="deny")  # another agent's rule
+    assert await listed() == before
+    await put(agent_id=agent_id, tool="venues_search", effect="deny")
+    assert await listed() == before - {"venues_search"}
+    await database_sync_to_async(ToolPolicyRule.objects.filter(agent_key=str(agent_id)).delete)()
+    assert await listed() == before
+    await put(agent_id="*", tool="*", effect="deny")  # every agent's rule
+    assert await listed() == set()
+    # The connects' hops (a leave's hop is counted too, as "another hop").
+    connects = [hop for hop in connect_hops if any("token_last_used_at" in sql for sql in hop)]
+    assert len(connects) == 5, connect_hops
+    rules_table = ToolPolicyRule._meta.db_table
+    for hop in connects:  # the seat's statement reads the rules; none reads them alone
+        assert len(hop) <= CONNECT_STATEMENTS_MAX, hop
+        assert [sql for sql in hop if rules_table in sql and "m.owner_id" in sql], hop
+        assert not [sql for sql in hop if sql.lstrip().startswith("SELECT agent_key, tool")]
+
+
+async def test_an_agent_of_a_room_whose_ledger_has_no_head_yet_still_joins(
+    make_open_room: Any,
+) -> None:
+    # PostgreSQL's token-and-seat statement locks the head, so it finds no seat where there is
+    # no head; the seat is then read without the lock and the Join starts the ledger.
+    setup = await database_sync_to_async(make_open_room)()
+
+    def no_ledger() -> None:
+        LedgerEvent.objects.filter(room_id=setup.room.id).delete()
+        LedgerHead.objects.filter(room_id=setup.room.id).delete()
+
+    await database_sync_to_async(no_ledger)()
+    socket, welcome = await _connect(setup.room.id, setup.a.token)
+    assert welcome["body"]["agent_id"] == str(setup.a.agent.id)
+    joined = await database_sync_to_async(
+        lambda: list(LedgerEvent.objects.filter(room_id=setup.room.id).values_list("seq", "kind"))
+    )()
+    assert joined == [(1, "join")]
     await socket.disconnect()
 
 
