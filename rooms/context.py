@@ -104,7 +104,9 @@ from rooms.sealing import (
     ROOM_CHARTER,
     ROOM_PURPOSE,
     WHISPER_TEXT,
+    hop_marks_note,
     one_hop,
+    room_key_cached,
     room_texts_open,
 )
 from rooms.standing import Reader, Seat, seat_verdict
@@ -204,8 +206,10 @@ class _TurnFacts:
     peer: tuple[int, UUID] | None
     tier: str
     room: RoomFacts
-    purpose: str
-    charter: str
+    # The room's purpose and charter as read, sealed at rest under the room's key (a backup
+    # holds no purpose): opened with the conversation, after the turn's transaction.
+    purpose_sealed: str
+    charter_sealed: str
     ledger_head: tuple[int, str] | None
     # Whether another agent published an artifact the room marked shared with the other
     # agent: only then is there anything for the Gatekeeper to decide (and record).
@@ -376,9 +380,8 @@ def _turn_facts(
             slip_owner_unchosen=bool(unchosen),
         ),
         room=RoomFacts(room_id=room_id, state=str(state), terms=terms),
-        # Sealed at rest under the room's key, like the transcript (a backup holds no purpose).
-        purpose=_opened_text(str(purpose), column=ROOM_PURPOSE, room_id=room_id),
-        charter=_opened_text(str(charter), column=ROOM_CHARTER, room_id=room_id),
+        purpose_sealed=str(purpose),
+        charter_sealed=str(charter),
         ledger_head=(int(head_seq), str(head_hash)) if head_seq is not None else None,
         peer_artifacts_published=bool(artifacts_published),
         recent=(messages, whispers),
@@ -471,7 +474,16 @@ def _disclosures(
         wanted=[(p.source.owner_id, p.source.resource) for p in showing], lock=True
     )
     keys = TurnKeys()  # each owner's data key opened once this turn
-    keys.read_for(row for found in rows.values() for row in found)  # all in one read
+    # All in one read of the key store, the room key's row with them: its destroyed mark is
+    # then read for the hop (rooms.sealing.one_hop), and the purpose, the charter and the
+    # conversation, opened after the turn's transaction, read no mark of their own.
+    room_key = room_key_cached(facts.room.room_id)
+    hop_marks_note(
+        keys.read_for(
+            (row for found in rows.values() for row in found),
+            also=() if room_key is None else (room_key,),
+        )
+    )
     spend: list[int] = []
     for p in showing:
         found = rows.get((p.source.owner_id, p.source.resource), [])
@@ -630,6 +642,8 @@ def _assembled(
     elif facts.agent_revoked or facts.standing != SeatStanding.ACTIVE:
         notices.append(WITHDRAWN_NOTICE)
 
+    purpose = _opened_text(facts.purpose_sealed, column=ROOM_PURPOSE, room_id=room_id)
+    charter = _opened_text(facts.charter_sealed, column=ROOM_CHARTER, room_id=room_id)
     messages, whispers = _recent_opened(facts.recent, room_id=room_id)
     nonces = [m.nonce for m in messages] + [i.nonce for i in peer_items]
     nonces += [a.nonce for a in peer_artifacts]
@@ -638,8 +652,8 @@ def _assembled(
         agent_id=agent_id,
         turn=facts.turn,
         preamble=trusted_preamble(nonces=nonces),
-        purpose=facts.purpose,
-        charter=facts.charter,
+        purpose=purpose,
+        charter=charter,
         terms=facts.room.terms,
         own_items=own_items,
         whispers=whispers,

@@ -45,7 +45,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Self
@@ -57,6 +57,7 @@ from django.db.models.query_utils import DeferredAttribute
 
 from slips.datakeys import (
     DataKeyDestroyed,
+    StoredKey,
     data_key_for,
     data_key_live,
     data_key_open,
@@ -180,6 +181,24 @@ def one_hop() -> Iterator[None]:
     finally:
         if outer is None:
             _hop.live = _hop.opening = None
+
+
+def room_key_cached(room_id: UUID) -> UUID | None:
+    """The id of the room's key this process holds, if it holds one: a hop that reads the key
+    store anyway may read its destroyed mark in the same read (``hop_marks_note``)."""
+    return _keys.for_room(room_id)
+
+
+def hop_marks_note(read: Mapping[str, StoredKey]) -> None:
+    """Within ``one_hop``: the keys of ``read`` (a key-store read of this moment,
+    ``data_keys_read``, by key id as text) that are in the store and not destroyed are live
+    for the rest of the hop, as if each one's destroyed mark had been read by ``_live``: a
+    context turn reads its room key's row with its owners' keys, one read of the key store
+    instead of two (each read takes and drops the store's file lock). Outside a hop, nothing."""
+    live: set[UUID] | None = getattr(_hop, "live", None)
+    if live is None:
+        return
+    live.update(UUID(key_id) for key_id, row in read.items() if row[3] is not None)
 
 
 def _live(key_id: UUID) -> bool:

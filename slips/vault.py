@@ -353,10 +353,12 @@ class TurnKeys:
         self._aeads: dict[tuple[bytes, str], AESGCM] = {}
         self._read: dict[str, Any] | None = None
 
-    def read_for(self, rows: Iterable[VaultRow]) -> None:
+    def read_for(self, rows: Iterable[VaultRow], *, also: Iterable[UUID] = ()) -> dict[str, Any]:
         """Read the key store's rows of every owner key ``rows`` are sealed under, in one
         read (each owner's key was one read of its own), for this turn's ``open``s. Each is
-        still checked when opened: its subject, its destroyed mark, its unwrapping."""
+        still checked when opened: its subject, its destroyed mark, its unwrapping. ``also``:
+        other keys the turn uses, read in the same read (the room's, whose destroyed mark the
+        turn then need not read again); every row read is returned."""
         from slips.datakeys import data_keys_read
 
         sealed_ids = {
@@ -364,7 +366,8 @@ class TurnKeys:
             for r in rows
             if r.sealed[:1] == OWNER_SEAL_VERSION and len(r.sealed) >= 17
         }
-        self._read = data_keys_read({UUID(bytes=k) for k in sealed_ids})
+        self._read = data_keys_read({UUID(bytes=k) for k in sealed_ids} | set(also))
+        return self._read
 
     def open(self, key_id: UUID, *, subject: str) -> bytes:
         from slips.datakeys import data_key_open

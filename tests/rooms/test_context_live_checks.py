@@ -18,7 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 from ledger.models import LedgerEvent
-from rooms import context
+from rooms import context, sealing
 from rooms.context import context_for_agent
 from rooms.models import Room, RoomState
 from slips import services as slip_services
@@ -163,11 +163,11 @@ def test_the_memo_holds_what_the_bytes_say_and_nothing_about_the_room() -> None:
     assert _signed_payload.cache_info().currsize == before
 
 
-def test_a_turn_reads_the_key_store_once_for_its_owner_keys_and_once_for_the_room_key(
+def test_a_turn_reads_the_key_store_once_for_its_owner_keys_and_the_room_key(
     make_open_room: Any,
 ) -> None:
-    """Both owners' keys come from one key-store read, and the room key's destroyed mark is
-    read once for the turn's purpose, charter and messages; each turn reads them again."""
+    """Both owners' keys and the room key's row (its destroyed mark, for the turn's purpose,
+    charter and messages) come from one key-store read; each turn reads them again."""
     from rooms import services as room_services
     from slips import datakeys
 
@@ -194,8 +194,33 @@ def test_a_turn_reads_the_key_store_once_for_its_owner_keys_and_once_for_the_roo
         assert [i.resource for i in turn.peer_items] == ["food_likes"]
         assert len(turn.peer_messages) == 3
         reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
-        assert len(reads) == 2, reads
-        assert sum("IN (" in s for s in reads) == 1  # both owners' keys, one statement
+        assert len(reads) == 1, reads  # both owners' keys and the room's, one statement
+        assert "IN (" in reads[0]
+        room_key = sealing.room_key_cached(setup.room.id)
+        assert room_key is not None and str(room_key) in reads[0]
+
+
+def test_a_room_key_destroyed_between_turns_opens_nothing_in_the_next(
+    make_open_room: Any,
+) -> None:
+    """The room key's mark read with the owners' keys is the turn's own: destroyed by
+    another process after one turn, the next turn opens neither the purpose nor the
+    conversation (the key stays cached here; only the store says it is gone)."""
+    from rooms import services as room_services
+
+    setup = make_open_room()
+    vault.vault_item_create(owner=setup.a.owner, content={"kind": "food_likes", "items": ["ramen"]})
+    seat_slip_sign(setup.a, setup.room.id, [_record("food_likes")])
+    room_services.message_say(
+        room_id=setup.room.id, agent_id=setup.a.agent.id, client_id="k1", text="Friday at 7?"
+    )
+    turn = _bobs(setup)
+    assert [i.resource for i in turn.peer_items] == ["food_likes"]
+    assert turn.purpose == "Dinner for two" and len(turn.peer_messages) == 1
+    assert sealing.room_key_cached(setup.room.id) is not None
+    assert data_keys_destroy(kind="room", subject=str(setup.room.id), since="") == 1
+    with pytest.raises(DataKeyDestroyed):
+        _bobs(setup)
 
 
 def test_an_owner_key_handed_to_another_owner_is_refused_by_the_batch_read(
