@@ -263,10 +263,6 @@ def socket_leave_count(agent_id: UUID) -> None:
         )
 
 
-# The seat's columns, as ``_seat_sql`` and ``_admit_sql`` read them.
-_SEAT_COLUMNS = 13
-
-
 def _seat_select(vendor: str, *, agent: str, policy_key: str, head_locked: bool) -> str:
     """The agent's seat in the room (the agent given by ``agent``, SQL: a placeholder or a
     column), with the room, the room's ledger head, whether any offer was sealed there,
@@ -361,7 +357,7 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
                 # The token's use is still stamped; its join is not counted.
                 cursor.execute(_socket_count_sql(db.vendor, "socket_joins", -1), [agent_param])
                 return refused
-        assert seat is not None and len(seat) == _SEAT_COLUMNS  # not refused
+        assert seat is not None  # not refused
         owner_id, acked_seq, _, purpose, charter, state, terms, last_seq = seat[:8]
         head_seq, head_hash, offers_sealed, slip_live, rules = seat[8:]
         try:
