@@ -143,7 +143,7 @@ def tool_policy_rule_put(
     """Store one policy entry as a database row (validated exactly as the admin would), or
     return the existing identical one. Used where the server itself configures agents (the
     practice room's seeding); owners' agents are configured by operators in the admin."""
-    agent_key = _agent_key_check(str(agent_id))
+    agent_key = policy_agent_key(agent_id)
     tool_policy_entry_validate(agent_key=agent_key, tool=tool, effect=effect)
     rule, _ = ToolPolicyRule.objects.get_or_create(
         agent_key=agent_key, tool=tool, effect=effect, defaults={"note": note[:200]}
@@ -223,7 +223,6 @@ def policy_agent_key(agent_id: uuid.UUID | str) -> str:
     return _agent_key_check(str(agent_id))
 
 
-@functools.cache
 def policy_rules_column(vendor: str, agent_key: str) -> str:
     """The database's rules for ``*`` and one agent as a scalar subquery: a column of a
     caller's statement (an agent's connect reads them with its seat, one round trip fewer).
@@ -294,7 +293,7 @@ def _policy_read(
     agent_id: uuid.UUID | str, rules: PolicyRules | None = None
 ) -> tuple[PolicyEntry, ...] | PolicyVerdict:
     try:
-        return _entries_for(_agent_key_check(str(agent_id)), rules)
+        return _entries_for(policy_agent_key(agent_id), rules)
     except ToolPolicyError as exc:
         logger.error("tool policy unreadable, denying every tool: %s", exc.message)
         return PolicyVerdict(False, "policy.unreadable")

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 import rfc8785
@@ -183,7 +183,7 @@ def _append(
     *,
     room_id: UUID,
     events: Sequence[LedgerEventRecord],
-    path: str,
+    path: Literal["one", "batch"],
     head_seen: tuple[int, str] | None = None,
     alongside: Alongside | None = None,
     occurred_at: datetime | None = None,

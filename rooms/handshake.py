@@ -236,7 +236,7 @@ def _token_use_sql(vendor: str) -> str:
         f"UPDATE {q(Agent._meta.db_table)} SET token_last_used_at = %s, "  # noqa: S608
         f"socket_joins = {greatest}(socket_joins, socket_leaves) + 1 "
         "WHERE token_hash = %s AND revoked_at IS NULL "
-        "RETURNING id, advisor_only, declared_tools, socket_joins - socket_leaves - 1"
+        "RETURNING id, advisor_only, declared_tools, socket_joins - socket_leaves - 1 AS earlier"
     )
 
 
@@ -308,7 +308,7 @@ def _admit_sql() -> str:
     time, the token's digest, the room."""
     seat = _seat_select("postgresql", agent="a.id", policy_key="a.id::text", head_locked=True)
     return (
-        f"WITH a AS ({_token_use_sql('postgresql')} AS earlier) "  # noqa: S608
+        f"WITH a AS ({_token_use_sql('postgresql')}) "  # noqa: S608
         "SELECT a.id, a.advisor_only, a.declared_tools, a.earlier, s.* "
         f"FROM a LEFT JOIN LATERAL ({seat}) s ON TRUE"
     )

@@ -21,7 +21,7 @@ import os
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
 from cryptography.exceptions import InvalidTag
@@ -50,6 +50,9 @@ from synapsia.db.statements import (
     rows_select,
     statement_cursor,
 )
+
+if TYPE_CHECKING:  # the key store is imported where it is used (slips.datakeys)
+    from slips.datakeys import StoredKey
 
 SEAL_VERSION = b"\x01"  # the single vault key of before (and server-held secrets)
 OWNER_SEAL_VERSION = b"\x02"  # the owner's data key (slips.datakeys)
@@ -351,9 +354,11 @@ class TurnKeys:
         self._opened: dict[tuple[UUID, str], bytes] = {}
         # By the key id's 16 bytes as sealed: no UUID is made per item, only per key.
         self._aeads: dict[tuple[bytes, str], AESGCM] = {}
-        self._read: dict[str, Any] | None = None
+        self._read: dict[str, StoredKey] | None = None
 
-    def read_for(self, rows: Iterable[VaultRow], *, also: Iterable[UUID] = ()) -> dict[str, Any]:
+    def read_for(
+        self, rows: Iterable[VaultRow], *, also: Iterable[UUID] = ()
+    ) -> dict[str, StoredKey]:
         """Read the key store's rows of every owner key ``rows`` are sealed under, in one
         read (each owner's key was one read of its own), for this turn's ``open``s. Each is
         still checked when opened: its subject, its destroyed mark, its unwrapping. ``also``:

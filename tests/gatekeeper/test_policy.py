@@ -351,7 +351,7 @@ def test_the_rules_column_reads_what_the_rules_statement_reads(policy: Any) -> N
         )
 
 
-def test_rules_read_for_another_agent_decide_nothing(policy: Any) -> None:
+def test_rules_read_for_another_agent_are_refused(policy: Any) -> None:
     policy("allow_all")
     foreign = ((str(uuid.UUID(int=2)), "spend", "allow"),)
     with pytest.raises(ValueError, match="another agent"):
