@@ -11,6 +11,7 @@ negotiation's log output for them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import uuid
@@ -39,6 +40,28 @@ class CorrelationFilter(logging.Filter):
         record.request_id = request_id.get()
         record.room_id = room_id.get()
         record.agent_id = agent_id.get()
+        return True
+
+
+class CancelledCleanupFilter(logging.Filter):
+    """channels_redis's pub/sub layer logs an ERROR with a traceback when a closed socket's
+    clean-up, the unsubscribe of its channel from Redis, is itself cancelled: as when the
+    server stops while sockets are closing or still open, one line for each of them. Nothing
+    failed that an operator could act on, so that record is kept as INFO, in words, without
+    the traceback. Any other exception in that clean-up is left as the ERROR it is."""
+
+    LOGGER = "channels_redis.pubsub"
+    SAID = (
+        "A closed socket's channel was not unsubscribed from Redis: its clean-up was cancelled, "
+        "as when the server stops. The subscription ends with this process's Redis connection."
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        failed = record.exc_info[1] if record.exc_info else None
+        if record.name == self.LOGGER and isinstance(failed, asyncio.CancelledError):
+            record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
+            record.msg, record.args = self.SAID, ()
+            record.exc_info, record.exc_text = None, None
         return True
 
 

@@ -362,12 +362,17 @@ if LOG_FILE:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"ids": {"()": "synapsia.logs.CorrelationFilter"}},
+    "filters": {
+        "ids": {"()": "synapsia.logs.CorrelationFilter"},
+        "cancelled_cleanup": {"()": "synapsia.logs.CancelledCleanupFilter"},
+    },
     "formatters": {
         "json": {"()": "synapsia.logs.JsonFormatter"},
         "text": {"format": "%(message)s"},
     },
     "handlers": _log_handlers,
+    # A socket's Redis clean-up cancelled as the server stops: INFO in words, not a traceback.
+    "loggers": {"channels_redis.pubsub": {"filters": ["cancelled_cleanup"]}},
     "root": {
         "handlers": list(_log_handlers),
         "level": env.str("SYNAPSIA_LOG_LEVEL", default="INFO"),
