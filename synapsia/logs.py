@@ -62,6 +62,8 @@ class CancelledCleanupFilter(logging.Filter):
             record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
             record.msg, record.args = self.SAID, ()
             record.exc_info, record.exc_text = None, None
+            # Made as an ERROR, it passed the level check already: INFO must pass it too.
+            return logging.getLogger(record.name).isEnabledFor(logging.INFO)
         return True
 
 

@@ -33,6 +33,31 @@ def test_a_cancelled_clean_up_is_one_info_line_in_words(caplog: pytest.LogCaptur
     assert record.exc_info is None and "Traceback" not in caplog.text
 
 
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen.append(record)
+
+
+def test_where_info_is_not_logged_a_cancelled_clean_up_is_not_either() -> None:
+    # As the deployment's handlers are: no level of their own, the root's level deciding.
+    handler = _Kept()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    try:
+        _logged(LOGGER, asyncio.CancelledError())
+        _logged(LOGGER, ConnectionError("Redis went away"))
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    assert [(r.name, r.levelno) for r in handler.seen] == [(LOGGER, logging.ERROR)]
+
+
 def test_any_other_failure_of_the_clean_up_stays_an_error_with_its_traceback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
