@@ -46,7 +46,7 @@ class CorrelationFilter(logging.Filter):
 class CancelledCleanupFilter(logging.Filter):
     """channels_redis's pub/sub layer logs an ERROR with a traceback when a closed socket's
     clean-up, the unsubscribe of its channel from Redis, is itself cancelled: as when the
-    server stops while sockets are closing or still open, one line for each of them. Nothing
+    server stops while sockets are still closing, one line for each of them. Nothing
     failed that an operator could act on, so that record is kept as INFO, in words, without
     the traceback. Any other exception in that clean-up is left as the ERROR it is."""
 
