@@ -23,8 +23,9 @@ from synapsia.serving import ROOT
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 BOBS_FIGURES = ("4000", "9000", "40.00", "90.00", "40 EUR", "90 EUR", "40-90", "40 to 90")
-# What may hold those digits by chance: a room's id, a booking's reference, the server's URL
-# (its port). Taken out before looking for Bob's figures, so a random id is never one.
+# What may hold those digits by chance in the demo's own report: a room's id, a booking's
+# reference, the server's URL (its port). Taken out of the report before looking for Bob's
+# figures, so a random id is never one; the agents' messages are searched as they are.
 _BY_CHANCE = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|\bbk-[0-9a-f]+|https?://\S+")
 
 
@@ -91,7 +92,7 @@ def test_with_bobs_budget_withheld_it_still_books_and_never_states_it() -> None:
     code, out, room_id = _demo("--guest-withholds-budget")
     assert code == 0, out
     texts = list(Message.objects.filter(room_id=room_id).values_list("text", flat=True))
-    assert [f for t in texts for f in _stated(BOBS_FIGURES, t)] == []
+    assert [f for f in BOBS_FIGURES if any(f in t for t in texts)] == []
     assert _stated(BOBS_FIGURES, out) == []  # nor does the demo's own report
     # The server never put Bob's budget into Alice's agent's context: only his own agent's.
     budget = VaultItem.objects.get(owner__username="demo-bob", kind="budget")
