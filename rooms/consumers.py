@@ -419,7 +419,7 @@ class SayDesk:
     one writer, and on PostgreSQL four at once left each hop ~2 frames (every frame arriving
     while fewer than four ran started one), so a message cost a hop, a commit and a standing
     statement of its own: one at a time halved the server's and the database's CPU a message
-    at one in flight (docs/benchmarks.md, "One recording at a time"). Other processes'
+    at one in flight (docs/benchmarks-log.md, "One recording at a time"). Other processes'
     desks still record at once (their rooms locked in one order).
 
     An ``ack`` goes the same way: acks waiting when a hop starts are recorded in it, before

@@ -344,7 +344,7 @@ def agent_leave(*, room_id: UUID, agent_id: UUID) -> None:
     leaves (``handshake.socket_leave_count``, first: see there why).
 
     Written statements, as the join's: every socket leaves once, and the same statements
-    compiled by the ORM cost a leave nearly twice the CPU on SQLite (docs/benchmarks.md)."""
+    compiled by the ORM cost a leave nearly twice the CPU on SQLite (docs/benchmarks-log.md)."""
     handshake.socket_leave_count(agent_id)
     ledger_append_many(
         room_id=room_id, events=[Leave(participant_id=str(agent_id), participant_kind="agent")]

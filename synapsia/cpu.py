@@ -2,13 +2,13 @@
 
 Why: a Daphne process runs its event loop and its database threads under one GIL, and a
 turn hands the GIL between them dozens of times (every database driver call lets go of it,
-docs/benchmarks.md, "What a statement costs beside the event loop"). With the threads on
+docs/benchmarks-log.md, "What a statement costs beside the event loop"). With the threads on
 different cores, each let-go wakes the other thread there, which takes the GIL (a hand-off,
 the interpreter's state then worked on from the other core's caches); on one core the thread
 that let go for a short call mostly takes it back first (measured: 9 hand-offs a context
 request instead of 19-30, and a quarter to a third less of its CPU). Measured on the turn
 cell (R = 50, 2 cores): 11% less server CPU a turn on SQLite, 16-24% on PostgreSQL + Redis,
-and a quarter less a connect there ("One CPU for a server process", docs/benchmarks.md).
+and a quarter less a connect there ("One CPU for a server process", docs/benchmarks-log.md).
 
 Opt-in, because a pinned process cannot move off a core something else keeps busy: set it
 per server process, each to a different CPU (the Procfile and deploy/docker-compose.yml do:

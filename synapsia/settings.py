@@ -180,7 +180,7 @@ if DATABASE_URL:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     # Prepared statements: the statements a turn and a say repeat (the same few, thousands of
     # times a connection) are parsed and planned once per connection, not on every execute,
-    # which took a third of the database's CPU per turn (docs/benchmarks.md). psycopg
+    # which took a third of the database's CPU per turn (docs/benchmarks-log.md). psycopg
     # prepares a statement after this many executions; that needs server-side binding
     # (values sent apart from the SQL, never quoted into it). "off" for a pooler that cannot
     # keep a session's prepared statements (PgBouncer before 1.21 in transaction mode).

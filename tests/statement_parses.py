@@ -3,7 +3,7 @@
 psycopg turns a statement's ``%(name)s`` placeholders into PostgreSQL's ``$n`` and keeps that
 parse only for a statement of at most 50 values and 4,096 bytes (``psycopg._queries``); past
 either it parses the text again on every execute, in Python. The hot paths' statements must
-stay within it (docs/benchmarks.md, "A statement psycopg parsed on every turn")."""
+stay within it (docs/benchmarks-log.md, "A statement psycopg parsed on every turn")."""
 
 from __future__ import annotations
 
