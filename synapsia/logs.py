@@ -12,8 +12,11 @@ negotiation's log output for them.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import re
+import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -46,25 +49,58 @@ class CorrelationFilter(logging.Filter):
 class CancelledCleanupFilter(logging.Filter):
     """channels_redis's pub/sub layer logs an ERROR with a traceback when a closed socket's
     clean-up, the unsubscribe of its channel from Redis, is itself cancelled: as when the
-    server stops while sockets are still closing, one line for each of them. Nothing
+    server stops while sockets are still closing, one record for each of them. Nothing
     failed that an operator could act on, so that record is kept as INFO, in words, without
-    the traceback. Any other exception in that clean-up is left as the ERROR it is."""
+    the traceback, and counted rather than repeated: one line at most every ``EVERY_S``
+    seconds, saying how many more came since the last, and the count of any left unsaid
+    when the process exits (a server stopping with a thousand sockets closing logged a
+    line for each). Any other exception in that clean-up is left as the ERROR it is."""
 
     LOGGER = "channels_redis.pubsub"
     SAID = (
         "A closed socket's channel was not unsubscribed from Redis: its clean-up was cancelled, "
         "as when the server stops. The subscription ends with this process's Redis connection."
     )
+    EVERY_S = 60.0
+    MORE = " {count} more like it since the last such line."
+    UNSAID_AT_EXIT = (
+        "{count} more closed sockets' channels were not unsubscribed from Redis before this "
+        "process stopped (their clean-ups were cancelled). The subscriptions end with its "
+        "Redis connection."
+    )
+
+    def __init__(self, name: str = "") -> None:
+        super().__init__(name)
+        self._lock = threading.Lock()
+        self._said_at: float | None = None
+        self._unsaid = 0
+        atexit.register(self.unsaid_flush)
 
     def filter(self, record: logging.LogRecord) -> bool:
         failed = record.exc_info[1] if record.exc_info else None
-        if record.name == self.LOGGER and isinstance(failed, asyncio.CancelledError):
-            record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
-            record.msg, record.args = self.SAID, ()
-            record.exc_info, record.exc_text = None, None
-            # Made as an ERROR, it passed the level check already: INFO must pass it too.
-            return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+        if record.name != self.LOGGER or not isinstance(failed, asyncio.CancelledError):
+            return True
+        # Made as an ERROR, it passed the level check already: INFO must pass it too.
+        if not logging.getLogger(record.name).isEnabledFor(logging.INFO):
+            return False
+        now = time.monotonic()
+        with self._lock:
+            if self._said_at is not None and now - self._said_at < self.EVERY_S:
+                self._unsaid += 1
+                return False
+            unsaid, self._unsaid, self._said_at = self._unsaid, 0, now
+        record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
+        record.msg = self.SAID + (self.MORE.format(count=unsaid) if unsaid else "")
+        record.args = ()
+        record.exc_info, record.exc_text = None, None
         return True
+
+    def unsaid_flush(self) -> None:
+        """Log how many cancelled clean-ups went unsaid since the last line (at exit)."""
+        with self._lock:
+            unsaid, self._unsaid = self._unsaid, 0
+        if unsaid:
+            logging.getLogger(self.LOGGER).info(self.UNSAID_AT_EXIT.format(count=unsaid))
 
 
 class JsonFormatter(_JsonFormatter):

@@ -1,19 +1,37 @@
 """A socket's Redis clean-up cancelled as the server stops is logged in words, at INFO, not as
-an ERROR with a traceback (synapsia.logs.CancelledCleanupFilter); any other failure of that
-clean-up stays the ERROR it is."""
+an ERROR with a traceback, and counted rather than repeated (synapsia.logs.
+CancelledCleanupFilter); any other failure of that clean-up stays the ERROR it is."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from channels.layers import get_channel_layer
 
+from synapsia import logs
 from synapsia.logs import CancelledCleanupFilter
 
 LOGGER = "channels_redis.pubsub"
 LIBRARY_SAYS = "Unexpected exception while cleaning-up channel:"
+
+
+@pytest.fixture(autouse=True)
+def fresh_filter(monkeypatch: pytest.MonkeyPatch) -> CancelledCleanupFilter:
+    """The configured logger's filter, as settings.LOGGING attaches it, with nothing said or
+    counted yet (its count lasts for the process, so each test starts from none)."""
+    logger = logging.getLogger(LOGGER)
+    [configured] = [f for f in logger.filters if isinstance(f, CancelledCleanupFilter)]
+    fresh = CancelledCleanupFilter()
+    monkeypatch.setattr(
+        logger, "filters", [fresh if f is configured else f for f in logger.filters]
+    )
+    return fresh
 
 
 def _logged(name: str, failure: BaseException) -> None:
@@ -31,6 +49,80 @@ def test_a_cancelled_clean_up_is_one_info_line_in_words(caplog: pytest.LogCaptur
     assert record.levelno == logging.INFO
     assert record.getMessage() == CancelledCleanupFilter.SAID
     assert record.exc_info is None and "Traceback" not in caplog.text
+
+
+def test_many_at_once_are_one_line_and_a_count(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(logs.time, "monotonic", lambda: clock[0])
+    with caplog.at_level(logging.INFO):
+        for _ in range(250):
+            _logged(LOGGER, asyncio.CancelledError())
+        clock[0] += CancelledCleanupFilter.EVERY_S - 1
+        _logged(LOGGER, asyncio.CancelledError())  # still within the minute: counted
+        clock[0] += 1
+        _logged(LOGGER, asyncio.CancelledError())  # a minute on: said, with the count
+    said = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert said == [
+        CancelledCleanupFilter.SAID,
+        CancelledCleanupFilter.SAID + " 250 more like it since the last such line.",
+    ]
+    assert all(r.levelno == logging.INFO for r in caplog.records if r.name == LOGGER)
+
+
+def test_what_went_unsaid_is_counted_once_at_the_end(
+    caplog: pytest.LogCaptureFixture, fresh_filter: CancelledCleanupFilter
+) -> None:
+    with caplog.at_level(logging.INFO):
+        fresh_filter.unsaid_flush()  # nothing unsaid: no line
+        for _ in range(3):
+            _logged(LOGGER, asyncio.CancelledError())
+        fresh_filter.unsaid_flush()
+        fresh_filter.unsaid_flush()  # said once
+    said = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert said == [
+        CancelledCleanupFilter.SAID,
+        "2 more closed sockets' channels were not unsubscribed from Redis before this process "
+        "stopped (their clean-ups were cancelled). The subscriptions end with its Redis "
+        "connection.",
+    ]
+
+
+def test_a_process_says_its_unsaid_count_as_it_exits(tmp_path: Path) -> None:
+    """The count at exit, in a process of its own configured by the settings as a server is:
+    the line comes after the process's last work, from the exit handler the filter set."""
+    script = (
+        "import asyncio, logging, django\n"
+        "django.setup()\n"
+        "for _ in range(4):\n"
+        "    try:\n"
+        "        raise asyncio.CancelledError()\n"
+        "    except BaseException:\n"
+        f"        logging.getLogger({LOGGER!r}).exception({LIBRARY_SAYS!r})\n"
+        "print('done', flush=True)\n"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "synapsia.settings",
+        "SYNAPSIA_LOG_LEVEL": "INFO",
+        "SYNAPSIA_LOG_FORMAT": "text",
+    }
+    ran = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = [line for line in ran.stderr.splitlines() if "unsubscribed from Redis" in line]
+    assert lines == [
+        CancelledCleanupFilter.SAID,
+        CancelledCleanupFilter.UNSAID_AT_EXIT.format(count=3),
+    ], ran.stderr
+    assert "Traceback" not in ran.stderr and ran.stdout == "done\n"
 
 
 class _Kept(logging.Handler):
