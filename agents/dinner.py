@@ -370,8 +370,8 @@ class OwnerFacts:
         known = {
             "availability": self.availability,
             "budget": self.budget,
-            "food_likes": self.likes,
-            "food_dislikes": self.dislikes,
+            "food likes": self.likes,
+            "food dislikes": self.dislikes,
             "allergies": self.allergies,
             "neighbourhood": self.home,
         }

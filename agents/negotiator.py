@@ -235,6 +235,12 @@ def money(minor: int, currency: str) -> str:
     return f"{whole} {currency}" if cents == 0 else f"{whole}.{cents:02d} {currency}"
 
 
+def _said(detail: str) -> str:
+    """What the room said of an action, in words, for the progress log (its rule is for code;
+    an action waiting for its owner may come with no words)."""
+    return f": {detail}" if detail else ""
+
+
 def _described(plan: Plan, terms: Terms, catalogue: Catalogue) -> str:
     venue = plan.venue
     where = catalogue.city.names.get(venue.neighbourhood, venue.neighbourhood)
@@ -624,12 +630,12 @@ class _Conversation:
             "cost_cents": plan.venue.price_minor * terms.party_size,
             "currency": plan.venue.currency,
         }
-        self.step(f"agreed on {plan.venue.id} at {plan.start.isoformat()}; booking")
+        self.step(f"agreed on {_described(plan, terms, planner.catalogue)}; booking")
         ref = f"book-{uuid.uuid4().hex[:16]}"  # the idempotency key: a retry never books twice
         try:
             outcome = await self.act(arguments, ref)
             if not outcome.settled:
-                self.step(f"waiting for my owner's approval ({outcome.status}: {outcome.rule})")
+                self.step("waiting for my owner's approval" + _said(outcome.detail))
                 outcome = await self.room.settle(
                     outcome, BOOK_TOOL, arguments, timeout=self.grant_timeout
                 )
@@ -643,7 +649,7 @@ class _Conversation:
             token = reference if re.fullmatch(_SLUG, reference) else "unknown"
             await self.say_quietly(format_booked(self.round, plan, token, terms, planner.catalogue))
             raise _Stop(self.result("booked", "booked", plan=plan, booking_reference=reference))
-        self.step(f"booking {outcome.status}: {outcome.rule}")
+        self.step(f"booking {outcome.status}" + _said(outcome.detail))
         if outcome.status == "denied" and outcome.rule.startswith("grant"):
             # The owner said no to this plan: it is out, and the next one goes forward.
             # The room stays paused until the owner who said no resumes it.

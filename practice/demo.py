@@ -166,7 +166,7 @@ def headless_run(
         running_daphne(log_path=Path(workdir) / "daphne.log", env=server_env()) as served,
         _quiet("synapsia.agents"),  # each agent's steps are said with its label instead
     ):
-        say(f"server up at {served.http}; the agents join room {practice.room_id}")
+        say(f"server up at {served.http}; the agents join the practice room")
         stand_in.start()
         try:
             host, guest = asyncio.run(_host_and_guest(served, practice, guest_agent, timeout, say))

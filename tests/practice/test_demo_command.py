@@ -58,12 +58,20 @@ def _booked(room_id: Any) -> list[LedgerEvent]:
 def test_the_headless_demo_books_the_table_with_a_recorded_demo_approval() -> None:
     code, out, room_id = _demo()
     assert code == 0, out
-    assert "Alice's agent: booked — osteria-kanal" in out
+    # The plan in words, in the room's time zone; no id, rule or ISO time in what it says.
+    assert re.search(
+        r"Alice's agent: booked — Osteria Kanal, \w{3} \d{1,2} \w{3}, \d{2}:\d{2} "
+        r"\(Berlin time\), booking bk-[0-9a-f]+ \(booked\)",
+        out,
+    ), out
+    assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", out), out  # no UUID anywhere
+    assert "approval_per_use" not in out and "awaiting_grant" not in out
+    assert "[alice's agent] agreed on Osteria Kanal (italian, Kreuzberg) on " in out
     assert (
         "stand-in owner: approved “book a table” with the demo key. Your permission slip says"
         in out
     )
-    assert "Ledger verified" in out and f"room {room_id}: intact" in out
+    assert "Ledger verified" in out and "the room's ledger is intact: " in out
     assert out.rstrip().endswith("practice negotiation completed")
     (approved,) = _events(room_id, "grant_approved")
     assert approved.data["key_custody"] == "demo_seeding"  # recorded as a stand-in's approval

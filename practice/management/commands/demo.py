@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import signal
 import sys
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
 from agents.adversary import AdversaryReport
 from agents.llm import llm_config_from_env
 from practice.demo import AgentProcess, HeadlessOutcome, agent_processes, headless_run
 from practice.seeding import Practice, practice_seed
+from rooms.models import Room
+from rooms.selectors import moment_words, room_dinner_setting, venue_words
 from synapsia.serving import running_daphne, server_env
 
 # Each agent kind runs as `python -m <module> --url ...`, its token in SYNAPSIA_AGENT_TOKEN.
@@ -30,6 +34,17 @@ AGENTS = {
     "adversary": "agents.adversary",
     "llm": "agents.llm",
 }
+
+
+def _plan_words(outcome: HeadlessOutcome) -> str:
+    """The booked plan as the room page says it: the venue's name and the time in the room's
+    zone ("Osteria Kanal, Thu 10 Dec, 19:00 (Berlin time)")."""
+    setting = room_dinner_setting(room=Room.objects.get(id=outcome.room_id))
+    host = outcome.host
+    assert host.venue is not None and host.start is not None
+    with timezone.override(setting.zone):  # the room's time is the reader's here
+        when = moment_words(datetime.fromisoformat(host.start), setting)
+    return f"{venue_words(host.venue, setting)}, {when}"
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -116,15 +131,11 @@ class Command(BaseCommand):
 
     def _report(self, outcome: HeadlessOutcome) -> None:
         self.stdout.write("")
-        self.stdout.write(f"==> outcome (room {outcome.room_id})")
+        self.stdout.write("==> outcome")
         host = outcome.host
         self.stdout.write(
             f"Alice's agent: {host.status}"
-            + (
-                f" — {host.venue} at {host.start}, booking {host.booking_reference}"
-                if host.venue
-                else ""
-            )
+            + (f" — {_plan_words(outcome)}, booking {host.booking_reference}" if host.venue else "")
             + (f" ({host.detail})" if host.detail else "")
         )
         if isinstance(outcome.guest, AdversaryReport):
@@ -142,15 +153,14 @@ class Command(BaseCommand):
         if verdict.ok:
             self.stdout.write(
                 self.style.SUCCESS(
-                    f"room {verdict.room_id}: intact ({verdict.events_checked} events, head seq "
-                    f"{verdict.last_seq})"
+                    f"the room's ledger is intact: {verdict.events_checked} events, each "
+                    f"linked to the one before, up to #{verdict.last_seq}"
                 )
             )
         else:
             self.stdout.write(
                 self.style.ERROR(
-                    f"room {verdict.room_id}: BROKEN at seq {verdict.first_bad_seq}: "
-                    f"{verdict.problem}"
+                    f"the room's ledger is BROKEN at #{verdict.first_bad_seq}: {verdict.problem}"
                 )
             )
         adversarial = isinstance(outcome.guest, AdversaryReport)
