@@ -66,6 +66,8 @@ def test_the_headless_demo_books_the_table_with_a_recorded_demo_approval() -> No
     ), out
     assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", out), out  # no UUID anywhere
     assert "approval_per_use" not in out and "awaiting_grant" not in out
+    report = out.split("==> outcome", 1)[1]  # what the demo says itself, after the agents' logs
+    assert not re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}", report), report
     assert "[alice's agent] agreed on Osteria Kanal (italian, Kreuzberg) on " in out
     assert (
         "stand-in owner: approved “book a table” with the demo key. Your permission slip says"
