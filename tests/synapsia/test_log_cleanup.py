@@ -1,6 +1,7 @@
 """A socket's Redis clean-up cancelled as the server stops is logged in words, at INFO, not as
-an ERROR with a traceback, and counted rather than repeated (synapsia.logs.
-CancelledCleanupFilter); any other failure of that clean-up stays the ERROR it is."""
+an ERROR with a traceback, and counted rather than repeated
+(synapsia.logs.CancelledCleanupFilter); any other failure of that clean-up stays the ERROR it
+is."""
 
 from __future__ import annotations
 
