@@ -25,13 +25,14 @@ LIBRARY_SAYS = "Unexpected exception while cleaning-up channel:"
 @pytest.fixture(autouse=True)
 def fresh_filter(monkeypatch: pytest.MonkeyPatch) -> CancelledCleanupFilter:
     """The configured logger's filter, as settings.LOGGING attaches it, with nothing said or
-    counted yet (its count lasts for the process, so each test starts from none)."""
+    counted yet (its count lasts for the process, so each test starts from none). Logging
+    configured again in this process (by another test) adds a filter each time; only the
+    first acts on a record (it rewrites it), so the fresh one stands for all of them."""
     logger = logging.getLogger(LOGGER)
-    [configured] = [f for f in logger.filters if isinstance(f, CancelledCleanupFilter)]
+    others = [f for f in logger.filters if not isinstance(f, CancelledCleanupFilter)]
+    assert len(others) < len(logger.filters), "settings.LOGGING attaches the filter"
     fresh = CancelledCleanupFilter()
-    monkeypatch.setattr(
-        logger, "filters", [fresh if f is configured else f for f in logger.filters]
-    )
+    monkeypatch.setattr(logger, "filters", [fresh, *others])
     return fresh
 
 
