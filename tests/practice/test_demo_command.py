@@ -60,8 +60,9 @@ def test_the_headless_demo_books_the_table_with_a_recorded_demo_approval() -> No
     assert code == 0, out
     # The plan in words, in the room's time zone; no id, rule or ISO time in what it says.
     assert re.search(
-        r"Alice's agent: booked — Osteria Kanal, \w{3} \d{1,2} \w{3}, \d{2}:\d{2} "
-        r"\(Berlin time\), booking bk-[0-9a-f]+ \(booked\)",
+        r"Alice's agent: booked — Osteria Kanal, \w+ \d{1,2} \w+ \d{4} at \d{2}:\d{2}, Berlin "
+        r"time, \d+ EUR per person, table for 2 \(\d+ EUR in all\), booking bk-[0-9a-f]+ "
+        r"\(booked\)",
         out,
     ), out
     assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", out), out  # no UUID anywhere

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import signal
 import sys
-from datetime import datetime
 from typing import Any
+from uuid import UUID
 
+from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
-from django.utils import timezone
 
 from agents.adversary import AdversaryReport
 from agents.llm import llm_config_from_env
 from practice.demo import AgentProcess, HeadlessOutcome, agent_processes, headless_run
 from practice.seeding import Practice, practice_seed
-from rooms.models import Room
-from rooms.selectors import moment_words, room_dinner_setting, venue_words
+from rooms.models import OutcomeKind
+from rooms.outcomes import room_outcome_for_owner
 from synapsia.serving import running_daphne, server_env
 
 # Each agent kind runs as `python -m <module> --url ...`, its token in SYNAPSIA_AGENT_TOKEN.
@@ -34,17 +34,6 @@ AGENTS = {
     "adversary": "agents.adversary",
     "llm": "agents.llm",
 }
-
-
-def _plan_words(outcome: HeadlessOutcome) -> str:
-    """The booked plan as the room page says it: the venue's name and the time in the room's
-    zone ("Osteria Kanal, Thu 10 Dec, 19:00 (Berlin time)")."""
-    setting = room_dinner_setting(room=Room.objects.get(id=outcome.room_id))
-    host = outcome.host
-    assert host.venue is not None and host.start is not None
-    with timezone.override(setting.zone):  # the room's time is the reader's here
-        when = moment_words(datetime.fromisoformat(host.start), setting)
-    return f"{venue_words(host.venue, setting)}, {when}"
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -117,7 +106,7 @@ class Command(BaseCommand):
                 timeout=options["timeout"],
                 approve_booking=options["owner_answer"] == "approve",
             )
-            self._report(outcome)
+            self._report(outcome, practice.host.owner)
             if not outcome.succeeded:
                 sys.exit(1)
             return
@@ -129,14 +118,20 @@ class Command(BaseCommand):
 
     # --- headless -------------------------------------------------------------------------
 
-    def _report(self, outcome: HeadlessOutcome) -> None:
+    def _report(self, outcome: HeadlessOutcome, alice: User) -> None:
         self.stdout.write("")
         self.stdout.write("==> outcome")
         host = outcome.host
+        # The plan as the room records it and Alice's room page says it (not as her agent
+        # reported it): the venue, the time in the room's zone, the price.
+        recorded = room_outcome_for_owner(owner=alice, room_id=UUID(outcome.room_id))
+        plan = (
+            f" — {', '.join(recorded.lines[:3])}, booking {host.booking_reference}"
+            if recorded is not None and recorded.kind == OutcomeKind.AGREED
+            else ""
+        )
         self.stdout.write(
-            f"Alice's agent: {host.status}"
-            + (f" — {_plan_words(outcome)}, booking {host.booking_reference}" if host.venue else "")
-            + (f" ({host.detail})" if host.detail else "")
+            f"Alice's agent: {host.status}{plan}" + (f" ({host.detail})" if host.detail else "")
         )
         if isinstance(outcome.guest, AdversaryReport):
             for result in outcome.guest.results:
