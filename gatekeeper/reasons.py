@@ -451,7 +451,8 @@ def _key_enrolled(w: _Words) -> str:
 def _disclosure(w: _Words) -> str:
     item = w.id("item_id", f"one of {w.owner()}'s vault items")
     turn = w.count("turn")
-    return f"{_capitalised(item)} was disclosed to {w.agent('recipient_agent_id')} (turn {turn})."
+    # The item last: its name may be singular or plural ("budget", "allergies").
+    return f"Disclosed to {w.agent('recipient_agent_id')} (turn {turn}): {item}."
 
 
 def _denial(w: _Words) -> str:

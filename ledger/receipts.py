@@ -301,10 +301,10 @@ def _summary_lines(r: Receipt) -> list[str]:
 
     lines = [
         (
-            f"Ledger verified: {plural(r.events, 'event')}, head at seq {r.head_seq}."
+            f"Ledger verified: {plural(r.events, 'event')}, each linked to the one before, "
+            f"up to #{r.head_seq}."
             if r.verified
-            else f"Ledger does NOT verify: first bad sequence number {r.first_bad_seq} "
-            f"({r.problem})."
+            else f"Ledger does NOT verify: it breaks at #{r.first_bad_seq} ({r.problem})."
         ),
         f"{plural(len(r.participants), 'participant')} joined.",
         f"{plural(len(r.slips_signed), 'slip')} signed, granting "
@@ -333,7 +333,7 @@ def _summary_lines(r: Receipt) -> list[str]:
         )
         lines.append(f"Outcome: no agreement ({said}).")
     if r.checkpoint_seq:
-        lines.append(f"Events up to seq {r.checkpoint_seq} were purged under the retention window.")
+        lines.append(f"Events up to #{r.checkpoint_seq} were purged under the retention window.")
     return lines
 
 

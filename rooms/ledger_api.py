@@ -415,9 +415,10 @@ def receipt_words(receipt: Receipt, names: Mapping[str, str]) -> list[str]:
         what = name(item.item_id, f"one of {name(item.owner_id, 'an owner')}'s vault items")
         to = _listed([name(r, "an agent") for r in item.recipients])
         turns = _listed([str(t) for t in sorted(set(item.turns))])
+        # The item last: its name may be singular or plural ("budget", "allergies").
         lines.append(
-            f"{what[:1].upper() + what[1:]} was disclosed {_times(item.times)} to {to} "
-            f"(turn{'s' if len(set(item.turns)) > 1 else ''} {turns})."
+            f"Disclosed {_times(item.times)} to {to} "
+            f"(turn{'s' if len(set(item.turns)) > 1 else ''} {turns}): {what}."
         )
     if not receipt.disclosures_by_item:
         lines.append("Nothing from anyone's vault was disclosed.")

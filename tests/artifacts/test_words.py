@@ -40,10 +40,11 @@ def test_the_ledger_and_receipt_name_a_shared_document_by_its_publisher(
     worded = events_with_words(room_id=shared_room.room.id, events=events)
     disclosure = [e["words"] for e in worded if e["kind"] == "disclosure"]
     assert disclosure == [
-        f"A document {alice}'s agent published was disclosed to {bob}'s agent (turn 3)."
+        f"Disclosed to {bob}'s agent (turn 3): a document {alice}'s agent published."
     ]
     receipt = " ".join(receipt_with_words(room_id=shared_room.room.id).words)
-    assert f"A document {alice}'s agent published was disclosed once to {bob}'s agent" in receipt
+    disclosed = f"Disclosed once to {bob}'s agent (turn 3): a document {alice}'s agent published"
+    assert disclosed in receipt
     every = " ".join(e["words"] for e in worded) + receipt
     assert "vault item" not in every and "zq8wordcanary" not in every
 

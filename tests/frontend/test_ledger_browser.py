@@ -63,7 +63,7 @@ def test_the_ledger_reads_as_words_and_says_where_a_tampered_record_breaks(
     items = page.locator("#ledger-events > li")
     assert items.count() == total
     shown = items.locator(".ledger-event-words").all_inner_texts()
-    assert "Alice's budget was disclosed to bob's agent (turn 3)." in shown
+    assert "Disclosed to bob's agent (turn 3): alice's budget." in shown
     assert "A grant to book a table at Osteria Kanal was approved by alice." in shown
     assert any(text.startswith("Bob's agent was refused") for text in shown)
     zone = page.get_attribute("body", "data-time-zone") or "UTC"

@@ -138,7 +138,7 @@ def test_each_event_comes_with_words_and_its_hashed_fields_unchanged(client, led
         assert event["words"], event["kind"]
         assert codes_in(event["words"]) == [], event["words"]
     # Names from the room's seats (these owners' usernames are "alice" and "bob").
-    assert words["disclosure"] == "Alice's budget was disclosed to bob's agent (turn 3)."
+    assert words["disclosure"] == "Disclosed to bob's agent (turn 3): alice's budget."
     assert words["grant_approved"] == (
         "A grant to book a table at Osteria Kanal was approved by alice."
     )
@@ -166,7 +166,7 @@ def test_the_receipt_keeps_its_fields_and_adds_words(client, ledger_room) -> Non
     for line in words:
         assert codes_in(line) == [], line
     assert words[0] == f"The server's own check: intact, {receipt['events']} events."
-    assert "Alice's budget was disclosed once to bob's agent (turn 3)." in words
+    assert "Disclosed once to bob's agent (turn 3): alice's budget." in words
     assert any(line.startswith("Refused once: The server's tool policy") for line in words)
     assert "Grants: 1 request, 1 approved, 0 refused, 0 expired." in words
 

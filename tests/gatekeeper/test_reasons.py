@@ -335,7 +335,7 @@ def test_event_words_read_as_a_person_would_say_them() -> None:
     assert event_sentence("join", SAMPLES["join"], NAMES) == "Bob's agent joined the room."
     assert (
         event_sentence("disclosure", SAMPLES["disclosure"], NAMES)
-        == "Alice's budget was disclosed to Bob's agent (turn 3)."
+        == "Disclosed to Bob's agent (turn 3): Alice's budget."
     )
     assert (
         event_sentence("grant_approved", SAMPLES["grant_approved"], NAMES)
