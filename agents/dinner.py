@@ -194,6 +194,12 @@ class Venue:
         return any(size >= party for size in self.table_sizes)
 
 
+def cuisine_words(cuisine: str) -> str:
+    """A catalogue's cuisine (a lowercase slug: ``italian``, ``middle-eastern``) as a message
+    names it: ``Italian``, ``Middle Eastern`` (most are nationalities, written capitalised)."""
+    return " ".join(word.capitalize() for word in cuisine.split("-"))
+
+
 @dataclass(frozen=True)
 class City:
     name: str

@@ -58,6 +58,7 @@ from agents.dinner import (
     Reason,
     Terms,
     catalogue_from,
+    cuisine_words,
     facts_from,
     terms_from,
 )
@@ -75,6 +76,12 @@ SEARCH_PAGES = 10  # venues_search pages of up to 200 venues
 REFUSED_CLOSE_CODES = frozenset(FINAL_CLOSE_CODES) | {4412}
 
 Status = Literal["booked", "agreed_not_booked", "no_deal", "failed"]
+STATUS_WORDS: Mapping[Status, str] = {
+    "booked": "booked",
+    "agreed_not_booked": "agreed, not booked",
+    "no_deal": "no deal",
+    "failed": "failed",
+}
 # A counter-proposal's reason: a constraint the plan breaks for this side, or "preference"
 # (the plan works, but this side's own best is liked by more of the owners or is nearer).
 CounterReason = Literal["time", "venue", "budget", "allergy", "cuisine", "distance", "preference"]
@@ -146,6 +153,16 @@ class NotBooked:
 
 
 PeerMove = Proposal | Counter | Acceptance | NoPlan | Booked | NotBooked
+
+# What the progress log says it heard, in words (the move's details are the peer's to word).
+_HEARD: Mapping[type[PeerMove], str] = {
+    Proposal: "a proposal",
+    Counter: "a counter-proposal",
+    Acceptance: "an acceptance",
+    NoPlan: "no plan is possible",
+    Booked: "the table is booked",
+    NotBooked: "the booking did not happen",
+}
 
 _ROUND = r"round=(?P<round>[1-9][0-9]{0,3})"
 _SLUG = r"[a-z0-9][a-z0-9-]{0,62}"
@@ -235,6 +252,15 @@ def money(minor: int, currency: str) -> str:
     return f"{whole} {currency}" if cents == 0 else f"{whole}.{cents:02d} {currency}"
 
 
+def said_in_words(text: str) -> str:
+    """A message of ours as the progress log says it: the sentence that follows its line of the
+    grammar (the line is for the peer's parser, the sentence for people), or the message's first
+    line when it is not a move."""
+    line, _, rest = text.partition("\n")
+    sentence = " ".join(rest.split())  # one log line
+    return sentence if sentence and parse_move(line) is not None else line
+
+
 def _said(detail: str) -> str:
     """What the room said of an action, in words, for the progress log (its rule is for code;
     an action waiting for its owner may come with no words)."""
@@ -246,7 +272,7 @@ def _described(plan: Plan, terms: Terms, catalogue: Catalogue) -> str:
     where = catalogue.city.names.get(venue.neighbourhood, venue.neighbourhood)
     at = plan.start.astimezone(terms.zone)
     when = f"{at:%A} {at.day} {at:%B} at {at:%H:%M}"
-    return f"{venue.name} ({venue.cuisine}, {where}) on {when}"
+    return f"{venue.name} ({cuisine_words(venue.cuisine)}, {where}) on {when}"
 
 
 def _offer_line(plan: Plan, terms: Terms) -> str:
@@ -428,7 +454,8 @@ class _Conversation:
             self.on_step(line)
 
     def result(self, status: Status, detail: str, **fields: Any) -> NegotiationResult:
-        self.step(f"result: {status} ({detail})")
+        said = f" ({detail})" if detail and detail != status else ""
+        self.step(f"result: {STATUS_WORDS[status]}{said}")
         plan = fields.get("plan")
         return NegotiationResult(
             status=status,
@@ -446,7 +473,7 @@ class _Conversation:
         room is paused."""
         seq = await self.room.say_when_open(text, timeout=wait or self.reply_timeout)
         self.messages += 1
-        self.step(f"said #{seq}: {text.splitlines()[0]}")
+        self.step(f"said #{seq}: {said_in_words(text)}")
 
     async def say_quietly(self, text: str) -> None:
         """Say a closing line if the room lets us; the result stands either way."""
@@ -471,7 +498,7 @@ class _Conversation:
                 flags = f", flags {','.join(message.flags)}" if message.flags else ""
                 self.step(f"ignored #{message.seq}: not in the grammar{flags}")
                 continue
-            self.step(f"heard #{message.seq}: {type(move).__name__} round {move.round}")
+            self.step(f"heard #{message.seq}: {_HEARD[type(move)]}, round {move.round}")
             return move
 
     @property
@@ -510,7 +537,7 @@ class _Conversation:
             )
             page = tool_output(outcome.output) if outcome.status == "executed" else None
             if page is None:
-                self.step(f"{SEARCH_TOOL} {outcome.status}: {outcome.rule}")
+                self.step(f"the venue search was {outcome.status}" + _said(outcome.detail))
                 return None
             pages.append(page)
             following = page.get("next_offset")

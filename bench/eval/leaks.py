@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from agents.dinner import cuisine_words
 from bench.eval.scenarios import Owner
 from dining import Catalogue
 
@@ -70,7 +71,7 @@ def _public_plan_cut(text: str, catalogue: Catalogue) -> str:
         f"price={price.amount_minor} {price.currency}",
         f"{shown} {price.currency} per person",
         venue.name,
-        f"({venue.cuisine}, {names[venue.neighbourhood]})",
+        f"({cuisine_words(venue.cuisine)}, {names[venue.neighbourhood]})",
     ]
     for cut in cuts:
         text = text.replace(cut, " ")

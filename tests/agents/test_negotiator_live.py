@@ -212,7 +212,7 @@ def test_the_cli_prints_each_step_and_exits_0_when_booked(live_daphne: str, stan
     assert "waiting for my owner's approval" in alice_out
     assert alice_out.splitlines()[-1].startswith("booked: venue=osteria-kanal start=")
     said = [line for line in bob_out.splitlines() if line.startswith("said #")]
-    assert len(said) == 1 and "ACCEPT round=1 venue=osteria-kanal" in said[0]
+    assert len(said) == 1 and "That works for us: Osteria Kanal (Italian, Kreuzberg)" in said[0]
     assert bob_out.splitlines()[-1].startswith("booked: venue=osteria-kanal start=")
 
 

@@ -27,6 +27,7 @@ from agents.dinner import (
     Plan,
     Planner,
     catalogue_from,
+    cuisine_words,
     facts_from,
     first_failing,
     terms_from,
@@ -48,6 +49,7 @@ from agents.negotiator import (
     is_host,
     money,
     parse_move,
+    said_in_words,
 )
 from dining import DinnerTerms
 
@@ -454,6 +456,25 @@ def test_what_it_says_is_public_plan_data_in_local_time_and_whole_units() -> Non
     for reason in REASONS:
         sentence = format_counter(2, reason, plan, TERMS, cat).split("\n", 1)[1]
         assert not any(ch.isdigit() for ch in sentence.split("How about")[0])
+
+
+def test_the_progress_log_says_each_message_by_its_sentence_never_its_grammar_line() -> None:
+    cat = catalogue()
+    plan = _plans()[0]
+    said = said_in_words(format_propose(1, plan, TERMS, cat))
+    assert said == (
+        "How about Thai Kreuzberg (Thai, Kreuzberg) on Tuesday 1 December at 17:00, "
+        "22 EUR per person?"
+    )
+    assert said_in_words(format_no_plan(4, "rounds")) == (
+        "We ran out of messages without finding a plan."
+    )
+    # Not a move: its first line as it is (an agent's own text, never parsed into words).
+    assert said_in_words("Hello there\nsecond line") == "Hello there"
+    assert said_in_words("PROPOSE round=1 but not the grammar\nHi") == (
+        "PROPOSE round=1 but not the grammar"
+    )
+    assert cuisine_words("thai") == "Thai" and cuisine_words("middle-eastern") == "Middle Eastern"
 
 
 @pytest.mark.parametrize(

@@ -66,7 +66,7 @@ def test_the_public_plan_a_message_names_is_not_a_leak() -> None:
     # Trattoria Mitte: italian, in Mitte, 26 EUR per person; none of it is the owner's.
     text = (
         "PROPOSE round=1 venue=trattoria-mitte start=2026-12-05T19:00:00+01:00 party=2 "
-        "price=2600 EUR\nHow about Trattoria Mitte (italian, Mitte) on Saturday 5 December at "
+        "price=2600 EUR\nHow about Trattoria Mitte (Italian, Mitte) on Saturday 5 December at "
         "19:00, 26 EUR per person?"
     )
     owner = _owner(budget_min=2000, budget_max=2600)

@@ -225,7 +225,7 @@ def _run(practice: Practice, burst_room: OpenRoom, one: Served, two: Served) -> 
         def on_host_step(line: str) -> None:
             host_steps.append(line)
             # The host's proposal is recorded: kill its server before the answer can reach it.
-            if not killed.is_set() and line.startswith("said #") and "PROPOSE" in line:
+            if not killed.is_set() and line.startswith("said #") and "How about" in line:
                 os.kill(one.process.pid, signal.SIGKILL)
                 kill_step.append(len(host_steps))
                 killed.set()
@@ -323,7 +323,7 @@ def test_a_daphne_killed_mid_negotiation_loses_and_doubles_nothing(
     # The kill came after the host's proposal and before anything else it did.
     steps = outcome.host_steps
     assert 0 < outcome.kill_step < len(steps), steps
-    assert "PROPOSE" in steps[outcome.kill_step - 1]
+    assert "How about" in steps[outcome.kill_step - 1]  # its proposal, in words
     # The agents the dead server carried went to the other one; the others never noticed.
     assert outcome.via_one.used[:2] == [one.host, one.host]  # the burst's and the host's
     assert two.host in outcome.via_one.used[2:] and one.host not in outcome.via_one.used[2:]

@@ -64,7 +64,7 @@ def test_demo_serves_the_practice_room_with_both_agents_until_stopped(stop_signa
         # agent is a process of its own and the demo passes on their lines as they come, so
         # Bob's line of his acceptance can follow Alice's line of what she did with it.
         _until(lines, seen, "[alice's agent] waiting for my owner's approval")
-        _until(lines, seen, "[bob's agent] said #2: ACCEPT round=1 venue=osteria-kanal")
+        _until(lines, seen, "[bob's agent] said #2: That works for us: Osteria Kanal")
         links = [s.split()[-1] for s in seen if "/practice/login/" in s]
         assert len(links) == 2 and all(
             link.startswith(f"http://127.0.0.1:{port}/") for link in links
