@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo
 
 HOST_USERNAME = "demo-alice"  # her agent books the table
 GUEST_USERNAME = "demo-bob"
+HOST_NAME, GUEST_NAME = "Alice", "Bob"  # what the pages call them
 Role = Literal["host", "guest"]
 
 ZONE = ZoneInfo("Europe/Berlin")

@@ -68,22 +68,26 @@ class Practice:
 # --- owners, vaults, agents --------------------------------------------------------------------
 
 
-def _demo_owner(username: str) -> PracticeOwner:
-    """The demo owner ``username``, made on first use. A user of that name who is not a demo
-    owner is never adopted: seeding would replace their vault and sign them in by link."""
+def _demo_owner(username: str, name: str) -> PracticeOwner:
+    """The demo owner ``username``, made on first use, named ``name`` where pages and receipts
+    name an owner ("Alice's agent"). A user of that name who is not a demo owner is never
+    adopted: seeding would replace their vault and sign them in by link."""
     user, created = User.objects.get_or_create(username=username)
     if created:
         user.set_unusable_password()  # they sign in only with one-time links
         user.save(update_fields=["password"])
     found = PracticeOwner.objects.select_related("owner", "device_key").filter(owner=user).first()
-    if found is not None:
-        return found
-    if not created:
+    if found is None and not created:
         raise PracticeError(
             f"A user named {username!r} already exists and is not a demo owner; "
             "refusing to turn it into one. Rename or remove it, then seed again."
         )
-    return PracticeOwner.objects.create(owner=user)
+    practice_owner = found or PracticeOwner.objects.create(owner=user)
+    owner = practice_owner.owner
+    if name and owner.first_name != name:  # also a demo owner seeded before names were given
+        owner.first_name = name
+        owner.save(update_fields=["first_name"])
+    return practice_owner
 
 
 def _vault_replace(owner: User, items: list[dict[str, Any]]) -> None:
@@ -171,6 +175,7 @@ class SeatPlan:
     vault: list[dict[str, Any]]
     records: list[dict[str, Any]]
     role: AgentRole
+    name: str = ""  # what pages call the owner (their username when empty)
 
 
 def _seat(practice_owner: PracticeOwner, room_id: UUID, agent_id: UUID, token: str) -> PracticeSeat:
@@ -199,7 +204,7 @@ def room_seed(
     One transaction: a failure leaves nothing half-written."""
     if host.username == guest.username:
         raise PracticeError("A room needs two different owners.")
-    owners = {plan.username: _demo_owner(plan.username) for plan in (host, guest)}
+    owners = {plan.username: _demo_owner(plan.username, plan.name) for plan in (host, guest)}
     signers = {name: demo_key_ensure(owner) for name, owner in owners.items()}
     agents: dict[str, tuple[Agent, str]] = {}
     for plan in (host, guest):
@@ -273,12 +278,14 @@ def practice_seed(
     return room_seed(
         host=SeatPlan(
             username=scenario.HOST_USERNAME,
+            name=scenario.HOST_NAME,
             vault=scenario.vault_items("host", anchor),
             records=scenario.slip_capabilities("host"),
             role=AgentRole.HOST,
         ),
         guest=SeatPlan(
             username=scenario.GUEST_USERNAME,
+            name=scenario.GUEST_NAME,
             vault=scenario.vault_items("guest", anchor),
             records=scenario.slip_capabilities("guest", guest_shares_budget=guest_shares_budget),
             role=AgentRole(guest_agent),
