@@ -90,6 +90,15 @@ def test_seeding_twice_keeps_owners_and_keys_and_opens_a_new_room() -> None:
     assert any("demo key the server holds" in line for line in receipt.summary)
 
 
+def test_the_demo_owners_are_named_even_when_seeded_before_they_had_names() -> None:
+    first = practice_seed()
+    assert (first.host.owner.get_full_name(), first.guest.owner.get_full_name()) == ("Alice", "Bob")
+    User.objects.filter(pk=first.host.owner.pk).update(first_name="")  # an older practice database
+    second = practice_seed()
+    assert second.host.owner.get_full_name() == "Alice"
+    assert User.objects.get(pk=first.host.owner.pk).first_name == "Alice"
+
+
 def test_the_room_is_seated_bound_and_joined_through_the_services() -> None:
     practice = practice_seed()
     room = Room.objects.get(id=practice.room_id)
