@@ -91,6 +91,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--text-bytes", type=int, default=200, help="size of each message text")
     parser.add_argument(
+        "--text",
+        choices=["filler", "negotiation"],
+        default="filler",
+        help="say and turn cells: what each message says after its bench prefix: x's up to "
+        "--text-bytes, or the reference negotiator's own messages (what the fence reads in a "
+        "real room; --text-bytes not used)",
+    )
+    parser.add_argument(
         "--pyspy", action="store_true", help="run the Synapsia server under py-spy record"
     )
     parser.add_argument(
@@ -302,6 +310,7 @@ def cell_say(run: ProfileRun) -> dict[str, Any]:
                     "window": window,
                     "ack_every": args.ack_every,
                     "text_bytes": args.text_bytes,
+                    "text": args.text,
                 }
                 hops_before = say_desk_hops(run, server) if mode == "synapsia" else None
                 result = run.loadgen(server, config, args.duration + args.drain + 180)
@@ -344,6 +353,7 @@ def cell_turn(run: ProfileRun) -> dict[str, Any]:
                     # before the duration ends its run early (the rate is per elapsed second).
                     "turns_per_room": TURNS_PER_ROOM,
                     "text_bytes": args.text_bytes,
+                    "text": args.text,
                 }
                 hops_before = say_desk_hops(run, server) if mode == "synapsia" else None
                 result = run.loadgen(server, config, args.duration + 240)

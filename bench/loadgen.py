@@ -33,6 +33,24 @@ from websockets.exceptions import ConnectionClosed
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+# ``--text negotiation``: the reference negotiator's messages over these held-out scenarios
+# (bench.injections.benign, as the fence cell's ordinary pool), used in turn.
+NEGOTIATION_SEEDS = range(1000, 1020)
+
+
+def message_bodies(config: dict[str, Any]) -> list[str]:
+    """What each message says after its bench prefix (run tag, sender, index, stamp), used in
+    turn: ``filler``, x's up to ``text_bytes`` (the text costs the fence the least a text of
+    that size can); ``negotiation``, the reference negotiator's own messages (a grammar line
+    and a sentence in words, 50-250 bytes each, ``text_bytes`` not used), which is what the
+    fence reads in a real room. The relay forwards either without reading it."""
+    if config.get("text", "filler") == "negotiation":
+        from bench.injections.benign import negotiator_messages  # sets Django up: not timed
+
+        return negotiator_messages(NEGOTIATION_SEEDS)
+    return ["x" * max(0, config["text_bytes"] - 40)]
+
+
 def say_frame(frame_id: str, text: str, ack: int | None = None) -> str:
     """A ``say`` frame as an agent sends it (docs/protocol.md), with the ``ack`` riding it if
     one is given."""
@@ -152,7 +170,7 @@ class Run:
         self.tag: str = config["tag"]
         self.window: int = config["window"]
         self.ack_every: int = config["ack_every"]
-        self.padding = "x" * max(0, config["text_bytes"] - 40)
+        self.bodies = message_bodies(config)
         self.clients: list[Client] = []
         per_socket = max(1, config["messages"] // (2 * len(config["rooms"])))
         for index, room in enumerate(config["rooms"]):
@@ -210,7 +228,8 @@ class Run:
                 await asyncio.wait_for(client.window.acquire(), remaining)
             except TimeoutError:
                 break
-            text = f"{self.tag}|{client.name}|{index}|{time.monotonic_ns()}|{self.padding}"
+            body = self.bodies[index % len(self.bodies)]
+            text = f"{self.tag}|{client.name}|{index}|{time.monotonic_ns()}|{body}"
             await client.ws.send(say_frame(f"{self.tag}-{index}", text))
             client.sent += 1
         client.sending_done = True
@@ -459,7 +478,7 @@ class TurnRun:
         self.synapsia = config["mode"] == "synapsia"
         self.tag: str = config["tag"]
         self.ask: list[str] = config.get("ask", [])
-        self.padding = "x" * max(0, config["text_bytes"] - 40)
+        self.bodies = message_bodies(config)
         self.context_ms: list[float] = []
         self.turn_ms: list[float] = []
         self.context_bytes: list[int] = []
@@ -545,7 +564,8 @@ class TurnRun:
                         len(body.get("own_items") or []) + len(body.get("peer_items") or [])
                     )
                 for ws, side, own in ((a, "a", ack_a), (b, "b", ack_b)):
-                    text = f"{self.tag}|{index}{side}|{turn}|{self.padding}"
+                    body = self.bodies[(2 * turn + (side == "b")) % len(self.bodies)]
+                    text = f"{self.tag}|{index}{side}|{turn}|{body}"
                     frame_id = f"{self.tag}-{index}{side}-{turn}"
                     await ws.send(say_frame(frame_id, text, self._ride(own)))
                     self.sent += 1
