@@ -42,7 +42,7 @@ def message_bodies(config: dict[str, Any]) -> list[str]:
     """What each message says after its bench prefix (run tag, sender, index, stamp), used in
     turn: ``filler``, x's up to ``text_bytes`` (the text costs the fence the least a text of
     that size can); ``negotiation``, the reference negotiator's own messages (a grammar line
-    and a sentence in words, 50-250 bytes each, ``text_bytes`` not used), which is what the
+    and a sentence in words, 64-277 characters each, ``text_bytes`` not used), which is what the
     fence reads in a real room. The relay forwards either without reading it."""
     if config.get("text", "filler") == "negotiation":
         from bench.injections.benign import negotiator_messages  # sets Django up: not timed
