@@ -495,8 +495,9 @@ class _Conversation:
             message = await self.room.next_message(timeout=remaining)
             move = parse_move(message.text)
             if move is None:
-                flags = f", flags {','.join(message.flags)}" if message.flags else ""
-                self.step(f"ignored #{message.seq}: not in the grammar{flags}")
+                # Which rules flagged it is the owners' to read on the room page, in words.
+                flagged = " (the room flagged it as a suspected injection)" if message.flags else ""
+                self.step(f"ignored #{message.seq}: not a move of the negotiation{flagged}")
                 continue
             self.step(f"heard #{message.seq}: {_HEARD[type(move)]}, round {move.round}")
             return move
