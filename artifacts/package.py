@@ -40,6 +40,7 @@ from ledger.signing import LedgerSigningUnavailable, ledger_sign_head
 from rooms import selectors as room_selectors
 from rooms.ledger_api import receipt_with_words
 from rooms.notifications import owner_time_zone
+from rooms.selectors import owner_name
 
 PACKAGE_FORMAT = "synapsia-project-package/1"
 # Distinct from the ledger heads' prefix: a package signature can never pass for a head's.
@@ -87,10 +88,6 @@ def _slug(title: str) -> str:
     return slug or "artifact"
 
 
-def _name(user: User) -> str:
-    return user.get_full_name() or user.get_username()
-
-
 def _transcript(*, owner: User, room_id: UUID, zone: Any) -> dict[str, Any]:
     seat = room_selectors.room_seat(owner=owner, room_id=room_id)
     seats = room_selectors.room_seats(room=seat.room)
@@ -98,19 +95,18 @@ def _transcript(*, owner: User, room_id: UUID, zone: Any) -> dict[str, Any]:
     for s in seats:
         if s.agent is None:
             continue
-        whose = "Your agent" if s.owner_id == owner.pk else f"{_name(s.owner)}'s agent"
+        whose = "Your agent" if s.owner_id == owner.pk else f"{owner_name(s.owner)}'s agent"
         speakers[s.agent_id] = (whose, s.owner)
     messages = []
     for m in room_selectors.messages_after(room_id=room_id, after_seq=0, limit=10**9):
         whose, speaker_owner = speakers.get(m.sender_id, ("An agent no longer in the room", None))
         if m.author == "owner":
-            whose = (
-                "You, in person"
-                if speaker_owner == owner
-                else (
-                    f"{_name(speaker_owner)}, in person" if speaker_owner else "An owner, in person"
-                )
-            )
+            if speaker_owner == owner:
+                whose = "You, in person"
+            elif speaker_owner is not None:
+                whose = f"{owner_name(speaker_owner)}, in person"
+            else:
+                whose = "An owner, in person"
         messages.append(
             {
                 "seq": m.seq,

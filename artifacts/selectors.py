@@ -17,6 +17,7 @@ from django.contrib.auth.models import User
 from artifacts.models import Artifact, MediaType
 from artifacts.sealing import artifact_open
 from rooms import selectors as room_selectors
+from rooms.selectors import owner_name
 from slips.errors import Misconfigured
 
 UNREADABLE = "This artifact cannot be read any more."
@@ -38,10 +39,6 @@ class ArtifactView:
     readable: bool
 
 
-def _name(user: User) -> str:
-    return user.get_full_name() or user.get_username()
-
-
 def artifacts_for_owner(*, owner: User, room_id: UUID) -> list[ArtifactView]:
     """The room's artifacts, oldest first, opened for one of its owners (``NotFound`` for
     anyone else). An artifact whose key is gone reads as ``UNREADABLE``, never as text."""
@@ -58,12 +55,12 @@ def artifacts_for_owner(*, owner: User, room_id: UUID) -> list[ArtifactView]:
         publisher = agents.get(artifact.publisher_agent_id)
         by_you = artifact.publisher_owner_id == owner.pk
         agent_name = publisher.agent.name if publisher and publisher.agent else ""
-        whose = "Your agent" if by_you else f"{_name(artifact.publisher_owner)}'s agent"
+        whose = "Your agent" if by_you else f"{owner_name(artifact.publisher_owner)}'s agent"
         who = f"{whose} ({agent_name})" if agent_name else whose
         if artifact.shared_with_peer:
             shared = "Shared with the other agent, as fenced untrusted text."
         else:
-            whose_slip = "your" if by_you else f"{_name(artifact.publisher_owner)}'s"
+            whose_slip = "your" if by_you else f"{owner_name(artifact.publisher_owner)}'s"
             shared = (
                 f"Not given to the other agent: {whose_slip} permission slip does not share "
                 "published documents with it. Both owners can read it here."

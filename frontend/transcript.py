@@ -37,7 +37,7 @@ from gatekeeper.reasons import rule_sentence
 from ledger.receipts import NO_PLAN_REASON_WORDS
 from rooms import selectors
 from rooms.models import Message, RoomMember
-from rooms.selectors import DinnerSetting, moment_words, money_words, venue_words
+from rooms.selectors import DinnerSetting, moment_words, money_words, owner_name, venue_words
 
 __all__ = [
     "Entry",
@@ -133,10 +133,6 @@ class StopCard:
 
 
 Entry = TextEntry | ProposalCard | StopCard
-
-
-def owner_name(user: User) -> str:
-    return user.get_full_name() or user.get_username()
 
 
 def _speakers(viewer: User, seats: list[RoomMember]) -> dict[UUID, tuple[str, bool]]:

@@ -62,6 +62,7 @@ from rooms.models import (
     Whisper,
 )
 from rooms.sealing import room_key_destroy
+from rooms.selectors import owner_name
 from slips.datakeys import data_keys_destroy
 from slips.models import RoomTier, Slip, SlipConflict
 
@@ -221,10 +222,6 @@ class RoomDeleted:
     told: tuple[int, ...]  # user ids of the other owners told
 
 
-def _name(owner: User) -> str:
-    return owner.get_full_name() or owner.get_username()
-
-
 def room_delete(
     *, owner: User, room_id: UUID, reason: DeletionReason = DeletionReason.OWNER_REQUEST
 ) -> RoomDeleted:
@@ -280,7 +277,7 @@ def room_delete(
                 recipient=other,
                 room_id=room_id,
                 room_purpose=purpose,
-                deleted_by_name=_name(owner),
+                deleted_by_name=owner_name(owner),
                 account_deleted=reason == DeletionReason.ACCOUNT_DELETED,
                 created_at=now,
             )

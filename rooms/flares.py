@@ -26,7 +26,7 @@ from rooms import realtime
 from rooms.errors import InvalidState, NotFound
 from rooms.models import Flare, FlareChoice, FlareReason, Room, RoomMember, RoomState, SeatStanding
 from rooms.pausing import pause_at_fork
-from rooms.selectors import room_seat
+from rooms.selectors import owner_name, room_seat
 from rooms.services import SpeakRefused, message_say
 
 # The server raises a flare for an agent denied this many times within the window: it is
@@ -107,7 +107,7 @@ def _view(flare: Flare, viewer: User | None = None) -> FlareView:
     assert flare.seat.agent_id is not None
     seat = flare.seat
     owner = seat.owner
-    name = owner.get_full_name() or owner.get_username()
+    name = owner_name(owner)
     agent = seat.agent.name if seat.agent is not None else "an agent"
     label = (
         f"Your agent ({agent})"

@@ -222,7 +222,7 @@ def deleted_room_words(*, deletion: RoomDeletion, viewer: User) -> DeletedRoomOu
     """What the page says of a deleted room: who deleted it, when, and what its ledger is."""
     by = _deleted_owners(deletion).get(str(deletion.deleted_by_id))
     by_you = deletion.deleted_by_id == viewer.pk
-    who = "you" if by_you else (_owner_name(by) if by is not None else "the other owner")
+    who = "you" if by_you else (selectors.owner_name(by) if by is not None else "the other owner")
     how = (
         f"when {'you' if by_you else who} deleted {'your' if by_you else 'their'} account"
         if deletion.reason == DeletionReason.ACCOUNT_DELETED
@@ -283,10 +283,6 @@ def _uuids(values: Iterable[str]) -> list[UUID]:
     return found
 
 
-def _owner_name(user: User) -> str:
-    return user.get_full_name() or user.get_username()
-
-
 def _action_words(record: ActionRecord, setting: selectors.DinnerSetting) -> str:
     """ "book a table at Osteria Kanal": what the action does and, for a venue in the room's
     catalogue, where (an id the catalogue does not know is left out)."""
@@ -316,14 +312,14 @@ def ledger_names(*, room_id: UUID, data: Iterable[object]) -> LedgerNames:
     says "an owner")."""
     seats = list(RoomMember.objects.filter(room_id=room_id).select_related("owner", "room"))
     if seats:
-        owners = {str(seat.owner_id): _owner_name(seat.owner) for seat in seats}
+        owners = {str(seat.owner_id): selectors.owner_name(seat.owner) for seat in seats}
     else:
         # A deleted room: its owners as its deletion record names them (accounts that still
         # exist); its actions and documents went with it, so only people and agents are named.
         deletion = RoomDeletion.objects.filter(room_id=room_id).first()
         if deletion is None:
             return LedgerNames()
-        owners = {pk: _owner_name(user) for pk, user in _deleted_owners(deletion).items()}
+        owners = {pk: selectors.owner_name(user) for pk, user in _deleted_owners(deletion).items()}
         if not owners:
             return LedgerNames()
     names: dict[str, str] = dict(owners)

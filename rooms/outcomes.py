@@ -31,6 +31,7 @@ from ledger.receipts import NO_PLAN_REASON_WORDS
 from ledger.services import ledger_append
 from rooms import selectors
 from rooms.models import OutcomeKind, Room, RoomMember, RoomOutcome
+from rooms.selectors import owner_name
 
 __all__ = ["OutcomeWords", "outcome_record", "room_outcome_for_owner"]
 
@@ -158,10 +159,6 @@ def _zone_words(zone: str) -> str:
     return f"{zone.rsplit('/', 1)[-1].replace('_', ' ')} time"
 
 
-def _name(user: User) -> str:
-    return user.get_full_name() or user.get_username()
-
-
 def _agreed_words(outcome: RoomOutcome, viewer: User) -> OutcomeWords:
     assert outcome.starts_at is not None and outcome.price_per_person_minor is not None
     local = outcome.starts_at.astimezone(ZoneInfo(outcome.time_zone or "UTC"))
@@ -173,7 +170,8 @@ def _agreed_words(outcome: RoomOutcome, viewer: User) -> OutcomeWords:
     if party > 1:
         total = _money(outcome.price_per_person_minor * party, outcome.currency)
         price += f", table for {party} ({total} in all)"
-    books = "You book" if outcome.owner_id == viewer.pk else f"{_name(outcome.owner)}'s agent books"
+    yours = outcome.owner_id == viewer.pk
+    books = "You book" if yours else f"{owner_name(outcome.owner)}'s agent books"
     return OutcomeWords(
         kind=OutcomeKind.AGREED,
         headline="Agreed plan",
@@ -189,7 +187,7 @@ def _no_agreement_words(
         reason = outcome.reasons.get(str(seat.owner_id))
         if reason is None:
             continue
-        who = "Your agent" if seat.owner_id == viewer.pk else f"{_name(seat.owner)}'s agent"
+        who = "Your agent" if seat.owner_id == viewer.pk else f"{owner_name(seat.owner)}'s agent"
         lines.append(f"{who}: {NO_PLAN_REASON_WORDS.get(reason, 'No reason given')}")
     return OutcomeWords(kind=OutcomeKind.NO_AGREEMENT, headline="No agreement", lines=tuple(lines))
 

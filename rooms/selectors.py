@@ -161,6 +161,12 @@ def room_dinner_setting(*, room: Room) -> DinnerSetting:
     return DinnerSetting(zone, f"{zone_id.rsplit('/', 1)[-1].replace('_', ' ')} time", catalogue)
 
 
+def owner_name(user: User) -> str:
+    """What the other owner and the pages call an owner: their full name, else their username
+    (the one rule for it: pages, receipts, refusals and packages all name owners with it)."""
+    return user.get_full_name() or user.get_username()
+
+
 def money_words(amount_minor: int, currency: str) -> str:
     """Whole units as people write them: "38 EUR", "26.50 EUR", "4200 JPY"."""
     return f"{minor_in_words(amount_minor, currency)} {currency}"

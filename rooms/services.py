@@ -298,7 +298,7 @@ def _refuse_resume_over_a_flare(owner: User, room: Room) -> None:
     waiting = selectors.flares_unanswered_of_others(owner=owner, room_id=room.id)
     if waiting:
         other = waiting[0].seat.owner
-        name = other.get_full_name() or other.get_username()
+        name = selectors.owner_name(other)
         raise InvalidState(
             f"{name}'s agent raised a Signal Flare that {name} has not answered yet. The room "
             f"resumes when {name} answers it; until then only {name} can resume it."
