@@ -76,7 +76,7 @@ SEARCH_PAGES = 10  # venues_search pages of up to 200 venues
 REFUSED_CLOSE_CODES = frozenset(FINAL_CLOSE_CODES) | {4412}
 
 Status = Literal["booked", "agreed_not_booked", "no_deal", "failed"]
-STATUS_WORDS: Mapping[Status, str] = {
+_STATUS_WORDS: Mapping[Status, str] = {
     "booked": "booked",
     "agreed_not_booked": "agreed, not booked",
     "no_deal": "no deal",
@@ -250,6 +250,13 @@ def money(minor: int, currency: str) -> str:
     """An amount in whole units, as a person reads it: ``52 EUR``, ``26.50 EUR``."""
     whole, cents = divmod(minor, 100)
     return f"{whole} {currency}" if cents == 0 else f"{whole}.{cents:02d} {currency}"
+
+
+def result_words(status: Status, detail: str) -> str:
+    """How a negotiation ended, in words: "agreed, not booked (booking denied)"; the detail
+    left out where it only repeats the status ("booked")."""
+    said = f" ({detail})" if detail and detail != status else ""
+    return f"{_STATUS_WORDS[status]}{said}"
 
 
 def said_in_words(text: str) -> str:
@@ -454,8 +461,7 @@ class _Conversation:
             self.on_step(line)
 
     def result(self, status: Status, detail: str, **fields: Any) -> NegotiationResult:
-        said = f" ({detail})" if detail and detail != status else ""
-        self.step(f"result: {STATUS_WORDS[status]}{said}")
+        self.step(f"result: {result_words(status, detail)}")
         plan = fields.get("plan")
         return NegotiationResult(
             status=status,

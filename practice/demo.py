@@ -27,7 +27,6 @@ from agents.adversary import AdversaryReport, run_adversary
 from agents.negotiator import NegotiationResult, negotiate
 from gatekeeper.reasons import rule_sentence, tool_words
 from ledger.chain import ChainVerdict
-from ledger.receipts import Receipt, receipt_build
 from ledger.verification import ledger_verify_room
 from practice.seeding import (
     Practice,
@@ -36,6 +35,7 @@ from practice.seeding import (
     demo_pending_grants,
     demo_room_resume,
 )
+from rooms.ledger_api import receipt_with_words
 from synapsia.serving import ROOT, Served, running_daphne, server_env, stop
 
 GuestAgent = Literal["negotiator", "adversary"]
@@ -51,7 +51,7 @@ class HeadlessOutcome:
     host: NegotiationResult
     guest: NegotiationResult | AdversaryReport
     auto_decisions: tuple[str, ...]  # what the stand-in owner decided, one line each
-    receipt: Receipt
+    receipt: list[str]  # as the owners' ledger page words it (names, no ids)
     verdict: ChainVerdict
 
     @property
@@ -179,7 +179,7 @@ def headless_run(
         host=host,
         guest=guest,
         auto_decisions=tuple(stand_in.decisions),
-        receipt=receipt_build(room_id=practice.room_id),
+        receipt=receipt_with_words(room_id=practice.room_id).words,
         verdict=ledger_verify_room(room_id=practice.room_id),
     )
 

@@ -22,10 +22,9 @@ from django.db.migrations.executor import MigrationExecutor
 
 from agents.adversary import AdversaryReport
 from agents.llm import llm_config_from_env
-from agents.negotiator import STATUS_WORDS
+from agents.negotiator import result_words
 from practice.demo import AgentProcess, HeadlessOutcome, agent_processes, headless_run
 from practice.seeding import Practice, practice_seed
-from rooms.ledger_api import receipt_with_words
 from rooms.models import OutcomeKind
 from rooms.outcomes import room_outcome_for_owner
 from synapsia.serving import running_daphne, server_env
@@ -132,18 +131,16 @@ class Command(BaseCommand):
             if recorded is not None and recorded.kind == OutcomeKind.AGREED
             else ""
         )
-        detail = f" ({host.detail})" if host.detail and host.detail != host.status else ""
-        self.stdout.write(f"Alice's agent: {STATUS_WORDS[host.status]}{plan}{detail}")
+        self.stdout.write(f"Alice's agent: {result_words(host.status, host.detail)}{plan}")
         if isinstance(outcome.guest, AdversaryReport):
             for result in outcome.guest.results:
                 self.stdout.write(f"adversary {result.name}: {result.outcome} ({result.detail})")
         else:
-            self.stdout.write(f"Bob's agent: {STATUS_WORDS[outcome.guest.status]}")
+            self.stdout.write(f"Bob's agent: {result_words(outcome.guest.status, '')}")
         for line in outcome.auto_decisions:
             self.stdout.write(f"stand-in owner: {line}")
         self.stdout.write("==> receipt")
-        # The receipt as the owners' ledger page words it (names, no ids).
-        for line in receipt_with_words(room_id=UUID(outcome.room_id)).words:
+        for line in outcome.receipt:
             self.stdout.write(f"  {line}")
         verdict = outcome.verdict
         self.stdout.write("==> verify_ledger")
