@@ -31,14 +31,12 @@ from ledger.receipts import NO_PLAN_REASON_WORDS
 from ledger.services import ledger_append
 from rooms import selectors
 from rooms.models import OutcomeKind, Room, RoomMember, RoomOutcome
-from rooms.selectors import owner_name
+from rooms.selectors import money_words, owner_name, your_time_words, zone_words
 
 __all__ = ["OutcomeWords", "outcome_record", "room_outcome_for_owner"]
 
 BOOK_TABLE = "book_table"
 DECLARE_NO_PLAN = "declare_no_plan"
-# Currencies whose minor unit is the whole unit.
-ZERO_DECIMAL = frozenset({"JPY"})
 
 
 @dataclass(frozen=True)
@@ -146,29 +144,19 @@ def outcome_record(*, room: Room, action_id: UUID) -> RoomOutcome | None:
     return outcome
 
 
-def _money(amount_minor: int, currency: str) -> str:
-    """Whole units when the amount is whole ("52 EUR"), else with cents ("52.50 EUR")."""
-    if currency in ZERO_DECIMAL or amount_minor % 100 == 0:
-        whole = amount_minor if currency in ZERO_DECIMAL else amount_minor // 100
-        return f"{whole} {currency}"
-    return f"{amount_minor // 100}.{amount_minor % 100:02d} {currency}"
-
-
-def _zone_words(zone: str) -> str:
-    """ "Europe/Berlin" -> "Berlin time"; the zone's id says the city people know."""
-    return f"{zone.rsplit('/', 1)[-1].replace('_', ' ')} time"
-
-
 def _agreed_words(outcome: RoomOutcome, viewer: User) -> OutcomeWords:
     assert outcome.starts_at is not None and outcome.price_per_person_minor is not None
-    local = outcome.starts_at.astimezone(ZoneInfo(outcome.time_zone or "UTC"))
-    when = (
-        f"{local:%A} {local.day} {local:%B %Y} at {local:%H:%M}, {_zone_words(outcome.time_zone)}"
-    )
+    zone_id = outcome.time_zone or "UTC"
+    zone = ZoneInfo(zone_id)
+    local = outcome.starts_at.astimezone(zone)
+    when = f"{local:%A} {local.day} {local:%B %Y} at {local:%H:%M}, {zone_words(zone_id)}"
+    own_time = your_time_words(outcome.starts_at, zone)  # the owner elsewhere reads theirs too
+    if own_time is not None:
+        when += f" ({own_time})"
     party = outcome.party_size or 1
-    price = f"{_money(outcome.price_per_person_minor, outcome.currency)} per person"
+    price = f"{money_words(outcome.price_per_person_minor, outcome.currency)} per person"
     if party > 1:
-        total = _money(outcome.price_per_person_minor * party, outcome.currency)
+        total = money_words(outcome.price_per_person_minor * party, outcome.currency)
         price += f", table for {party} ({total} in all)"
     yours = outcome.owner_id == viewer.pk
     books = "You book" if yours else f"{owner_name(outcome.owner)}'s agent books"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
@@ -158,7 +158,21 @@ def room_dinner_setting(*, room: Room) -> DinnerSetting:
         zone = ZoneInfo(zone_id)
     except (ValueError, LookupError):
         zone, zone_id = ZoneInfo("UTC"), "UTC"
-    return DinnerSetting(zone, f"{zone_id.rsplit('/', 1)[-1].replace('_', ' ')} time", catalogue)
+    return DinnerSetting(zone, zone_words(zone_id), catalogue)
+
+
+def zone_words(zone_id: str) -> str:
+    """ "Europe/Berlin" -> "Berlin time": the city people know, from the zone's id."""
+    return f"{zone_id.rsplit('/', 1)[-1].replace('_', ' ')} time"
+
+
+def your_time_words(moment: datetime, zone: tzinfo) -> str | None:
+    """ "Fri 4 Dec, 20:00 your time" when the reader's own time zone (the one activated for
+    their request) is not ``zone`` at ``moment``; None when the two read the same."""
+    mine = moment.astimezone(timezone.get_current_timezone())
+    if mine.utcoffset() == moment.astimezone(zone).utcoffset():
+        return None
+    return f"{mine:%a} {mine.day} {mine:%b}, {mine:%H:%M} your time"
 
 
 def owner_name(user: User) -> str:
@@ -176,10 +190,8 @@ def moment_words(moment: datetime, setting: DinnerSetting) -> str:
     """ "Fri 4 Dec, 20:00 (Berlin time)", plus the owner's own time when it differs."""
     local = moment.astimezone(setting.zone)
     words = f"{local:%a} {local.day} {local:%b}, {local:%H:%M} ({setting.zone_words})"
-    mine = moment.astimezone(timezone.get_current_timezone())
-    if mine.utcoffset() != local.utcoffset():
-        words += f" · {mine:%a} {mine.day} {mine:%b}, {mine:%H:%M} your time"
-    return words
+    yours = your_time_words(moment, setting.zone)
+    return words if yours is None else f"{words} · {yours}"
 
 
 def venue_words(venue_id: str, setting: DinnerSetting) -> str:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
+from django.utils import timezone
 
 from gatekeeper.records import Grant
 from ledger.models import LedgerEvent
@@ -96,8 +98,10 @@ def test_an_executed_booking_is_the_agreed_plan_both_owners_read_in_words(dinner
     booked = act(dinner, dinner.b, "book_table", BOOKING, "book-1")
     assert booked.status == "executed", booked
 
-    bob = room_outcome_for_owner(owner=dinner.b.owner, room_id=dinner.room.id)
-    alice = room_outcome_for_owner(owner=dinner.a.owner, room_id=dinner.room.id)
+    # Read in the room's own zone (an owner in Berlin): the room's time alone.
+    with timezone.override(ZoneInfo("Europe/Berlin")):
+        bob = room_outcome_for_owner(owner=dinner.b.owner, room_id=dinner.room.id)
+        alice = room_outcome_for_owner(owner=dinner.a.owner, room_id=dinner.room.id)
     assert bob is not None and alice is not None
     assert bob.headline == alice.headline == "Agreed plan"
     assert bob.lines == (
@@ -108,14 +112,22 @@ def test_an_executed_booking_is_the_agreed_plan_both_owners_read_in_words(dinner
     )
     assert alice.lines[:3] == bob.lines[:3]
     assert alice.lines[3] == "bob's agent books"
+    # An owner elsewhere also reads the time in their own zone.
+    with timezone.override(ZoneInfo("America/New_York")):
+        far = room_outcome_for_owner(owner=dinner.b.owner, room_id=dinner.room.id)
+    assert far is not None
+    assert far.lines[1] == (
+        "Friday 4 December 2026 at 19:30, Berlin time (Fri 4 Dec, 13:30 your time)"
+    )
 
+    # The pages: these owners chose no zone, so theirs is UTC, and they read both times.
     for owner, who in ((dinner.a.owner, "bob&#x27;s agent books"), (dinner.b.owner, "You book")):
         html = page(owner, dinner.room.id)
         for words in ("Agreed plan", "Osteria Kanal", "Friday 4 December 2026 at 19:30",
-                      "38 EUR per person", who):  # fmt: skip
+                      "Fri 4 Dec, 18:30 your time", "38 EUR per person", who):  # fmt: skip
             assert words in html
         assert (
-            "18:30" not in html
+            "18:30:00" not in html
             and "osteria-kanal" not in html
             and str(booked.action_id) not in html
         )
