@@ -431,6 +431,8 @@ class InvitePreview:
     inviter: str | None
     purpose: str | None
     room_id: UUID | None  # set only when the viewer already sits in the room
+    # The room's rules both agents are given as the room's own words: read before accepting.
+    charter: str = ""
 
 
 def _invite_preview(token: str, viewer: User | AnonymousUser) -> InvitePreview:
@@ -449,7 +451,7 @@ def _invite_preview(token: str, viewer: User | AnonymousUser) -> InvitePreview:
             None,
         )
     room: Room = invite.room
-    inviter = invite.created_by.get_username()
+    inviter = selectors.owner_name(invite.created_by)
     seated = viewer.is_authenticated and room.members.filter(owner=viewer).exists()
     if seated:
         return InvitePreview(
@@ -479,7 +481,7 @@ def _invite_preview(token: str, viewer: User | AnonymousUser) -> InvitePreview:
         return InvitePreview(
             False, "Both seats in this room are taken.", inviter, room.purpose, None
         )
-    return InvitePreview(True, None, inviter, room.purpose, None)
+    return InvitePreview(True, None, inviter, room.purpose, None, charter=room.charter)
 
 
 def invite(request: HttpRequest, token: str) -> HttpResponse:

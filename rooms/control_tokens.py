@@ -74,6 +74,27 @@ class StripCategory(enum.StrEnum):
     TOKEN_PUNCTUATION = "token_punctuation"  # noqa: S105 (a name, not a secret)
 
 
+_HIDDEN = "hidden or invisible characters"
+# What each category is, as a person reads it (an owner told why their text was refused).
+STRIP_CATEGORY_WORDS: dict[StripCategory, str] = {
+    StripCategory.TAG_CHARACTER: _HIDDEN,
+    StripCategory.BIDI_CONTROL: "characters that reverse the text's direction",
+    StripCategory.ZERO_WIDTH: _HIDDEN,
+    StripCategory.VARIATION_SELECTOR: _HIDDEN,
+    StripCategory.FORMAT_CHARACTER: _HIDDEN,
+    StripCategory.CONTROL_CHARACTER: "control characters",
+    StripCategory.SURROGATE: "broken characters",
+    StripCategory.NONCHARACTER: "broken characters",
+    StripCategory.CHAT_TEMPLATE_TOKEN: "a language model's control token (such as <|im_start|>)",
+    StripCategory.FENCE_MARKER: "a line that imitates Synapsia's untrusted-text markers",
+    StripCategory.ROLE_MARKER: 'a speaker label at the start of a line (such as "User:")',
+    StripCategory.AUTHORITY_MARKER: 'a label claiming authority (such as "System:" or "[admin]")',
+    StripCategory.ESCAPE_SEQUENCE: "terminal escape codes",
+    StripCategory.ENCODED_PUNCTUATION: "encoded angle brackets or similar (such as &lt;)",
+    StripCategory.TOKEN_PUNCTUATION: "deeply nested control tokens",
+}
+
+
 # --------------------------------------------------------------------------------------------
 # Code points
 # --------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from ledger.services import LedgerAppendError, ledger_append, ledger_append_many
 from ledger.signing import ledger_sign_head
 from rooms import handshake, realtime, selectors
 from rooms.bearer import AGENT_TOKEN_PREFIX, INVITE_TOKEN_PREFIX, secret_digest, secret_issue
+from rooms.control_tokens import STRIP_CATEGORY_WORDS
 from rooms.errors import Invalid, InvalidState, InviteUnusable, NotFound
 from rooms.models import (
     WHISPER_MAX_CHARS,
@@ -89,6 +90,25 @@ def _clean_text(value: str, *, field: str, max_chars: int, required: bool = True
     if "\x00" in value:
         # PostgreSQL cannot store U+0000; refuse it in both profiles alike.
         raise Invalid(f"{field} must not contain U+0000.")
+    return value
+
+
+def _room_words_checked(value: str, *, field: str = "The purpose") -> str:
+    """``value`` if the fence would strip nothing from it, else ``Invalid`` naming what.
+
+    A room's purpose and charter reach both agents as the room's own words, outside every
+    fence (``docs/protocol.md``: trusted fields), though one owner wrote them; the other
+    owner reads them on the invitation before taking the seat. So they may hold nothing that
+    peer text is stripped of: a control token, a line imitating the fence, a speaker label
+    claiming a role, hidden characters. Refused, not stripped: the owner sees what to change
+    instead of a room whose rules differ from what they typed."""
+    stripped = fence(value, source="peer", judge=False).stripped
+    found = dict.fromkeys(STRIP_CATEGORY_WORDS[s.category] for s in stripped if s.count)
+    if found:
+        raise Invalid(
+            f"{field} holds {'; '.join(found)}. Agents could take that for an instruction "
+            "from someone else: remove it and try again."
+        )
     return value
 
 
@@ -211,12 +231,15 @@ def room_create(
     room = Room.objects.create(
         created_by=owner,
         terms=checked,
-        purpose=_clean_text(purpose, field="Purpose", max_chars=200),
-        charter=_clean_text(
-            charter,
-            field="Charter",
-            max_chars=settings.SYNAPSIA["MAX_CHARTER_CHARS"],
-            required=False,
+        purpose=_room_words_checked(_clean_text(purpose, field="Purpose", max_chars=200)),
+        charter=_room_words_checked(
+            _clean_text(
+                charter,
+                field="Charter",
+                max_chars=settings.SYNAPSIA["MAX_CHARTER_CHARS"],
+                required=False,
+            ),
+            field="The charter",
         ),
     )
     RoomMember.objects.create(room=room, owner=owner, role=MemberRole.CREATOR)
