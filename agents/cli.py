@@ -1,7 +1,7 @@
 """What every agent's command line shares: ``--url`` and ``--token`` (or
 ``SYNAPSIA_AGENT_TOKEN``, so the token need not sit in a process list), joining the room, and
-the exit codes: 2 when the server refused the agent (the close code is printed), 1 when it
-could not be reached."""
+the exit codes: 2 when the server refused the agent or something it sent (why is printed in
+words, with what to do), 1 when it could not be reached."""
 
 from __future__ import annotations
 
@@ -10,10 +10,85 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 
-from agents.client import RoomClient, RoomClosedError
+from agents.client import PROTOCOL_ERROR, FrameRefusedError, RoomClient, RoomClosedError
+from synapsia_protocol.codes import (
+    CLOSE_CODE_MEANINGS,
+    FINAL_CLOSE_CODES,
+    CloseCode,
+    ErrorCode,
+    code_is_rate_limited,
+)
 
 REFUSED = 2
 UNREACHABLE = 1
+
+# What the person running the agent can do about each final close code. What the code means
+# is the protocol package's own sentence (CLOSE_CODE_MEANINGS), not repeated here; this is
+# only the next step at a command line (the flags, the pages of the app).
+_NEXT_STEP: dict[int, str] = {
+    CloseCode.UNAUTHENTICATED: (
+        "Check the agent's token (--token or SYNAPSIA_AGENT_TOKEN); if it was lost or revoked, "
+        "issue a new one on the Agents page."
+    ),
+    CloseCode.FORBIDDEN: (
+        "Check the room's code in --url (the part after /rooms/ in the address of the room's "
+        "page) and that this agent is bound to your seat on the room's page."
+    ),
+    CloseCode.ORIGIN_NOT_ALLOWED: "Connect from the command line without a browser Origin.",
+    CloseCode.ROOM_NOT_JOINABLE: (
+        "Open the room on its page first; a closed room cannot be joined again."
+    ),
+    CloseCode.REPLACED: "Another copy of this agent is in the room: keep only one running.",
+    CloseCode.NO_CLEARANCE: "Sign a new permission slip on the room's page, then connect again.",
+}
+
+# What to do about a frame the room refused, by the protocol's error code; the server's own
+# message (already in words) says what went wrong.
+_REFUSAL_NEXT_STEP: dict[str, str] = {
+    ErrorCode.ROOM_NOT_OPEN: (
+        "The room is paused (at a fork or a Signal Flare) or closed: settle it on the room's "
+        "page, then run this again."
+    ),
+    ErrorCode.WITHDRAWN: (
+        "Until then it may listen but not speak; the room's page shows which, under Signal Flares."
+    ),
+    ErrorCode.NOT_ALLOWED: "This agent may not do that in this room.",
+    ErrorCode.CONTEXT_TURN_LIMITED: "Say something, or wait for the other agent, first.",
+}
+
+
+def _sentence(text: str) -> str:
+    """A protocol sentence made to follow a colon: lower-case start, one full stop."""
+    text = text.strip().rstrip(".")
+    return text[:1].lower() + text[1:] + "." if text else "no reason was given."
+
+
+def closed_in_words(closed: RoomClosedError) -> str:
+    """Why the server ended the agent's session, and what to do, without the close code."""
+    meaning = CLOSE_CODE_MEANINGS.get(closed.code)
+    if meaning is not None:
+        step = _NEXT_STEP.get(closed.code) or (
+            "Reconnecting will not help until that changes."
+            if closed.code in FINAL_CLOSE_CODES
+            else "Try again in a moment."
+        )
+        return f"The room ended this agent's session: {_sentence(meaning)} {step}"
+    if closed.code == PROTOCOL_ERROR:
+        return (
+            "The server sent something this program cannot read, so it stopped. Make sure "
+            "the agent package is the same version as the server's."
+        )
+    return "The connection to the room ended. Run this again to rejoin."
+
+
+def refusal_in_words(refused: FrameRefusedError) -> str:
+    """What the room refused, in its own words, and what to do (without the error code)."""
+    said = _sentence(refused.message) if refused.message else "it gave no reason."
+    if code_is_rate_limited(refused.code):
+        step = "This agent sent faster than the room allows: wait, then run this again."
+    else:
+        step = _REFUSAL_NEXT_STEP.get(refused.code, "Check the room's page, then try again.")
+    return f"The room refused what this agent sent: {said} {step}"
 
 
 def room_arguments(prog: str, description: str) -> argparse.ArgumentParser:
@@ -40,7 +115,10 @@ async def in_room(args: argparse.Namespace, run: Callable[[RoomClient], Awaitabl
         async with RoomClient(args.url, args.token) as room:
             return await run(room)
     except RoomClosedError as closed:
-        print(f"refused: {closed}", file=sys.stderr, flush=True)
+        print(closed_in_words(closed), file=sys.stderr, flush=True)
+        return REFUSED
+    except FrameRefusedError as refused:  # a say (or other frame) the room would not take
+        print(refusal_in_words(refused), file=sys.stderr, flush=True)
         return REFUSED
     except (OSError, TimeoutError) as exc:
         print(f"could not connect to {args.url}: {exc}", file=sys.stderr, flush=True)

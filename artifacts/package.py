@@ -65,11 +65,18 @@ This package holds one room as {whose} side saw it, exported on {when}.
 
 Check it offline (Python 3.11+, with the rfc8785 and PyNaCl packages):
 
+    python -m ledger.verify_package {filename}
+
+The check says "intact" or names the first file or event that does not match. On its own it
+trusts the server's key written in this package, so a package forged with another key would
+pass. To rule that out, get the server's key from the server itself and add it:
+
     python -m ledger.verify_package {filename} --public-key <the server's key>
 
-Get the server's key yourself (GET /api/ledger/public-key on the server) and pass it, so
-you do not trust the key written in the file. The check says "intact" or names the first
-file or event that does not match.
+To get the key, open the address of the Synapsia site you use, followed by
+/api/ledger/public-key, in your browser (for example
+https://synapsia.example/api/ledger/public-key), and copy the text shown after
+"public_key" (it ends with "="). It is the same for every room on that server.
 """
 
 

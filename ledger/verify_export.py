@@ -58,6 +58,16 @@ REQUIRES_HEAD = {"room_paused": "a pause", "room_closed": "the room's closing",
 _TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
+def _duration(seconds: int) -> str:
+    """``7200`` -> "2 hours", ``90`` -> "90 seconds": the largest whole unit, in words (the
+    server's copy is ledger.chain.duration_words)."""
+    for size, unit in ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second")):
+        if seconds >= size and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}{'' if n == 1 else 's'}"
+    return f"{seconds} seconds"
+
+
 def _when(text: str) -> datetime:
     try:
         return datetime.strptime(text, _TIME).replace(tzinfo=UTC)
@@ -113,9 +123,9 @@ def _head_rules(
     if tail is not None and stale is not None and _when(tail[1]) < stale:
         raise Broken(
             tail[0],
-            f"event {tail[0]} was recorded more than {policy['grace_seconds']} seconds "
+            f"event {tail[0]} was recorded more than {_duration(policy['grace_seconds'])} "
             "before the export and no signed head covers it (the server signs within "
-            f"{policy['every_seconds']} seconds)",
+            f"{_duration(policy['every_seconds'])})",
         )
     days = policy["retention_days"]
     for mark in marks:
@@ -238,7 +248,7 @@ def verify(
         if not isinstance(event.get("data"), dict):
             raise Broken(seq, "event data is not an object")
         if event["prev_hash"] != expected_prev:
-            raise Broken(seq, "prev_hash does not match the event before it")
+            raise Broken(seq, "its link to the event before it does not match that event")
         try:
             recomputed = _hash(room_id, event)
         except (rfc8785.CanonicalizationError, KeyError, TypeError, ValueError) as exc:
@@ -256,7 +266,11 @@ def verify(
     if (head["seq"], head["hash"]) != (last_seq, expected_prev):
         raise Broken(min(head["seq"], last_seq) + 1, "the head is not the chain's last event")
     if checkpoint["seq"] > 0 and last_purge != (checkpoint["seq"], checkpoint["hash"]):
-        raise Broken(checkpoint["seq"] + 1, "no retention_purge event names the checkpoint")
+        raise Broken(
+            checkpoint["seq"] + 1,
+            f"the record starts after event {checkpoint['seq']}, but no retention clean-up in "
+            "it says it removed the events up to there",
+        )
 
     server = export.get("server_public_key") or {}
     trusted = pinned_key or server.get("public_key")
@@ -320,10 +334,53 @@ def verify(
         as_of=as_of,
     )
     witnessed = f", {len(witnesses)} owner witness(es)" if witnesses else ""
+    # The file holds no words for the room (no purpose: the ledger keeps no conversation), and
+    # its id means nothing to a person: the room is the one whose record was downloaded.
     return (
-        f"room {room_id}: intact, events {int(checkpoint['seq']) + 1}..{last_seq}, "
+        f"The room's ledger: intact, events {int(checkpoint['seq']) + 1}..{last_seq}, "
         f"{len(signed_heads)} signed head(s) verified{witnessed}"
     )
+
+
+class Unreadable(Exception):
+    """A file that could not be read as an export: what went wrong and what to do, in words."""
+
+
+_DOWNLOAD_AGAIN = "Download the record again from the room's ledger page and check that file."
+
+
+def _load(path: str) -> dict[str, Any]:
+    """The export in ``path``, or ``Unreadable`` saying why not in words (never an errno)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            export = json.load(handle)
+    except FileNotFoundError:
+        raise Unreadable(
+            f"Cannot read {path}: no such file. Check the file's name and folder."
+        ) from None
+    except IsADirectoryError:
+        raise Unreadable(
+            f"Cannot read {path}: it is a folder. Give the downloaded .json file instead."
+        ) from None
+    except PermissionError:
+        raise Unreadable(
+            f"Cannot read {path}: permission denied. Check that your user may read it."
+        ) from None
+    except OSError as exc:
+        why = (exc.strerror or "the system could not open it").lower()
+        raise Unreadable(f"Cannot read {path}: {why}.") from None
+    except UnicodeDecodeError:
+        raise Unreadable(
+            f"Cannot read {path}: it is not text, so not a ledger export. {_DOWNLOAD_AGAIN}"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise Unreadable(
+            f"Cannot read {path}: it is not a ledger export (it stops making sense at line "
+            f"{exc.lineno}, column {exc.colno}). {_DOWNLOAD_AGAIN}"
+        ) from None
+    if not isinstance(export, dict):
+        raise Unreadable(f"Cannot read {path}: it is not a ledger export. {_DOWNLOAD_AGAIN}")
+    return export
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,12 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        with open(args.file, encoding="utf-8") as handle:
-            export = json.load(handle)
-        earlier = []
-        for name in args.earlier:
-            with open(name, encoding="utf-8") as handle:
-                earlier.append(json.load(handle))
+        export = _load(args.file)
+        earlier = [_load(name) for name in args.earlier]
         print(
             verify(
                 export,
@@ -356,12 +409,21 @@ def main(argv: list[str] | None = None) -> int:
                 earlier=earlier,
             )
         )
+    except Unreadable as unreadable:
+        print(unreadable, file=sys.stderr)
+        return 1
     except Broken as broken:
         where = f" at seq {broken.seq}" if broken.seq is not None else ""
         print(f"BROKEN{where}: {broken.problem}", file=sys.stderr)
         return 1
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        print(f"BROKEN: unreadable export ({exc!r})", file=sys.stderr)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        # Parsed, but not shaped like an export (a part missing or of the wrong kind).
+        which = f"{args.file}, or a file given with --earlier," if args.earlier else args.file
+        print(
+            f"BROKEN: {which} is not a complete ledger export: a part the check needs is "
+            f"missing or malformed. {_DOWNLOAD_AGAIN}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -587,5 +587,7 @@ def room_receipt_export(request: HttpRequest, room_id: UUID) -> JsonResponse:
     """The receipt with the full chain, for ``python -m ledger.verify_export``."""
     rid = _room_id(request, room_id)
     response = JsonResponse(receipt_export(rid))
-    response["Content-Disposition"] = f'attachment; filename="synapsia-ledger-{rid}.json"'
+    # Named by the day, in the owner's zone, as the project package is: never the room's id.
+    day = f"{timezone.localtime():%Y-%m-%d}"
+    response["Content-Disposition"] = f'attachment; filename="synapsia-ledger-{day}.json"'
     return response

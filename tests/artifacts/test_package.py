@@ -105,10 +105,21 @@ def test_the_package_holds_the_owners_side_and_verifies_offline(
     for path, entry in listed.items():
         assert entry["sha256"] == hashlib.sha256(files[path]).hexdigest()
     assert json.loads(files["ledger.json"])["head"] == manifest["ledger_head"]
+    # The README tells an owner how to get the server's key in steps they can follow: no
+    # bare API call, the command with and without the key, and where the key is published.
+    readme = files["README.txt"].decode()
+    assert "GET /" not in readme
+    assert f"python -m ledger.verify_package {package.filename}\n" in readme
+    assert f"python -m ledger.verify_package {package.filename} --public-key" in readme
+    assert "open the address of the Synapsia site you use" in readme
+    assert "/api/ledger/public-key, in your browser" in readme
+    assert str(shared_room.room.id) not in readme
 
     path = _write(tmp_path, package.content)
     summary = verify_package(str(path), pinned_key=ledger_public_key())
-    assert summary.startswith("package intact: 6 file(s)") and "intact, events 1.." in summary
+    assert summary.startswith("package intact: 6 file(s)")
+    assert "; The room's ledger: intact, events 1.." in summary
+    assert str(shared_room.room.id) not in summary
     assert "0 signed head" not in summary  # the export signed the tip
     # The documented command, in a separate process, with the key pinned and without.
     done = _cli(path, "--public-key", ledger_public_key())

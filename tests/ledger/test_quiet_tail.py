@@ -98,6 +98,9 @@ def test_a_short_room_cut_at_the_tail_is_caught_once_the_tail_is_older_than_t_an
     with pytest.raises(verify_export.Broken) as offline:
         verify_export.verify(_export(room_id), pinned_key=ledger_public_key())
     assert offline.value.seq == 6 and "no signed head covers it" in offline.value.problem
+    # Times in whole units, in words (T plus the grace: 7200 seconds), as the server says them.
+    assert "more than 2 hours before the export" in offline.value.problem
+    assert "signs within 1 hour" in offline.value.problem and "seconds" not in offline.value.problem
 
 
 def test_every_head_of_a_short_room_deleted_is_caught() -> None:

@@ -8,10 +8,12 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import transaction
 from django.test import Client
+from django.utils import timezone
 
 from ledger.events import (
     ActionExecuted,
@@ -88,6 +90,7 @@ def test_owners_read_the_ledger_and_strangers_get_404(make_open_room, make_owner
     _negotiation(room_id)
     ledger_sign_head(room_id=room_id)
     last = base + 12
+    before = timezone.localdate()
     for seat in (opened.a, opened.b):
         client = Client()
         client.force_login(seat.owner)
@@ -99,6 +102,12 @@ def test_owners_read_the_ledger_and_strangers_get_404(make_open_room, make_owner
         assert client.get(f"/api/rooms/{room_id}/receipt").json()["verified"] is True
         export = client.get(f"/api/rooms/{room_id}/receipt/export")
         assert export.status_code == 200 and len(export.json()["events"]) == last
+        # Named by the day (the owner's, UTC until chosen), never by the room's id.
+        assert export["Content-Disposition"] in {
+            f'attachment; filename="synapsia-ledger-{day:%Y-%m-%d}.json"'
+            for day in (before, timezone.localdate())
+        }
+        assert str(room_id) not in export["Content-Disposition"]
     stranger = Client()
     stranger.force_login(make_owner("mallory"))
     for path in ("ledger", "receipt", "receipt/export"):
@@ -128,7 +137,11 @@ def test_export_verifies_standalone_and_tampering_fails(make_chain, tmp_path) ->
     result = _run_verifier(good)
     assert result.returncode == 0, result.stderr
     # heads at the pauses (#4, #8, signed on append) and the one signed here (#10)
-    assert "intact, events 1..10, 3 signed head(s) verified" in result.stdout
+    assert (
+        result.stdout.strip()
+        == "The room's ledger: intact, events 1..10, 3 signed head(s) verified"
+    )
+    assert str(room_id) not in result.stdout
     # The module form works too (no Django imported).
     module = subprocess.run(
         [sys.executable, "-m", "ledger.verify_export", str(good)],
@@ -148,6 +161,21 @@ def test_export_verifies_standalone_and_tampering_fails(make_chain, tmp_path) ->
     assert "at seq 4" in broken(lambda e: e["events"][3]["data"].update(participant_id="x"))
     assert "at seq 6" in broken(lambda e: e["events"].pop(5))
     assert "at seq 3" in broken(lambda e: e["events"].__setitem__(slice(2, 4), e["events"][3:1:-1]))
+    relinked = broken(lambda e: e["events"][2].update(prev_hash="0" * 64))
+    assert relinked.strip() == (
+        "BROKEN at seq 3: its link to the event before it does not match that event"
+    )
+
+    def forge_checkpoint(e: dict[str, Any]) -> None:
+        # The first events cut and the checkpoint moved past them, with no purge saying so.
+        e["checkpoint"] = {"seq": 3, "hash": e["events"][2]["hash"]}
+        del e["events"][:3]
+
+    forged = broken(forge_checkpoint)
+    assert forged.strip() == (
+        "BROKEN at seq 4: the record starts after event 3, but no retention clean-up in it "
+        "says it removed the events up to there"
+    )
 
     def truncate(e) -> None:  # drop the tail and rewrite the head: the signed head remembers
         del e["events"][8:]
@@ -163,3 +191,37 @@ def test_export_verifies_standalone_and_tampering_fails(make_chain, tmp_path) ->
     assert "signature is invalid" in broken(forge_signature)
     other_key = "A" * 43 + "="
     assert "untrusted key" in broken(lambda e: None, "--public-key", other_key)
+
+
+def test_a_file_the_verifier_cannot_read_is_said_in_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What went wrong and what to do, never an exception's repr; exit 1 as for a break."""
+    from ledger import verify_export
+
+    missing = tmp_path / "synapsia-ledger-2026-12-07.json"
+    assert verify_export.main([str(missing)]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        f"Cannot read {missing}: no such file. Check the file's name and folder."
+    )
+    not_json = tmp_path / "notes.json"
+    not_json.write_text("Friday at 19:30\n")
+    assert verify_export.main([str(not_json)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"Cannot read {not_json}: it is not a ledger export (it stops")
+    assert "Download the record again from the room's ledger page" in err
+    a_list = tmp_path / "list.json"
+    a_list.write_text("[1, 2]")
+    assert verify_export.main([str(a_list)]) == 1
+    assert capsys.readouterr().err.startswith(f"Cannot read {a_list}: it is not a ledger export")
+    assert verify_export.main([str(tmp_path)]) == 1
+    assert "it is a folder" in capsys.readouterr().err
+    # Parsed, but a part the check needs is gone: a broken export, still in words.
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({"format": verify_export.FORMAT, "room_id": "r"}))
+    assert verify_export.main([str(partial)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"BROKEN: {partial} is not a complete ledger export")
+    for internal in ("Error(", "Errno", "KeyError", "'checkpoint'"):
+        assert internal not in err
