@@ -214,6 +214,21 @@ def grants_of_owner(
     return [_view(g) for g in grants]
 
 
+# A request already answered, said to the owner who tries to answer it again (another tab, a
+# double click, a late page): what became of it, and that nothing more is needed.
+_ALREADY_WORDS: dict[str, str] = {
+    GrantStatus.APPROVED: "This request was already answered: approved, and the item is shared"
+    " once, on the agent's next turn. Nothing more to do.",
+    GrantStatus.CONSUMED: "This request was already answered: approved and used. Nothing more to"
+    " do.",
+    GrantStatus.DENIED: "This request was already answered: denied, so nothing was done. Nothing"
+    " more to do.",
+    GrantStatus.EXPIRED: "This request has already ended unanswered (it expired, or what it was"
+    " asked under changed), so nothing was done. Nothing more to do.",
+}
+_ALREADY_UNKNOWN = "This request was already answered. Reload the page to see where it stands."
+
+
 def _pending_locked(*, owner: User, grant_id: UUID) -> Grant:
     grant = (
         Grant.objects.select_for_update(of=("self",))
@@ -224,7 +239,7 @@ def _pending_locked(*, owner: User, grant_id: UUID) -> Grant:
     if grant is None:
         raise GrantUnusable("No such grant request.")
     if grant.status != GrantStatus.PENDING:
-        raise GrantUnusable(f"This grant request is already {grant.status}.")
+        raise GrantUnusable(_ALREADY_WORDS.get(grant.status, _ALREADY_UNKNOWN))
     return grant
 
 

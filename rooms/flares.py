@@ -85,6 +85,23 @@ _CHOICE_WORDS: dict[str, str] = {
     FlareChoice.STEP_IN: "Answered: its owner stepped in and speaks in person.",
 }
 
+# Why the owner's own words, said in person, were not recorded (``SpeakRefused.reason``), and
+# what to do. Written here rather than taken from ``gatekeeper.reasons``: that catalogue words
+# rule ids for an agent's acts in the ledger ("ledger_unavailable" there means the room
+# paused, which a refused message does not do), and has no words for the seat's own codes.
+_SPEAK_REFUSED_WORDS: dict[str, str] = {
+    "room_not_open": "The room is paused: wait until it is resumed, then say it again.",
+    "withdrawn": "You are no longer stepped in for your agent: reload the page to see where the"
+    " room stands.",
+    "not_member": "Your agent no longer has a seat in this room, so nothing can be said through"
+    " it: reload the page to see where the room stands.",
+    "revoked": "Your agent's access has been revoked, so nothing more can be said through its"
+    " seat in this room.",
+    "ledger_unavailable": "The room could not record your words just now: try again in a moment.",
+}
+_SPEAK_REFUSED_UNKNOWN = "The room could not record your words: reload the page, then try again."
+_SPEAK_REFUSED_CLOSED = "The room is closed, so nothing more can be said in it."
+
 
 @dataclass(frozen=True)
 class FlareView:
@@ -214,6 +231,17 @@ def flare_resolve(*, owner: User, room_id: UUID, flare_id: UUID, choice: FlareCh
         return _view(flare, owner)
 
 
+def _speak_refused_words(reason: str, room_id: UUID) -> str:
+    """Why the owner's words were not recorded, in a sentence with what to do."""
+    # "room_not_open" covers paused and closed; only a paused room is worth waiting for.
+    if (
+        reason == "room_not_open"
+        and Room.objects.filter(id=room_id, state=RoomState.CLOSED).exists()
+    ):
+        return _SPEAK_REFUSED_CLOSED
+    return _SPEAK_REFUSED_WORDS.get(reason, _SPEAK_REFUSED_UNKNOWN)
+
+
 def owner_say_in_person(*, owner: User, room_id: UUID, client_id: str, text: str) -> int:
     """The owner, having stepped in at a flare, speaks in the room as themselves (through
     their seat, marked as written by the owner). Returns the message's sequence number."""
@@ -231,7 +259,7 @@ def owner_say_in_person(*, owner: User, room_id: UUID, client_id: str, text: str
             author="owner",
         )
     except SpeakRefused as refused:
-        raise InvalidState(f"Not recorded: {refused.reason}.") from None
+        raise InvalidState(_speak_refused_words(refused.reason, room_id)) from None
     realtime.announce_recorded(room_id)
     return said.seq
 

@@ -328,6 +328,36 @@ def _refuse_resume_over_a_flare(owner: User, room: Room) -> None:
         )
 
 
+# Each state, and the change into it, in the owner's words (for refusals on the room page).
+_TRANSITION_VERBS: dict[RoomState, str] = {
+    RoomState.DRAFT: "made a draft again",
+    RoomState.OPEN: "opened",
+    RoomState.PAUSED: "paused",
+    RoomState.CLOSED: "closed",
+}
+_STATE_WORDS: dict[RoomState, str] = {
+    RoomState.DRAFT: "a draft",
+    RoomState.OPEN: "open",
+    RoomState.PAUSED: "paused",
+    RoomState.CLOSED: "closed",
+}
+
+
+def _transition_refused_words(current: RoomState, to: RoomState) -> str:
+    """Why a room in ``current`` cannot become ``to``, and what to do: usually the page was
+    out of date (the other owner, or another tab, moved the room first)."""
+    reload = "Reload the page to see where it stands."
+    if current == to:
+        return f"The room is already {_STATE_WORDS[current]}. {reload}"
+    if current == RoomState.DRAFT and to == RoomState.PAUSED:
+        return "The room has not opened yet, so it cannot be paused. Open it first."
+    already = "already " if current == RoomState.CLOSED else ""
+    return (
+        f"The room is {already}{_STATE_WORDS[current]}, so it cannot be "
+        f"{_TRANSITION_VERBS[to]}. {reload}"
+    )
+
+
 @transaction.atomic
 def room_transition(*, owner: User, room_id: UUID, to: RoomState) -> Room:
     """Open, pause, resume or close a room on behalf of one of its owners."""
@@ -335,7 +365,7 @@ def room_transition(*, owner: User, room_id: UUID, to: RoomState) -> Room:
     room = Room.objects.select_for_update().get(id=seat.room_id)
     allowed_from = _TRANSITIONS.get(to, frozenset())
     if room.state not in allowed_from:
-        raise InvalidState(f"A {room.state} room cannot become {to}.")
+        raise InvalidState(_transition_refused_words(RoomState(room.state), to))
     if to == RoomState.OPEN and room.state == RoomState.DRAFT:
         seats = list(room.members.select_related("agent"))
         if len(seats) < 2:

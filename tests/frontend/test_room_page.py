@@ -268,6 +268,55 @@ def test_the_page_posting_resume_over_a_flare_says_why_in_words(
     assert Room.objects.get(id=setup.room.id).state == RoomState.PAUSED
 
 
+def test_a_state_change_the_room_cannot_make_says_why_and_what_to_do(
+    make_open_room: Callable[..., Any],
+) -> None:
+    """A page out of date (the other owner closed the room first) gets words, not states."""
+    setup = make_open_room()
+    services.room_transition(owner=setup.b.owner, room_id=setup.room.id, to=RoomState.CLOSED)
+    client = Client()
+    client.force_login(setup.a.owner)
+    response = client.post(f"/rooms/{setup.room.id}/", {"state": "paused"}, follow=True)
+    text = visible(response.content.decode())
+    assert (
+        "The room is already closed, so it cannot be paused. Reload the page to see where it "
+        "stands." in text
+    )
+    assert Room.objects.get(id=setup.room.id).state == RoomState.CLOSED
+
+
+@pytest.mark.parametrize(
+    ("before", "to", "words"),
+    [
+        (RoomState.PAUSED, RoomState.PAUSED, "The room is already paused. Reload the page"),
+        (RoomState.OPEN, RoomState.OPEN, "The room is already open. Reload the page"),
+        (RoomState.OPEN, RoomState.DRAFT, "The room is open, so it cannot be made a draft again."),
+        (RoomState.CLOSED, RoomState.OPEN, "The room is already closed, so it cannot be opened."),
+        (RoomState.CLOSED, RoomState.CLOSED, "The room is already closed. Reload the page"),
+    ],
+)
+def test_every_refused_state_change_is_in_words(
+    make_open_room: Callable[..., Any], before: RoomState, to: RoomState, words: str
+) -> None:
+    setup = make_open_room()
+    if before != RoomState.OPEN:
+        services.room_transition(owner=setup.a.owner, room_id=setup.room.id, to=before)
+    with pytest.raises(InvalidState) as refused:
+        services.room_transition(owner=setup.a.owner, room_id=setup.room.id, to=to)
+    assert refused.value.message.startswith(words)
+    assert codes_in(refused.value.message) == []
+
+
+def test_a_draft_room_cannot_be_paused_and_says_to_open_it_first(make_owner: Any) -> None:
+    alice = make_owner("alice")
+    room = services.room_create(owner=alice, purpose="Dinner", charter="Find a dinner slot.")
+    with pytest.raises(InvalidState) as refused:
+        services.room_transition(owner=alice, room_id=room.id, to=RoomState.PAUSED)
+    assert refused.value.message == (
+        "The room has not opened yet, so it cannot be paused. Open it first."
+    )
+
+
 def test_flares_read_in_words(make_open_room: Callable[..., Any]) -> None:
     setup = make_open_room()
     _bobs_agent_flares(setup)

@@ -398,8 +398,12 @@ def test_approving_twice_discloses_once(scene: Scene) -> None:
     scene.bob_turn()
     grant = scene.pending()
     scene.decide(grant)
-    with pytest.raises(InvalidState):
+    with pytest.raises(InvalidState) as again:
         scene.decide(grant)  # the second click finds it approved already
+    assert again.value.message == (
+        "This request was already answered: approved, and the item is shared once, on the "
+        "agent's next turn. Nothing more to do."
+    )
     assert len(shown(scene.bob_turn())) == 1 and len(scene.events("grant_approved")) == 1
     assert len(scene.events("disclosure")) == 1 and scene.uses_left() == 4
 

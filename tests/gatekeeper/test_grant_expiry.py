@@ -101,8 +101,12 @@ def test_a_pending_grant_past_its_deadline_ends_as_a_denial(negotiation) -> None
     assert tasks.grants_expire.apply().result == 0
     assert expired_events.count() == 1
     # The owner's signature, arriving late, is refused; the agent's retry reads the denial.
-    with pytest.raises(InvalidState, match="already expired"):
+    with pytest.raises(InvalidState) as refused:
         negotiation.approve(expired_grant)
+    assert refused.value.message == (
+        "This request has already ended unanswered (it expired, or what it was asked under "
+        "changed), so nothing was done. Nothing more to do."
+    )
     retry = forks.action_for_agent(
         room_id=negotiation.room.id,
         agent_id=agent.id,
@@ -113,6 +117,47 @@ def test_a_pending_grant_past_its_deadline_ends_as_a_denial(negotiation) -> None
     assert retry.replay and (retry.status, retry.rule) == (ActionStatus.DENIED, "grant_expired")
     assert SandboxEffect.objects.count() == 0
     assert Room.objects.get(id=negotiation.room.id).state == RoomState.PAUSED
+
+
+def test_approving_after_the_deadline_answers_why_for_the_page_to_say(negotiation) -> None:
+    """The room page words a decision from the answer's status and rule (grants.js): an
+    approval that came too late is "denied" with rule ``grant_expired``, not a plain denial;
+    a second try is refused in words."""
+    from django.test import Client
+
+    late = negotiation.act(OVER, ref="late")
+    Grant.objects.filter(id=late.grant_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+    grant = Grant.objects.select_related("action").get(id=late.grant_id)
+    client = Client()
+    client.force_login(negotiation.setup.a.owner)
+    url = f"/api/rooms/{negotiation.room.id}/grants/{grant.id}"
+    body = {
+        "decision": "approve",
+        "key_id": str(negotiation.key.id),
+        "signature": negotiation.device.sign_grant(grant),
+    }
+    answer = client.post(url, body, content_type="application/json")
+    assert answer.status_code == 200
+    assert (answer.json()["status"], answer.json()["rule"]) == ("denied", "grant_expired")
+    again = client.post(url, body, content_type="application/json")
+    assert again.status_code == 409
+    assert again.json()["message"].startswith("This request has already ended unanswered")
+    assert SandboxEffect.objects.count() == 0
+
+
+def test_answering_a_request_already_answered_says_what_became_of_it(negotiation) -> None:
+    denied = negotiation.act(OVER, ref="denied")
+    forks.grant_decide(
+        owner=negotiation.setup.a.owner,
+        room_id=negotiation.room.id,
+        grant_id=denied.grant_id,
+        approve=False,
+    )
+    with pytest.raises(InvalidState) as refused:
+        negotiation.approve(Grant.objects.get(id=denied.grant_id))
+    assert refused.value.message == (
+        "This request was already answered: denied, so nothing was done. Nothing more to do."
+    )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -199,3 +199,72 @@ def test_saying_different_things_is_not_a_loop() -> None:
         True,
         False,
     ]
+
+
+def _stepped_in(setup: Any) -> str:
+    """Alice's agent flares and she steps in: the room runs again and she may speak herself."""
+    from rooms import flares
+    from rooms.models import FlareChoice, FlareReason
+
+    flare = flares.flare_raise(
+        room_id=setup.room.id, agent_id=setup.a.agent.id, reason=FlareReason.LOOP, raised_by="agent"
+    )
+    flares.flare_resolve(
+        owner=setup.a.owner, room_id=setup.room.id, flare_id=flare.id, choice=FlareChoice.STEP_IN
+    )
+    return f"/api/rooms/{setup.room.id}/in-person"
+
+
+def test_words_said_in_person_that_cannot_be_recorded_say_why_and_what_to_do(
+    make_open_room,
+) -> None:
+    from rooms import services
+    from rooms.models import RoomState
+    from tests.frontend.browser import codes_in
+
+    setup = make_open_room()
+    path = _stepped_in(setup)
+    client = owner_client(setup.a.owner)
+    body = {"client_id": "alice-1", "text": "Alice here, in person."}
+    services.room_transition(owner=setup.b.owner, room_id=setup.room.id, to=RoomState.PAUSED)
+    paused = client.post(path, body, content_type="application/json")
+    assert paused.status_code == 409
+    assert paused.json()["message"] == (
+        "The room is paused: wait until it is resumed, then say it again."
+    )
+    services.room_transition(owner=setup.b.owner, room_id=setup.room.id, to=RoomState.CLOSED)
+    closed = client.post(path, body, content_type="application/json")
+    assert closed.json()["message"] == "The room is closed, so nothing more can be said in it."
+    assert codes_in(paused.json()["message"] + " " + closed.json()["message"]) == []
+
+
+@pytest.mark.parametrize(
+    ("reason", "words"),
+    [
+        ("withdrawn", "You are no longer stepped in for your agent: reload the page"),
+        ("not_member", "Your agent no longer has a seat in this room"),
+        ("revoked", "Your agent's access has been revoked"),
+        ("ledger_unavailable", "could not record your words just now: try again in a moment."),
+        ("something_new", "could not record your words: reload the page, then try again."),
+    ],
+)
+def test_every_refusal_of_words_said_in_person_is_a_sentence_without_its_code(
+    make_open_room, monkeypatch, reason: str, words: str
+) -> None:
+    from rooms import flares
+    from rooms.services import SpeakRefused
+    from tests.frontend.browser import codes_in
+
+    setup = make_open_room()
+    path = _stepped_in(setup)
+
+    def refused(**_: Any) -> Any:
+        raise SpeakRefused(reason)
+
+    monkeypatch.setattr(flares, "message_say", refused)
+    answer = owner_client(setup.a.owner).post(
+        path, {"client_id": "alice-1", "text": "Hello."}, content_type="application/json"
+    )
+    assert answer.status_code == 409
+    message = answer.json()["message"]
+    assert words in message and codes_in(message) == []  # "not_member" is never shown

@@ -2,6 +2,8 @@
 // WebCrypto as non-extractable and kept in IndexedDB: it never leaves this browser. Only the
 // public key is sent, with a proof of possession (a signature over a server challenge).
 // No fallback library: Chromium 137+, Firefox 129+ and Safari 17+ have Ed25519 in WebCrypto.
+// Every page that calls the API loads this first, so it also holds the one API call (`api`)
+// the other page scripts use, and its failures in words.
 (() => {
   "use strict";
   const SLIP_TAG = "synapsia-slip-v1\n";
@@ -44,13 +46,39 @@
     return input ? input.value : "";
   }
 
+  // Why a request failed, in words with what to do. The server's own refusals carry a
+  // sentence (`message`); for django-ninja's answers (`detail`, no sentence), a proxy's error
+  // page or no answer at all the words follow what happened. Never a status code or a parser's
+  // message: a person cannot act on those.
+  function failureWords(status, data) {
+    if (data && typeof data.message === "string" && data.message) return data.message;
+    if (status === 401) return "You are signed out: sign in again, then try again.";
+    if (status === 403) {
+      // django-ninja's CSRF check: the page's token no longer matches the sign-in.
+      return "Your sign-in changed since this page was loaded: reload the page, then try again.";
+    }
+    if (status === 404) return "This is no longer there: reload the page to see what is.";
+    if (status === 429) return "Too many requests: wait a moment, then try again.";
+    if (status >= 400 && status < 500) {
+      return "The server could not accept what this page sent: reload the page, then try again.";
+    }
+    return "The server could not answer just now: try again in a moment.";
+  }
+
+  // One call to the API for every page script (grants, flares, slips, ledger, room): JSON in
+  // and out with the session's CSRF token; a failure throws an Error whose message is words.
   async function api(method, path, body) {
-    const response = await fetch(path, {
-      method,
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    let response;
+    try {
+      response = await fetch(path, {
+        method,
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (networkError) {
+      throw new Error("Could not reach the server: check your connection, then try again.");
+    }
     let data = null;
     let unreadable = false;
     if (response.status !== 204) {
@@ -60,11 +88,16 @@
         unreadable = true; // not JSON (a proxy's error page, say): answered in words below
       }
     }
-    if (!response.ok || unreadable) {
-      const error = new Error((data && data.message) ||
-        `the server could not answer (HTTP ${response.status}); try again in a moment.`);
+    if (!response.ok) {
+      const error = new Error(failureWords(response.status, data));
       error.code = data && data.code;
+      error.status = response.status;
       throw error;
+    }
+    if (unreadable) {
+      // It may well have been done: say that we cannot tell, not that it failed.
+      throw new Error("The server's answer could not be read, so this page cannot tell " +
+        "whether it worked: reload the page to see.");
     }
     return data;
   }

@@ -14,25 +14,41 @@
   const clock = new Intl.DateTimeFormat("en-GB", {
     timeZone: document.body.dataset.timeZone || undefined, dateStyle: "medium", timeStyle: "short",
   });
-  // What the decision did, by the request's kind and the status the server answered.
-  const OUTCOME_WORDS = {
+  // What the decision did, in words. The server answers the request's status and the rule
+  // that decided it; the rule comes first, because the status alone misleads: an action
+  // approved after its deadline comes back "denied" (rule grant_expired), and an approval the
+  // server could not check leaves a disclosure "pending" (rule grant_check_failed).
+  const NOTHING = { action: "nothing was done", disclosure: "nothing was shared" };
+  const REFUSED_WORDS = {
+    grant_expired: (nothing) => `Not approved: the request had expired, so ${nothing}.`,
+    grant_key_not_usable: (nothing) => `Not approved: this browser's device key is not enrolled or was revoked, so ${nothing}. Enroll this device on the Keys page, then approve again.`,
+    grant_bad_signature: (nothing) => `Not approved: the server did not accept this device's signature, so ${nothing}. Try again, or enroll this device on the Keys page.`,
+    grant_check_failed: (nothing) => `Not approved yet: the server could not check your permission slip just now, so ${nothing}. The request is still waiting: try again in a moment.`,
+    grant_slip_changed: (nothing) => `Not approved: your permission slip changed since the room asked, so ${nothing}. If an agent still needs it, the room asks you again under the slip now in force.`,
+  };
+  const DONE_WORDS = {
     action: {
       executed: "Approved: the action ran.",
       pending: "Approved: sent on, waiting for confirmation.",
-      denied: "Denied: nothing was done.",
       failed: "Approved, but the action failed: nothing was booked or paid.",
-      awaiting_grant: "Not approved: the server did not accept this device's signature. Try again, or enroll this device on the Keys page.",
     },
     disclosure: {
       approved: "Approved: the item is shared once, on the agent's next turn.",
-      denied: "Denied: nothing was shared.",
-      pending: "Not approved: the server did not accept this device's signature. Try again, or enroll this device on the Keys page.",
-      expired: "Not approved: the request had already expired, so nothing was shared.",
     },
   };
-  function outcomeWords(grant, result) {
-    const words = OUTCOME_WORDS[grant.kind === "disclosure" ? "disclosure" : "action"];
-    return words[result.status] || "Decided.";
+  function outcomeWords(grant, result, decision) {
+    const kind = grant.kind === "disclosure" ? "disclosure" : "action";
+    const refused = REFUSED_WORDS[result.rule];
+    if (refused) return refused(NOTHING[kind]);
+    const done = DONE_WORDS[kind][result.status];
+    if (done) return done;
+    if (result.status === "denied" && decision === "deny") return `Denied: ${NOTHING[kind]}.`;
+    if (result.status === "denied") {
+      // Approved, then decided again at once (live policy, slip, room): a grant never
+      // overrides a denial. The ledger has the reason in words.
+      return `Approved, but the room's checks still refused it, so ${NOTHING[kind]}. The room's ledger says why.`;
+    }
+    return "Nothing changed: reload the page to see where the request stands.";
   }
 
   async function decide(grant, decision) {
@@ -88,7 +104,7 @@
         button.disabled = true;
         try {
           const result = await decide(grant, decision);
-          status.textContent = outcomeWords(grant, result);
+          status.textContent = outcomeWords(grant, result, decision);
           await refresh();
         } catch (error) {
           status.textContent = `Not done: ${error.message}`;

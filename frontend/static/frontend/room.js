@@ -33,7 +33,8 @@
 
   async function fragment(query) {
     const response = await fetch(`${location.pathname}?${query}`, { credentials: "same-origin" });
-    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    // Callers word their own failure (or read again at the next ring); no status code here.
+    if (!response.ok) throw new Error("The room page could not be read just now.");
     return new DOMParser().parseFromString(await response.text(), "text/html");
   }
 
@@ -58,22 +59,9 @@
   const refreshOutcome = serialised(async () => replaceSection(await fragment("part=outcome"), "room-outcome"));
   const refreshStatus = serialised(async () => replaceSection(await fragment("part=status"), "room-status"));
 
-  // Whisper to the owner's own agent; look up which vault items fed a turn.
-  function csrf() {
-    const input = document.querySelector("[name=csrfmiddlewaretoken]");
-    return input ? input.value : "";
-  }
-  async function call(method, path, body) {
-    const response = await fetch(path, {
-      method,
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const data = await response.json();
-    if (!response.ok) throw new Error(data.message || `The server refused (HTTP ${response.status}).`);
-    return data;
-  }
+  // Whisper to the owner's own agent; look up which vault items fed a turn. API calls go
+  // through the pages' one helper (devicekeys.js, loaded first), which says failures in words.
+  const call = (...args) => window.SynapsiaKeys.api(...args);
   const clock = new Intl.DateTimeFormat("en-GB", {
     timeZone: document.body.dataset.timeZone || undefined, day: "numeric", month: "short",
     hour: "2-digit", minute: "2-digit",
