@@ -2,8 +2,9 @@
 
 Keys and slips are made and signed in the browser (``devicekeys.js``, ``slip.js``) through the
 REST API; these views render what the server knows in words: the keys, the checklist (one
-sentence per item, built by ``slips.sentences``), the tier presets, the slip in force and what
-changed, and where the owners' choices conflict.
+sentence per item, built by ``slips.sentences``), what each tier allows of each item (a tier
+only narrows the draft), the slip in force and what changed, and where the owners' choices
+conflict.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from gatekeeper.tools import tools_all
 from rooms import selectors as room_selectors
 from rooms.errors import RoomError
 from slips import selectors as slip_selectors
-from slips.capabilities import VAULT_SCOPES
+from slips.capabilities import (
+    APPROVALS,
+    MAX_USES_LIMIT,
+    VAULT_SCOPES,
+    Capability,
+    capability_under_tier,
+)
 from slips.models import DeviceKey, KeyCustody, Tier
 from slips.sentences import (
     KIND_NAMES,
@@ -124,47 +131,22 @@ DEFAULT_SCOPE: dict[tuple[str, str], str] = {
 DEFAULT_MAX_USES = 100  # one use per context turn: enough for a long negotiation
 DEFAULT_TOOL_USES = 3  # each action done spends one
 
-# What choosing a tier checks (row -> scope). Only rows the owner has an item for exist, so a
-# preset never checks something the owner lacks; the owner can still change every box.
-_PERSONAL = ("food_likes", "food_dislikes", "allergies", "neighbourhood")
-TIER_PRESETS: dict[str, dict[str, str]] = {
-    Tier.SANDBOX: {},
-    Tier.ROOM_ONLY: {
-        "availability-own": "free_busy_14d",
-        "budget-own": "range",
-        **{f"{k}-own": VAULT_SCOPES[k][0] for k in _PERSONAL},
-        "availability-peer": "free_busy_7d",
-        "budget-peer": "band",
-        "allergies-peer": "list",
-        "food_dislikes-peer": "list",
-    },
-    Tier.COLLABORATIVE: {
-        "availability-own": "free_busy_14d",
-        "budget-own": "range",
-        **{f"{k}-own": VAULT_SCOPES[k][0] for k in _PERSONAL},
-        "availability-peer": "free_busy_14d",
-        "budget-peer": "band",
-        **{f"{k}-peer": VAULT_SCOPES[k][0] for k in _PERSONAL},
-    },
-}
-
-
-# Said when a tier is chosen: what its preset checked.
-TIER_PRESET_WORDS: dict[str, str] = {
-    Tier.SANDBOX: "Nothing is checked: under Sandbox nothing from your vault reaches either "
-    "agent anyway. You can still check items for a later, wider tier.",
-    Tier.ROOM_ONLY: "Checked: everything in your vault for your own agent, and for the other "
-    "agent your free and busy times for 7 days, a rough band of your budget, your allergies "
-    "and the food you would rather not eat. Change any box before you sign.",
-    Tier.COLLABORATIVE: "Checked: everything in your vault for your own agent, and for the "
-    "other agent your free and busy times for 14 days, a rough band of your budget, your food "
-    "likes and dislikes, allergies and neighbourhood. Change any box before you sign.",
+# What choosing a tier does to the checklist, said next to the tier. A tier only takes away:
+# the page unchecks or cuts what the tier does not allow and never checks a box or widens a
+# scope (``tier_limits``, applied by ``slip.js``); unchecked stays unshared.
+TIER_NARROWS_WORDS: dict[str, str] = {
+    Tier.SANDBOX: "Every item from your vault is unchecked below, since under Sandbox none of "
+    "it reaches either agent; each action you checked will ask you first.",
+    Tier.ROOM_ONLY: "For the other agent, an exact budget is cut to a rough band and free and "
+    "busy times to at most 7 days, and nothing may be carried out of the room. Everything "
+    "else stays as you set it.",
+    Tier.COLLABORATIVE: "Your checklist stays exactly as you set it.",
 }
 
 
 @dataclass(frozen=True)
 class ChecklistRow:
-    key: str  # "budget-peer": names the row's controls and presets
+    key: str  # "budget-peer": names the row's controls and its tier limits
     resource: str
     operation: str
     recipient: str
@@ -235,6 +217,41 @@ def _action_rows(tools: tuple[str, ...], sentences: dict[str, str]) -> list[Chec
     ]
 
 
+def _row_limit(row: ChecklistRow, tier: str) -> dict[str, Any] | None:
+    """What ``tier`` lets through of ``row``, by the server's own rule
+    (``capability_under_tier`` on the widest record the row can sign): the scopes it allows
+    (narrowest first), whether it may leave the room, whether it must ask first; None when
+    the tier clears nothing of it."""
+    scopes = [code for code, _ in row.scopes]
+    widest = Capability(
+        resource=row.resource,
+        operation=row.operation,
+        scope=scopes[-1],
+        recipient=row.recipient,
+        expires_at=2**62,
+        max_uses=MAX_USES_LIMIT,
+        onward_disclosure=True,
+        approval=APPROVALS[-1],  # the widest: no asking
+    )
+    effective = capability_under_tier(widest, tier)
+    if effective is None:
+        return None
+    return {
+        "scopes": scopes[: scopes.index(effective.scope) + 1],
+        "onward": effective.onward_disclosure,
+        "ask": effective.approval != APPROVALS[-1],
+    }
+
+
+def tier_limits(rows: list[ChecklistRow]) -> dict[str, dict[str, dict[str, Any] | None]]:
+    """Per tier, per row key, what the tier allows (``_row_limit``). ``slip.js`` narrows the
+    draft to it when the owner chooses a tier, and only narrows: it unchecks a row the tier
+    clears nothing of, cuts a wider scope, unchecks onward disclosure and sets "ask me first"
+    where the tier says so, and never checks a box or widens anything. The page only helps the
+    owner see it: the server narrows every use by the room's tier whatever was signed."""
+    return {tier: {row.key: _row_limit(row, tier) for row in rows} for tier in Tier.values}
+
+
 @login_required
 def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
     try:
@@ -248,6 +265,8 @@ def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
     sentences = checklist_sentences(
         slip_selectors.owner_budget_currency(owner_id=owner.pk), tools=tools
     )
+    checklist = _checklist(kinds, sentences)
+    actions = _action_rows(tools, sentences)
     chosen = slip_selectors.owner_tier(owner_id=owner.pk, room_id=room_id)
     in_force = slip_selectors.slip_in_force_words(owner=owner, room_id=room_id, zone=zone)
     current = slip_selectors.slips_of_owner(owner=owner, room_id=room_id).filter(
@@ -260,8 +279,8 @@ def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
             "room": seat.room,
             "seat": seat,
             "slip_words": SLIP_WORDS,
-            "checklist": _checklist(kinds, sentences),
-            "actions": _action_rows(tools, sentences),
+            "checklist": checklist,
+            "actions": actions,
             "missing": [{"kind": k, "name": KIND_NAMES[k]} for k in VAULT_SCOPES if k not in kinds],
             "tiers": [
                 {
@@ -269,7 +288,7 @@ def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
                     "name": TIER_NAMES[t.value],
                     "effect": TIER_EFFECTS[t.value],
                     "chosen": chosen == t.value,
-                    "preset": TIER_PRESET_WORDS[t.value],
+                    "narrows": TIER_NARROWS_WORDS[t.value],
                 }
                 for t in Tier
             ],
@@ -278,7 +297,7 @@ def slip(request: OwnerRequest, room_id: UUID) -> HttpResponse:
             "in_force": in_force,
             "signed": request.GET.get("signed") == "1" and in_force is not None,
             "sentences": sentences,
-            "presets": {tier: TIER_PRESETS[tier] for tier in Tier.values},
+            "tier_limits": tier_limits([r for k in checklist for r in k.rows] + actions),
             # The slip in force's records, so the checklist starts from what is signed now.
             "in_force_issued_at": current[0].issued_at if current else None,
             "current": [

@@ -3,7 +3,7 @@
 
 Alice and Bob sign up through the page, enrol a device key each, fill their vaults by form,
 register an agent each (the token is shown once), Alice creates a room and invites Bob, both
-bind their agents, choose privacy tiers and sign slips from the presets, and the room opens.
+bind their agents, check what they share, choose privacy tiers and sign, and the room opens.
 The two reference negotiators (``agents.negotiator``) then plan a dinner over the room's
 socket while the owners watch: a proposal card appears, Bob is asked before his liked food
 reaches Alice's agent and approves that one disclosure, Alice's agent asks to book (her slip
@@ -244,16 +244,35 @@ def ask_me_first(row: Locator) -> None:
     row.get_by_label("Ask me first?").select_option("per_use")
 
 
+def share_items(page: Page, sentence: str) -> None:
+    """Check every item from the vault whose sentence matches ``sentence`` (a regular
+    expression): nothing is checked for the owner, and a tier only takes away."""
+    label = page.get_by_label(re.compile(sentence, re.I))
+    rows = page.locator("#slip-items li.slip-row", has=label)
+    assert rows.count() > 0, f"no checklist item matches {sentence!r}"
+    for index in range(rows.count()):
+        rows.nth(index).get_by_role("checkbox").first.check()
+
+
 def choose_tier_and_sign(
-    journey: Journey, owner: Owner, tier: str, *, ask_first: str = "", booking: bool = False
+    journey: Journey,
+    owner: Owner,
+    tier: str,
+    *,
+    share: str,
+    ask_first: str = "",
+    booking: bool = False,
 ) -> None:
-    """Choose a privacy tier (its preset checks a suggested set of items), ask first before
-    the row matching ``ask_first`` is used, let the agent book (asked each time) when
-    ``booking``, and sign with the device key."""
+    """Check the vault items matching ``share``, choose a privacy tier (it checks nothing,
+    only narrows), ask first before the row matching ``ask_first`` is used, let the agent book
+    (asked each time) when ``booking``, and sign with the device key."""
     page = owner.page
     open_slip(journey, owner)
+    share_items(page, share)
+    checked = page.locator("#slip-items [name=share]:checked").count()
     page.get_by_label(tier, exact=True).check()
-    expect(page.locator("#tier-status")).not_to_be_empty()
+    expect(page.locator("#tier-status")).to_contain_text("nothing was checked for you")
+    assert page.locator("#slip-items [name=share]:checked").count() <= checked
     if ask_first:
         ask_me_first(slip_row(page, ask_first))
     if booking:
@@ -264,7 +283,7 @@ def choose_tier_and_sign(
     check(owner, f"slip-{tier.lower().replace(' ', '-')}")
     page.get_by_role("button", name=re.compile("^Sign slip")).click()
     expect(page.locator("#slip-in-force")).not_to_contain_text("not signed", timeout=WAIT_MS)
-    expect(page.locator("#slip-in-force-items li").first).to_be_visible()  # the preset's items
+    expect(page.locator("#slip-in-force-items li").first).to_be_visible()  # the items checked
     check(owner, "slip-in-force")
 
 
@@ -544,8 +563,16 @@ def test_two_owners_journey_through_every_page(journey: Journey) -> None:
         bind_agent(bob)
         check(bob, "room-joined")
     with step(journey, "slips"):
-        choose_tier_and_sign(journey, alice, "Collaborative", booking=True)
-        choose_tier_and_sign(journey, bob, "Room Only", ask_first="other agent see the food I like")
+        # What the tier presets used to check for them: now each owner checks it, and the
+        # tier only narrows it (Room Only cuts nothing here: the band is already the least).
+        choose_tier_and_sign(journey, alice, "Collaborative", share=r"^Let ", booking=True)
+        choose_tier_and_sign(
+            journey,
+            bob,
+            "Room Only",
+            share=r"^Let my agent know|^Let the other agent see a rough band",
+            ask_first="other agent see the food I like",
+        )
     with step(journey, "open-room"):
         open_the_room(journey)
     with step(journey, "negotiation-and-grant"):

@@ -1,5 +1,6 @@
-"""In headless Chromium: enroll a key, choose a tier preset, read the server's preview, sign,
-see the slip in force; sign again with one box changed and see what changed, in words."""
+"""In headless Chromium: enroll a key, check items and choose a tier, read the server's preview,
+sign, see the slip in force; sign again with one box changed and see what changed, in words.
+And a tier only ever narrows the draft: it never checks a box or widens a scope."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from slips.capabilities import resource_scopes
 from slips.models import RoomTier, Slip
 from slips.vault import vault_item_create
 from tests.frontend.browser import (
@@ -56,7 +58,7 @@ def opened(live_daphne, make_open_room):
 PEER = "#slip-preview [data-recipient=peer_agent]"
 
 
-def test_choose_a_preset_preview_sign_and_see_what_changed(
+def test_check_items_choose_a_tier_preview_sign_and_see_what_changed(
     live_daphne, opened, browser_page
 ) -> None:
     page, base = browser_page, live_daphne
@@ -78,11 +80,15 @@ def test_choose_a_preset_preview_sign_and_see_what_changed(
         assert boxes.count() == 6
         assert not any(boxes.nth(i).is_checked() for i in range(6))
 
-        # Room Only: recorded for the room, its preset checked, its effect in the preview.
+        # Alice checks what she means to share; Room Only is recorded for the room, checks
+        # nothing more, and its effect is in the preview.
+        for row in ("budget-own", "budget-peer", "allergies-peer", "availability-peer"):
+            page.check(f"#share-{row}")
         page.check("#tier-room_only")
         page.wait_for_selector("#tier-status:has-text('You chose Room Only')")
         assert RoomTier.objects.get(owner=opened.a.owner).tier == "room_only"
         assert "The room runs under Room Only, chosen by you" in page.inner_text("#room-tier")
+        assert boxes.evaluate_all("bs => bs.filter(b => b.checked).length") == 4
         assert page.is_checked("#share-budget-peer") and page.is_checked("#share-allergies-peer")
         page.wait_for_selector(f"{PEER}:has-text('About 30 to 80 EUR per person (a rough band)')")
         peer = page.inner_text(PEER)
@@ -149,3 +155,127 @@ def no_horizontal_scroll_at_phone(page: Any) -> None:
     page.set_viewport_size({"width": 390, "height": 844})
     no_horizontal_scroll(page, name="slip")
     page.set_viewport_size({"width": 1280, "height": 800})
+
+
+# --- a tier only ever narrows the draft ----------------------------------------------------------
+
+ROW_STATE = """() => Object.fromEntries(
+  Array.from(document.querySelectorAll("li.slip-row"), (row) => {
+    const control = (name) => row.querySelector(`[name=${name}]`);
+    return [row.dataset.row, {
+      resource: row.dataset.resource,
+      checked: control("share").checked,
+      scope: control("scope").value,
+      onward: control("onward").checked,
+      ask: control("approval").value === "per_use",
+    }];
+  }))"""
+
+
+def row_state(page: Any) -> dict[str, dict[str, Any]]:
+    """Every row of the draft: checked, its scope, onward disclosure, ask first."""
+    state: dict[str, dict[str, Any]] = page.evaluate(ROW_STATE)
+    return state
+
+
+def widenings(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[str]:
+    """Where ``after`` shares more than ``before``: a box checked, a scope widened, onward
+    disclosure turned on, or "ask me first" turned off (each row, by its key)."""
+    found = []
+    for key, was in before.items():
+        now = after[key]
+        scopes = resource_scopes(was["resource"])
+        if now["checked"] and not was["checked"]:
+            found.append(f"{key}: checked")
+        if scopes.index(now["scope"]) > scopes.index(was["scope"]):
+            found.append(f"{key}: scope {was['scope']} -> {now['scope']}")
+        if now["onward"] and not was["onward"]:
+            found.append(f"{key}: onward disclosure on")
+        if was["ask"] and not now["ask"]:
+            found.append(f"{key}: no longer asks first")
+    return found
+
+
+@pytest.fixture
+def fuller_vault(opened: Any) -> Any:
+    """Alice's vault also holds food she likes and her neighbourhood: what a Collaborative
+    preset used to check for the other agent without her asking."""
+    alice = opened.a.owner
+    vault_item_create(owner=alice, content={"kind": "food_likes", "items": ["ramen"]})
+    vault_item_create(owner=alice, content={"kind": "neighbourhood", "name": "Mitte"})
+    return opened
+
+
+def choose_tier(page: Any, tier: str, name: str) -> dict[str, dict[str, Any]]:
+    """Choose ``tier`` (its label ``name``), wait until the page has applied it, and answer
+    the draft as it is then."""
+    page.evaluate("() => { document.getElementById('tier-status').textContent = ''; }")
+    page.check(f"#tier-{tier}")
+    page.wait_for_selector(f"#tier-status:has-text('You chose {name}.')")
+    return row_state(page)
+
+
+def test_a_tier_only_ever_narrows_the_checklist(
+    live_daphne: str, fuller_vault: Any, browser_page: Any
+) -> None:
+    page, base, opened = browser_page, live_daphne, fuller_vault
+    watcher = watch(page)
+    with screenshots_on_failure("slip-tier-narrows", page):
+        log_in(page, base, "alice")
+        page.goto(f"{base}/rooms/{opened.room.id}/slip/")
+        page.wait_for_selector(PEER)
+        tier_box = page.inner_text("#tier-form")
+        assert "A tier only takes away: it never shares anything you left unchecked." in tier_box
+
+        # Alice checks some items, some at a narrower scope than offered, one wider than
+        # Room Only lets the other agent have, one allowed out of the room; the rest she
+        # leaves unchecked (likes, neighbourhood, availability for her own agent, ...).
+        page.check("#share-budget-own")
+        page.select_option("#scope-budget-own", "band")
+        page.check("#share-budget-peer")
+        page.select_option("#scope-budget-peer", "range")
+        page.check("#share-availability-peer")
+        page.select_option("#scope-availability-peer", "free_busy_24h")
+        page.check("#share-allergies-peer")
+        page.click("li[data-row=allergies-peer] summary")
+        page.check("#onward-allergies-peer")
+        page.check("#share-neighbourhood-own")
+        page.check("#share-tool-book_table")
+        chosen = row_state(page)
+        unchecked = {k for k, row in chosen.items() if not row["checked"]}
+        assert {"food_likes-peer", "neighbourhood-peer", "availability-own"} <= unchecked
+
+        # Collaborative allows all of it: nothing changes, and nothing is checked.
+        after = choose_tier(page, "collaborative", "Collaborative")
+        assert after == chosen
+        assert "nothing was checked for you" in page.inner_text("#tier-status")
+
+        # Room Only is narrower than her choices: the exact range for the other agent is cut
+        # to the band and nothing may leave the room; everything else stays as she set it.
+        before, after = after, choose_tier(page, "room_only", "Room Only")
+        assert widenings(before, after) == []
+        assert after["budget-peer"]["checked"] and after["budget-peer"]["scope"] == "band"
+        assert after["allergies-peer"]["checked"] and not after["allergies-peer"]["onward"]
+        assert after["availability-peer"]["scope"] == "free_busy_24h"  # narrower: kept
+        assert after["budget-own"]["scope"] == "band"  # her own agent: as she chose
+        changed = {k for k in after if after[k] != before[k]}
+        assert changed == {"budget-peer", "allergies-peer"}, changed
+        page.wait_for_selector(f"{PEER}:has-text('About 30 to 80 EUR per person (a rough band)')")
+
+        # Sandbox: nothing from the vault reaches any agent, so every vault item is
+        # unchecked; the booking stays checked but asks her first.
+        before, after = after, choose_tier(page, "sandbox", "Sandbox")
+        assert widenings(before, after) == []
+        vault_rows = {k for k, row in after.items() if not row["resource"].startswith("tool:")}
+        assert not any(after[k]["checked"] for k in vault_rows)
+        assert after["tool-book_table"]["checked"] and after["tool-book_table"]["ask"]
+        assert RoomTier.objects.get(owner=opened.a.owner).tier == "sandbox"
+
+        # Wider tiers again take nothing back from Sandbox's cuts and check nothing.
+        for tier, name in (("room_only", "Room Only"), ("collaborative", "Collaborative")):
+            before, after = after, choose_tier(page, tier, name)
+            assert after == before, widenings(before, after)
+        assert all(not row["checked"] for k, row in after.items() if k in unchecked)
+        assert RoomTier.objects.get(owner=opened.a.owner).tier == "collaborative"
+        watcher.check_csp()
+        watcher.check_no_script_errors()

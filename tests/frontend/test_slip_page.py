@@ -4,6 +4,7 @@ code, id or raw JSON anywhere a person reads."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from html import unescape
@@ -11,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from frontend.slip_views import tier_limits
 from slips import services as slip_services
+from slips.capabilities import TIER_ORDER, Capability, capability_under_tier
 from slips.vault import vault_item_create
 from tests.frontend.browser import codes_in
 from tests.slips.conftest import canonical_text, enroll, slip_payload
@@ -109,6 +112,53 @@ def test_every_control_has_a_label(make_open_room, client):
         assert f'for="{found.group(1)}"' in html, control
     assert "style=" not in html and " onclick" not in html
     assert not re.search(r"<script(?![^>]*\bsrc=)(?![^>]*application/json)", html)
+
+
+def test_a_tier_only_takes_away_in_words_and_in_its_limits(
+    make_open_room: Any, client: Any
+) -> None:
+    """The page says a tier never shares what was left unchecked, and the limits the page
+    narrows the draft to (``tier_limits``) are the server's own tier rule: what they let
+    through the server leaves as it is, and a narrower tier never allows more."""
+    opened = make_open_room()
+    _fill_vault(opened.a.owner)
+    client.force_login(opened.a.owner)
+    page = client.get(f"/rooms/{opened.room.id}/slip/")
+    text = _text(page)
+    assert "A tier only takes away: it never shares anything you left unchecked." in text
+    assert 'aria-describedby="tier-narrows"' in page.content.decode()
+    assert "slip-presets" not in page.content.decode()  # nothing left to check boxes with
+    rows = [r for kind in page.context["checklist"] for r in kind.rows] + page.context["actions"]
+    limits = tier_limits(rows)
+    assert page.context["tier_limits"] == limits
+    for row in rows:
+        offered = [code for code, _ in row.scopes]
+        assert limits["collaborative"][row.key] == {"scopes": offered, "onward": True, "ask": False}
+        for tier in TIER_ORDER:
+            limit = limits[tier][row.key]
+            if limit is None:  # only Sandbox drops anything: the vault items
+                assert tier == "sandbox" and row.resource in {"budget", "allergies"}
+                continue
+            assert limit["scopes"] == offered[: len(limit["scopes"])]
+            for scope in limit["scopes"]:
+                signed = Capability(row.resource, row.operation, scope, row.recipient,
+                                    2**40, 100, limit["onward"],
+                                    "per_use" if limit["ask"] else "none")  # fmt: skip
+                assert capability_under_tier(signed, tier) == signed, (row.key, tier)
+        for narrower, wider in itertools.pairwise(TIER_ORDER):
+            low, high = limits[narrower][row.key], limits[wider][row.key]
+            if high is None:
+                assert low is None
+            elif low is not None:  # never more than the wider tier allows
+                assert set(low["scopes"]) <= set(high["scopes"])
+                assert high["onward"] or not low["onward"]
+                assert low["ask"] or not high["ask"]
+    # Room Only: the other agent gets only the band; the owner's own agent what she checks.
+    assert limits["room_only"]["budget-peer"] == {"scopes": ["band"], "onward": False, "ask": False}
+    own = {"scopes": ["band", "range"], "onward": False, "ask": False}
+    assert limits["room_only"]["budget-own"] == own
+    booking = {"scopes": ["call"], "onward": False, "ask": True}
+    assert limits["sandbox"]["tool-book_table"] == booking
 
 
 def test_the_slip_in_force_and_what_changed(make_open_room, client):

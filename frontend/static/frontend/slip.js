@@ -1,7 +1,8 @@
 // The permission-slip checklist for one room. The page is rendered by the server, sentences
 // included (frontend/slip_views.py, slips/sentences.py); this script only keeps each sentence in
-// step with its "How much" choice, records the chosen tier and applies its preset, asks the
-// server for the preview of the draft (debounced), and signs: every checked row becomes one
+// step with its "How much" choice, records the chosen tier and narrows the draft to what it
+// allows (a tier only takes away: it never checks a box or widens a choice), asks the server
+// for the preview of the draft (debounced), and signs: every checked row becomes one
 // capability record; the payload is canonicalised (RFC 8785), prefixed with the slip domain tag
 // and signed by this device's key (devicekeys.js). Text is only ever set with textContent.
 (() => {
@@ -20,7 +21,7 @@
     return element ? JSON.parse(element.textContent) : null;
   };
   const sentences = data("slip-sentences") || {};
-  const presets = data("slip-presets") || {};
+  const tierLimits = data("slip-tier-limits") || {};
   const current = data("slip-current") || [];
 
   const rows = () => Array.from(form.querySelectorAll("li.slip-row"));
@@ -118,16 +119,63 @@
     }
   }
 
-  // --- tiers and presets ---------------------------------------------------------------------
-  function applyPreset(tier) {
-    const chosen = presets[tier] || {};
+  // --- tiers: a tier only takes away ---------------------------------------------------------
+  // Each row's limit under a tier (frontend/slip_views.py tier_limits, worked out on the server
+  // from the rule every use is checked by): the scopes it allows, narrowest first, whether the
+  // item may leave the room, whether it must ask first; null when the tier allows none of it.
+  // Choosing a tier narrows the checked rows to their limits and touches nothing else: it
+  // never checks a box, widens a scope, allows onward disclosure or stops asking first, so
+  // whatever the owner left unchecked stays unshared. The server narrows every use by the
+  // room's tier whatever is signed; this keeps the draft the owner signs honest about it.
+  function narrowToTier(tier) {
+    const limits = tierLimits[tier];
+    const done = { unchecked: 0, narrowed: 0 };
+    if (!limits) return done;
     for (const row of rows()) {
-      const scope = chosen[row.dataset.row];
-      control(row, "share").checked = scope !== undefined;
-      const select = control(row, "scope");
-      if (scope !== undefined && select.tagName === "SELECT") select.value = scope;
-      refreshSentence(row);
+      const share = control(row, "share");
+      if (!share.checked) continue;
+      const limit = limits[row.dataset.row];
+      if (!limit) {
+        share.checked = false;
+        done.unchecked += 1;
+        continue;
+      }
+      let cut = false;
+      const scope = control(row, "scope");
+      if (!limit.scopes.includes(scope.value)) {
+        if (scope.tagName !== "SELECT") { // a single scope the tier does not allow: unshared
+          share.checked = false;
+          done.unchecked += 1;
+          continue;
+        }
+        scope.value = limit.scopes[limit.scopes.length - 1];
+        cut = true;
+      }
+      const onward = control(row, "onward");
+      if (!limit.onward && onward.checked) {
+        onward.checked = false;
+        cut = true;
+      }
+      const approval = control(row, "approval");
+      if (limit.ask && approval.value !== "per_use") {
+        approval.value = "per_use";
+        cut = true;
+      }
+      if (cut) {
+        done.narrowed += 1;
+        refreshSentence(row);
+      }
     }
+    return done;
+  }
+
+  const items = (n) => `${n} item${n === 1 ? "" : "s"}`;
+  function narrowedWords(done) {
+    const parts = [];
+    if (done.unchecked) parts.push(`unchecked ${items(done.unchecked)}`);
+    if (done.narrowed) parts.push(`cut ${items(done.narrowed)} down to what it allows`);
+    if (!parts.length) return "Nothing you checked needed to change, and nothing was checked for you.";
+    return `Below, it ${parts.join(" and ")}; nothing was checked for you.`;
   }
 
   function replaceList(id, sentences) {
@@ -144,10 +192,11 @@
       const name = event.target.labels && event.target.labels[0] ? event.target.labels[0].textContent : tier;
       try {
         const result = await K.api("PUT", `/api/rooms/${roomId}/tier`, { tier });
-        applyPreset(tier);
+        const done = narrowToTier(tier);
         document.getElementById("room-tier").textContent = result.words;
         replaceList("slip-conflicts", result.conflicts);
-        tierStatus.textContent = `You chose ${name}. ${event.target.dataset.preset || ""}`.trim();
+        tierStatus.textContent =
+          `You chose ${name}. ${event.target.dataset.narrows || ""} ${narrowedWords(done)}`;
       } catch (error) {
         tierStatus.textContent = `Your tier was not changed: ${error.message}`;
       }
