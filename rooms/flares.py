@@ -26,7 +26,7 @@ from rooms import realtime
 from rooms.errors import InvalidState, NotFound
 from rooms.models import Flare, FlareChoice, FlareReason, Room, RoomMember, RoomState, SeatStanding
 from rooms.pausing import pause_at_fork
-from rooms.selectors import owner_name, room_seat
+from rooms.selectors import flares_unanswered_of_others, owner_name, room_seat
 from rooms.services import SpeakRefused, message_say
 
 # The server raises a flare for an agent denied this many times within the window: it is
@@ -220,7 +220,13 @@ def flare_resolve(*, owner: User, room_id: UUID, flare_id: UUID, choice: FlareCh
         seat = flare.seat
         seat.standing = _STANDING_AFTER[choice]
         seat.save(update_fields=["standing"])
-        if choice != FlareChoice.BLOCK and room.state == RoomState.PAUSED:
+        # Answering resumes the room, unless the other owner's agent has a flare of its own
+        # still waiting for them: then it stays paused for them to answer (as Resume would).
+        if (
+            choice != FlareChoice.BLOCK
+            and room.state == RoomState.PAUSED
+            and not flares_unanswered_of_others(owner=owner, room_id=room.id)
+        ):
             ledger_append(room_id=room.id, event=RoomResumed(by=by))
             room.state = RoomState.OPEN
             room.state_changed_at = timezone.now()

@@ -32,6 +32,7 @@ from rooms.models import Message, Room, RoomMember, RoomState, SeatStanding
 from rooms.outcomes import outcome_record
 from rooms.pausing import pause_at_fork, room_pause_fail_safe
 from rooms.sealing import one_hop, opened_for_room
+from rooms.services import resume_refused_over_a_flare
 
 __all__ = ["action_for_agent", "grant_decide", "room_pause_fail_safe"]
 PEER_TEXT_WINDOW = 50  # recent peer messages checked for arguments copied from them
@@ -135,6 +136,13 @@ def grant_decide(
                 return ActionResult(record.id, record.status, record.rule, grant_id=grant_id)
             if key_id is None:
                 raise InvalidState("An approval must be signed with one of your device keys.")
+            if room.state == RoomState.PAUSED:
+                # Approving resumes the room to run the action: never around the other
+                # owner's unanswered Signal Flare. Refused before the approval is recorded, so
+                # the request still waits.
+                resume_refused_over_a_flare(
+                    owner, room, then=" Approve this request again once the room has resumed."
+                )
             check = grant_approve(
                 owner=owner, grant_id=grant_id, key_id=key_id, signature=signature
             )

@@ -313,10 +313,12 @@ def room_bind_agent(*, owner: User, room_id: UUID, agent_id: UUID) -> RoomMember
     return seat
 
 
-def _refuse_resume_over_a_flare(owner: User, room: Room) -> None:
-    """A Signal Flare is its agent's owner's to answer: while one of the OTHER owner's agent
-    is unanswered, this owner may not resume the room around them (answering the flare
-    resumes it). An owner may resume over their own agent's flare."""
+def resume_refused_over_a_flare(owner: User, room: Room, *, then: str = "") -> None:
+    """Raise ``InvalidState`` (in words, with ``then`` as the owner's next step) if resuming
+    ``room`` now would go around a Signal Flare of the OTHER owner's agent that they have not
+    answered: a flaring agent stays paused until its own owner chooses, and answering the
+    flare is what resumes the room. An owner may resume over their own agent's flare. Every
+    way a paused room resumes asks this (Resume, approving a fork, answering a flare)."""
     # The same set the room page reads to offer Resume or not (one definition of "waiting").
     waiting = selectors.flares_unanswered_of_others(owner=owner, room_id=room.id)
     if waiting:
@@ -324,7 +326,7 @@ def _refuse_resume_over_a_flare(owner: User, room: Room) -> None:
         name = selectors.owner_name(other)
         raise InvalidState(
             f"{name}'s agent raised a Signal Flare that {name} has not answered yet. The room "
-            f"resumes when {name} answers it; until then only {name} can resume it."
+            f"resumes when {name} answers it; until then only {name} can resume it.{then}"
         )
 
 
@@ -373,7 +375,7 @@ def room_transition(*, owner: User, room_id: UUID, to: RoomState) -> Room:
         if any(s.agent is None or s.agent.revoked_at is not None for s in seats):
             raise InvalidState("Each owner must bind an active agent before the room opens.")
     if to == RoomState.OPEN and room.state == RoomState.PAUSED:
-        _refuse_resume_over_a_flare(owner, room)
+        resume_refused_over_a_flare(owner, room)
     by = str(owner.pk)
     if to == RoomState.PAUSED:
         ledger_append(room_id=room.id, event=RoomPaused(by=by, reason_rule="owner_request"))

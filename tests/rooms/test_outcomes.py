@@ -17,9 +17,9 @@ from gatekeeper.records import Grant
 from ledger.models import LedgerEvent
 from ledger.receipts import receipt_build
 from ledger.verification import ledger_verify_room
-from rooms import forks
-from rooms.errors import NotFound
-from rooms.models import RoomOutcome
+from rooms import flares, forks
+from rooms.errors import InvalidState, NotFound
+from rooms.models import FlareChoice, FlareReason, RoomOutcome
 from rooms.outcomes import room_outcome_for_owner
 from slips import vault
 from tests.slips.conftest import seat_slip_sign
@@ -304,3 +304,79 @@ def test_the_ledger_knows_every_reason_the_tool_accepts() -> None:
     from ledger.events import NoPlanReason as LedgerReason
 
     assert set(get_args(ToolReason)) == set(get_args(LedgerReason))
+
+
+def test_approving_a_fork_does_not_resume_the_room_around_the_other_owners_flare(dinner) -> None:
+    """A flaring agent stays paused until its own owner chooses: Alice approving her booking
+    (which resumes a paused room to run it) is refused while Bob's agent's flare waits for
+    him, and her request still waits; once Bob answers, her approval runs."""
+    dear = {**BOOKING, "venue_id": "kaiseki-nori", "cost_cents": 18000}
+    waiting = act(dinner, dinner.a, "book_table", dear, "book-dear")
+    assert waiting.status == "awaiting_grant"
+    flare = flares.flare_raise(
+        room_id=dinner.room.id,
+        agent_id=dinner.b.agent.id,
+        reason=FlareReason.DISTRESS,
+        raised_by="agent",
+    )
+    grant = Grant.objects.get(id=waiting.grant_id)
+
+    def approve() -> Any:
+        return forks.grant_decide(
+            owner=dinner.a.owner,
+            room_id=dinner.room.id,
+            grant_id=grant.id,
+            approve=True,
+            key_id=dinner.a.key.id,
+            signature=dinner.a.device.sign_grant(grant),
+        )
+
+    with pytest.raises(InvalidState) as refused:
+        approve()
+    assert refused.value.message == (
+        "bob's agent raised a Signal Flare that bob has not answered yet. The room resumes "
+        "when bob answers it; until then only bob can resume it. Approve this request again "
+        "once the room has resumed."
+    )
+    grant.refresh_from_db()
+    dinner.room.refresh_from_db()
+    assert (grant.status, dinner.room.state) == ("pending", "paused")
+    assert "room_resumed" not in [r["kind"] for r in ledger_kinds(dinner.room.id)]
+
+    flares.flare_resolve(
+        owner=dinner.b.owner,
+        room_id=dinner.room.id,
+        flare_id=flare.id,
+        choice=FlareChoice.RESET_RESUME,
+    )
+    dinner.room.refresh_from_db()
+    assert dinner.room.state == "open"
+    assert approve().status == "executed"
+
+
+def test_answering_ones_own_flare_leaves_the_room_paused_for_the_other_owners(dinner) -> None:
+    """Both agents flared: Alice answering hers does not resume the room around Bob's, which
+    still waits for him; his answer resumes it."""
+    raised = {
+        seat.owner.pk: flares.flare_raise(
+            room_id=dinner.room.id,
+            agent_id=seat.agent.id,
+            reason=FlareReason.DISTRESS,
+            raised_by="agent",
+        )
+        for seat in (dinner.a, dinner.b)
+    }
+    for owner, state in ((dinner.a.owner, "paused"), (dinner.b.owner, "open")):
+        flares.flare_resolve(
+            owner=owner,
+            room_id=dinner.room.id,
+            flare_id=raised[owner.pk].id,
+            choice=FlareChoice.RESET_RESUME,
+        )
+        dinner.room.refresh_from_db()
+        assert dinner.room.state == state
+    assert [r["kind"] for r in ledger_kinds(dinner.room.id)].count("room_resumed") == 1
+
+
+def ledger_kinds(room_id: Any) -> list[dict[str, Any]]:
+    return list(LedgerEvent.objects.filter(room_id=room_id).order_by("seq").values("kind"))
