@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from django.apps import apps
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -60,8 +61,14 @@ def _config(name: str) -> int:
 
 
 def _rooms_of_owner(owner_id: Any) -> list[UUID]:
-    """Rooms this owner has signed slips for: where key changes must be shown to partners."""
-    return list(Slip.objects.filter(owner_id=owner_id).values_list("room_id", flat=True).distinct())
+    """Where the owner's key changes are shown to their partners: every room they sit in that
+    has not closed (with a slip or not yet: the partner must know whose key will sign there),
+    and every room they signed a slip for. In one order, so two changes lock rooms alike."""
+    # By name, not import: rooms depends on slips, not the other way round.
+    seats = apps.get_model("rooms", "RoomMember").objects.filter(owner_id=owner_id)
+    sitting = seats.exclude(room__state="closed").values_list("room_id", flat=True)
+    signed = Slip.objects.filter(owner_id=owner_id).values_list("room_id", flat=True)
+    return sorted({*sitting, *signed}, key=str)
 
 
 def key_custody_recorded(key: DeviceKey) -> RecordedCustody:

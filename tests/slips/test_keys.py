@@ -181,3 +181,32 @@ def test_revoke_needs_your_own_key(make_owner) -> None:
         services.key_revoke(owner=bob, key_id=key.id)
     key.refresh_from_db()
     assert key.revoked_at is None
+
+
+def test_key_changes_reach_every_room_the_owner_sits_in_before_any_slip(make_open_room) -> None:
+    """Revocation is a ledger event in every open room, and a new key after a loss is shown to
+    the owner's partners, in rooms where they have not signed a slip yet too; a closed room
+    they never signed in is left alone."""
+    setup = make_open_room()
+    alice = setup.a.owner
+    from rooms.services import room_create
+
+    closed = room_create(owner=alice, purpose="An old dinner", charter="")
+    closed.state = "closed"
+    closed.save(update_fields=["state"])
+    key, _ = enroll(alice, label="laptop")
+    services.key_revoke(owner=alice, key_id=key.id)
+    enroll(alice, label="replacement")
+
+    def changes(room_id: object) -> list[tuple[str, bool | None]]:
+        rows = LedgerEvent.objects.filter(
+            room_id=room_id, kind__in=("key_enrolled", "key_revoked")
+        ).order_by("seq")
+        return [(e.kind, e.data.get("after_key_loss")) for e in rows]
+
+    assert changes(setup.room.id) == [
+        ("key_enrolled", False),
+        ("key_revoked", None),
+        ("key_enrolled", True),
+    ]
+    assert changes(closed.id) == []
