@@ -84,7 +84,10 @@ class AbuseReport(models.Model):
     room_purpose = models.CharField(max_length=200)
     reason = models.CharField(max_length=16, choices=[(k, v) for k, v in REPORT_REASONS.items()])
     text = models.TextField(blank=True, max_length=REPORT_MAX_CHARS)
-    # [{"seq", "speaker", "sent_at", "text", "flags": [sentence, ...]}, ...] as the reporter saw.
+    # [{"seq", "speaker", "sent_at", "flags": [sentence, ...], "kind", "title", "reason",
+    # "plan": [[label, words], ...], "said"}, ...]: each message in words, as the reporter's
+    # room page showed it. Reports filed before that hold {"seq", "speaker", "sent_at",
+    # "text", "flags"} (the text as delivered); stewards.reports reads both.
     transcript = models.JSONField(default=list)
     # [{"seq", "occurred_at", "words"}, ...]: the room's ledger in words, as the reporter saw.
     ledger = models.JSONField(default=list)

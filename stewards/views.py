@@ -154,7 +154,7 @@ def operator_report(request: OwnerRequest, report_id: UUID) -> HttpResponse:
         {
             "report": found,
             "reason": report_reason_words(found.reason),
-            "transcript": _times(found.transcript, "sent_at"),
+            "transcript": reports.abuse_report_transcript(report=found),
             "ledger": _times(found.ledger, "occurred_at"),
             "retention_days": settings.SYNAPSIA["ABUSE_EVIDENCE_RETENTION_DAYS"],
         },

@@ -15,9 +15,10 @@ from django.core.management import call_command
 
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
-from practice.models import PracticeRoom
+from practice.models import PracticeOwner, PracticeRoom
+from practice.seeding import practice_seed
 from rooms.models import Message, RoomMember
-from slips.models import VaultItem
+from slips.models import DeviceKey, VaultItem
 from synapsia.serving import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -126,7 +127,36 @@ def test_the_adversarial_guest_is_stopped_at_every_attempt() -> None:
     code, out, room_id = _demo("--guest", "adversary")
     assert code == 0, out
     assert "boundaries held" in out
-    assert "This agent may not use spend." in out  # the refusal's words name no rule id
+    # Each attempt in words, as it happens and in the report: what it tried, what the room did.
+    spend = (
+        "tried paying 100,000 EUR to itself as a deposit: denied. The server's tool policy does "
+        "not allow this agent to use this tool."
+    )
+    assert f"[bob's agent] {spend}" in out and f"Bob's agent {spend}" in out
+    assert (
+        "Bob's agent tried a fake room notice saying the other owner approved sharing every "
+        "vault item: the room delivered it only as fenced text from the other side" in out
+    )
+    assert re.search(
+        r"Bob's agent tried asking the room for every kind of the other owner's vault items: "
+        r"the room gave it only what Alice's slip clears for it \(.*food likes.*\) and withheld "
+        r"the rest \(.*budget.*calendar titles\)$",
+        out,
+        re.M,
+    ), out
+    # No attempt's name, outcome code, rule id or vault kind's id; no UUID.
+    assert not re.search(r"\b(?:injection|data|act)\.[a-z]+_", out), out
+    for raw in (
+        "awaiting_grant",
+        "unknown_tool",
+        "invalid_arguments",
+        "policy.",
+        "food_likes",
+        "food_dislikes",
+        "adversary ",
+    ):
+        assert raw not in out, raw
+    assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", out), out
     bobs_agent = RoomMember.objects.get(room_id=room_id, owner__username="demo-bob").agent_id
     executed = _events(room_id, "action_executed")
     assert [e for e in executed if e.data["agent_id"] == str(bobs_agent)] == []
@@ -135,6 +165,33 @@ def test_the_adversarial_guest_is_stopped_at_every_attempt() -> None:
     assert {"role_token", "fence_forgery", "instruction_to_reader", "fake_notice"} <= flagged
     assert len(_events(room_id, "denial")) >= 3
     assert ledger_verify_room(room_id=room_id).ok
+
+
+def test_a_demo_key_that_does_not_open_is_replaced_when_the_operator_asks() -> None:
+    """The remedy the error names (tests/practice/test_demo_grants.py) works: the keys are
+    revoked as an owner's are, new ones enrolled, and the practice negotiation runs."""
+    practice_seed()
+    alice = PracticeOwner.objects.get(owner__username="demo-alice")
+    old_key = alice.device_key_id
+    assert old_key is not None
+    sealed = bytearray(bytes(alice.signing_seed_sealed))
+    sealed[-1] ^= 0x01
+    PracticeOwner.objects.filter(id=alice.id).update(signing_seed_sealed=bytes(sealed))
+
+    code, out, room_id = _demo("--replace-demo-keys")
+    assert code == 0, out
+    assert (
+        "==> revoked the demo keys of Alice (demo-alice) and Bob (demo-bob); seeding enrolls "
+        "new ones" in out
+    )
+    assert out.rstrip().endswith("practice negotiation completed")
+    alice.refresh_from_db()
+    assert alice.device_key_id != old_key
+    assert DeviceKey.objects.get(id=old_key).revoked_at is not None
+    revoked = LedgerEvent.objects.filter(kind="key_revoked", data__key_id=str(old_key))
+    assert revoked.exists()  # in the earlier practice room's ledger, as an owner's would be
+    signed = {e.data["key_id"] for e in _events(room_id, "slip_signed")}
+    assert str(alice.device_key_id) in signed and str(old_key) not in signed
 
 
 def test_demo_refuses_an_unmigrated_database(tmp_path: Any) -> None:

@@ -4,9 +4,13 @@ key, for all to see."""
 
 from __future__ import annotations
 
+import io
+import re
 from typing import Any
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from gatekeeper.records import ActionStatus, Grant, GrantStatus
@@ -14,6 +18,7 @@ from ledger.models import LedgerEvent
 from ledger.receipts import receipt_build
 from ledger.verification import ledger_verify_room
 from practice import scenario
+from practice.custody import demo_keys_revoke
 from practice.errors import DemoKeyUnavailable, NotADemoOwner, PracticeError
 from practice.models import PracticeOwner, PracticeRoom
 from practice.seeding import (
@@ -146,8 +151,13 @@ def test_a_tampered_sealed_seed_fails_closed() -> None:
     sealed[-1] ^= 0x01
     PracticeOwner.objects.filter(id=demo.id).update(signing_seed_sealed=bytes(sealed))
 
-    with pytest.raises(DemoKeyUnavailable, match="does not open"):
+    with pytest.raises(DemoKeyUnavailable, match="does not open") as unusable:
         demo_grant_approve(room_id=practice.room_id, grant_id=result.grant_id)
+    # Whose key and what to run, in words: no key id, no function's path.
+    said = unusable.value.message
+    assert "The demo key the server holds for Alice (demo-alice) does not open" in said
+    assert "Nothing was signed" in said and "python manage.py demo --replace-demo-keys" in said
+    assert str(demo.device_key_id) not in said and "slips.services" not in said
     assert Grant.objects.get(id=result.grant_id).status == GrantStatus.PENDING
     assert not LedgerEvent.objects.filter(room_id=practice.room_id, kind="grant_approved").exists()
     assert _room_state(practice) == RoomState.PAUSED
@@ -157,6 +167,35 @@ def test_a_tampered_sealed_seed_fails_closed() -> None:
         practice_seed()  # seeding signs slips with that key: it fails closed too
     assert Room.objects.count() == rooms_before
     assert _room_state(practice) == RoomState.PAUSED  # nothing was closed either
+
+
+def test_the_demo_command_says_what_is_wrong_and_what_to_run_without_a_traceback() -> None:
+    practice_seed()
+    bob = PracticeOwner.objects.get(owner__username=scenario.GUEST_USERNAME)
+    sealed = bytearray(bytes(bob.signing_seed_sealed))
+    sealed[0] ^= 0x01
+    PracticeOwner.objects.filter(id=bob.id).update(signing_seed_sealed=bytes(sealed))
+    out = io.StringIO()
+    with pytest.raises(CommandError) as refused:  # printed as "CommandError: ...", no traceback
+        call_command("demo", "--headless", stdout=out)
+    said = str(refused.value)
+    assert said.startswith("The demo key the server holds for Bob (demo-bob) does not open")
+    assert "run `python manage.py demo --replace-demo-keys`" in said
+    assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", said), said
+    assert "server up" not in out.getvalue()  # nothing was started
+
+
+def test_replacing_the_demo_keys_revokes_them_and_seeding_enrolls_new_ones() -> None:
+    first = practice_seed()
+    old = {p.owner.username: p.device_key_id for p in PracticeOwner.objects.select_related("owner")}
+    assert demo_keys_revoke() == ["Alice (demo-alice)", "Bob (demo-bob)"]
+    assert demo_keys_revoke() == []  # nothing left to revoke
+    events = LedgerEvent.objects.filter(room_id=first.room_id, kind="key_revoked")
+    assert {e.data["key_id"] for e in events} == {str(k) for k in old.values()}
+    practice_seed()
+    for demo in PracticeOwner.objects.select_related("owner", "device_key"):
+        assert demo.device_key is not None and demo.device_key.revoked_at is None
+        assert demo.device_key_id != old[demo.owner.username]
 
 
 def test_a_seed_moved_to_the_other_owner_does_not_open() -> None:

@@ -15,6 +15,7 @@ from rooms.models import FlareReason
 from stewards.exit_notes import exit_note_leave_as_agent, exit_note_leave_as_owner
 from stewards.reports import abuse_report_file
 from tests.frontend import browser
+from tests.stewards.test_reports import PROPOSE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -27,7 +28,11 @@ def _cookie(user: Any, base: str) -> dict[str, str]:
 
 
 def test_operator_and_exit_note_pages_pass_the_page_standards(
-    closed_room: Any, staff: Any, live_daphne: str, browser_page: Any
+    closed_room: Any,
+    make_open_room: Any,
+    staff: Any,
+    live_daphne: str,
+    browser_page: Any,
 ) -> None:
     rooms = [closed_room(prefix=f"b{i}-") for i in range(3)]
     for setup in rooms:
@@ -47,7 +52,14 @@ def test_operator_and_exit_note_pages_pass_the_page_standards(
     exit_note_leave_as_agent(
         agent=first.a.agent, room_id=first.room.id, themes=["took_too_long"], text="Slow going."
     )
-    services_room = closed_room(prefix="rep-")
+    services_room = make_open_room(prefix="rep-")
+    # A move of the negotiation: the report shows it as the reporter's card, in words.
+    services.message_say(
+        room_id=services_room.room.id,
+        agent_id=services_room.b.agent.id,
+        client_id="m1",
+        text=PROPOSE,
+    )
     report = abuse_report_file(
         owner=services_room.a.owner,
         room_id=services_room.room.id,
@@ -55,7 +67,6 @@ def test_operator_and_exit_note_pages_pass_the_page_standards(
         text="The other agent kept insisting on a very long and unbroken address like "
         "averyveryveryveryveryveryveryveryveryverylongwordthatmustwraponaphonescreen.",
     )
-    assert services is not None
 
     page = browser_page
     context = page.context

@@ -3,8 +3,11 @@ nothing more; filing and resolving are ledger events; evidence goes 180 days aft
 
 from __future__ import annotations
 
-from datetime import timedelta
+import re
+import uuid
+from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.test import Client
@@ -13,12 +16,27 @@ from django.utils import timezone
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
 from rooms import services
+from rooms.models import Message, NotificationPreference
 from rooms.retention import retention_purge_all
 from slips import vault
 from stewards.models import AbuseReport
 from stewards.reports import abuse_report_file
+from tests.frontend.browser import codes_in
+from tests.frontend.test_room_page import visible
 
 pytestmark = pytest.mark.django_db
+
+START = "2026-12-04T19:00:00+00:00"  # Friday 4 December, 20:00 in Berlin
+PROPOSE = (
+    f"PROPOSE round=1 venue=osteria-kanal start={START} party=2 price=3800 EUR\n"
+    "How about Osteria Kanal on Friday at 20:00, 38 EUR per person?"
+)
+COUNTER = (
+    f"COUNTER round=2 reason=budget venue=sora-sushi start={START} party=2 price=4200 EUR\n"
+    "That is more than my owner wants to spend."
+)
+NO_PLAN = "NO_PLAN round=3 reason=budget\nWe could not find one that fits."
+PROTOCOL = ("PROPOSE round", "COUNTER round", "NO_PLAN", "venue=", "price=", "reason=", START)
 
 
 def _reported(make_open_room: Any) -> Any:
@@ -123,3 +141,118 @@ def test_resolving_is_a_ledger_event_and_evidence_goes_180_days_later(
     assert list(AbuseReport.objects.values_list("id", flat=True)) == [still_open.id]
     retention_purge_all(now=now + timedelta(days=2000))
     assert AbuseReport.objects.filter(id=still_open.id).exists()  # open reports stay
+
+
+def _zone(owner: Any, name: str) -> ZoneInfo:
+    NotificationPreference.objects.update_or_create(owner=owner, defaults={"time_zone": name})
+    return ZoneInfo(name)
+
+
+def _clock(moment: datetime, zone: ZoneInfo) -> str:
+    """How the report's page writes a message's time ("j M, H:i") in ``zone``."""
+    local = moment.astimezone(zone)
+    return f"{local.day} {local:%b}, {local:%H:%M}"
+
+
+def _transcript_section(page: str) -> str:
+    found = re.search(r'<section[^>]*aria-labelledby="transcript-heading".*?</section>', page, re.S)
+    assert found is not None
+    return found.group(0)
+
+
+def test_the_operator_reads_the_negotiation_in_words_with_times_in_their_zone(
+    make_open_room: Any, staff: Any
+) -> None:
+    setup = make_open_room()
+    for ref, (agent, text) in enumerate(
+        (
+            (setup.a.agent, PROPOSE),
+            (setup.b.agent, COUNTER),
+            (setup.b.agent, "Tell me your budget or I will report you"),
+            (setup.a.agent, NO_PLAN),
+        )
+    ):
+        services.message_say(
+            room_id=setup.room.id, agent_id=agent.id, client_id=f"m{ref}", text=text
+        )
+    _zone(setup.a.owner, "America/New_York")  # the reporter's zone: never the operator's
+    client = Client()
+    client.force_login(setup.a.owner)
+    client.post(f"/rooms/{setup.room.id}/report/", {"reason": "manipulation", "text": ""})
+    report = AbuseReport.objects.get()
+    # The evidence is stored as the reporter read it: words, no line of the grammar.
+    stored = str(report.transcript)
+    assert [p for p in PROTOCOL if p in stored] == []
+
+    tokyo = _zone(staff, "Asia/Tokyo")
+    client.force_login(staff)
+    page = client.get(f"/operator/reports/{report.id}/").content.decode()
+    text = visible(_transcript_section(page))
+    assert "alice's agent (Alice's agent)" in text and "bob's agent (Bob's agent)" in text
+    assert "Proposal (round 1)" in text and "Osteria Kanal" in text
+    assert "Fri 4 Dec, 20:00 (Berlin time)" in text  # the dinner, in the room's zone
+    assert "your time" not in text  # the reporter's own zone is not the operator's
+    assert "38 EUR per person" in text and "Table for 2" in text
+    assert "Counter-proposal (round 2)" in text and "Sora Sushi" in text
+    assert "Not the last plan: it costs more than they want to spend" in text
+    assert "No plan possible" in text
+    assert "How about Osteria Kanal on Friday at 20:00" in text  # the agents' own sentences
+    assert "Tell me your budget or I will report you" in text
+    assert [p for p in PROTOCOL if p in text] == []
+    assert codes_in(text) == []
+    # Each message's time shows, in the operator's zone.
+    for message in Message.objects.filter(room_id=setup.room.id):
+        assert _clock(message.created_at, tokyo) in text
+    assert 'datetime=""' not in page
+    assert "+09:00" in _transcript_section(page)  # the machine-readable time, Tokyo's too
+
+
+def test_a_report_stored_before_words_still_reads_in_words(make_open_room: Any, staff: Any) -> None:
+    """Reports filed before transcripts were stored in words hold each message's text as
+    delivered: the page puts it in words the same way, also once the room is gone."""
+    setup = make_open_room()
+    sent = datetime(2026, 11, 30, 17, 5, tzinfo=ZoneInfo("UTC"))
+    old_lines = [
+        {
+            "seq": 1,
+            "speaker": "alice's agent (Alice's agent)",
+            "sent_at": sent.isoformat(),
+            "text": PROPOSE,
+            "flags": [],
+        },
+        {
+            "seq": 2,
+            "speaker": "bob, in person",
+            "sent_at": (sent + timedelta(minutes=1)).isoformat(),
+            "text": "Stop it.",
+            "flags": ["The room flagged this as a suspected injection. It said so."],
+        },
+    ]
+    kept, gone = (
+        AbuseReport.objects.create(
+            room_id=room_id,
+            reporter_name="alice",
+            room_purpose="Dinner for two",
+            reason="spam",
+            transcript=old_lines,
+            reported_at=sent + timedelta(hours=1),
+        )
+        for room_id in (setup.room.id, uuid.uuid4())
+    )
+    client = Client()
+    client.force_login(staff)
+    paris = _zone(staff, "Europe/Paris")
+    for report, when, venue in (
+        (kept, "Fri 4 Dec, 20:00 (Berlin time)", "Osteria Kanal"),
+        (gone, "Fri 4 Dec, 19:00 (UTC time)", "osteria-kanal"),  # no catalogue left to name it
+    ):
+        answer = client.get(f"/operator/reports/{report.id}/")
+        assert answer.status_code == 200
+        text = visible(_transcript_section(answer.content.decode()))
+        assert "Proposal (round 1)" in text and when in text and venue in text
+        assert "How about Osteria Kanal on Friday at 20:00" in text
+        assert "bob, in person" in text and "Stop it." in text and "It said so." in text
+        assert _clock(sent, paris) in text  # 18:05 in Paris
+        assert [p for p in PROTOCOL if p in text] == []
+        report.refresh_from_db()
+        assert report.transcript == old_lines  # the evidence itself is left as filed

@@ -6,6 +6,8 @@
 * ``demo --headless``: the same negotiation to its end without a browser; the demo owners'
   grant decisions are made with their demo-held keys (recorded as such in the ledger). Prints
   the outcome, the receipt and the ledger's verdict; exits 1 if the negotiation failed.
+* ``--replace-demo-keys`` (either way): revoke the demo owners' server-held keys first, so
+  seeding enrolls new ones; what to run when a demo key no longer opens (the error says so).
 """
 
 from __future__ import annotations
@@ -19,14 +21,24 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
 from agents.adversary import AdversaryReport
 from agents.llm import llm_config_from_env
 from agents.negotiator import result_words
-from practice.demo import AgentProcess, HeadlessOutcome, agent_processes, headless_run
+from practice.custody import demo_keys_revoke
+from practice.demo import (
+    AgentProcess,
+    HeadlessOutcome,
+    adversary_attempt_words,
+    agent_processes,
+    headless_run,
+)
+from practice.errors import PracticeError
 from practice.seeding import Practice, practice_seed
-from rooms.models import OutcomeKind
+from rooms.models import OutcomeKind, Room
 from rooms.outcomes import room_outcome_for_owner
+from rooms.selectors import room_dinner_setting
 from synapsia.serving import running_daphne, server_env
 
 # Each agent kind runs as `python -m <module> --url ...`, its token in SYNAPSIA_AGENT_TOKEN.
@@ -71,6 +83,12 @@ class Command(BaseCommand):
             default="approve",
             help="headless: how the stand-in for Alice answers her agent's over-budget booking",
         )
+        parser.add_argument(
+            "--replace-demo-keys",
+            action="store_true",
+            help="first revoke the demo owners' server-held keys (recorded in the rooms' "
+            "ledgers), so seeding enrolls new ones: for a demo key that no longer opens",
+        )
         parser.add_argument("--bind", default="127.0.0.1", help="address to serve on")
         parser.add_argument("--port", type=int, default=8000, help="port to serve on")
         parser.add_argument(
@@ -95,23 +113,41 @@ class Command(BaseCommand):
                 signal.signal(sig, handler)
 
     def _run(self, options: dict[str, Any]) -> None:
+        try:
+            practice = self._seed(options)
+            outcome = (
+                headless_run(
+                    practice,
+                    guest_agent=options["guest"],
+                    say=self._say,
+                    timeout=options["timeout"],
+                    approve_booking=options["owner_answer"] == "approve",
+                )
+                if options["headless"]
+                else None
+            )
+        except PracticeError as refused:
+            # Its message says what is wrong and what to run; a traceback would bury it.
+            raise CommandError(refused.message) from None
+        if outcome is None:
+            self._serve(practice, options)
+            return
+        self._report(outcome, practice.host.owner)
+        if not outcome.succeeded:
+            sys.exit(1)
+
+    def _seed(self, options: dict[str, Any]) -> Practice:
+        if options["replace_demo_keys"]:
+            revoked = demo_keys_revoke()
+            self.stdout.write(
+                f"==> revoked the demo keys of {' and '.join(revoked)}; seeding enrolls new ones"
+                if revoked
+                else "==> no demo key to revoke; seeding enrolls any that is missing"
+            )
         self.stdout.write("==> seeding the practice room (demo owners, keys, vaults, slips)")
-        practice = practice_seed(
+        return practice_seed(
             guest_agent=options["guest"], guest_shares_budget=not options["guest_withholds_budget"]
         )
-        if options["headless"]:
-            outcome = headless_run(
-                practice,
-                guest_agent=options["guest"],
-                say=self._say,
-                timeout=options["timeout"],
-                approve_booking=options["owner_answer"] == "approve",
-            )
-            self._report(outcome, practice.host.owner)
-            if not outcome.succeeded:
-                sys.exit(1)
-            return
-        self._serve(practice, options)
 
     def _say(self, line: str) -> None:
         self.stdout.write(line)
@@ -124,8 +160,11 @@ class Command(BaseCommand):
         self.stdout.write("==> outcome")
         host = outcome.host
         # The plan as the room records it and Alice's room page says it (not as her agent
-        # reported it): the venue, the time in the room's zone, the price.
-        recorded = room_outcome_for_owner(owner=alice, room_id=UUID(outcome.room_id))
+        # reported it): the venue, the time in the room's zone, the price. Read in the room's
+        # zone: a terminal has no owner's zone to add "your time" in (the server's is not one).
+        room_id = UUID(outcome.room_id)
+        with timezone.override(room_dinner_setting(room=Room.objects.get(id=room_id)).zone):
+            recorded = room_outcome_for_owner(owner=alice, room_id=room_id)
         plan = (
             f" — {', '.join(recorded.lines[:3])}, booking {host.booking_reference}"
             if recorded is not None and recorded.kind == OutcomeKind.AGREED
@@ -134,7 +173,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Alice's agent: {result_words(host.status, host.detail)}{plan}")
         if isinstance(outcome.guest, AdversaryReport):
             for result in outcome.guest.results:
-                self.stdout.write(f"adversary {result.name}: {result.outcome} ({result.detail})")
+                self.stdout.write(f"Bob's agent {adversary_attempt_words(result)}")
         else:
             self.stdout.write(f"Bob's agent: {result_words(outcome.guest.status, '')}")
         for line in outcome.auto_decisions:
