@@ -10,9 +10,17 @@ refusal is recorded as a ``denial`` and the artifact is left out. A check that f
 error, a timeout, a clock jump) delivers nothing and says so (``error``: the caller pauses the
 room, as for any failed check).
 
+An artifact whose sharing could not be decided when it was published (that check failed, so
+the room paused: ``share_undecided``) is offered like a shared one, and the first delivery's
+live decision settles it: allowed, it is shared from then on; refused by the publisher's
+slip, it stays with the two owners, as publishing would have left it (the denial recorded
+once, not at every turn); refused for this agent's seat or the room, it stays undecided.
+
 The title and body reach the agent only inside ``rooms.untrusted.fence`` (source
 ``artifact``): controls stripped, wrapped in an unforgeable boundary, suspected injections
-flagged; never as instructions.
+flagged; never as instructions. The flags are the ones judged once when it was published
+(``artifacts.services``), which the owners see too; only an artifact published before that
+judgement existed is judged here, for the agent alone.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from gatekeeper.sharing import ArtifactShareRequest
 from ledger.events import Denial, Disclosure, LedgerEventRecord, rule_id_from
 from ledger.services import ledger_append_many
 from rooms.models import Room, RoomMember, SeatStanding
-from rooms.untrusted import fence
+from rooms.untrusted import FencedText, fence
 
 # An artifact's body is at most 32,000 UTF-8 bytes (the tool's schema) plus its title and the
 # fence: one artifact always fits whole.
@@ -60,8 +68,18 @@ class ArtifactDelivery:
     error: str | None = None  # a failed check's rule: nothing was delivered
 
 
-def _failed(decision: Decision) -> bool:
+def share_check_failed(decision: Decision) -> bool:
+    """Whether a sharing decision is a check that failed (an error, a timeout, a clock jump,
+    an unverifiable slip) rather than an answer: a denial that pauses the room."""
     return decision.rule.startswith("gatekeeper.") or decision.rule in _CHECK_FAILED
+
+
+def artifact_fence(*, title: str, body: str, judge: bool = True) -> FencedText:
+    """The artifact as untrusted data (source ``artifact``): the title, a blank line and the
+    body, fenced whole. ``judge=False`` for one judged already (its stored flags stand)."""
+    return fence(
+        f"{title}\n\n{body}", source="artifact", cap_bytes=ARTIFACT_FENCE_CAP_BYTES, judge=judge
+    )
 
 
 def artifacts_for_agent(*, room_id: UUID, agent_id: UUID, turn: int) -> ArtifactDelivery:
@@ -86,6 +104,9 @@ def artifacts_for_agent(*, room_id: UUID, agent_id: UUID, turn: int) -> Artifact
         decided: dict[tuple[int, UUID], Decision] = {}
         events: list[LedgerEventRecord] = []
         cleared: list[Artifact] = []
+        # Artifacts whose sharing this delivery settled (see the module's docstring).
+        settled_shared: list[UUID] = []
+        settled_kept: list[UUID] = []
         for artifact in published:
             publisher = (artifact.publisher_owner_id, artifact.publisher_agent_id)
             if publisher not in decided:
@@ -100,10 +121,12 @@ def artifacts_for_agent(*, room_id: UUID, agent_id: UUID, turn: int) -> Artifact
                     )
                 )
             decision = decided[publisher]
-            if _failed(decision):
+            if share_check_failed(decision):
                 return ArtifactDelivery(error=decision.rule)
             if decision.allowed:
                 cleared.append(artifact)
+                if artifact.share_undecided:
+                    settled_shared.append(artifact.id)
                 events.append(
                     Disclosure(
                         owner_id=str(artifact.publisher_owner_id),
@@ -124,8 +147,18 @@ def artifacts_for_agent(*, room_id: UUID, agent_id: UUID, turn: int) -> Artifact
                         resource_id=str(artifact.id),
                     )
                 )
+                if artifact.share_undecided and decision.rule not in _RECIPIENT_RULES:
+                    settled_kept.append(artifact.id)
         if events:
             ledger_append_many(room_id=room_id, events=events)
+        # After the ledger (in the same transaction): a settlement that is not recorded is
+        # not made.
+        if settled_shared:
+            Artifact.objects.filter(id__in=settled_shared).update(share_undecided=False)
+        if settled_kept:
+            Artifact.objects.filter(id__in=settled_kept).update(
+                share_undecided=False, shared_with_peer=False
+            )
         return ArtifactDelivery(artifacts=tuple(_shared(a) for a in cleared))
 
 
@@ -133,9 +166,10 @@ def _shared(artifact: Artifact) -> SharedArtifact:
     content = artifact_open(
         room_id=artifact.room_id, artifact_id=artifact.id, blob=bytes(artifact.sealed)
     )
-    block = fence(
-        f"{content.title}\n\n{content.body}", source="artifact", cap_bytes=ARTIFACT_FENCE_CAP_BYTES
-    )
+    # Judged once, when it was published: the agent is told the flags the owners see.
+    stored: list[str] | None = artifact.flags
+    block = artifact_fence(title=content.title, body=content.body, judge=stored is None)
+    flags = tuple(s.rule.value for s in block.suspicions) if stored is None else tuple(stored)
     return SharedArtifact(
         artifact_id=artifact.id,
         media_type=artifact.media_type,
@@ -144,5 +178,5 @@ def _shared(artifact: Artifact) -> SharedArtifact:
         fenced=block.fenced,
         nonce=block.nonce,
         truncated=block.truncated,
-        flags=tuple(s.rule for s in block.suspicions),
+        flags=flags,
     )

@@ -25,7 +25,9 @@ class MediaType(models.TextChoices):
 class Artifact(models.Model):
     """One published artifact. ``shared_with_peer`` is the Gatekeeper's decision when it was
     published (the publisher's slip cleared it for the other agent); every delivery to that
-    agent is decided again, live (``artifacts.delivery``)."""
+    agent is decided again, live (``artifacts.delivery``). When that first check failed (an
+    error, a timeout), the artifact is ``share_undecided``: the room paused, and the first
+    delivery after it resumed decides it as publishing would have, live."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # Looked up by the artifact_room_created index, which leads with the room.
@@ -43,7 +45,15 @@ class Artifact(models.Model):
     body_sha256 = models.CharField(max_length=64)
     # version byte + data key id + nonce + ciphertext and tag of {"title", "body"}.
     sealed = models.BinaryField()
+    # Offered to the other agent's deliveries (each decides it again, live): the publisher's
+    # slip shared it, or the check failed and ``share_undecided`` says it is still to settle.
     shared_with_peer = models.BooleanField(default=False)
+    share_undecided = models.BooleanField(default=False)
+    # Suspicion rule ids ``rooms.untrusted.fence`` raised on the title and body when it was
+    # published (no content): each is also an InjectionSuspected ledger event naming the
+    # artifact, and both owners see them. NULL: published before artifacts were judged then
+    # (its deliveries judge it for the agent only, as they did).
+    flags = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:

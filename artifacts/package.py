@@ -60,7 +60,8 @@ This package holds one room as {whose} side saw it, exported on {when}.
                    hash-chained, with the server's signed heads (no conversation content)
   receipt.json     the room's receipt, in sentences
   transcript.json  every message said in the room, and your own whispers to your agent
-  artifacts.json   the shared artifacts: title, kind, size, who published them, when
+  artifacts.json   the shared artifacts: title, kind, size, who published them, when,
+                   whether the room flagged one as a suspected injection
   artifacts/       each shared artifact's text, one file each
 
 Check it offline (Python 3.11+, with the rfc8785 and PyNaCl packages):
@@ -180,6 +181,7 @@ def project_package_build(
             "published_by": artifact.who,
             "published_at": artifact.published_at.astimezone(zone).isoformat(),
             "shared_with_the_other_agent": artifact.shared_words,
+            "suspected_injections": list(artifact.flags),  # in words
             "file": None,
         }
         if artifact.readable:

@@ -2,7 +2,9 @@
 
 Both owners of a room see every artifact published in it, whichever agent published it and
 whether or not it was shared with the other agent: they are the people the room works for.
-Anyone without a seat gets ``NotFound``, exactly as for a room that does not exist.
+Each suspicion the room raised on it when it was published is shown in the words a flagged
+message gets (``frontend.transcript.flag_sentence``). Anyone without a seat gets
+``NotFound``, exactly as for a room that does not exist.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from django.contrib.auth.models import User
 
 from artifacts.models import Artifact, MediaType
 from artifacts.sealing import artifact_open
+from frontend.transcript import flag_sentence
 from rooms import selectors as room_selectors
 from rooms.selectors import owner_name
 from slips.errors import Misconfigured
@@ -37,6 +40,7 @@ class ArtifactView:
     shared_words: str  # whether the other agent was given it, in words
     body_sha256: str
     readable: bool
+    flags: tuple[str, ...] = ()  # each suspected injection, in words (flag_sentence)
 
 
 def artifacts_for_owner(*, owner: User, room_id: UUID) -> list[ArtifactView]:
@@ -57,10 +61,16 @@ def artifacts_for_owner(*, owner: User, room_id: UUID) -> list[ArtifactView]:
         agent_name = publisher.agent.name if publisher and publisher.agent else ""
         whose = "Your agent" if by_you else f"{owner_name(artifact.publisher_owner)}'s agent"
         who = f"{whose} ({agent_name})" if agent_name else whose
-        if artifact.shared_with_peer:
+        whose_slip = "your" if by_you else f"{owner_name(artifact.publisher_owner)}'s"
+        if artifact.share_undecided:
+            shared = (
+                "Not given to the other agent yet: the check of whether "
+                f"{whose_slip} permission slip shares it failed, so the room paused. Once the "
+                "room resumes, the other agent's next turn decides it again."
+            )
+        elif artifact.shared_with_peer:
             shared = "Shared with the other agent, as fenced untrusted text."
         else:
-            whose_slip = "your" if by_you else f"{owner_name(artifact.publisher_owner)}'s"
             shared = (
                 f"Not given to the other agent: {whose_slip} permission slip does not share "
                 "published documents with it. Both owners can read it here."
@@ -86,6 +96,7 @@ def artifacts_for_owner(*, owner: User, room_id: UUID) -> list[ArtifactView]:
                 shared_words=shared,
                 body_sha256=artifact.body_sha256,
                 readable=readable,
+                flags=tuple(flag_sentence(str(code)) for code in artifact.flags or ()),
             )
         )
     return views

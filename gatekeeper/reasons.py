@@ -539,6 +539,14 @@ def _flare_raised(w: _Words) -> str:
 
 def _injection_suspected(w: _Words) -> str:
     what = rule_sentence(str(w.data.get("rule", "")))
+    if w.data.get("artifact_id") is not None:
+        # A shared artifact, judged once when it was published: named by who published it
+        # ("a document Alice's agent published"), never by its title.
+        document = w.id("artifact_id", f"a document {w.agent('source_agent_id')} published")
+        return (
+            f"{_capitalised(document)} looked like an attempt to steer the other agent; it "
+            f"is flagged to both owners, and the other agent only ever gets it fenced. {what}"
+        )
     return (
         f"Message #{w.count('message_seq')} from {w.agent('source_agent_id')} looked like an "
         f"attempt to steer the other agent; it was delivered fenced and flagged. {what}"

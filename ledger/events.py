@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, model_validator
 
 # An identifier: a UUID, a database id, a key fingerprint, "owner:42". No spaces, no free text.
 Identifier = Annotated[
@@ -245,12 +245,22 @@ class FlareRaised(_Event):
 
 
 class InjectionSuspected(_Event):
-    """Points at the transcript message by number; the text itself never enters the ledger."""
+    """Points at what the fence flagged, never at what it says: a transcript message by its
+    number (``message_seq``), or a shared artifact by its id (``artifact_id``, judged once,
+    when it was published). Exactly one of the two. Events recorded before ``artifact_id``
+    existed lack it in ``data``; they verify as stored and read back as a message's."""
 
     kind: Literal["injection_suspected"] = "injection_suspected"
     source_agent_id: Identifier
-    message_seq: Count
+    message_seq: Count | None = None
     rule: RuleId
+    artifact_id: Identifier | None = None
+
+    @model_validator(mode="after")
+    def _points_at_one_thing(self) -> InjectionSuspected:
+        if (self.message_seq is None) == (self.artifact_id is None):
+            raise ValueError("a suspected injection names a message_seq or an artifact_id")
+        return self
 
 
 # --- room lifecycle -------------------------------------------------------------------------

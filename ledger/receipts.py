@@ -91,11 +91,13 @@ class ReceiptItemDisclosures(BaseModel):
 
 
 class ReceiptFlag(BaseModel):
-    """A flare or a suspected injection: which event, who, which rule."""
+    """A flare or a suspected injection: which event, who, which rule; for a suspicion about
+    a shared artifact rather than a message, which artifact (its id: never its text)."""
 
     seq: int
     agent_id: str
     rule: str
+    artifact_id: str | None = None
 
 
 class ReceiptOutcome(BaseModel):
@@ -238,8 +240,15 @@ def receipt_build(*, room_id: UUID) -> Receipt:
                     ReceiptFlag(seq=row.seq, agent_id=record.agent_id, rule=record.reason)
                 )
             case InjectionSuspected():
+                # A message's and an artifact's suspicions count alike (spec: every one is
+                # counted in the receipt); the artifact's id says which it was.
                 injections.append(
-                    ReceiptFlag(seq=row.seq, agent_id=record.source_agent_id, rule=record.rule)
+                    ReceiptFlag(
+                        seq=row.seq,
+                        agent_id=record.source_agent_id,
+                        rule=record.rule,
+                        artifact_id=record.artifact_id,
+                    )
                 )
             case OutcomeRecorded():
                 # An agreement replaces earlier "no plan"s; a later declaration adds its side.

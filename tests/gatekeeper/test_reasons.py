@@ -347,6 +347,18 @@ def test_event_words_read_as_a_person_would_say_them() -> None:
     assert "asked Alice first" in event_sentence("fork_opened", SAMPLES["fork_opened"], NAMES)
 
 
+def test_a_suspected_injection_in_a_shared_artifact_names_the_document_not_a_message() -> None:
+    data = {"source_agent_id": B_AGENT, "message_seq": None, "rule": "fake_notice"}
+    data["artifact_id"] = ITEM
+    event_record_parse(kind="injection_suspected", data=data)
+    named = {**NAMES, ITEM: "a document Bob's agent published"}
+    for names, document in ((named, "A document Bob's agent published"), ({}, "A document")):
+        sentence = event_sentence("injection_suspected", data, names)
+        assert sentence.startswith(f"{document} ") and "Message" not in sentence, sentence
+        assert "flagged to both owners" in sentence and ITEM not in sentence, sentence
+        assert "safety rules here" not in sentence, sentence
+
+
 def test_a_disclosure_grant_keeps_which_item_to_its_owner() -> None:
     # No action: the grant is for one disclosure, whose item and recipient stay in the grant.
     data = {"grant_id": GRANT, "owner_id": ALICE}

@@ -122,6 +122,32 @@ def test_old_events_without_key_custody_read_as_device() -> None:
         SlipSigned(**data, key_custody="browser")  # type: ignore[arg-type]
 
 
+def test_a_suspected_injection_names_a_message_or_an_artifact_and_old_ones_still_read() -> None:
+    # Recorded before artifacts were judged: no artifact_id in data; it reads as a message's.
+    old = {"source_agent_id": "agent-b", "message_seq": 7, "rule": "fake_notice"}
+    record = event_record_parse(kind="injection_suspected", data=old)
+    assert isinstance(record, events.InjectionSuspected)
+    assert (record.message_seq, record.artifact_id) == (7, None)
+    flagged = events.InjectionSuspected(
+        source_agent_id="agent-b", artifact_id="0b9e4a8e-9d1c-4c1e-8f57-1d2f3a4b5c6d", rule="x"
+    )
+    stored = flagged.model_dump(mode="json", exclude={"kind"})
+    assert stored == {
+        "source_agent_id": "agent-b", "message_seq": None, "rule": "x",
+        "artifact_id": "0b9e4a8e-9d1c-4c1e-8f57-1d2f3a4b5c6d",
+    }  # fmt: skip
+    assert event_record_parse(kind="injection_suspected", data=stored) == flagged
+    # Exactly one of the two: neither, or both, points at nothing clear.
+    with pytest.raises(ValidationError):
+        events.InjectionSuspected(source_agent_id="agent-b", rule="x")
+    with pytest.raises(ValidationError):
+        events.InjectionSuspected(
+            source_agent_id="agent-b", message_seq=7, artifact_id="art-1", rule="x"
+        )
+    with pytest.raises(ValidationError):
+        events.InjectionSuspected(source_agent_id="agent-b", artifact_id=CANARY, rule="x")
+
+
 def test_an_outcome_holds_its_kind_action_side_and_reason_code_only() -> None:
     agreed = events.OutcomeRecorded(outcome="agreed", action_id="act-1", owner_id="7")
     assert agreed.model_dump(mode="json", exclude={"kind"}) == {

@@ -136,7 +136,12 @@ def test_a_flagged_message_writes_content_free_suspicions_with_it(make_open_room
         )
     )
     assert [e.data for e in events] == [
-        {"source_agent_id": str(setup.a.agent.id), "message_seq": said.seq, "rule": rule}
+        {
+            "source_agent_id": str(setup.a.agent.id),
+            "message_seq": said.seq,
+            "rule": rule,
+            "artifact_id": None,  # a message's suspicion, not a shared artifact's
+        }
         for rule in ("instruction_to_reader", "role_token")
     ]
     for event in LedgerEvent.objects.filter(room_id=setup.room.id):

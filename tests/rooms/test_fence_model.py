@@ -225,6 +225,7 @@ def test_the_models_flag_reaches_the_message_and_the_ledger_without_content(
             "source_agent_id": str(setup.a.agent.id),
             "message_seq": said.seq,
             "rule": "reads_as_instruction",
+            "artifact_id": None,
         }
     ]
     assert "owner sent" not in json.dumps([e.data for e in events])
