@@ -440,9 +440,15 @@ def receipt_words(receipt: Receipt, names: Mapping[str, str]) -> list[str]:
         lines.append(f"{sentence.removesuffix(' The room paused for its owner.')} (#{flare.seq})")
     for flagged in receipt.injections_suspected:
         who = name(flagged.agent_id, "an agent")
-        lines.append(
-            f"Message #{flagged.seq} from {who} was flagged: {rule_sentence(flagged.rule)}"
+        # The ledger event's number, as a flare's: the message or document it names is
+        # room content, read on the room's page.
+        document = name(flagged.artifact_id or "", f"a document {who} published")
+        what = (
+            f"A message from {who}"
+            if flagged.artifact_id is None
+            else document[:1].upper() + document[1:]
         )
+        lines.append(f"{what} was flagged (#{flagged.seq}): {rule_sentence(flagged.rule)}")
     if receipt.pauses:
         lines.append(f"The room paused {_times(receipt.pauses)}.")
     if receipt.demo_key_signatures:
@@ -475,6 +481,7 @@ def receipt_with_words(*, room_id: UUID, deleted: DeletedRoomOut | None = None) 
     ids: list[object] = [p.participant_id for p in receipt.participants]
     ids += [i.item_id for i in receipt.disclosures_by_item]
     ids += [f.agent_id for f in receipt.flares + receipt.injections_suspected]
+    ids += [f.artifact_id for f in receipt.injections_suspected if f.artifact_id is not None]
     ids += [r for i in receipt.disclosures_by_item for r in i.recipients]
     names = ledger_names(room_id=room_id, data=ids).names
     words = receipt_words(receipt, names)

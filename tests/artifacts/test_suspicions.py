@@ -115,8 +115,12 @@ def test_a_planted_instruction_is_recorded_once_shown_to_both_owners_and_counted
     assert any("1 suspected injection." in line for line in receipt.summary)
     assert receipt.verified and ledger_verify_room(room_id=shared_room.room.id).ok
     # Nothing of the artifact's text is in the ledger or the receipt.
+    worded_receipt = receipt_with_words(room_id=shared_room.room.id)
+    (flagged,) = [line for line in worded_receipt.words if "was flagged" in line]
+    assert flagged.startswith(f"A document {alice}'s agent published was flagged (#")
+    assert str(artifact.id) not in flagged and "Message" not in flagged
     every = repr(list(LedgerEvent.objects.filter(room_id=shared_room.room.id).values()))
-    every += receipt_with_words(room_id=shared_room.room.id).model_dump_json()
+    every += worded_receipt.model_dump_json()
     assert CANARY not in every and "expensive" not in every
 
 

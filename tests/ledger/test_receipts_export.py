@@ -30,6 +30,7 @@ from ledger.models import LedgerEvent
 from ledger.receipts import receipt_build, receipt_export
 from ledger.services import ledger_append
 from ledger.signing import ledger_sign_head
+from rooms.ledger_api import receipt_words
 
 pytestmark = pytest.mark.django_db
 
@@ -77,6 +78,9 @@ def test_receipt_summarises_the_room() -> None:
         ("agent-b", "fence.instruction")
     ]
     assert receipt.summary[0].startswith("Ledger verified: 12 events")
+    words = receipt_words(receipt, {"agent-b": "Bob's agent"})
+    # The ledger's own event number, never a message number the event does not name as such.
+    assert "A message from Bob's agent was flagged (#11): " in "\n".join(words)
     LedgerEvent.objects.filter(room_id=room_id, seq=5).update(data={"turn": "x"})
     broken = receipt_build(room_id=room_id)
     assert not broken.verified and broken.first_bad_seq == 5 and broken.unreadable_events == 1
