@@ -8,15 +8,24 @@ record (``rooms.standing`` reads them, in one statement for many readers, and ca
 ``standing_verdict``). A reader out of standing is given nothing and its socket is closed with
 the code the rule names (``docs/protocol.md``). Nothing here reads or caches anything: the
 verdict is a pure function of the rows read for this hop.
+
+An owner's browser is a reader only while the session it was admitted with still signs that
+owner in (``session_verdict``): a socket outlives the page load that opened it, so signing
+out, a password change, a deactivation or a session ended by the server must end what the
+socket is given too, judged from the session's row on every hop like the seats.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
 from uuid import UUID
 
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.db import connection
+from django.utils.crypto import constant_time_compare
 
 from rooms.models import Agent, RoomMember, RoomState, SeatStanding
 from rooms.protocol import CloseCode
@@ -62,6 +71,49 @@ def standing_verdict(
     if seat.standing == SeatStanding.BLOCKED:
         return CloseCode.FORBIDDEN
     return None if seat.room_state in AGENT_ROOM_STATES else CloseCode.ROOM_NOT_JOINABLE
+
+
+class SessionFacts(NamedTuple):
+    """An owner browser's session as read for this hop: its row's data (decoded) and expiry,
+    and its owner's user row. A session whose row is gone is no ``SessionFacts`` at all."""
+
+    data: Mapping[str, Any]  # the session's data, decoded ({} when it does not verify)
+    expires_at: datetime | None  # the row's expiry (None: the session engine enforces its own)
+    user_password: str | None  # the owner's user row: its password hash (None: no such row)
+    user_active: bool
+
+
+def session_verdict(
+    *, owner_id: int, session: SessionFacts | None, now: datetime
+) -> CloseCode | None:
+    """None while ``session`` still signs ``owner_id`` in, as Django's ``get_user`` decides it
+    for a page (the user the session names, through a listed backend, with the auth hash of
+    the user's password as it is now); else UNAUTHENTICATED (4401). Narrower than Django in
+    one way, the safe one: an inactive user is out whatever backend signed them in.
+
+    Out: the row gone (signed out, ended by the server, the key cycled) or past its expiry;
+    data that does not verify or names another user (a session is never borrowed); the user
+    gone or deactivated; the password changed since (the hash no longer matches, nor does any
+    of ``SECRET_KEY_FALLBACKS``' hashes)."""
+    if session is None or (session.expires_at is not None and session.expires_at <= now):
+        return CloseCode.UNAUTHENTICATED
+    data = session.data
+    if str(data.get(SESSION_KEY)) != str(owner_id):
+        return CloseCode.UNAUTHENTICATED
+    if data.get(BACKEND_SESSION_KEY) not in settings.AUTHENTICATION_BACKENDS:
+        return CloseCode.UNAUTHENTICATED
+    if session.user_password is None or not session.user_active:
+        return CloseCode.UNAUTHENTICATED
+    signed = data.get(HASH_SESSION_KEY)
+    if not isinstance(signed, str) or not signed:
+        return CloseCode.UNAUTHENTICATED
+    # The user model's own hash (a custom model may define its own), from the row as read.
+    user = get_user_model()(pk=owner_id, password=session.user_password)
+    if constant_time_compare(signed, user.get_session_auth_hash()):
+        return None
+    if any(constant_time_compare(signed, h) for h in user.get_session_auth_fallback_hash()):
+        return None  # Django's page load moves such a session to a new key: the row then goes
+    return CloseCode.UNAUTHENTICATED
 
 
 def join_verdict(*, seat_standing: str, room_state: str) -> CloseCode | None:

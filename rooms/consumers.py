@@ -9,7 +9,10 @@ lost bell, the socket reads the gap back from the database. An idle socket issue
 Nothing reaches a socket on the word of a channel-layer event alone: each delivery hop (live
 messages, a catch-up read, a whisper, an action's outcome, a reveal) re-reads its reader's
 standing from the record first (``rooms.standing``), and a reader out of standing is closed
-with the documented code instead. Every input is bounded (``rooms.limits``), and every
+with the documented code instead. An owner's browser is a reader only while the session it
+was admitted with still signs its owner in: that hop reads the session too, and a sign-out,
+a password change or a deactivation also tells the owner's sockets at once
+(``owner_session_check``). Every input is bounded (``rooms.limits``), and every
 failure ends in an ``error`` frame and a close code of the documented table, never a mute
 socket (docs/protocol.md).
 """
@@ -25,9 +28,10 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -316,6 +320,7 @@ SayRunResult = list[services.SaidMessage] | None
 
 
 Verdicts = dict[standing.Reader, CloseCode | None]
+_NO_SESSIONS: Mapping[standing.SessionPair, Any] = MappingProxyType({})
 
 
 def _desk_hop(
@@ -626,6 +631,8 @@ class RoomConsumer(AsyncWebsocketConsumer):
     # out of turn while a run of `say` frames was gathered.
     _inbox: collections.deque[str | None]
     _held: Any = None
+    # An owner's browser: its owner's group (``realtime.owner_group``), joined at connect.
+    _owner_group: str | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """channels' ``AsyncConsumer.__call__`` (the channel layer's channel, then every
@@ -801,12 +808,22 @@ class RoomConsumer(AsyncWebsocketConsumer):
         # handshake and the opening reads then share one database hop.
         if room_group is not None:
             await self.channel_layer.group_add(room_group, self.channel_name)
+        user: Any = self.scope.get("user") or AnonymousUser()
+        session = self.scope.get("session")
+        if user.is_authenticated:
+            # A browser: its owner's group before the handshake reads its session, so a
+            # sign-out after that read still reaches this socket (``owner_session_check``).
+            self._owner_group = realtime.owner_group(int(user.pk))
+            await self.channel_layer.group_add(self._owner_group, self.channel_name)
         opened = await in_db_thread(self._admit_and_open)(
             room_id=room_id,
             headers=self.scope.get("headers", []),
-            user=self.scope.get("user") or AnonymousUser(),
+            user=user,
             scope_scheme=self.scope.get("scheme"),
+            session_key=getattr(session, "session_key", None) if session is not None else None,
         )
+        if isinstance(opened, Refusal) or opened[0].agent_id is not None:
+            await self._owner_group_leave()
         if isinstance(opened, Refusal):
             if room_group is not None:
                 await self.channel_layer.group_discard(room_group, self.channel_name)
@@ -858,12 +875,17 @@ class RoomConsumer(AsyncWebsocketConsumer):
         headers: list[tuple[bytes, bytes]],
         user: Any,
         scope_scheme: str | None,
+        session_key: str | None = None,
     ) -> Refusal | tuple[Participant, int, str, list[str], int, sealed.SealState]:
         """The handshake's verdict, the agent's earlier sockets not yet left
         (``Admission.earlier_sockets``) and, if admitted, what the socket is sent first (one
         hop)."""
         admitted = handshake.admit(
-            room_id=room_id, headers=headers, user=user, scope_scheme=scope_scheme
+            room_id=room_id,
+            headers=headers,
+            user=user,
+            scope_scheme=scope_scheme,
+            session_key=session_key,
         )
         if isinstance(admitted, Refusal):
             return admitted
@@ -936,6 +958,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         if self._worker is not None and not self._closed:
             # Frames that arrived before the disconnect are handled, as they were received.
             await self._worker
+        await self._owner_group_leave()
         if self.participant is None:
             return
         try:
@@ -946,6 +969,15 @@ class RoomConsumer(AsyncWebsocketConsumer):
             # The layer expires the membership by itself (group_expiry); the leave is recorded.
             logger.warning("channel layer unavailable: socket not taken out of its room's group")
         await self._leave()
+
+    async def _owner_group_leave(self) -> None:
+        group, self._owner_group = self._owner_group, None
+        if group is None:
+            return
+        try:
+            await self.channel_layer.group_discard(group, self.channel_name)
+        except Exception:
+            logger.warning("channel layer unavailable: socket not taken out of its owner's group")
 
     # --- frames from the client -----------------------------------------------------------
 
@@ -1445,7 +1477,39 @@ class RoomConsumer(AsyncWebsocketConsumer):
     def _reader(self) -> standing.Reader:
         participant = self.participant
         assert participant is not None
-        return standing.Reader(participant.room_id, participant.owner_id, participant.agent_id)
+        return standing.Reader(
+            participant.room_id,
+            participant.owner_id,
+            participant.agent_id,
+            participant.session_key if participant.agent_id is None else None,
+        )
+
+    @property
+    def owner_session(self) -> tuple[int, str] | None:
+        """An owner's browser: (owner, the key of the session it was admitted with)."""
+        participant = self.participant
+        if participant is None or participant.agent_id is not None:
+            return None
+        if participant.session_key is None:
+            return None
+        return participant.owner_id, participant.session_key
+
+    async def owner_session_check(self, event: dict[str, Any]) -> None:
+        """The owner signed out, changed their password or was deactivated (``realtime.
+        announce_owner_sessions``): this browser re-reads its session with its standing and
+        closes if it ended. A sign-out names its session by digest, and that socket closes
+        at once (its row may not be deleted yet). The event only hurries what the next
+        delivery or sweep would find: nothing is ever kept open on its word."""
+        participant = self.participant
+        if participant is None or participant.agent_id is not None or self._closed:
+            return
+        key = participant.session_key
+        if key is None or event.get(realtime.SESSION_ENDED) == realtime.session_digest(key):
+            await self._shut(CloseCode.UNAUTHENTICATED)
+            return
+        verdict = await in_db_thread(standing.reader_standing)(self._reader())
+        if verdict is not None:
+            await self._shut(verdict)
 
     async def _carry(self) -> None:
         """Deliver what waits, in order: each wake re-checks the reader's standing from the
@@ -1507,6 +1571,12 @@ class RoomConsumer(AsyncWebsocketConsumer):
             self._seal_wait = asyncio.create_task(self._reveal_at(deadline))
 
     async def room_state(self, event: dict[str, Any]) -> None:
+        if self.owner_session is not None:
+            # An owner's browser is told only while its session still signs it in.
+            verdict = await in_db_thread(standing.owner_session_standing)(self._reader())
+            if verdict is not None:
+                await self._shut(verdict)
+                return
         await self.send(
             RoomStateFrame(
                 type="room_state", id=new_frame_id(), body=RoomStateBody(state=event["state"])
@@ -1639,11 +1709,21 @@ class RoomConsumer(AsyncWebsocketConsumer):
                     agent = self.participant.kind == "agent"
                     await self.send(message_frame(message, for_agent=agent))
 
-    def swept(self, seats: list[standing.Seat]) -> None:
-        """The record sweep read the room's seats: a reader out of standing is closed."""
+    def swept(
+        self,
+        seats: list[standing.Seat],
+        sessions: Mapping[standing.SessionPair, Any] = _NO_SESSIONS,
+    ) -> None:
+        """The record sweep read the room's seats (and the watched owners' sessions): a
+        reader out of standing is closed. An owner's session that this sweep did not read
+        (watched while it read) is judged by the next."""
         if self._closed or self.participant is None:
             return
-        verdict = standing.seat_verdict(self._reader(), seats)
+        reader = self._reader()
+        verdict = standing.seat_verdict(reader, seats)
+        pair = self.owner_session
+        if verdict is None and pair is not None and pair in sessions:
+            verdict = standing.reader_session_verdict(reader, sessions, timezone.now())
         if verdict is not None and (self._courier is None or self._courier.done()):
             self._courier = asyncio.create_task(self._shut(verdict))
 

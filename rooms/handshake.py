@@ -4,6 +4,12 @@ Agents present ``Authorization: Bearer <token>``; browsers present their session
 an ``Origin`` that must be exactly this site's (scheme, host and port). Every refusal is a
 ``Refusal`` with a documented close code, decided before any room data is sent.
 
+A browser is admitted by its session as the handshake itself reads it (its row and its
+owner's user row, judged by ``gatekeeper.standing.session_verdict``), not only on the word of
+the auth middleware's earlier read; the socket keeps that session's key
+(``Participant.session_key``) and every later delivery reads the session again
+(``rooms.standing``): a socket is never given anything on a session that has since ended.
+
 An agent's handshake is one transaction of four written statements (issue 17: the ORM's
 compilation was most of a connect's CPU): the token's use (``UPDATE … RETURNING``, which is
 also the token check), the seat with its room, the room's ledger head, whether anyone sealed
@@ -16,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -44,6 +50,7 @@ from rooms.bearer import secret_digest
 from rooms.models import Agent, Room, RoomMember, SealedOffer
 from rooms.protocol import CloseCode
 from rooms.sealing import ROOM_CHARTER, ROOM_PURPOSE, one_hop, room_text_open
+from rooms.standing import Reader, owner_sessions_read, reader_session_verdict
 from slips.capabilities import tier_narrowest
 from slips.models import Slip
 from slips.verification import room_slips_read
@@ -62,6 +69,9 @@ class Participant:
     # An agent's socket: its ``Join`` event's number in the room's ledger. The later of two
     # sockets of one agent in one room has the higher, whatever process each is in.
     joined_seq: int | None = None
+    # An owner's browser: the key of the session it was admitted with, read again before
+    # every delivery (a credential: kept out of the repr, so out of logs).
+    session_key: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -181,8 +191,10 @@ def admit(
     headers: list[tuple[bytes, bytes]],
     user: User | AnonymousUser,
     scope_scheme: str | None = None,
+    session_key: str | None = None,
 ) -> Admission | Refusal:
-    """Decide a room socket's handshake. Runs in one database hop."""
+    """Decide a room socket's handshake. Runs in one database hop. ``session_key``: a
+    browser's session (the cookie's, as the auth middleware resolved it)."""
     origin = _header(headers, b"origin")
     if origin is not None and not origin_allowed(
         origin, headers=headers, scope_scheme=scope_scheme
@@ -203,15 +215,21 @@ def admit(
     # Browsers: a session, and an Origin (browsers always send one on WebSocket upgrades).
     if origin is None:
         return Refusal(CloseCode.UNAUTHENTICATED, "Browsers must send an Origin header.")
-    if not user.is_authenticated:
+    if not user.is_authenticated or not session_key:
         return Refusal(CloseCode.UNAUTHENTICATED, "Sign in first.")
+    # The session as it is now, first: a session that has ended learns nothing of the room.
+    reader = Reader(room_uuid, user.pk, None, session_key)
+    sessions = owner_sessions_read([(user.pk, session_key)])
+    if reader_session_verdict(reader, sessions, timezone.now()) is not None:
+        return Refusal(CloseCode.UNAUTHENTICATED, "Your sign-in has ended: sign in again.")
     room = Room.objects.filter(id=room_uuid, members__owner_id=user.pk).first()
     if room is None:
         return Refusal(CloseCode.FORBIDDEN, "Not a member of this room.")
     if room.state not in OWNER_ROOM_STATES:
         return Refusal(CloseCode.ROOM_NOT_JOINABLE, f"The room is {room.state}.")
     facts = RoomFacts(room.id, room.purpose, room.charter, room.state, room.terms, room.last_seq)
-    return Admission(Participant("owner", room_uuid, user.pk, None, 0), facts)
+    owner = Participant("owner", room_uuid, user.pk, None, 0, session_key=session_key)
+    return Admission(owner, facts)
 
 
 # --- an agent's handshake: written statements, prepared once per process --------------------

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import datetime as dt
+import hashlib
 import logging
 import os
 import time
@@ -28,6 +30,7 @@ from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from prometheus_client import Gauge, Histogram
 
 from synapsia.metrics import REGISTRY
@@ -251,6 +254,35 @@ def announce_grant_expired(*, room_id: UUID, agent_id: UUID, ref: str, **_: obje
     announce_action_result(room_id=room_id, agent_id=agent_id, ref=ref)
 
 
+def owner_group(owner_id: int) -> str:
+    """The group of one owner's browser sockets, in every room (agents' sockets never join
+    it): how a sign-out, a password change or a deactivation reaches that owner's open tabs."""
+    return f"owner.{int(owner_id)}"
+
+
+def session_digest(session_key: str) -> str:
+    """What an event says of a session: its key's digest, never the key (a credential)."""
+    return hashlib.sha256(session_key.encode()).hexdigest()
+
+
+# The owner-sockets event: each socket re-reads its session (``rooms.standing``) and closes
+# if it no longer signs its owner in; ``SESSION_ENDED`` names a session known to be ending.
+OWNER_SESSION_CHECK = "owner.session_check"
+SESSION_ENDED = "ended"
+
+
+def announce_owner_sessions(owner_id: int, *, ended_session: str | None = None) -> None:
+    """The owner signed out, changed their password, or was deactivated or deleted: their
+    browser sockets re-check their sessions now, rather than at their next delivery or sweep
+    (each would find it too: this only hurries it). ``ended_session``: the key of a session
+    being signed out, whose sockets close at once (the sign-out's event is sent before its
+    row is deleted, so a re-read could still find it)."""
+    event: dict[str, Any] = {"type": OWNER_SESSION_CHECK}
+    if ended_session:
+        event[SESSION_ENDED] = session_digest(ended_session)
+    _send_after_commit(owner_group(owner_id), event)
+
+
 def announce_agent_revoked(agent_id: UUID, *, room_ids: Iterable[UUID]) -> None:
     """The agent's token stopped working: its sockets in ``room_ids`` (every room it holds a
     seat in) are closed."""
@@ -262,16 +294,22 @@ def announce_agent_revoked(agent_id: UUID, *, room_ids: Iterable[UUID]) -> None:
 
 
 class Listener(Protocol):
-    """A connected socket as the sweep sees it: how far it has read, how to wake it, and
-    how to tell it the standing the sweep read for its reader."""
+    """A connected socket as the sweep sees it: how far it has read, how to wake it, how to
+    tell it the standing the sweep read for its reader, and (an owner's browser) the session
+    it was admitted with, as (owner, session key)."""
 
     position: int
+
+    @property
+    def owner_session(self) -> tuple[int, str] | None:
+        """An owner's browser: its (owner, session key); an agent's socket: None."""
 
     def wake(self) -> None:
         """Read the record past ``position`` (the bell for something was lost)."""
 
-    def swept(self, seats: list[Any]) -> None:
-        """The room's seats as this sweep read them: close if out of standing."""
+    def swept(self, seats: list[Any], sessions: Any) -> None:
+        """The room's seats and the watched owners' sessions as this sweep read them: close
+        if out of standing."""
 
 
 class RecordSweep:
@@ -286,13 +324,18 @@ class RecordSweep:
     is read back within ``CATCH_UP_SECONDS``, from the record, once (the socket's position
     decides what it has handled). The same statement reads each room's seats, so a socket
     whose reader lost its standing is closed within a sweep even when its close
-    announcement was lost and nothing is said.
+    announcement was lost and nothing is said. Where owners' browsers are watching, the
+    same hop reads their sessions too (one more statement), so a tab whose session ended
+    (signed out, password changed, deactivated, the row deleted) is closed within a sweep
+    even when the owner's event was lost and the room is silent.
 
     When the database shows that nothing was committed since the previous sweep's reading
     (the record's mark, ``rooms.standing.record_mark``) and no socket was watched since,
     that reading is still the record's and every socket here was judged against it: the
     statement is not run, and the sockets a lost bell left behind are woken as above. An
     idle process then costs one small statement a sweep, whatever the number of its sockets.
+    A session that ends by time commits nothing, so the sweep reads in full once the
+    earliest expiry of the sessions it read is due.
     """
 
     def __init__(self) -> None:
@@ -305,6 +348,9 @@ class RecordSweep:
         # The seated agents' ids as the last sweep read them, with their UUIDs: parsed once,
         # not on every sweep (rooms.standing.rooms_swept).
         self._agent_ids: dict[Any, UUID] = {}
+        # The earliest expiry among the owners' sessions the last reading read: due, the
+        # next sweep reads in full though nothing was committed.
+        self._sessions_expire_at: dt.datetime | None = None
         self._task: asyncio.Task[None] | None = None
         # A process-wide count of sweeps, for tests and the benchmark's idle cell.
         self.sweeps = 0
@@ -357,12 +403,22 @@ class RecordSweep:
         from rooms.standing import rooms_swept  # standing imports models; keep it lazy
 
         engine = settings.DATABASES["default"]["ENGINE"]
-        since = None if self._watched_since else self._mark
+        expiry_due = (
+            self._sessions_expire_at is not None and timezone.now() >= self._sessions_expire_at
+        )
+        since = None if self._watched_since or expiry_due else self._mark
         self._watched_since = False  # a socket watched from here on sets it again
+        # The owners' browsers watching now, each by the session it was admitted with.
+        sessions = {
+            pair
+            for listeners in self._rooms.values()
+            for listener in listeners
+            if (pair := listener.owner_session) is not None
+        }
         try:
             swept = await database_sync_to_async(
                 rooms_swept, thread_sensitive=engine.endswith("sqlite3")
-            )(room_ids, self._agent_ids, since)
+            )(room_ids, self._agent_ids, since, sessions)
         except BaseException:
             self._watched_since = True  # nothing judged: the next sweep reads in full
             raise
@@ -372,6 +428,9 @@ class RecordSweep:
                 self._wake_behind(watching, self._seen.get(room_id))
             return
         self._mark, self._agent_ids = swept.mark, swept.agent_ids
+        self._sessions_expire_at = min(
+            (f.expires_at for f in swept.sessions.values() if f and f.expires_at), default=None
+        )
         for room_id in room_ids:
             listeners = self._rooms.get(room_id)
             if not listeners:
@@ -383,7 +442,7 @@ class RecordSweep:
             for listener in list(listeners):
                 # The same statement read every reader's standing: one that lost it (its
                 # close announcement lost too) is closed even while nothing is said.
-                listener.swept(room_seats)
+                listener.swept(room_seats, swept.sessions)
             self._wake_behind(listeners, previous)
 
     @staticmethod

@@ -21,6 +21,7 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from rooms import flares, realtime, services, standing
@@ -245,9 +246,16 @@ async def test_a_muted_agent_still_hears_the_room(make_open_room: Any) -> None:
 # --- the check itself: one statement, read from the record, for any number of readers -----
 
 
+def _session_of(owner: Any) -> str:
+    """A browser session signed in as ``owner`` (an owner's reader is its browser's)."""
+    client = Client()
+    client.force_login(owner)
+    return str(client.cookies["sessionid"].value)
+
+
 def _readers(setup: Any) -> tuple[standing.Reader, standing.Reader, standing.Reader]:
     agent_b = standing.Reader(setup.room.id, setup.b.owner.pk, setup.b.agent.id)
-    owner_a = standing.Reader(setup.room.id, setup.a.owner.pk, None)
+    owner_a = standing.Reader(setup.room.id, setup.a.owner.pk, None, _session_of(setup.a.owner))
     agent_a = standing.Reader(setup.room.id, setup.a.owner.pk, setup.a.agent.id)
     return agent_b, owner_a, agent_a
 
@@ -260,7 +268,8 @@ def test_standing_verdicts_follow_the_record(make_open_room: Any, make_owner: An
         owner_a: None,
         agent_a: None,
     }
-    stranger = standing.Reader(setup.room.id, make_owner("mallory").pk, None)
+    mallory = make_owner("mallory")
+    stranger = standing.Reader(setup.room.id, mallory.pk, None, _session_of(mallory))
     wrong_seat = standing.Reader(setup.room.id, setup.b.owner.pk, setup.a.agent.id)
     assert standing.reader_standing(stranger) == CloseCode.FORBIDDEN
     assert standing.reader_standing(wrong_seat) == CloseCode.FORBIDDEN
@@ -287,12 +296,19 @@ def test_standing_verdicts_follow_the_record(make_open_room: Any, make_owner: An
 
 @pytest.mark.parametrize("rooms", [1, 6])
 def test_one_statement_checks_every_reader(make_open_room: Any, rooms: int) -> None:
+    """Every reader's seat in one statement; the owners' browsers among them add one more,
+    for all their sessions at once (tests/rooms/test_owner_session.py); agents alone, none."""
     readers: list[standing.Reader] = []
     for n in range(rooms):
         readers += _readers(make_open_room(prefix=f"s{n}-"))
+    agents = [r for r in readers if r.agent_id is not None]
+    with CaptureQueriesContext(connection) as queries:
+        verdicts = standing.readers_standing(agents)
+    assert len(queries) == 1
+    assert list(verdicts.values()) == [None] * len(agents)
     with CaptureQueriesContext(connection) as queries:
         verdicts = standing.readers_standing(readers)
-    assert len(queries) == 1
+    assert len(queries) == 2
     assert list(verdicts.values()) == [None] * len(readers)
 
 

@@ -131,6 +131,12 @@
       }
     };
     socket.onclose = (event) => {
+      if (event.code === 4401) {
+        // The sign-in this page was opened with has ended (signed out, password changed,
+        // account deactivated, session expired): the room is no longer shown here.
+        status.textContent = "Disconnected: the sign-in this page was opened with has ended (signed out, password changed, or session expired). Reload the page; you may be asked to sign in again.";
+        return; // retrying on this sign-in will not help
+      }
       if (event.code >= 4400 && event.code < 4500) {
         status.textContent = "Disconnected: the room refused this connection. Reload the page.";
         roomGone();
