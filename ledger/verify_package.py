@@ -79,13 +79,23 @@ def _signature_check(signature: dict[str, Any], manifest: bytes, trusted: str | 
     return key
 
 
+# What an owner can do about a package that does not read: the room page makes a new one.
+_DOWNLOAD_AGAIN = "Download the package again from the room's page"
+
+
 def verify_package(path: str, *, pinned_key: str | None = None) -> str:
     """Return a one-line summary of an intact package, or raise ``PackageBroken`` (the
     package's own files) or ``Broken`` (its ledger chain, from ``verify_export``)."""
     try:
         archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise PackageBroken(f"not a readable zip file ({exc})") from None
+    except FileNotFoundError:
+        raise PackageBroken(
+            f"cannot read {path}: no such file. Check the file's name and folder"
+        ) from None
+    except (zipfile.BadZipFile, OSError):
+        raise PackageBroken(
+            f"{path} is not a readable zip file, so not a project package. {_DOWNLOAD_AGAIN}"
+        ) from None
     with archive:
         budget = [MAX_UNPACKED_BYTES]
         names = archive.namelist()
@@ -98,8 +108,10 @@ def verify_package(path: str, *, pinned_key: str | None = None) -> str:
         try:
             manifest = json.loads(manifest_bytes)
             signature = json.loads(_read(archive, "manifest.sig", budget))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise PackageBroken(f"manifest.json or manifest.sig is not JSON ({exc})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise PackageBroken(
+                f"its manifest.json or manifest.sig cannot be read. {_DOWNLOAD_AGAIN}"
+            ) from None
         if not isinstance(manifest, dict) or manifest.get("format") != PACKAGE_FORMAT:
             raise PackageBroken(f"manifest.json is not a {PACKAGE_FORMAT} manifest")
         if not isinstance(signature, dict):
@@ -160,8 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         where = f" at seq {broken.seq}" if broken.seq is not None else ""
         print(f"BROKEN: ledger.json{where}: {broken.problem}", file=sys.stderr)
         return 1
-    except (ValueError, KeyError, TypeError) as exc:
-        print(f"BROKEN: unreadable package ({exc!r})", file=sys.stderr)
+    except (ValueError, KeyError, TypeError):
+        print(
+            f"BROKEN: {args.file} is not a complete project package: a part of it is missing "
+            f"or not in the form the server writes. {_DOWNLOAD_AGAIN}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -244,7 +244,13 @@ def test_a_package_signed_by_another_key_fails_when_the_key_is_pinned(
 def test_not_a_zip_is_refused(tmp_path: Path) -> None:
     path = _write(tmp_path, b"PK\x03\x04 not really")
     done = _cli(path)
-    assert done.returncode == 1 and "BROKEN: not a readable zip file" in done.stderr
+    assert done.returncode == 1
+    assert f"BROKEN: {path} is not a readable zip file, so not a project package." in done.stderr
+    assert "Download the package again from the room's page" in done.stderr
+    missing = _cli(tmp_path / "nowhere.zip")
+    assert missing.returncode == 1
+    assert "cannot read" in missing.stderr and "no such file" in missing.stderr
+    assert "Errno" not in missing.stderr + done.stderr
 
 
 # --- the download -------------------------------------------------------------------------
