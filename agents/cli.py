@@ -120,6 +120,21 @@ async def in_room(args: argparse.Namespace, run: Callable[[RoomClient], Awaitabl
     except FrameRefusedError as refused:  # a say (or other frame) the room would not take
         print(refusal_in_words(refused), file=sys.stderr, flush=True)
         return REFUSED
-    except (OSError, TimeoutError) as exc:
-        print(f"could not connect to {args.url}: {exc}", file=sys.stderr, flush=True)
+    except TimeoutError:
+        # Raised bare (no reason of its own) when the room did not answer in time.
+        print(
+            f"The room at {args.url} did not answer in time. Check that the server is running "
+            "and reachable, then run this again.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return UNREACHABLE
+    except OSError as exc:
+        why = exc.strerror or str(exc) or "the connection failed"
+        print(
+            f"Could not connect to {args.url}: {why}. Check the address and that the server is "
+            "running, then run this again.",
+            file=sys.stderr,
+            flush=True,
+        )
         return UNREACHABLE

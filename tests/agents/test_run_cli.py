@@ -15,7 +15,7 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
 from agents import run
-from agents.cli import REFUSED, closed_in_words
+from agents.cli import REFUSED, UNREACHABLE, closed_in_words
 from agents.client import PROTOCOL_ERROR, RoomClosedError
 from synapsia_protocol.codes import CLOSE_CODE_MEANINGS, FINAL_CLOSE_CODES, CloseCode
 
@@ -158,3 +158,20 @@ def test_a_close_the_protocol_does_not_name_is_still_said_in_words() -> None:
     assert "cannot read" in unreadable and str(PROTOCOL_ERROR) not in unreadable
     ended = closed_in_words(RoomClosedError(1000, "closed"))
     assert ended == "The connection to the room ended. Run this again to rejoin."
+
+
+async def test_a_server_that_is_not_there_is_said_in_words(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"ws://127.0.0.1:{port}/ws/rooms/{uuid.uuid4()}/"
+    code = await run.main(_args(url, "hello"))
+    err = capsys.readouterr().err
+    assert code == UNREACHABLE
+    assert err.startswith(f"Could not connect to {url}: ")
+    assert "Check the address and that the server is running" in err
+    assert ": ." not in err and "Traceback" not in err
