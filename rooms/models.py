@@ -92,6 +92,10 @@ class Room(models.Model):
     last_seq = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     state_changed_at = models.DateTimeField(auto_now_add=True)
+    # When the transcript's retention window ended for this closed room and the purge
+    # replaced its purpose and charter and cleared its outcome's plan (rooms.retention): the
+    # sealed columns cannot be queried, so this says which rooms are done. Null until then.
+    content_purged_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

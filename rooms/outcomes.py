@@ -9,7 +9,8 @@ nothing (the table is booked). Each change is one ``RoomOutcome`` row and one
 ``outcome_recorded`` ledger event (codes only), in the action's own transaction.
 
 The plan is room content, sealed at rest under the room's data key (``RoomOutcome.plan``,
-``rooms.sealing``): a backup taken before the room's deletion cannot show it.
+``rooms.sealing``): a backup taken before the room's deletion cannot show it. The retention
+purge clears it with the transcript (``rooms.retention``); the kind and reason codes stay.
 
 Owners are the audience (``room_outcome_for_owner``): agents already know what they did.
 """
@@ -22,6 +23,7 @@ from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.contrib.auth.models import User
 
 from dining import CatalogueInvalid, TermsInvalid, catalogue_get, terms_parse
@@ -144,7 +146,22 @@ def outcome_record(*, room: Room, action_id: UUID) -> RoomOutcome | None:
     return outcome
 
 
+def _purged_plan_words(outcome: RoomOutcome, viewer: User) -> OutcomeWords:
+    """An agreed plan whose details the retention purge removed (``rooms.retention``: room
+    content, kept as long as the transcript): that it was agreed, and who booked, stay."""
+    days = settings.SYNAPSIA["TRANSCRIPT_RETENTION_DAYS"]
+    yours = outcome.owner_id == viewer.pk
+    books = "You booked" if yours else f"{owner_name(outcome.owner)}'s agent booked"
+    return OutcomeWords(
+        kind=OutcomeKind.AGREED,
+        headline="Agreed plan",
+        lines=(f"its venue, time and price were purged {days} days after the room closed", books),
+    )
+
+
 def _agreed_words(outcome: RoomOutcome, viewer: User) -> OutcomeWords:
+    if outcome.plan is None:
+        return _purged_plan_words(outcome, viewer)
     assert outcome.starts_at is not None and outcome.price_per_person_minor is not None
     zone_id = outcome.time_zone or "UTC"
     zone = ZoneInfo(zone_id)

@@ -16,19 +16,26 @@ A purge takes ``now`` (tests pass a controllable clock), deletes what is past it
 returns a ``Purged`` with counts. Every purge that deletes room content records it in that
 room's ledger as a ``room_content_deleted`` event with counts and ``reason="retention"``,
 never content (the ledger's own purge records ``retention_purge``).
+
+A closed room that is never deleted keeps only its stub: the room row (state, times, terms,
+a purpose that says it was purged), its seats, its outcome's kind and reason codes, and its
+ledger for the ledger's own window. Everything else goes on the schedule: its transcript,
+purpose, charter and outcome plan 30 days after it closed (``transcript_purge_expired``), its
+slips, tiers, conflicts, flares and invitations 90 days after each last changed
+(``permission_records_purge_expired``, with the ledger's events).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from gatekeeper.models import SandboxEffect, WebhookDelivery
@@ -36,7 +43,18 @@ from gatekeeper.records import ActionRecord, Grant
 from ledger.retention import ledger_purge_expired
 from ledger.services import ledger_append
 from rooms.deletion import ContentCounts, transcript_delete
-from rooms.models import Message, Room, RoomDeletionNotice, RoomState, SealedOffer, Whisper
+from rooms.models import (
+    Flare,
+    Message,
+    Room,
+    RoomDeletionNotice,
+    RoomInvite,
+    RoomOutcome,
+    RoomState,
+    SealedOffer,
+    Whisper,
+)
+from slips.retention import slip_records_delete_expired, slip_records_expired_exist
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +101,27 @@ class RetentionRow:
 
 # --- the rooms app's own purges -------------------------------------------------------------
 
+# Rooms read per query: a purge reads the ids of one batch, purges each room in its own
+# transaction, then reads the next batch, until nothing past its window is left. Rooms a
+# purge has finished with drop out of its query (marked, or their rows gone), so a run's work
+# follows what expired since the last run, not every room there ever was.
+PURGE_BATCH = 500
+
+
+def _room_batches(expired: QuerySet[Room]) -> Iterator[list[UUID]]:
+    """The ids of ``expired`` in batches of ``PURGE_BATCH``, in id order. Each batch starts
+    after the last id of the one before, so a room the purge had to leave (its lock check
+    failed) is not read again in the same run and every run ends."""
+    after: UUID | None = None
+    while True:
+        page = expired if after is None else expired.filter(id__gt=after)
+        ids = list(page.order_by("id").values_list("id", flat=True)[:PURGE_BATCH])
+        if ids:
+            yield ids
+        if len(ids) < PURGE_BATCH:
+            return
+        after = ids[-1]
+
 
 def _transcript_left(room_id_ref: OuterRef) -> Q:
     """Rooms that still hold any transcript row (messages, whispers, sealed offers, fork
@@ -99,50 +138,139 @@ def _transcript_left(room_id_ref: OuterRef) -> Q:
     )
 
 
+def purged_purpose(days: int) -> str:
+    """What a closed room is called once its own words are purged: its pages, its ledger
+    page, the dashboard and the API show this in place of the purpose the owners wrote."""
+    return f"A closed room (purged after {days} days)"
+
+
+@dataclass(frozen=True)
+class _RoomPurged:
+    rows: int  # transcript rows deleted
+    words: bool  # the room's purpose, charter and outcome plan purged (once per room)
+
+
 def transcript_purge_expired(now: datetime) -> Purged:
-    """Delete the transcript of every room closed more than the window ago (one transaction
-    per room, each recorded in its ledger). Open, paused and draft rooms never purge: their
-    clock has not started. The room itself, its seats, outcome and ledger stay."""
+    """Purge the content of every room closed more than the window ago, one transaction per
+    room: the transcript (recorded in the room's ledger with counts), and the rest of the
+    room's content, once: its purpose (replaced by ``purged_purpose``), its charter and its
+    outcome's plan (venue, time, price; the outcome's kind and reason codes stay, as in the
+    ledger). Open, paused and draft rooms never purge: their clock has not started. The room
+    itself, its seats, its outcome's kind and its ledger stay."""
     row = retention_row("transcript")
     cutoff = row.cutoff(now)
-    room_ids = list(
-        Room.objects.filter(state=RoomState.CLOSED, state_changed_at__lt=cutoff)
-        .filter(_transcript_left(OuterRef("id")))
-        .values_list("id", flat=True)
+    expired = Room.objects.filter(state=RoomState.CLOSED, state_changed_at__lt=cutoff).filter(
+        Q(content_purged_at__isnull=True) | _transcript_left(OuterRef("id"))
     )
-    rows = 0
-    purged_rooms = 0
-    for room_id in room_ids:
-        deleted = _room_transcript_purge(room_id=room_id, cutoff=cutoff, days=row.days)
-        if deleted:
-            rows += deleted
-            purged_rooms += 1
+    rows = purged_rooms = worded = 0
+    for batch in _room_batches(expired):
+        for room_id in batch:
+            done = _room_transcript_purge(room_id=room_id, cutoff=cutoff, days=row.days, now=now)
+            rows += done.rows
+            purged_rooms += bool(done.rows or done.words)
+            worded += done.words
     return Purged(
         key=row.key,
         rows=rows,
         rooms=purged_rooms,
         summary=(
             f"transcript: deleted {rows} record(s) from {purged_rooms} room(s) closed more "
-            f"than {row.days} days ago"
+            f"than {row.days} days ago; purged the purpose, charter and outcome plan of "
+            f"{worded} room(s)"
         ),
     )
 
 
-def _room_transcript_purge(*, room_id: UUID, cutoff: datetime, days: int) -> int:
+def _room_transcript_purge(
+    *, room_id: UUID, cutoff: datetime, days: int, now: datetime
+) -> _RoomPurged:
     with transaction.atomic():
         # Re-read under the lock: a room re-checked here cannot have been reopened meanwhile
         # (closing is final, but the check costs nothing and keeps the rule local).
         room = Room.objects.select_for_update().filter(id=room_id).first()
         if room is None or room.state != RoomState.CLOSED or room.state_changed_at >= cutoff:
-            return 0
+            return _RoomPurged(rows=0, words=False)
         counts = transcript_delete(room_id)
-        if counts.total == 0:
+        words = room.content_purged_at is None
+        if words:
+            _room_words_purge(room, days=days, now=now)
+        if counts.total:
+            ledger_append(
+                room_id=room_id,
+                event=counts.ledger_event(by="retention", reason="retention", window_days=days),
+            )
+        return _RoomPurged(rows=counts.total, words=words)
+
+
+def _room_words_purge(room: Room, *, days: int, now: datetime) -> None:
+    """The room's own words and its outcome's plan: room content, on the transcript's clock.
+    The purpose is replaced (every page names a room by it), never opened; the replacement is
+    sealed like any purpose. The caller holds the room's row lock."""
+    room.purpose = purged_purpose(days)
+    room.charter = ""
+    room.content_purged_at = now
+    room.save(update_fields=["purpose", "charter", "content_purged_at"])
+    # A null plan is what a cleared one is: no plaintext value is written (nor could be).
+    RoomOutcome.objects.filter(room_id=room.id, plan__isnull=False).update(plan=None)
+
+
+def _flares_expired(cutoff: datetime) -> Q:
+    return Q(raised_at__lt=cutoff) & (Q(resolved_at__isnull=True) | Q(resolved_at__lt=cutoff))
+
+
+def _invites_expired(cutoff: datetime) -> Q:
+    return Q(created_at__lt=cutoff) & (Q(used_at__isnull=True) | Q(used_at__lt=cutoff))
+
+
+def _room_records_expired(room_id_ref: OuterRef, cutoff: datetime) -> Q:
+    """Rooms holding a permission record whose last event is older than ``cutoff``."""
+    return (
+        slip_records_expired_exist(room_id_ref, cutoff)
+        | Q(Exists(Flare.objects.filter(_flares_expired(cutoff), room_id=room_id_ref)))
+        | Q(Exists(RoomInvite.objects.filter(_invites_expired(cutoff), room_id=room_id_ref)))
+    )
+
+
+@dataclass(frozen=True)
+class RecordsPurged:
+    rows: int
+    rooms: int
+
+
+def permission_records_purge_expired(now: datetime) -> RecordsPurged:
+    """The permission records of closed rooms, on the ledger's clock ("Permission and ledger
+    events", each kept the window after it happened): slips with their capability records,
+    tiers and conflicts (``slips.retention``), Signal Flares (reason codes and choices: what
+    the ledger's ``flare_raised`` holds too) and invitations, each once its last event is older
+    than the window. One transaction per room. Only closed rooms: in a live room a slip in
+    force, a tier or an open flare still governs what its agents may do.
+
+    No content is involved, so no ``room_content_deleted`` event is written (it counts content
+    only; its words would say nothing was deleted); the ledger's own purge records
+    ``retention_purge`` on the same clock, and the command prints the counts."""
+    days = retention_row("ledger").days
+    cutoff = now - timedelta(days=days)
+    expired = Room.objects.filter(state=RoomState.CLOSED).filter(
+        _room_records_expired(OuterRef("id"), cutoff)
+    )
+    rows = purged_rooms = 0
+    for batch in _room_batches(expired):
+        for room_id in batch:
+            deleted = _room_records_purge(room_id=room_id, cutoff=cutoff)
+            rows += deleted
+            purged_rooms += bool(deleted)
+    return RecordsPurged(rows=rows, rooms=purged_rooms)
+
+
+def _room_records_purge(*, room_id: UUID, cutoff: datetime) -> int:
+    with transaction.atomic():
+        room = Room.objects.select_for_update().filter(id=room_id).first()
+        if room is None or room.state != RoomState.CLOSED:
             return 0
-        ledger_append(
-            room_id=room_id,
-            event=counts.ledger_event(by="retention", reason="retention", window_days=days),
-        )
-        return counts.total
+        slips = slip_records_delete_expired(room_id=room_id, cutoff=cutoff)
+        flares, _ = Flare.objects.filter(_flares_expired(cutoff), room_id=room_id).delete()
+        invites, _ = RoomInvite.objects.filter(_invites_expired(cutoff), room_id=room_id).delete()
+        return slips.total + flares + invites
 
 
 def deletion_notices_purge_expired(now: datetime) -> Purged:
@@ -159,14 +287,20 @@ def deletion_notices_purge_expired(now: datetime) -> Purged:
 
 
 def ledger_rows_purge_expired(now: datetime) -> Purged:
+    """The "Permission and ledger events" row: the ledger's events (a checkpoint keeps the
+    chain verifying) and the permission records of closed rooms, on the same clock."""
     report = ledger_purge_expired(now=now)
+    records = permission_records_purge_expired(now)
+    days = settings.SYNAPSIA["LEDGER_RETENTION_DAYS"]
     return Purged(
         key="ledger",
-        rows=report.events_purged,
-        rooms=len(report.rooms),
+        rows=report.events_purged + records.rows,
+        rooms=len(report.rooms) + records.rooms,
         summary=(
-            f"ledger: purged {report.events_purged} event(s) older than "
-            f"{settings.SYNAPSIA['LEDGER_RETENTION_DAYS']} days from {len(report.rooms)} room(s)"
+            f"ledger: purged {report.events_purged} event(s) older than {days} days from "
+            f"{len(report.rooms)} room(s); permission records (slips, tiers, conflicts, "
+            f"flares, invitations): deleted {records.rows} older than {days} days from "
+            f"{records.rooms} closed room(s)"
         ),
     )
 
@@ -183,7 +317,10 @@ _SCHEDULE: dict[str, RetentionRow] = {
             setting="TRANSCRIPT_RETENTION_DAYS",
             default_days=30,
             starts="after the room closes",
-            note="Either owner can delete the whole room for both sides at any time.",
+            note=(
+                "The room's purpose, charter and the details of its plan go with it. Either "
+                "owner can delete the whole room for both sides at any time."
+            ),
             purge=transcript_purge_expired,
         ),
         RetentionRow(
@@ -202,7 +339,8 @@ _SCHEDULE: dict[str, RetentionRow] = {
             starts="each",
             note=(
                 "The accountability record outlives the conversation on purpose; it holds "
-                "no content and still verifies after a purge."
+                "no content and still verifies after a purge. A closed room's slips, tiers, "
+                "conflicts, flares and invitations are kept on the same clock."
             ),
             purge=ledger_rows_purge_expired,
         ),

@@ -1,7 +1,8 @@
 """The production profile's purge: a real Celery worker with exactly one embedded beat, against
 Redis, runs ``rooms.purge_expired`` on its schedule (shortened by
 ``SYNAPSIA_RETENTION_PURGE_SECONDS``) and purges a transcript past its window; runs that
-follow find nothing and record nothing (pass 2 of ``make test`` only)."""
+follow find nothing and record nothing (pass 2 of ``make test`` only). The room's own words
+are purged by the same task, not a task of their own."""
 
 from __future__ import annotations
 
@@ -75,6 +76,12 @@ def test_a_real_worker_and_one_beat_purge_an_expired_transcript(
     elapsed = time.monotonic() - started
     assert "rooms.purge_expired" in output
     assert Message.objects.filter(room_id=recent.room.id).count() == 1
+    # The same scheduled task purged the rest of the room's content, once (rooms.retention).
+    purged = Room.objects.get(id=expired.room.id)
+    assert purged.content_purged_at is not None
+    assert purged.purpose == "A closed room (purged after 30 days)" and purged.charter == ""
+    kept = Room.objects.get(id=recent.room.id)
+    assert kept.content_purged_at is None and kept.purpose == "Dinner for two"
     purges = LedgerEvent.objects.filter(room_id=expired.room.id, kind="room_content_deleted")
     assert purges.count() == 1, output
     assert not LedgerEvent.objects.filter(
