@@ -13,6 +13,12 @@ An owner's browser is a reader only while the session it was admitted with still
 owner in (``session_verdict``): a socket outlives the page load that opened it, so signing
 out, a password change, a deactivation or a session ended by the server must end what the
 socket is given too, judged from the session's row on every hop like the seats.
+
+An agent's socket, likewise, is a reader only while the token it was admitted with is still
+its agent's token: rotating the token ends the sockets opened with the old one as revoking
+the agent does (``standing_verdict``'s ``token``; ``may_speak``'s ``token_current``), judged
+on every hop from the stored digest (``Agent.token_hash``) read with the seats, so a lost
+``agent.revoked`` announcement keeps nothing open.
 """
 
 from __future__ import annotations
@@ -45,13 +51,31 @@ class SeatFacts(NamedTuple):
     standing: str  # ``SeatStanding``
     room_state: str  # ``RoomState`` (the same on every seat of a room)
     agent_revoked: bool  # the bound agent's token was revoked
+    # The digest of the bound agent's current token as stored (``Agent.token_hash``; None:
+    # not read, or no agent), compared with the one a socket was admitted with.
+    agent_token: str | None = None
+
+
+def seat_token_current(seat: SeatFacts, token: str) -> bool:
+    """Whether ``token`` (the digest of the token a socket was admitted with) is still the
+    seat's agent's token: a rotation issues a new one, and the old one's sockets are out."""
+    return seat.agent_token is not None and constant_time_compare(seat.agent_token, token)
 
 
 def standing_verdict(
-    *, owner_id: int, agent_id: UUID | None, seats: Sequence[SeatFacts]
+    *,
+    owner_id: int,
+    agent_id: UUID | None,
+    seats: Sequence[SeatFacts],
+    token: str | None = None,
 ) -> CloseCode | None:
     """None when the reader (``owner_id``'s browser when ``agent_id`` is None, else that agent
     in ``owner_id``'s seat) is in standing among its room's ``seats``; else the close code.
+
+    ``token``: an agent's socket's token digest, as it was admitted with: out
+    (UNAUTHENTICATED, as revoked) unless it is still the agent's token (``seat_token_current``;
+    a seat read without its agent's token counts as rotated). None: a question asked by the
+    server itself, not for a socket (the seat alone decides).
 
     No seats at all means the room is gone (deleted) or the reader never had one: FORBIDDEN,
     the same as a stranger, so a socket learns nothing of why. A muted or stepped-in agent is
@@ -64,9 +88,10 @@ def standing_verdict(
         return None if seat.room_state in OWNER_ROOM_STATES else CloseCode.ROOM_NOT_JOINABLE
     if seat is None or seat.agent_id != agent_id:
         return CloseCode.FORBIDDEN  # the seat is gone or holds another agent now
-    # Revocation first: the token itself is dead, whatever its seat (UNAUTHENTICATED); then
-    # the owner's block (FORBIDDEN); only then the room's state.
-    if seat.agent_revoked:
+    # Revocation first: the token itself is dead, whatever its seat (UNAUTHENTICATED), and so
+    # is one rotated away since the socket opened; then the owner's block (FORBIDDEN); only
+    # then the room's state.
+    if seat.agent_revoked or (token is not None and not seat_token_current(seat, token)):
         return CloseCode.UNAUTHENTICATED
     if seat.standing == SeatStanding.BLOCKED:
         return CloseCode.FORBIDDEN
@@ -132,27 +157,42 @@ def join_verdict(*, seat_standing: str, room_state: str) -> CloseCode | None:
 
 
 def may_speak(
-    *, room_state: str, seat_standing: str, agent_revoked: bool, speaking_as: str
+    *,
+    room_state: str,
+    seat_standing: str,
+    agent_revoked: bool,
+    speaking_as: str,
+    token_current: bool = True,
 ) -> bool:
     """Whether the words of a seat's bound agent (``speaking_as`` ACTIVE) or of its owner in
     person (STEPPED_IN, after a Signal Flare) may be recorded now: the room open, the agent
     not revoked, and the seat in that standing. A muted or blocked seat says nothing, and an
-    agent whose owner stepped in is silent. ``may_speak_sql`` is this rule as a statement's
-    condition, checked where each message takes its number; tests/gatekeeper/
-    test_speaking_rule.py checks the two agree on every combination."""
-    return room_state == RoomState.OPEN and not agent_revoked and seat_standing == speaking_as
+    agent whose owner stepped in is silent. An agent's socket speaks only with the token it
+    was admitted with still its agent's (``token_current``: a rotated one is as revoked).
+    ``may_speak_sql`` is this rule as a statement's condition, checked where each message
+    takes its number; tests/gatekeeper/test_speaking_rule.py checks the two agree on every
+    combination."""
+    return (
+        room_state == RoomState.OPEN
+        and not agent_revoked
+        and token_current
+        and seat_standing == speaking_as
+    )
 
 
-def may_speak_sql(room: str, agent_id: str) -> str:
+def may_speak_sql(room: str, agent_id: str, token: str | None = None) -> str:
     """``may_speak`` as SQL, for the statement that takes a message's number: the room
     ``room`` (a table or its alias) in the state of the next parameter (the caller binds
     ``RoomState.OPEN``), and the agent ``agent_id`` (a parameter or a column) bound to it,
-    not revoked, its seat in the standing of the parameter after (``speaking_as``). Only our
-    own names are interpolated; the state and the standing are bound parameters."""
+    not revoked, its seat in the standing of the parameter after (``speaking_as``), and,
+    given ``token`` (a parameter or a column: the digest of the token the speaking socket
+    was admitted with, bound after the standing), that token still the agent's. Only our own
+    names are interpolated; the state, the standing and the digest are bound parameters."""
     member, agent = (connection.ops.quote_name(m._meta.db_table) for m in (RoomMember, Agent))
+    current = "" if token is None else f" AND a.token_hash = {token}"
     return (
         f"{room}.state = %s AND EXISTS ("  # noqa: S608
         f"SELECT 1 FROM {member} m JOIN {agent} a ON a.id = m.agent_id "
         f"WHERE m.room_id = {room}.id AND m.agent_id = {agent_id} AND m.standing = %s "
-        "AND a.revoked_at IS NULL)"
+        f"AND a.revoked_at IS NULL{current})"
     )

@@ -9,12 +9,17 @@ lost bell, the socket reads the gap back from the database. An idle socket issue
 Nothing reaches a socket on the word of a channel-layer event alone: each delivery hop (live
 messages, a catch-up read, a whisper, an action's outcome, a reveal) re-reads its reader's
 standing from the record first (``rooms.standing``), and a reader out of standing is closed
-with the documented code instead. An owner's browser is a reader only while the session it
-was admitted with still signs its owner in: that hop reads the session too, and a sign-out,
-a password change or a deactivation also tells the owner's sockets at once
-(``owner_session_check``). Every input is bounded (``rooms.limits``), and every
-failure ends in an ``error`` frame and a close code of the documented table, never a mute
-socket (docs/protocol.md).
+with the documented code instead. An agent's socket is a reader only while the token it was
+admitted with is still its agent's (``Participant.token_digest``): the same statement reads
+the agent's current token digest, and its `say` and `context_request` statements compare it
+too: a rotated token's socket is given nothing more, records nothing, is disclosed nothing,
+and is closed with 4401 at its next delivery, `say`, `context_request` or record sweep, even
+when the ``agent.revoked`` announcement is lost. An owner's browser is a reader only while
+the session it was admitted with still signs its owner in: that hop reads the session too,
+and a sign-out, a password change or a deactivation also tells the owner's sockets at once
+(``owner_session_check``). Every input is bounded (``rooms.limits``), and every failure ends
+in an ``error`` frame and a close code of the documented table, never a mute socket
+(docs/protocol.md).
 """
 
 from __future__ import annotations
@@ -329,21 +334,25 @@ def _desk_hop(
     runs: list[SayRun],
     readers: list[standing.Reader],
     run_acks: list[int | None] | None = None,
+    run_tokens: list[str | None] | None = None,
     clock: list[float] | None = None,
 ) -> tuple[list[bool] | Exception, list[SayRunResult] | Exception, Verdicts | Exception]:
     """One hop of the desk: the readers' standing asked before a live delivery (one
     statement, ``standing.readers_standing``, read now: after every question was asked),
     the acknowledgements handed in (one transaction, each still its own statement), then the
     `say` runs (``services.messages_say_runs``, its own transaction, which also records the
-    acks riding the runs first, ``run_acks``, one per run or None: ``_say_runs_acked``). Each
-    part's failure is returned, not raised, so it reaches only the sockets whose frames it was
-    about.
+    acks riding the runs first, ``run_acks``, one per run or None: ``_say_runs_acked``), each
+    checked with the token digest its socket was admitted with (``run_tokens``, one per run:
+    a token rotated since refuses the run). Each part's failure is returned, not raised, so it
+    reaches only the sockets whose frames it was about.
 
     ``clock`` (if given) is filled with the work's start, its thread CPU and its end
     (``realtime.say_desk_hop_observed``)."""
     started, cpu_started = time.monotonic(), time.thread_time()
     try:
-        return _desk_hop_parts(acks=acks, runs=runs, readers=readers, run_acks=run_acks)
+        return _desk_hop_parts(
+            acks=acks, runs=runs, readers=readers, run_acks=run_acks, run_tokens=run_tokens
+        )
     finally:
         if clock is not None:
             clock[:] = [started, time.thread_time() - cpu_started, time.monotonic()]
@@ -355,6 +364,7 @@ def _desk_hop_parts(
     runs: list[SayRun],
     readers: list[standing.Reader],
     run_acks: list[int | None] | None = None,
+    run_tokens: list[str | None] | None = None,
 ) -> tuple[list[bool] | Exception, list[SayRunResult] | Exception, Verdicts | Exception]:
     verdicts: Verdicts | Exception = {}
     if readers:
@@ -382,30 +392,39 @@ def _desk_hop_parts(
             acked = failed
     said: list[SayRunResult] | Exception = []
     if runs:
+        # Sockets' runs carry their tokens, each checked (a run without one among them is
+        # refused); a hop of none carries none (the server's own runs, as in tests).
+        tokens = run_tokens if run_tokens and any(t is not None for t in run_tokens) else None
         try:
             if run_acks is None or all(ack is None for ack in run_acks):
-                said = list(services.messages_say_runs(runs=runs))
+                said = list(services.messages_say_runs(runs=runs, tokens=tokens))
             elif connections["default"].vendor == "postgresql":  # each ack rides its say
-                said = services.messages_say_runs_acked(runs=runs, acks=run_acks)
+                said = services.messages_say_runs_acked(runs=runs, acks=run_acks, tokens=tokens)
             else:
-                said = _say_runs_acked(runs, run_acks)
+                said = _say_runs_acked(runs, run_acks, tokens)
         except Exception as failed:
             said = failed
     return acked, said, verdicts
 
 
-def _say_runs_acked(runs: list[SayRun], run_acks: list[int | None]) -> list[SayRunResult]:
+def _say_runs_acked(
+    runs: list[SayRun], run_acks: list[int | None], run_tokens: list[str | None] | None = None
+) -> list[SayRunResult]:
     """SQLite (PostgreSQL: ``services.messages_say_runs_acked``, each ack part of its run's
     first statement): a hop's `say` runs when some carry an ack, in one transaction: each
     riding ack first (``services.messages_ack``, as the ``ack`` frame it stands for, sent
     just before the run), then the runs whose acks the record took
     (``services.messages_say_runs``, nested in it: a resent frame id rolls back its own
-    savepoint only). A run whose ack is refused stores nothing and is answered None."""
+    savepoint only). A run whose ack is refused stores nothing and is answered None.
+    ``run_tokens``: as ``_desk_hop``'s."""
     results: list[SayRunResult] = [None] * len(runs)
     with transaction.atomic():
         refused = services.riding_acks_refused(runs, run_acks)
         kept = [i for i in range(len(runs)) if i not in refused]
-        said = services.messages_say_runs(runs=[runs[i] for i in kept]) if kept else []
+        tokens = None if run_tokens is None else [run_tokens[i] for i in kept]
+        said = (
+            services.messages_say_runs(runs=[runs[i] for i in kept], tokens=tokens) if kept else []
+        )
         for i, done in zip(kept, said, strict=True):
             results[i] = done
     return results
@@ -442,7 +461,10 @@ class SayDesk:
     """
 
     def __init__(self) -> None:
-        self._waiting: list[tuple[SayRun, int | None, asyncio.Future[SayRunResult]]] = []
+        # Each run with the ack riding it and its socket's token digest (``record``).
+        self._waiting: list[
+            tuple[SayRun, int | None, str | None, asyncio.Future[SayRunResult]]
+        ] = []
         self._acks: list[tuple[Ack, asyncio.Future[bool]]] = []
         self._checks: list[tuple[standing.Reader, asyncio.Future[CloseCode | None]]] = []
         self._recording = False
@@ -451,11 +473,15 @@ class SayDesk:
         # The hop's thread hand-off, made once per desk rather than once per hop.
         self._hop: Callable[..., Awaitable[Any]] | None = None
 
-    async def record(self, run: SayRun, *, ack: int | None = None) -> SayRunResult:
+    async def record(
+        self, run: SayRun, *, ack: int | None = None, token: str | None = None
+    ) -> SayRunResult:
         """Record a run of `say` frames, after ``ack`` (the ack riding its first frame): its
-        recorded prefix, or None when the record refused that ack (nothing of it stored)."""
+        recorded prefix, or None when the record refused that ack (nothing of it stored).
+        ``token``: the digest of the token the socket was admitted with, checked by the
+        statement that checks the run (a socket's run always carries it)."""
         future: asyncio.Future[SayRunResult] = asyncio.get_running_loop().create_future()
-        self._waiting.append((run, ack, future))
+        self._waiting.append((run, ack, token, future))
         self._start()
         return await future
 
@@ -484,7 +510,9 @@ class SayDesk:
             while self._waiting or self._acks or self._checks:
                 acks, self._acks = self._acks, []
                 checks, self._checks = self._checks, []
-                batch: list[tuple[SayRun, int | None, asyncio.Future[SayRunResult]]] = []
+                batch: list[
+                    tuple[SayRun, int | None, str | None, asyncio.Future[SayRunResult]]
+                ] = []
                 size = 0
                 while self._waiting and (
                     not batch
@@ -502,8 +530,9 @@ class SayDesk:
                 try:
                     acked, results, verdicts = await self._hop(
                         acks=[ack for ack, _ in acks],
-                        runs=[run for run, _, _ in batch],
-                        run_acks=[ack for _, ack, _ in batch],
+                        runs=[run for run, _, _, _ in batch],
+                        run_acks=[ack for _, ack, _, _ in batch],
+                        run_tokens=[token for _, _, token, _ in batch],
                         readers=[reader for reader, _ in checks],
                         clock=clock,
                     )
@@ -516,7 +545,7 @@ class SayDesk:
                         cpu=clock[1],
                         ended=clock[2],
                         answered=time.monotonic(),
-                        frames=len(acks) + len(checks) + sum(len(run[2]) for run, _, _ in batch),
+                        frames=len(acks) + len(checks) + sum(len(run[2]) for run, _, _, _ in batch),
                     )
                 # Standing first: a delivery waits on nothing else of the hop's.
                 _settle(
@@ -528,7 +557,7 @@ class SayDesk:
                 _settle([future for _, future in acks], acked)
                 # A socket that went away meanwhile: its messages are recorded; its client
                 # resends the frame ids and learns so (``duplicate``).
-                _settle([future for _, _, future in batch], results)
+                _settle([future for _, _, _, future in batch], results)
         finally:
             self._recording = False
 
@@ -1139,6 +1168,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         said = await say_desk().record(
             (participant.room_id, participant.agent_id, [(f.id, f.body.text) for f in frames]),
             ack=frames[0].body.ack,
+            token=self._token(),
         )
         if said is None:
             # The record refused the ack riding the first frame: that frame is refused whole
@@ -1211,6 +1241,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 agent_id=participant.agent_id,
                 client_id=frame.id,
                 text=frame.body.text,
+                token=self._token(),
             )
         except services.SpeakRefused as refused:
             if refused.reason == "room_not_open":
@@ -1288,6 +1319,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 owner_id=participant.owner_id,
                 asked=frame.body.ask,
                 ack=ack,
+                token=self._token(),
             )
         except context.OutOfStanding as out:
             await self._shut(out.code)
@@ -1477,12 +1509,21 @@ class RoomConsumer(AsyncWebsocketConsumer):
     def _reader(self) -> standing.Reader:
         participant = self.participant
         assert participant is not None
+        agent = participant.agent_id is not None
         return standing.Reader(
             participant.room_id,
             participant.owner_id,
             participant.agent_id,
-            participant.session_key if participant.agent_id is None else None,
+            None if agent else participant.session_key,
+            self._token() if agent else None,
         )
+
+    def _token(self) -> str:
+        """An agent's socket: the digest of the token it was admitted with, which every hop
+        compares with the agent's current one. A socket without one (never admitted so) is
+        given the empty digest, which no token has: it fails closed, as a rotated token."""
+        participant = self.participant
+        return (participant.token_digest if participant is not None else None) or ""
 
     @property
     def owner_session(self) -> tuple[int, str] | None:

@@ -158,23 +158,36 @@ def context_for_agent(*, room_id: UUID, agent_id: UUID, asked: Sequence[str] = (
 
 
 def context_for_agent_acked(
-    *, room_id: UUID, agent_id: UUID, owner_id: int, asked: Sequence[str] = (), ack: int | None
+    *,
+    room_id: UUID,
+    agent_id: UUID,
+    owner_id: int,
+    asked: Sequence[str] = (),
+    ack: int | None,
+    token: str | None = None,
 ) -> AgentContext | None:
-    """``context_for_agent`` for a socket's ``context_request``, whose agent is ``owner_id``'s.
+    """``context_for_agent`` for a socket's ``context_request``, whose agent is ``owner_id``'s
+    and which was admitted with the token whose digest is ``token``.
 
     The reader's standing first (``rooms.standing``: the Gatekeeper's rule on the seat as
     read): from the turn's own facts, read under the room's lock by the statement that starts
-    the turn, so it costs no statement of its own. Out of standing (revoked, blocked, the seat
-    or the room gone, a room not open to agents), ``OutOfStanding`` with the close code: the
-    turn it started rolls back, so no turn was had, no use spent, nothing disclosed, and no
-    ack recorded.
+    the turn, so it costs no statement of its own. Out of standing (revoked, its token
+    rotated since the socket opened, blocked, the seat or the room gone, a room not open to
+    agents), ``OutOfStanding`` with the close code: the turn it started rolls back, so no
+    turn was had, no use spent, nothing disclosed, and no ack recorded.
 
     The ack the request carries is recorded as the ``ack`` frame sent just before it would be
     (``rooms.services.messages_ack``: never backwards, refused beyond the room's record), by
     the same statement. None when the record refuses it: then no turn was had, no use spent,
     nothing disclosed. A turn that fails after it still keeps the ack."""
     return _assemble(
-        room_id=room_id, agent_id=agent_id, turn=None, asked=asked, ack=ack, reader=owner_id
+        room_id=room_id,
+        agent_id=agent_id,
+        turn=None,
+        asked=asked,
+        ack=ack,
+        reader=owner_id,
+        token=token,
     )
 
 
@@ -202,7 +215,7 @@ class _TurnFacts:
     turn: int
     owner_id: int
     standing: str
-    agent_revoked: bool
+    agent_revoked: bool  # revoked, or (a socket's turn) its token rotated away since it opened
     peer: tuple[int, UUID] | None
     tier: str
     room: RoomFacts
@@ -247,10 +260,12 @@ def _uuid(value: Any) -> UUID:
 
 
 @functools.cache
-def _facts_sql(vendor: str, bump: bool, acked: bool = False) -> str:
+def _facts_sql(vendor: str, bump: bool, acked: bool = False, token: bool = False) -> str:
     """The turn's facts in one statement (bumping the turn when ``bump``): the seat, its
-    agent's revocation, the other seat, the room's tier (``room_tier_from_ranks``), the room
-    and what the context carries of the conversation (``_recent_columns``). Only our own
+    agent's revocation (``token``: or ``%(token)s``, the digest of the token the asking
+    socket was admitted with, no longer the agent's: a rotated token counts as revoked), the
+    other seat, the room's tier (``room_tier_from_ranks``), the room and what the context
+    carries of the conversation (``_recent_columns``). Only our own
     table names and tier names are interpolated; values are parameters, named
     (``%(room)s``): the room and the agent are each bound once, though the statement uses
     them many times. ``acked`` (with ``bump``): the seat's ack moved to ``%(ack)s`` as
@@ -266,7 +281,8 @@ def _facts_sql(vendor: str, bump: bool, acked: bool = False) -> str:
         f"FROM {member} p WHERE p.room_id = %(room)s AND p.agent_id IS NOT NULL "
         "AND p.agent_id <> %(agent)s ORDER BY p.id"
     )
-    revoked = f"CASE WHEN a.revoked_at IS NULL THEN 0 ELSE 1 END FROM {agent} a"
+    current = " AND a.token_hash = %(token)s" if token else ""
+    revoked = f"CASE WHEN a.revoked_at IS NULL{current} THEN 0 ELSE 1 END FROM {agent} a"
     columns = (
         f"context_turn, owner_id, standing, (SELECT {revoked} WHERE a.id = %(agent)s), "  # noqa: S608
         f"(SELECT p.owner_id {peer} LIMIT 1), (SELECT p.agent_id {peer} LIMIT 1), "
@@ -311,12 +327,15 @@ def _turn_facts(
     turn: int | None,
     ack: int | None = None,
     reader: int | None = None,
+    token: str | None = None,
 ) -> _TurnFacts:
     """Read the turn's facts (bumping the turn unless ``turn`` is given, and recording
     ``ack`` with it, ``_facts_sql``); ``NotFound`` if the agent holds no seat in the room,
     ``_AckRefused`` if ``ack`` is beyond the room's record. ``reader``: the owner whose agent
     asks; then ``OutOfStanding`` first if it is out of standing (a seat not found included).
-    Call with the room locked, in the turn's transaction."""
+    ``token``: the digest of the token the asking socket was admitted with; no longer the
+    agent's, the agent reads as revoked. Call with the room locked, in the turn's
+    transaction."""
     acked = ack is not None and turn is None
     db = transaction.get_connection()  # not the proxy, which looks it up on every read
     parameters = {
@@ -326,9 +345,10 @@ def _turn_facts(
         "messages": CONTEXT_PEER_MESSAGES,
         "whispers": CONTEXT_WHISPERS,
         **({"ack": ack} if acked else {}),
+        **({"token": token} if token is not None else {}),
     }
     with statement_cursor() as cursor:
-        cursor.execute(_facts_sql(db.vendor, turn is None, acked), parameters)
+        cursor.execute(_facts_sql(db.vendor, turn is None, acked, token is not None), parameters)
         row = cursor.fetchone()
     if row is None:
         if reader is not None:
@@ -556,6 +576,7 @@ def _assemble(
     asked: Sequence[str],
     ack: int | None,
     reader: int | None = None,
+    token: str | None = None,
 ) -> AgentContext | None:
     # The room key's destroyed mark is read once for the turn (the purpose and charter of the
     # facts, the messages and the whispers), as each slip's signature is verified once per
@@ -564,7 +585,13 @@ def _assemble(
     with one_hop():
         try:
             return _assembled(
-                room_id=room_id, agent_id=agent_id, turn=turn, asked=asked, ack=ack, reader=reader
+                room_id=room_id,
+                agent_id=agent_id,
+                turn=turn,
+                asked=asked,
+                ack=ack,
+                reader=reader,
+                token=token,
             )
         except _AckRefused:
             return None  # the turn it started rolled back: no turn was had
@@ -578,6 +605,7 @@ def _assembled(
     asked: Sequence[str],
     ack: int | None,
     reader: int | None,
+    token: str | None = None,
 ) -> AgentContext:
     notices: list[str] = []
     own_items: list[ClearedItem] = []
@@ -591,7 +619,7 @@ def _assembled(
         with transaction.atomic():
             _room_lock(room_id)
             facts = _turn_facts(
-                room_id=room_id, agent_id=agent_id, turn=turn, ack=ack, reader=reader
+                room_id=room_id, agent_id=agent_id, turn=turn, ack=ack, reader=reader, token=token
             )
             placed, refused, error = _disclosures(
                 facts=facts, recipient_agent_id=agent_id, asked=asked

@@ -16,6 +16,13 @@ also the token check), the seat with its room, the room's ledger head, whether a
 an offer and whether the agent has a live slip (one ``SELECT``), then the ``Join`` event (the
 head's compare-and-set and the insert, ``ledger_append_many``). Every check is made on every
 connect, from the record: nothing here is remembered between connects but the SQL text.
+
+An agent's socket keeps the digest of the token it was admitted with
+(``Participant.token_digest``: what ``Agent.token_hash`` stores, never the token), and every
+later hop compares it with the agent's token as it is then (``rooms.standing``, the say
+statements, the context's facts): a socket whose token has since been rotated away is given
+nothing more, its words and context requests are refused and it is closed (4401), whether or
+not the ``agent.revoked`` announcement arrives.
 """
 
 from __future__ import annotations
@@ -72,6 +79,10 @@ class Participant:
     # An owner's browser: the key of the session it was admitted with, read again before
     # every delivery (a credential: kept out of the repr, so out of logs).
     session_key: str | None = field(default=None, repr=False)
+    # An agent's socket: the digest of the token it was admitted with (as ``Agent.token_hash``
+    # stores it; the token itself is never kept), compared with the agent's current one on
+    # every hop. Kept out of the repr too.
+    token_digest: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -343,10 +354,8 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
     # The connection itself, looked up once (each use of the proxy is a context-local lookup).
     db = connections[DEFAULT_DB_ALIAS]
     room_param = Room._meta.get_field("id").get_db_prep_value(room_id, db)
-    stamp = [
-        Agent._meta.get_field("token_last_used_at").get_db_prep_save(now, db),
-        secret_digest(token),
-    ]
+    digest = secret_digest(token)
+    stamp = [Agent._meta.get_field("token_last_used_at").get_db_prep_save(now, db), digest]
     with transaction.atomic():
         with db.cursor() as cursor:
             # SQLite's IMMEDIATE transaction already holds the one write lock.
@@ -393,7 +402,16 @@ def _agent_admit(room_id: UUID, token: str) -> Admission | Refusal:
         Agent._meta.get_field("declared_tools"),
     )
     return Admission(
-        Participant("agent", room_id, int(owner_id), agent_id, int(acked_seq), joined.seq),
+        # The digest the token statement matched: the socket is the agent's while it still is.
+        Participant(
+            "agent",
+            room_id,
+            int(owner_id),
+            agent_id,
+            int(acked_seq),
+            joined.seq,
+            token_digest=digest,
+        ),
         RoomFacts(
             room_id,
             # Room content, sealed at rest: opened here, checked to be this room's.

@@ -284,8 +284,10 @@ def announce_owner_sessions(owner_id: int, *, ended_session: str | None = None) 
 
 
 def announce_agent_revoked(agent_id: UUID, *, room_ids: Iterable[UUID]) -> None:
-    """The agent's token stopped working: its sockets in ``room_ids`` (every room it holds a
-    seat in) are closed."""
+    """The agent's token stopped working (revoked, or rotated: the sockets opened with the old
+    one): its sockets in ``room_ids`` (every room it holds a seat in) are closed. Only a
+    hurry: each hop of such a socket compares its token with the agent's anyway
+    (``rooms.standing``), so a lost announcement still closes it at its next hop or sweep."""
     for room_id in room_ids:
         _to_agent(room_id, agent_id, {"type": "agent.revoked"})
 
@@ -322,9 +324,10 @@ class RecordSweep:
     nothing for at least one sweep interval after that message committed, so its bell was
     lost (a socket merely waiting for an event in flight is left alone). Whatever was lost
     is read back within ``CATCH_UP_SECONDS``, from the record, once (the socket's position
-    decides what it has handled). The same statement reads each room's seats, so a socket
-    whose reader lost its standing is closed within a sweep even when its close
-    announcement was lost and nothing is said. Where owners' browsers are watching, the
+    decides what it has handled). The same statement reads each room's seats (with each
+    seated agent's revocation and current token digest), so a socket whose reader lost its
+    standing, or whose token was rotated since it opened, is closed within a sweep even when
+    its close announcement was lost and nothing is said. Where owners' browsers are watching, the
     same hop reads their sessions too (one more statement), so a tab whose session ended
     (signed out, password changed, deactivated, the row deleted) is closed within a sweep
     even when the owner's event was lost and the room is silent.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +18,7 @@ from uuid import UUID
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from dining import TermsInvalid, terms_parse
@@ -418,42 +419,49 @@ class SpeakRefused(Exception):
 
 
 @functools.cache
-def _next_seq_sql(vendor: str) -> str:
+def _next_seq_sql(vendor: str, token: bool = False) -> str:
+    """``_next_seq``'s statement; ``token``: the speaking socket's token digest is its last
+    parameter (``may_speak_sql``'s ``token``)."""
     room = connection.ops.quote_name(Room._meta.db_table)
     # Only our own table names are interpolated; every value is a bound parameter.
     return (
         f"UPDATE {room} SET last_seq = last_seq + 1 WHERE id = %s AND "  # noqa: S608
-        f"{may_speak_sql(room, '%s')} RETURNING last_seq"
+        f"{may_speak_sql(room, '%s', '%s' if token else None)} RETURNING last_seq"
     )
 
 
-def _next_seq(room_id: UUID, agent_id: UUID, standing: SeatStanding) -> int | None:
+def _next_seq(
+    room_id: UUID, agent_id: UUID, standing: SeatStanding, token: str | None = None
+) -> int | None:
     """Take the room's next sequence number if ``agent_id``'s seat may speak there right now.
 
     One statement: it locks the room row (the UPDATE), checks the room is open, the agent is
     bound to it and not revoked, the seat has the given standing (active for the agent,
-    stepped-in for its owner speaking in person), and bumps ``last_seq``. None if not.
+    stepped-in for its owner speaking in person), ``token`` (the digest of the token an agent's
+    socket was admitted with, if given) still the agent's, and bumps ``last_seq``. None if not.
     """
     db = transaction.get_connection()  # the connection itself (see _MessageRows)
+    params = [
+        Room._meta.pk.get_db_prep_value(room_id, db),
+        RoomState.OPEN.value,
+        Agent._meta.pk.get_db_prep_value(agent_id, db),
+        standing.value,
+    ]
+    if token is not None:
+        params.append(token)
     with statement_cursor() as cursor:
-        cursor.execute(
-            _next_seq_sql(db.vendor),
-            [
-                Room._meta.pk.get_db_prep_value(room_id, db),
-                RoomState.OPEN.value,
-                Agent._meta.pk.get_db_prep_value(agent_id, db),
-                standing.value,
-            ],
-        )
+        cursor.execute(_next_seq_sql(db.vendor, token is not None), params)
         row = cursor.fetchone()
     return int(row[0]) if row else None
 
 
 @functools.cache
-def _hop_seqs_sql(vendor: str, pairs: int) -> str:
+def _hop_seqs_sql(vendor: str, pairs: int, tokens: bool = False) -> str:
     """``_next_seq``'s check for each of a hop's ``(index, room, agent)`` pairs in one
     statement: ``[index, the room's last_seq]`` for each pair whose seat may speak now (the
-    room open, the agent bound to it with an active seat and not revoked).
+    room open, the agent bound to it with an active seat and not revoked). ``tokens``: each
+    pair carries a fourth value, the digest of the token its socket was admitted with, which
+    must still be the agent's (``may_speak_sql``'s ``token``).
 
     SQLite: the pairs as values, the answer one row of JSON (``rows_select``: the driver
     gives up the GIL for every row it steps). PostgreSQL: the pairs as three arrays, so the
@@ -463,19 +471,21 @@ def _hop_seqs_sql(vendor: str, pairs: int) -> str:
     room's until the hop commits. Only our own table names are interpolated; every value is
     a bound parameter."""
     room = connection.ops.quote_name(Room._meta.db_table)
+    speaks = may_speak_sql("r", "v.column3", "v.column4" if tokens else None)
     if vendor == "postgresql":
-        pairs_from = "unnest(%b::bigint[], %b::uuid[], %b::uuid[]) AS v(column1, column2, column3)"
+        arrays = "%b::bigint[], %b::uuid[], %b::uuid[]" + (", %b::text[]" if tokens else "")
+        columns = "column1, column2, column3" + (", column4" if tokens else "")
+        pairs_from = f"unnest({arrays}) AS v({columns})"
         return (
             f"SELECT v.column1, r.last_seq FROM {pairs_from} "  # noqa: S608
-            f"JOIN {room} r ON r.id = v.column2 WHERE {may_speak_sql('r', 'v.column3')} "
+            f"JOIN {room} r ON r.id = v.column2 WHERE {speaks} "
             "ORDER BY r.id FOR UPDATE OF r"
         )
-    values = ", ".join(["(%s, %s, %s)"] * pairs)
+    values = ", ".join(["(%s, %s, %s, %s)" if tokens else "(%s, %s, %s)"] * pairs)
     return rows_select(
         vendor,
         ("v.column1", "r.last_seq"),
-        f"FROM (VALUES {values}) v JOIN {room} r ON r.id = v.column2 "
-        f"WHERE {may_speak_sql('r', 'v.column3')}",
+        f"FROM (VALUES {values}) v JOIN {room} r ON r.id = v.column2 WHERE {speaks}",
         ordered=False,
     )
 
@@ -496,11 +506,14 @@ def _hop_seqs_take_sql(vendor: str, rooms: int) -> str:
 
 
 def _hop_checks(
-    prepared: _MessageRows, wanted: list[tuple[int, UUID, UUID, int]]
+    prepared: _MessageRows,
+    wanted: list[tuple[int, UUID, UUID, int]],
+    tokens: Sequence[str | None] | None = None,
 ) -> dict[int, int]:
     """The first of a hop's two numbering statements (``_hop_numbers`` is the second):
     ``wanted`` as ``(run index, room, agent, messages)``, the answer each run's room's number
-    now, for each run whose seat may speak now (a run refused is absent).
+    now, for each run whose seat may speak now (a run refused is absent). ``tokens`` (by run
+    index): the token digest each run's socket was admitted with, still its agent's.
 
     What ``_next_seq`` does once per message, in two statements for the whole hop: the
     checks of every run read in this one, every room's number moved in the other. Both run
@@ -516,13 +529,23 @@ def _hop_checks(
             [prepared.room(room_id) for _, room_id, _, _ in wanted],
             [prepared.sender(agent_id) for _, _, agent_id, _ in wanted],
         ]
+        if tokens is not None:
+            params.append([_run_token(tokens, index) for index, _, _, _ in wanted])
     else:
         for index, room_id, agent_id, _ in wanted:
             params += [index, prepared.room(room_id), prepared.sender(agent_id)]
+            if tokens is not None:
+                params.append(_run_token(tokens, index))
     params += [RoomState.OPEN.value, SeatStanding.ACTIVE.value]
     with statement_cursor() as cursor:
-        cursor.execute(_hop_seqs_sql(vendor, len(wanted)), params)
+        cursor.execute(_hop_seqs_sql(vendor, len(wanted), tokens is not None), params)
         return {int(i): int(seq) for i, seq in rows_fetched(cursor, vendor)}
+
+
+def _run_token(tokens: Sequence[str | None], index: int) -> str:
+    """Run ``index``'s token digest where the hop checks tokens: a run without one is given
+    one no token has (it fails closed: refused, as a rotated token's)."""
+    return tokens[index] or ""
 
 
 def _hop_numbers(
@@ -630,18 +653,19 @@ def _insert_messages_sql(vendor: str, rows: int) -> str:
 
 
 @functools.cache
-def _say_statement_sql(vendor: str, acked: bool = False) -> str:
+def _say_statement_sql(vendor: str, acked: bool = False, token: bool = False) -> str:
     """PostgreSQL: ``_next_seq``'s check-and-number and the message's INSERT as one
     statement (a data-modifying CTE): no row is stored unless the check passed, and the
     number is the one the check took. SQLite has no such CTE; it runs the two.
 
     ``acked``: the ack riding the message's frame first, as ``messages_ack``'s statement
     (parameters before the say's): the message is taken only if the ack was, and the row
-    returned says both (the acks it moved, 0 or 1; the number taken, or NULL)."""
+    returned says both (the acks it moved, 0 or 1; the number taken, or NULL). ``token``:
+    the speaking socket's token digest is checked too (``_next_seq_sql``)."""
     table = connection.ops.quote_name(Message._meta.db_table)
     seq = connection.ops.quote_name(Message._meta.get_field("seq").column)  # type: ignore[arg-type]
     returning = " AND EXISTS (SELECT 1 FROM acked) RETURNING id, last_seq" if acked else None
-    taken = _next_seq_sql(vendor).replace(
+    taken = _next_seq_sql(vendor, token).replace(
         " RETURNING last_seq", returning or " RETURNING id, last_seq"
     )
     # Only our own table and column names are interpolated; every value is a bound parameter.
@@ -736,18 +760,24 @@ def _say_statement(
     client_id: str,
     text: str,
     ack: int | None = None,
+    token: str | None = None,
 ) -> tuple[int | None, bool]:
     """PostgreSQL: check, number and store one message in one statement
-    (``_say_statement_sql``), with the ack riding its frame when ``ack`` is given. The
-    number taken, or None when a check refused it (nothing stored); and whether the ack was
-    taken (True when there is none; refused, nothing is stored)."""
+    (``_say_statement_sql``), with the ack riding its frame when ``ack`` is given, and the
+    speaking socket's token digest checked when ``token`` is. The number taken, or None when
+    a check refused it (nothing stored); and whether the ack was taken (True when there is
+    none; refused, nothing is stored)."""
     room, agent = prepared.room(room_id), prepared.sender(agent_id)
     params = [room, RoomState.OPEN.value, agent, SeatStanding.ACTIVE.value]
+    if token is not None:
+        params.append(token)
     params += prepared.after_seq(room_id, agent_id, client_id, text)
     if ack is not None:
         params = [ack, room, agent, ack, *params]  # messages_ack's parameters first
     with statement_cursor() as cursor:
-        cursor.execute(_say_statement_sql(prepared.db.vendor, ack is not None), params)
+        cursor.execute(
+            _say_statement_sql(prepared.db.vendor, ack is not None, token is not None), params
+        )
         row = cursor.fetchone()
     if ack is not None:
         acked, seq = row
@@ -774,12 +804,20 @@ def _earlier(room_id: UUID, agent_id: UUID, client_id: str) -> SaidMessage | Non
 
 
 def message_say(
-    *, room_id: UUID, agent_id: UUID, client_id: str, text: str, author: str = "agent"
+    *,
+    room_id: UUID,
+    agent_id: UUID,
+    client_id: str,
+    text: str,
+    author: str = "agent",
+    token: str | None = None,
 ) -> SaidMessage:
     """Record what an agent said, with the next gapless sequence number of the room.
 
     Membership, revocation and room state are re-read on every message (nothing about the
-    sender is trusted from when it connected), in the same statement that takes the number.
+    sender is trusted from when it connected), in the same statement that takes the number;
+    so is ``token``, given for an agent's socket: the digest of the token it was admitted
+    with must still be the agent's (a rotated token is refused as ``revoked``).
     A resent frame id returns the message recorded the first time. ``author="owner"`` is the
     seat's owner speaking in person after stepping in at a Signal Flare (rooms.flares).
 
@@ -794,7 +832,7 @@ def message_say(
     try:
         with transaction.atomic():
             standing = SeatStanding.STEPPED_IN if author == "owner" else SeatStanding.ACTIVE
-            seq = _next_seq(room_id, agent_id, standing)
+            seq = _next_seq(room_id, agent_id, standing, token)
             if seq is not None:
                 message = Message.objects.create(
                     room_id=room_id,
@@ -835,8 +873,9 @@ def message_say(
     earlier = _earlier(room_id, agent_id, client_id)
     if earlier is not None:
         return earlier  # a resend while paused still learns its message was recorded
-    if Agent.objects.filter(id=agent_id, revoked_at__isnull=False).exists():
-        raise SpeakRefused("revoked")
+    dead = Q(revoked_at__isnull=False) if token is None else ~Q(token_hash=token, revoked_at=None)
+    if Agent.objects.filter(dead, id=agent_id).exists():
+        raise SpeakRefused("revoked")  # revoked, or (``token``) rotated since the socket opened
     seat = RoomMember.objects.filter(room_id=room_id, agent_id=agent_id).only("standing").first()
     if seat is None:
         raise SpeakRefused("not_member")
@@ -846,7 +885,7 @@ def message_say(
 
 
 def messages_say(
-    *, room_id: UUID, agent_id: UUID, says: list[tuple[str, str]]
+    *, room_id: UUID, agent_id: UUID, says: list[tuple[str, str]], token: str | None = None
 ) -> list[SaidMessage]:
     """Record a run of an agent's ``(client_id, text)`` says, in order, in one transaction.
 
@@ -857,8 +896,10 @@ def messages_say(
     caller sends the rest through ``message_say`` one by one, which answers every case this
     fast path leaves out: a refusal, a flagged text (its ledger events may fail and refuse
     it alone), a resent frame id (the unique constraint rolls the whole run back).
+    ``token``: as ``message_say``'s.
     """
-    return messages_say_runs(runs=[(room_id, agent_id, says)])[0]
+    tokens = None if token is None else [token]
+    return messages_say_runs(runs=[(room_id, agent_id, says)], tokens=tokens)[0]
 
 
 # A bound on the messages one ``messages_say_runs`` records (and so on its INSERT's size).
@@ -866,7 +907,9 @@ SAY_RUNS_MAX_MESSAGES = 512
 
 
 def messages_say_runs(
-    *, runs: list[tuple[UUID, UUID, list[tuple[str, str]]]]
+    *,
+    runs: list[tuple[UUID, UUID, list[tuple[str, str]]]],
+    tokens: Sequence[str | None] | None = None,
 ) -> list[list[SaidMessage]]:
     """``messages_say`` for several sockets' runs at once (any rooms): one transaction and
     one commit for them all, each message still checked as it stands then (its room's state,
@@ -882,12 +925,19 @@ def messages_say_runs(
     at once wait for each other instead of deadlocking (PostgreSQL). A resent frame id in
     any run rolls the whole transaction back; each run is then recorded alone, so only the
     run with the resent id falls back to the one-by-one path.
+
+    ``tokens`` (one per run), for sockets' runs: the digest of the token each socket was
+    admitted with, checked by the same statements (a run whose token is no longer its
+    agent's is refused, as a revoked agent's); None: the server's own runs (no socket).
     """
-    return [said or [] for said in _runs_recorded(runs, None)]
+    return [said or [] for said in _runs_recorded(runs, None, tokens)]
 
 
 def messages_say_runs_acked(
-    *, runs: list[tuple[UUID, UUID, list[tuple[str, str]]]], acks: list[int | None]
+    *,
+    runs: list[tuple[UUID, UUID, list[tuple[str, str]]]],
+    acks: list[int | None],
+    tokens: Sequence[str | None] | None = None,
 ) -> list[list[SaidMessage] | None]:
     """PostgreSQL: ``messages_say_runs`` for runs that carry the ack riding their first
     frame (``acks``, one per run or None), each ack recorded as the ``ack`` frame sent just
@@ -897,14 +947,17 @@ def messages_say_runs_acked(
     take. A run whose ack the record refuses stores nothing and is answered None. A run
     whose first frame the fence holds back still has its ack recorded. When a resent frame id
     rolls everything back, the acks are recorded again on their own and every run is
-    answered as not recorded (each frame then takes the one-by-one path)."""
+    answered as not recorded (each frame then takes the one-by-one path). ``tokens``: as for
+    ``messages_say_runs``."""
     if connection.vendor != "postgresql":
         raise ValueError("an ack rides a say's own statement on PostgreSQL only")
-    return _runs_recorded(runs, acks)
+    return _runs_recorded(runs, acks, tokens)
 
 
 def _runs_recorded(
-    runs: list[tuple[UUID, UUID, list[tuple[str, str]]]], acks: list[int | None] | None
+    runs: list[tuple[UUID, UUID, list[tuple[str, str]]]],
+    acks: list[int | None] | None,
+    tokens: Sequence[str | None] | None = None,
 ) -> list[list[SaidMessage] | None]:
     prepared: list[list[tuple[str, str, FencedText]]] = []
     for _, _, says in runs:
@@ -941,7 +994,7 @@ def _runs_recorded(
             # A hop of several messages, on either database (one_statement has one).
             firsts: dict[int, int] | None = None
             wanted = [(i, runs[i][0], runs[i][1], len(prepared[i])) for i in order if prepared[i]]
-            last = _hop_checks(rows_for, wanted) if messages > 1 else {}
+            last = _hop_checks(rows_for, wanted, tokens) if messages > 1 else {}
             if acks is not None and not one_statement:
                 refused = _acks_taken_refused(rows_for, runs, acks)
             if messages > 1:
@@ -958,10 +1011,11 @@ def _runs_recorded(
                     ):
                         refused.add(index)
                     continue
+                token = None if tokens is None else _run_token(tokens, index)
                 for number, (client_id, text, _) in enumerate(prepared[index]):
                     if one_statement:
                         seq, acked = _say_statement(
-                            rows_for, room_id, agent_id, client_id, text, ack
+                            rows_for, room_id, agent_id, client_id, text, ack, token
                         )
                         ack = None  # it rides the run's first message only
                         if not acked:
@@ -971,7 +1025,7 @@ def _runs_recorded(
                         first = firsts.get(index)
                         seq = None if first is None else first + number
                     else:
-                        seq = _next_seq(room_id, agent_id, SeatStanding.ACTIVE)
+                        seq = _next_seq(room_id, agent_id, SeatStanding.ACTIVE, token)
                     if seq is None:
                         break  # refused now: this one and the rest go the one-by-one way
                     taken[index].append((seq, client_id, text))
@@ -992,7 +1046,15 @@ def _runs_recorded(
             return _acks_alone(runs, acks)
         if len(runs) == 1:
             return [[]]  # a resent frame id; nothing of the run was stored
-        return [messages_say(room_id=r, agent_id=a, says=says) for r, a, says in runs]
+        return [
+            messages_say(
+                room_id=r,
+                agent_id=a,
+                says=says,
+                token=None if tokens is None else _run_token(tokens, index),
+            )
+            for index, (r, a, says) in enumerate(runs)
+        ]
     return [
         None
         if index in refused

@@ -15,6 +15,11 @@ to the consumers' ``SayDesk`` (``SayDesk.standing``): the checks waiting when on
 starts are answered by one ``readers_standing`` statement in that hop, beside its acks and
 `say` runs.
 
+An agent's socket is also judged by the token it was admitted with (``Reader.token``, its
+digest): the same statement reads each seated agent's current digest (``Agent.token_hash``),
+and a socket whose token was rotated since is out as a revoked agent's is (4401), with no
+statement more.
+
 An owner's browser is also judged by the session it was admitted with (``Reader.session_key``):
 where any owner reader is in standing, one more statement of the same hop reads those
 sessions' rows and their owners' user rows (``owner_sessions_read``), and the Gatekeeper's
@@ -52,19 +57,23 @@ ROOMS_PER_STATEMENT = 2000
 SESSIONS_PER_STATEMENT = 1000
 
 
-# One seat as read: owner, agent, standing, room state, revoked (the Gatekeeper's facts).
+# One seat as read: owner, agent, standing, room state, revoked, the agent's token digest
+# (the Gatekeeper's facts).
 Seat = SeatFacts
 
 
 class Reader(NamedTuple):
-    """Who a socket delivers to: an agent in its seat, or an owner (``agent_id`` None) by
-    the browser session it was admitted with (``session_key``; an owner reader without one is
-    out of standing: UNAUTHENTICATED)."""
+    """Who a socket delivers to: an agent in its seat by the token it was admitted with
+    (``token``, the digest as stored: out once it is no longer the agent's), or an owner
+    (``agent_id`` None) by the browser session it was admitted with (``session_key``; an
+    owner reader without one is out of standing: UNAUTHENTICATED). An agent reader without a
+    ``token`` is the server's own question (no socket's): its seat alone decides."""
 
     room_id: UUID
     owner_id: int
     agent_id: UUID | None
     session_key: str | None = None
+    token: str | None = None
 
 
 # An owner browser's session, as ``owner_sessions_read`` is asked for it: (owner, key).
@@ -74,7 +83,9 @@ SessionPair = tuple[int, str]
 def _verdict(reader: Reader, seats: Sequence[Seat]) -> CloseCode | None:
     """None when ``reader`` is in standing, else the code its socket is closed with: the
     rule is the Gatekeeper's (``gatekeeper.standing.standing_verdict``)."""
-    return standing_verdict(owner_id=reader.owner_id, agent_id=reader.agent_id, seats=seats)
+    return standing_verdict(
+        owner_id=reader.owner_id, agent_id=reader.agent_id, seats=seats, token=reader.token
+    )
 
 
 def _as_uuid(value: Any) -> UUID | None:
@@ -85,8 +96,8 @@ def _as_uuid(value: Any) -> UUID | None:
 
 def _seats_sql(vendor: str, rooms: int) -> str:
     """The rooms' seats, one row each (``rows_select``: one row of JSON on SQLite, since a
-    say hop asks for ~40 rooms' seats): room, owner, agent, standing, the room's state and
-    whether the agent is revoked."""
+    say hop asks for ~40 rooms' seats): room, owner, agent, standing, the room's state,
+    whether the agent is revoked and the digest of its current token."""
     q = connection.ops.quote_name
     member, room, agent = (q(model._meta.db_table) for model in (RoomMember, Room, Agent))
     marks = ", ".join(["%s"] * rooms)
@@ -94,7 +105,7 @@ def _seats_sql(vendor: str, rooms: int) -> str:
     # Only our own table names are interpolated; the ids are parameters.
     return rows_select(
         vendor,
-        (*columns, "a.revoked_at IS NOT NULL"),
+        (*columns, "a.revoked_at IS NOT NULL", "a.token_hash"),
         f"FROM {member} m JOIN {room} r ON r.id = m.room_id "
         f"LEFT JOIN {agent} a ON a.id = m.agent_id WHERE m.room_id IN ({marks})",
         ordered=False,
@@ -104,7 +115,8 @@ def _seats_sql(vendor: str, rooms: int) -> str:
 def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None]:
     """Each reader's standing, read from the record: one statement per
     ``ROOMS_PER_STATEMENT`` rooms (the seats of the rooms, their state and their agents'
-    revocation; raw SQL, since compiling the ORM's join would cost more than the query);
+    revocation and current token digest, which an agent reader's ``token`` must still be;
+    raw SQL, since compiling the ORM's join would cost more than the query);
     then, only where an owner's browser among them is still seated, one statement for the
     owners' sessions (``owner_sessions_read``). A muted or stepped-in agent is still in the
     room and is still told what is said there; only its speech and actions are refused
@@ -125,10 +137,10 @@ def readers_standing(readers: Iterable[Reader]) -> dict[Reader, CloseCode | None
         with statement_cursor() as cursor:
             cursor.execute(_seats_sql(db.vendor, len(chunk)), prepared)
             rows = rows_fetched(cursor, db.vendor)
-        for room_id, owner_id, agent_id, seat_standing, state, revoked in rows:
+        for room_id, owner_id, agent_id, seat_standing, state, revoked, token in rows:
             if agent_id not in ids:
                 ids[agent_id] = _as_uuid(agent_id)
-            seat = Seat(int(owner_id), ids[agent_id], seat_standing, state, bool(revoked))
+            seat = Seat(int(owner_id), ids[agent_id], seat_standing, state, bool(revoked), token)
             room = ids[room_id] if room_id in ids else _as_uuid(room_id)
             seats.setdefault(room, []).append(seat)  # type: ignore[arg-type]
     verdicts = {reader: _verdict(reader, seats.get(reader.room_id, [])) for reader in wanted}
@@ -322,8 +334,9 @@ def rooms_swept(
     sessions: Iterable[SessionPair] = (),
 ) -> Swept:
     """For the record sweep: each room's last sequence number and its seats (as
-    ``readers_standing`` reads them), one statement per ``ROOMS_PER_STATEMENT`` rooms. A
-    room that is gone has neither.
+    ``readers_standing`` reads them, each agent's current token digest included, so a socket
+    whose token was rotated is closed by the sweep too), one statement per
+    ``ROOMS_PER_STATEMENT`` rooms. A room that is gone has neither.
 
     ``since``: the mark the previous sweep's reading was taken at. When the record's mark
     is the same (nothing committed since), that reading is still exactly what the statement
@@ -362,12 +375,13 @@ def rooms_swept(
             # Only our own table names are interpolated; the ids are parameters.
             cursor.execute(
                 f"SELECT r.id, r.last_seq, m.owner_id, m.agent_id, m.standing, r.state, "  # noqa: S608
-                f"a.revoked_at FROM {room} r LEFT JOIN {member} m ON m.room_id = r.id "
+                f"a.revoked_at, a.token_hash FROM {room} r "
+                f"LEFT JOIN {member} m ON m.room_id = r.id "
                 f"LEFT JOIN {agent} a ON a.id = m.agent_id WHERE r.id IN ({marks})",
                 prepared,
             )
             rows = cursor.fetchall()
-        for room_id, last_seq, owner_id, agent_id, seat_standing, state, revoked_at in rows:
+        for room_id, last_seq, owner_id, agent_id, seat_standing, state, revoked_at, token in rows:
             room_uuid = rooms[room_id] if room_id in rooms else _as_uuid(room_id)
             assert room_uuid is not None
             swept.latest[room_uuid] = int(last_seq)
@@ -380,7 +394,7 @@ def rooms_swept(
                 assert agent_uuid is not None
                 swept.agent_ids[agent_id] = agent_uuid
             room_seats.append(
-                Seat(int(owner_id), agent_uuid, seat_standing, state, revoked_at is not None)
+                Seat(int(owner_id), agent_uuid, seat_standing, state, revoked_at is not None, token)
             )
     wanted = list(sessions)
     return swept._replace(sessions=owner_sessions_read(wanted)) if wanted else swept

@@ -36,11 +36,11 @@ async def test_acks_waiting_behind_a_hop_share_the_next_and_each_is_answered(
     real_ack = services.messages_ack
     acks_seen: list[int] = []
 
-    def slow_runs(*, runs: list[Any]) -> list[list[Any]]:
+    def slow_runs(*, runs: list[Any], tokens: Any = None) -> list[list[Any]]:
         hops.append((len(acks_seen), len(runs)))
         recording.set()
         time.sleep(0.3)
-        return real_runs(runs=runs)
+        return real_runs(runs=runs, tokens=tokens)
 
     def counted_ack(**kwargs: Any) -> bool:
         acks_seen.append(kwargs["seq"])
@@ -83,7 +83,7 @@ async def test_one_recording_at_a_time_and_what_waits_shares_the_next(
     recording = threading.Event()
     real_runs = services.messages_say_runs
 
-    def slow_runs(*, runs: list[Any]) -> list[list[Any]]:
+    def slow_runs(*, runs: list[Any], tokens: Any = None) -> list[list[Any]]:
         nonlocal under_way, most_at_once
         under_way += 1
         most_at_once = max(most_at_once, under_way)
@@ -91,7 +91,7 @@ async def test_one_recording_at_a_time_and_what_waits_shares_the_next(
         recording.set()
         time.sleep(0.3)
         try:
-            return real_runs(runs=runs)
+            return real_runs(runs=runs, tokens=tokens)
         finally:
             under_way -= 1
 

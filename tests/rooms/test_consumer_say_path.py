@@ -138,7 +138,7 @@ async def test_the_say_desk_records_a_lone_run_at_once_and_runs_that_queue_toget
     calls: list[list[str]] = []
     recording = threading.Event()
 
-    def slow_runs(*, runs: list[Any]) -> list[list[Any]]:
+    def slow_runs(*, runs: list[Any], tokens: Any = None) -> list[list[Any]]:
         calls.append([says[0][0] for _, _, says in runs])
         recording.set()
         time.sleep(0.3)
@@ -215,7 +215,9 @@ def test_a_hop_whose_room_moved_between_its_check_and_its_numbers_stores_nothing
     monkeypatch.setattr(
         services,
         "_hop_seqs_sql",
-        lambda vendor, pairs: checks(vendor, pairs).replace("r.last_seq", "r.last_seq - 1", 1),
+        lambda vendor, pairs, *tokens: checks(vendor, pairs, *tokens).replace(
+            "r.last_seq", "r.last_seq - 1", 1
+        ),
     )
     services.messages_say(
         room_id=one.room.id, agent_id=one.a.agent.id, says=[("a-0", "hello there")]

@@ -13,6 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from rooms import services, standing
+from rooms.bearer import secret_digest
 from rooms.consumers import SayDesk
 from rooms.models import RoomMember
 from rooms.protocol import CloseCode
@@ -38,11 +39,11 @@ async def test_checks_waiting_behind_a_hop_share_the_next_and_read_after_the_que
     real_standing = standing.readers_standing
     read: list[int] = []
 
-    def slow_runs(*, runs: list[Any]) -> list[list[Any]]:
+    def slow_runs(*, runs: list[Any], tokens: Any = None) -> list[list[Any]]:
         hops.append((len(read), len(runs)))
         recording.set()
         time.sleep(0.3)
-        return real_runs(runs=runs)
+        return real_runs(runs=runs, tokens=tokens)
 
     def counted(readers: Any) -> Any:
         readers = list(readers)
@@ -112,7 +113,9 @@ async def test_a_live_delivery_is_checked_through_the_say_desk(
     await a.send_json_to(say("hello", "a-1"))
     heard = await b.receive_json_from(timeout=10)
     assert heard["type"] == "message" and heard["body"]["seq"] == 1
-    assert _agent_b(setup) in asked
+    # The socket's reader, which also carries the digest of the token it was admitted with.
+    assert _agent_b(setup) in [reader._replace(token=None) for reader in asked]
+    assert {reader.token for reader in asked} == {secret_digest(setup.b.token)}
     # Out of standing after that: the next delivery is refused and the socket closed.
     await sync_to_async(
         lambda: RoomMember.objects.filter(room=setup.room, agent=setup.b.agent).update(

@@ -1,0 +1,374 @@
+"""An agent's socket lives on the token it was admitted with, and no longer.
+
+Rotating an agent's token (``services.agent_rotate_token``) announces ``agent.revoked`` so
+the sockets opened with the old token close at once. An announcement can be lost (a Redis
+hiccup, a full channel, the rotation made by another process), so every hop compares the
+digest the socket was admitted with (``Participant.token_digest``) with the agent's current
+one, in the statement it already runs: the delivery's standing check and the record sweep
+(the seats' statement reads ``Agent.token_hash``), the `say` statements (``may_speak_sql``)
+and the context request's facts (a rotated token reads as revoked). Here the announcement
+is suppressed (``realtime.announce_agent_revoked`` does nothing) and the old token's socket
+must still be given nothing, record nothing, be disclosed nothing and be closed with 4401;
+the new token's socket works as ever; and the statements per say, per context request and
+per delivery are as many as without the check.
+
+Real parts: the project's ASGI application through channels' ``WebsocketCommunicator``, the
+in-memory channel layer, the test database (SQLite, or PostgreSQL in the services pass).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import AnonymousUser
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from ledger.models import LedgerEvent
+from rooms import consumers, context, handshake, realtime, services, standing
+from rooms.bearer import secret_digest
+from rooms.models import Message, RoomMember
+from rooms.protocol import CloseCode
+from tests.rooms.conftest import SWEEP_SECONDS
+from tests.socket_frames import frame, join, say
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def slow_sweep(settings: Any) -> None:
+    """No record sweep within a test's time: what closes a socket is the announcement or
+    the hop's own check, never the sweep."""
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "CATCH_UP_SECONDS": 600.0}
+
+
+@pytest.fixture
+def lost_rotation(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The rotation's ``agent.revoked`` announcement never reaches any socket (as when Redis
+    hiccups, or the rotation is made by another process): what was announced is listed."""
+    announced: list[Any] = []
+
+    def lost(agent_id: Any, *, room_ids: Any) -> None:
+        announced.append((agent_id, list(room_ids)))
+
+    monkeypatch.setattr(realtime, "announce_agent_revoked", lost)
+    return announced
+
+
+def _rotated(setup: Any) -> str:
+    """Alice's agent's token rotated by her (the Agents page's service): the new token."""
+    return services.agent_rotate_token(owner=setup.a.owner, agent_id=setup.a.agent.id).token
+
+
+async def _closed_with_nothing_before(socket: Any, timeout: float = 5) -> int:
+    """The socket's next output is its close (no message, `sent` or context first)."""
+    output = await socket.receive_output(timeout=timeout)
+    assert output["type"] == "websocket.close", f"given before the close: {output}"
+    return int(output["code"])
+
+
+async def _heard(socket: Any, text: str) -> None:
+    got = await socket.receive_json_from(timeout=5)
+    assert (got["type"], got["body"]["text"]) == ("message", text), got
+
+
+def _recorded(room_id: Any) -> list[str]:
+    return list(
+        Message.objects.filter(room_id=room_id).order_by("seq").values_list("client_id", flat=True)
+    )
+
+
+def _turns_and_events(setup: Any) -> tuple[int, int]:
+    """Alice's agent's context turns taken, and the room's ledger events."""
+    seat = RoomMember.objects.get(room_id=setup.room.id, agent_id=setup.a.agent.id)
+    return seat.context_turn, LedgerEvent.objects.filter(room_id=setup.room.id).count()
+
+
+# --- (1)-(6): the sockets ------------------------------------------------------------------
+
+
+async def test_1_the_old_token_s_socket_hears_nothing_more_and_is_closed_at_the_next_delivery(
+    make_open_room: Any, slow_sweep: None, lost_rotation: list[Any]
+) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    old, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    await b.send_json_to(say("before the rotation", "b-1"))
+    assert (await b.receive_json_from(timeout=5))["type"] == "sent"
+    await _heard(old, "before the rotation")
+
+    await database_sync_to_async(_rotated)(setup)
+    assert lost_rotation == [(setup.a.agent.id, [setup.room.id])]  # announced, and lost
+    assert await old.receive_nothing(timeout=0.2)  # the doorbell never rang
+    await b.send_json_to(say("my owner's budget is 80", "b-2"))
+    assert (await b.receive_json_from(timeout=5))["type"] == "sent"  # the peer is unaffected
+    # The delivery's standing check read the agent's token: closed instead of given it.
+    assert await _closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
+    await b.send_json_to(say("and again", "b-3"))
+    assert (await b.receive_json_from(timeout=5))["type"] == "sent"
+    assert await old.receive_nothing(timeout=0.2)
+    for socket in (old, b):
+        await socket.disconnect()
+
+
+@pytest.mark.parametrize("frames", [1, 3], ids=["one say", "a run of says"])
+async def test_2_the_old_token_s_say_is_refused_and_nothing_is_recorded(
+    make_open_room: Any, slow_sweep: None, lost_rotation: list[Any], frames: int
+) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    old, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    await database_sync_to_async(_rotated)(setup)
+    # Queued together, several frames are one run of the say desk (one statement checks it).
+    for n in range(frames):
+        await old.send_json_to(say(f"the old token speaks {n}", f"a-{n}"))
+    # No `sent`: the say statement refused it (as a revoked agent's), and the socket closed.
+    assert await _closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
+    assert await database_sync_to_async(_recorded)(setup.room.id) == []
+    assert await b.receive_nothing(timeout=0.2)  # the peer was told nothing
+    for socket in (old, b):
+        await socket.disconnect()
+
+
+async def test_3_the_old_token_s_context_request_discloses_nothing(
+    make_open_room: Any, slow_sweep: None, lost_rotation: list[Any]
+) -> None:
+    """As for a revoked agent whose close was lost: the request is answered by the close
+    (4401), the turn it would have started is undone (no turn, no slip use, no ledger
+    event), and the ack riding it is not recorded."""
+    setup = await database_sync_to_async(make_open_room)()
+    old, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    await b.send_json_to(say("peer text the old token must not read", "b-1"))
+    assert (await b.receive_json_from(timeout=5))["type"] == "sent"
+    await _heard(old, "peer text the old token must not read")
+    before = await database_sync_to_async(_turns_and_events)(setup)
+
+    await database_sync_to_async(_rotated)(setup)
+    await old.send_json_to(frame("context_request", {"ack": 1}, "c-1"))
+    assert await _closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
+    assert await database_sync_to_async(_turns_and_events)(setup) == before
+    seat = await database_sync_to_async(RoomMember.objects.get)(
+        room_id=setup.room.id, agent_id=setup.a.agent.id
+    )
+    assert seat.acked_seq == 0  # the riding ack went with the undone turn
+    for socket in (old, b):
+        await socket.disconnect()
+
+
+async def test_4_an_idle_old_token_socket_is_closed_by_the_record_sweep(
+    make_open_room: Any, fast_sweep: None, lost_rotation: list[Any]
+) -> None:
+    """Nothing is said, so nothing is delivered: the sweep's one statement reads the agents'
+    tokens with the seats, and closes the socket whose token was rotated away."""
+    setup = await database_sync_to_async(make_open_room)()
+    old, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    assert await old.receive_nothing(timeout=3 * SWEEP_SECONDS)  # swept, and in standing
+    await database_sync_to_async(_rotated)(setup)
+    assert lost_rotation
+    assert await _closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
+    assert await b.receive_nothing(timeout=5 * SWEEP_SECONDS)  # b, its token current, stays
+    await b.send_json_to(frame("ping", {}, "p-1"))
+    assert (await b.receive_json_from(timeout=5))["type"] == "pong"
+    for socket in (old, b):
+        await socket.disconnect()
+
+
+async def test_5_a_socket_opened_with_the_new_token_works_as_ever(
+    make_open_room: Any, slow_sweep: None, lost_rotation: list[Any]
+) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    old, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    new_token = await database_sync_to_async(_rotated)(setup)
+    new = await join(setup.room.id, new_token)
+    # The old socket is out: replaced by the newer join (4001) or, if the delivery check
+    # comes first, closed as a rotated token's (4401). Never given anything either way.
+    assert await _closed_with_nothing_before(old) in {CloseCode.REPLACED, CloseCode.UNAUTHENTICATED}
+
+    await b.send_json_to(say("hello, new socket", "b-1"))
+    assert (await b.receive_json_from(timeout=5))["type"] == "sent"
+    await _heard(new, "hello, new socket")
+    await new.send_json_to({**say("heard you", "a-1"), "body": {"text": "heard you", "ack": 1}})
+    sent = await new.receive_json_from(timeout=5)
+    assert (sent["type"], sent["body"]["ref"]) == ("sent", "a-1")
+    await _heard(b, "heard you")
+    await new.send_json_to(frame("context_request", {}, "c-1"))
+    turn = await new.receive_json_from(timeout=5)
+    assert turn["type"] == "context" and turn["body"]["turn"] == 1
+    assert "hello, new socket" in turn["body"]["peer_messages"][-1]["fenced"]
+    assert await database_sync_to_async(_recorded)(setup.room.id) == ["b-1", "a-1"]
+    # The old token opens nothing any more (the handshake's own check, as before).
+    socket = await consumers_refused(setup.room.id, setup.a.token)
+    assert socket == CloseCode.UNAUTHENTICATED
+    for each in (old, new, b):
+        await each.disconnect()
+
+
+async def consumers_refused(room_id: Any, token: str) -> int:
+    """The close code a fresh socket with ``token`` is refused with."""
+    from channels.testing import WebsocketCommunicator
+
+    from synapsia.asgi import application
+
+    socket = WebsocketCommunicator(
+        application,
+        f"/ws/rooms/{room_id}/",
+        headers=[(b"authorization", f"Bearer {token}".encode())],
+    )
+    assert (await socket.connect())[0]
+    code = await _closed_with_nothing_before(socket)
+    await socket.send_input({"type": "websocket.disconnect", "code": code})
+    await socket.wait()
+    return code
+
+
+async def test_6_with_the_announcement_delivered_the_old_socket_closes_at_once(
+    make_open_room: Any, slow_sweep: None
+) -> None:
+    """The usual case, unchanged: the rotation's ``agent.revoked`` closes the old token's
+    idle socket at once, though nothing is said and no sweep runs."""
+    setup = await database_sync_to_async(make_open_room)()
+    old, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    await database_sync_to_async(_rotated)(setup)
+    assert await _closed_with_nothing_before(old, timeout=2) == CloseCode.UNAUTHENTICATED
+    assert await b.receive_nothing(timeout=0.2)
+    for socket in (old, b):
+        await socket.disconnect()
+
+
+# --- the checks themselves: in the statements already run, never one more ------------------
+
+
+def test_the_socket_keeps_the_token_s_digest_never_the_token(make_open_room: Any) -> None:
+    setup = make_open_room()
+    admitted = handshake.admit(
+        room_id=str(setup.room.id),
+        headers=[(b"authorization", f"Bearer {setup.a.token}".encode())],
+        user=AnonymousUser(),
+    )
+    assert isinstance(admitted, handshake.Admission)
+    participant = admitted.participant
+    assert participant.token_digest == secret_digest(setup.a.token) == setup.a.agent.token_hash
+    assert setup.a.token not in repr(participant)
+    assert participant.token_digest not in repr(participant)  # kept out of logs too
+
+
+def _desk_hop(readers: list[standing.Reader]) -> tuple[int, Any]:
+    with CaptureQueriesContext(connection) as queries:
+        _, _, verdicts = consumers._desk_hop_parts(acks=[], runs=[], readers=readers)
+    return len(queries), verdicts
+
+
+def test_a_delivery_hop_judges_the_token_in_its_one_statement(make_open_room: Any) -> None:
+    setup = make_open_room()
+    agent_a = standing.Reader(
+        setup.room.id, setup.a.owner.pk, setup.a.agent.id, token=secret_digest(setup.a.token)
+    )
+    agent_b = standing.Reader(
+        setup.room.id, setup.b.owner.pk, setup.b.agent.id, token=secret_digest(setup.b.token)
+    )
+    assert _desk_hop([agent_a, agent_b]) == (1, {agent_a: None, agent_b: None})
+    new_token = _rotated(setup)
+    # The verdict is never kept: the next hop reads the rotation, in the same one statement.
+    assert _desk_hop([agent_a, agent_b]) == (
+        1,
+        {agent_a: CloseCode.UNAUTHENTICATED, agent_b: None},
+    )
+    fresh = agent_a._replace(token=secret_digest(new_token))
+    assert _desk_hop([fresh, agent_a]) == (1, {fresh: None, agent_a: CloseCode.UNAUTHENTICATED})
+    # A socket's reader with an empty digest (none kept) is out: it fails closed.
+    assert standing.reader_standing(agent_a._replace(token="")) == CloseCode.UNAUTHENTICATED
+
+
+def test_the_record_sweep_reads_the_tokens_with_the_seats(make_open_room: Any) -> None:
+    setup = make_open_room()
+    reader = standing.Reader(
+        setup.room.id, setup.a.owner.pk, setup.a.agent.id, token=secret_digest(setup.a.token)
+    )
+    with CaptureQueriesContext(connection) as queries:
+        before = standing.rooms_swept([setup.room.id])
+    assert len(queries) == 2  # the record's mark and the seats, as before
+    assert standing.seat_verdict(reader, before.seats[setup.room.id]) is None
+    _rotated(setup)
+    with CaptureQueriesContext(connection) as queries:
+        after = standing.rooms_swept([setup.room.id], before.agent_ids, before.mark)
+    assert len(queries) == 2 and not after.unchanged  # the rotation moved the mark
+    assert standing.seat_verdict(reader, after.seats[setup.room.id]) == CloseCode.UNAUTHENTICATED
+
+
+def _statements(work: Any) -> tuple[int, Any]:
+    with CaptureQueriesContext(connection) as queries:
+        result = work()
+    return len(queries), result
+
+
+def test_a_say_with_a_rotated_token_is_refused_by_its_own_statement(
+    make_open_room: Any,
+) -> None:
+    setup = make_open_room()
+    room, a, b = setup.room.id, setup.a.agent.id, setup.b.agent.id
+    old, b_digest = secret_digest(setup.a.token), secret_digest(setup.b.token)
+    services.messages_say(room_id=room, agent_id=a, says=[("warm", "warm")])  # as a server is
+    # The same statements with the token as without: one say, and a hop of two runs.
+    alone = _statements(
+        lambda: services.messages_say(room_id=room, agent_id=a, says=[("a-1", "x")])
+    )
+    checked = _statements(
+        lambda: services.messages_say(room_id=room, agent_id=a, says=[("a-2", "y")], token=old)
+    )
+    assert alone[0] == checked[0] and len(alone[1]) == len(checked[1]) == 1
+    runs = [(room, a, [("a-3", "p"), ("a-4", "q")]), (room, b, [("b-1", "r")])]
+    hop = _statements(lambda: services.messages_say_runs(runs=runs))
+    runs = [(room, a, [("a-5", "p"), ("a-6", "q")]), (room, b, [("b-2", "r")])]
+    hop_checked = _statements(lambda: services.messages_say_runs(runs=runs, tokens=[old, b_digest]))
+    assert hop[0] == hop_checked[0] and [len(r) for r in hop_checked[1]] == [2, 1]
+    print(f"statements: one say {alone[0]} / {checked[0]}, a hop {hop[0]} / {hop_checked[0]}")
+
+    new = secret_digest(_rotated(setup))
+    recorded = _recorded(room)
+    # Refused, as a revoked agent's, on every way a say is recorded; nothing is stored.
+    assert services.messages_say(room_id=room, agent_id=a, says=[("r-1", "x")], token=old) == []
+    runs = [(room, a, [("r-2", "p"), ("r-3", "q")]), (room, b, [("b-3", "r")])]
+    refused = _statements(lambda: services.messages_say_runs(runs=runs, tokens=[old, b_digest]))
+    assert refused[0] == hop[0]  # the refusal costs the check no statement more
+    assert [len(said) for said in refused[1]] == [0, 1]  # b, its token current, still speaks
+    with pytest.raises(services.SpeakRefused) as said:
+        services.message_say(room_id=room, agent_id=a, client_id="r-4", text="x", token=old)
+    assert said.value.reason == "revoked"  # the socket is closed with 4401
+    # A forged digest, quotes and all, is a bound parameter: refused, never interpreted.
+    forged = "' OR '1'='1"
+    assert services.messages_say(room_id=room, agent_id=a, says=[("r-5", "x")], token=forged) == []
+    assert _recorded(room) == [*recorded, "b-3"]
+    # The new token's socket speaks.
+    assert len(services.messages_say(room_id=room, agent_id=a, says=[("n-1", "x")], token=new)) == 1
+
+
+def _turn(setup: Any, token: str | None) -> Any:
+    return context.context_for_agent_acked(
+        room_id=setup.room.id,
+        agent_id=setup.a.agent.id,
+        owner_id=setup.a.owner.pk,
+        ack=None,
+        token=token,
+    )
+
+
+def test_a_context_request_with_a_rotated_token_discloses_nothing(make_open_room: Any) -> None:
+    setup = make_open_room()
+    services.message_say(
+        room_id=setup.room.id, agent_id=setup.b.agent.id, client_id="b-1", text="peer words"
+    )
+    old = secret_digest(setup.a.token)
+    _turn(setup, None)  # warm, as a server is
+    without, _ = _statements(lambda: _turn(setup, None))
+    checked, turn = _statements(lambda: _turn(setup, old))
+    assert checked == without  # the token rides the facts' own statement
+    assert turn.peer_messages
+    print(f"statements per context request: {without} / {checked}")
+
+    new = secret_digest(_rotated(setup))
+    before = _turns_and_events(setup)
+    with pytest.raises(context.OutOfStanding) as out:
+        _turn(setup, old)
+    assert out.value.code == CloseCode.UNAUTHENTICATED
+    assert _turns_and_events(setup) == before  # no turn, no use, nothing recorded
+    assert _turn(setup, new).peer_messages  # the new token's socket is given its turn
