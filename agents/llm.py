@@ -46,7 +46,7 @@ from agents.client import (
     RoomClosedError,
     RoomMessage,
 )
-from agents.context import TurnContext
+from agents.context import TurnContext, onward_lines
 from synapsia_protocol import FLARE_REASONS, ActBody, FlareBody, SayBody, body_schema
 
 log = logging.getLogger("synapsia.agents.llm")
@@ -361,7 +361,13 @@ def tools_for_model(room_tools: Iterable[Mapping[str, Any]]) -> list[dict[str, A
 def system_message(context: TurnContext) -> dict[str, str]:
     """Only the trusted parts of the turn: nothing here comes from the other side."""
     own_items = [
-        {"item_id": str(i.item_id), "resource": i.resource, "scope": i.scope, "content": i.content}
+        {
+            "item_id": str(i.item_id),
+            "resource": i.resource,
+            "scope": i.scope,
+            "content": i.content,
+            "onward_disclosure": i.onward_disclosure,
+        }
         for i in context.own_items
     ]
     sections = [
@@ -371,6 +377,12 @@ def system_message(context: TurnContext) -> dict[str, str]:
         "Your owner's items cleared for you this turn (trusted, JSON): "
         + json.dumps(own_items, ensure_ascii=False, sort_keys=True),
     ]
+    onward = onward_lines(context)  # from each item's typed field, the other owner's included
+    if onward:
+        sections.append(
+            "What may leave this room (trusted, from the room):\n"
+            + "\n".join(f"- {line}" for line in onward)
+        )
     if context.whispers:
         sections.append(
             "Your owner whispered to you (trusted, only you see this):\n"

@@ -51,7 +51,7 @@ from agents.client import (
     RoomClient,
     RoomClosedError,
 )
-from agents.context import TurnContext
+from agents.context import TurnContext, onward_lines
 from synapsia_protocol import (
     FLARE_REASONS,
     MAX_MESSAGE_CHARS,
@@ -178,7 +178,8 @@ BRIDGE_TOOLS: tuple[types.Tool, ...] = (
         "Start a new turn and read what the room gives you now: the trusted preamble, purpose, "
         "charter, terms, your owner's cleared items, whispers and notices (trusted), then the "
         "other side's cleared items and recent messages as fenced untrusted data in a separate "
-        "content block. Each call is a new turn and spends one use of every cleared item.",
+        "content block. Each call is a new turn and spends one use of every cleared item. The "
+        "trusted block says which items may be carried out of the room and which stay in it.",
         _context_schema(),
         read_only=True,
     ),
@@ -252,7 +253,15 @@ def untrusted_block(parts: Sequence[str]) -> types.TextContent:
 
 def context_content(ctx: TurnContext) -> list[types.TextContent]:
     """A turn's context as two content blocks: trusted first, the peer's fenced data second."""
-    own = [{"resource": i.resource, "scope": i.scope, "content": i.content} for i in ctx.own_items]
+    own = [
+        {
+            "resource": i.resource,
+            "scope": i.scope,
+            "content": i.content,
+            "onward_disclosure": i.onward_disclosure,
+        }
+        for i in ctx.own_items
+    ]
     trusted = [
         f"TRUSTED: from the room and your own owner (turn {ctx.turn}).",
         ctx.preamble,
@@ -262,6 +271,9 @@ def context_content(ctx: TurnContext) -> list[types.TextContent]:
     if ctx.terms is not None:
         trusted.append(f"Terms: {json.dumps(ctx.terms, sort_keys=True)}")
     trusted.append(f"Your owner's cleared items: {json.dumps(own, sort_keys=True)}")
+    # Which items may leave the room, the other owner's by their block's nonce: said here, in
+    # the trusted block, from each item's typed field (never from the untrusted block).
+    trusted += onward_lines(ctx)
     trusted += [f"Whisper from your owner: {w.text}" for w in ctx.whispers]
     trusted += [f"Notice from the room: {n}" for n in ctx.notices]
     peer = [f"Cleared item ({i.resource}, {i.scope}):\n{i.fenced}" for i in ctx.peer_items]

@@ -535,6 +535,9 @@ def _disclosures(
                     resource=p.source.resource,
                     scope=capability.scope,
                     content=view,
+                    # The decided capability's own field (the tier already applied): no
+                    # statement more, and the same for every item it cleared.
+                    onward_disclosure=capability.onward_disclosure,
                 )
             )
     given = {p.source.resource for p in placed if p.items and p.source.recipient == "peer_agent"}
@@ -761,6 +764,8 @@ def _peer_item(item: ClearedItem) -> PeerItem:
         resource=item.resource,
         scope=item.scope,
         content=content,
+        # Beside the block, never in it: the room's word, which the item's text cannot change.
+        onward_disclosure=item.onward_disclosure,
         fenced=block.fenced,
         nonce=block.nonce,
     )

@@ -261,18 +261,26 @@ class MessageBody(_Body):
 
 
 class ClearedItem(_Body):
-    """One vault item cleared for this turn, cut to the capability's scope."""
+    """One vault item cleared for this turn, cut to the capability's scope.
+    ``onward_disclosure`` says whether you may carry it out of the room (true) or must use it
+    only in the room (false)."""
 
     item_id: UUID
     owner_id: str
     resource: str
     scope: str
     content: dict[str, Any]
+    # The room's word, never the item's: whether the recipient may carry this item out of the
+    # room (store it, pass it on, use it elsewhere). It is the capability that cleared the item,
+    # after the room's tier (Room Only and Sandbox make it false). Added after v1 shipped: a
+    # context without it (an older server) is read as false, keep it in the room.
+    onward_disclosure: bool = False
 
 
 class PeerItem(ClearedItem):
     """A vault item the other owner's slip cleared for you: untrusted. ``content``'s strings
-    are stripped like peer text; ``fenced`` is the same content as one fenced block."""
+    are stripped like peer text; ``fenced`` is the same content as one fenced block. Its
+    ``onward_disclosure`` is the room's, outside the block: nothing inside it can change it."""
 
     fenced: str
     nonce: str

@@ -6,8 +6,10 @@ talks to the room itself. Each turn it sends the A2A agent one message:
 
 * trusted parts (metadata ``{"synapsia.trust": "trusted", "source": "room" | "owner"}``): the
   room's preamble (text), the room (purpose, charter, terms, turn, the tools this seat may
-  request with their JSON Schemas), the owner's cleared items, whispers and notices, and what
-  became of the agent's last moves (``results``: an action's status and rule, a local refusal);
+  request with their JSON Schemas), the owner's cleared items, whispers and notices, what
+  became of the agent's last moves (``results``: an action's status and rule, a local refusal),
+  and which items may be carried out of the room (``onward_disclosure``, text, from each item's
+  typed field: the other owner's by the nonce of their block);
 * untrusted parts (``{"synapsia.trust": "untrusted", "source": "peer"}``), one text part per
   peer item and per recent peer message, each the server's fenced block as is
   (``<<untrusted source="peer" nonce="…">>`` … ``<</untrusted nonce="…">>``), never unwrapped.
@@ -66,7 +68,7 @@ from pydantic import ValidationError
 
 from agents.a2a.schema import schema_problems
 from agents.client import ActionOutcome, FrameRefusedError, RoomClient, RoomClosedError, Welcome
-from agents.context import TurnContext
+from agents.context import TurnContext, onward_lines
 from synapsia_protocol import (
     FLARE_REASONS,
     MAX_MESSAGE_CHARS,
@@ -294,6 +296,7 @@ def turn_message(
                         "resource": i.resource,
                         "scope": i.scope,
                         "content": i.content,
+                        "onward_disclosure": i.onward_disclosure,
                     }
                     for i in context.own_items
                 ],
@@ -306,6 +309,9 @@ def turn_message(
         ),
         _data({"results": list(results)}, {**TRUSTED_ROOM, "field": "results"}),
     ]
+    onward = onward_lines(context)  # the room's word, from each item's typed field
+    if onward:
+        parts.append(_text("\n".join(onward), {**TRUSTED_ROOM, "field": "onward_disclosure"}))
     for item in context.peer_items:
         parts.append(
             _text(
@@ -316,6 +322,8 @@ def turn_message(
                     "resource": item.resource,
                     "scope": item.scope,
                     "nonce": item.nonce,
+                    # The room's, beside the block: nothing inside the block can change it.
+                    "onward_disclosure": item.onward_disclosure,
                 },
             )
         )
