@@ -247,5 +247,7 @@ def test_the_cli_exits_2_when_the_server_refuses_the_token(booking_room, live_da
         check=False,
     )  # fmt: skip
     assert completed.returncode == 2, completed.stderr
-    assert "4401" in completed.stderr
+    # Said in words with what to do, never the close code (agents.cli.closed_in_words).
+    assert completed.stderr.startswith("The room ended this agent's session: ")
+    assert "Check the agent's token" in completed.stderr and "4401" not in completed.stderr
     assert fake.requests == []
