@@ -18,7 +18,9 @@ An agent's socket, likewise, is a reader only while the token it was admitted wi
 its agent's token: rotating the token ends the sockets opened with the old one as revoking
 the agent does (``standing_verdict``'s ``token``; ``may_speak``'s ``token_current``), judged
 on every hop from the stored digest (``Agent.token_hash``) read with the seats, so a lost
-``agent.revoked`` announcement keeps nothing open.
+``agent.revoked`` announcement keeps nothing open. What such a socket asks to do (an act, a
+seal, a flare) is decided on the same comparison, made on the agent row its path already
+reads (``agent_shut_out``): refused as a revoked agent's.
 """
 
 from __future__ import annotations
@@ -56,10 +58,28 @@ class SeatFacts(NamedTuple):
     agent_token: str | None = None
 
 
-def seat_token_current(seat: SeatFacts, token: str) -> bool:
+def agent_token_current(stored: str | None, token: str) -> bool:
     """Whether ``token`` (the digest of the token a socket was admitted with) is still the
-    seat's agent's token: a rotation issues a new one, and the old one's sockets are out."""
-    return seat.agent_token is not None and constant_time_compare(seat.agent_token, token)
+    agent's token (``stored``: ``Agent.token_hash`` as just read; None: not read), compared in
+    constant time: a rotation issues a new one, and the old one's sockets are out. An empty
+    digest (a socket that kept none) never is."""
+    if not stored or not token:
+        return False
+    return constant_time_compare(stored, token)
+
+
+def seat_token_current(seat: SeatFacts, token: str) -> bool:
+    """``agent_token_current`` for the seat's agent, as read with the seats."""
+    return agent_token_current(seat.agent_token, token)
+
+
+def agent_shut_out(*, revoked: bool, stored_token: str | None, token: str | None) -> bool:
+    """Whether an agent, as just read (``revoked``; ``stored_token``: its ``token_hash``), is
+    out whatever its seat: revoked, or, asked for a socket (``token``: the digest the socket was
+    admitted with), that token rotated away since (``agent_token_current``). None: a question
+    the server asks itself (an owner in person, a test): revocation alone decides. What an
+    agent shut out asks for (an act, a flare, a seal, a word) is refused as a revoked agent's."""
+    return revoked or (token is not None and not agent_token_current(stored_token, token))
 
 
 def standing_verdict(

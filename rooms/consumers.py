@@ -11,15 +11,16 @@ messages, a catch-up read, a whisper, an action's outcome, a reveal) re-reads it
 standing from the record first (``rooms.standing``), and a reader out of standing is closed
 with the documented code instead. An agent's socket is a reader only while the token it was
 admitted with is still its agent's (``Participant.token_digest``): the same statement reads
-the agent's current token digest, and its `say` and `context_request` statements compare it
-too: a rotated token's socket is given nothing more, records nothing, is disclosed nothing,
-and is closed with 4401 at its next delivery, `say`, `context_request` or record sweep, even
-when the ``agent.revoked`` announcement is lost. An owner's browser is a reader only while
-the session it was admitted with still signs its owner in: that hop reads the session too,
-and a sign-out, a password change or a deactivation also tells the owner's sockets at once
-(``owner_session_check``). Every input is bounded (``rooms.limits``), and every failure ends
-in an ``error`` frame and a close code of the documented table, never a mute socket
-(docs/protocol.md).
+the agent's current token digest, and every frame it sends is decided with it too (``_token``:
+`say`, `context_request`, `ack`, `act`, `seal_offer`, `flare`, each compared in the statement
+or row its service already reads): a rotated token's socket is given nothing more, records
+nothing, runs nothing, is disclosed nothing, and is closed with 4401 at its next delivery,
+frame or record sweep, even when the ``agent.revoked`` announcement is lost. An owner's
+browser is a reader only while the session it was admitted with still signs its owner in:
+that hop reads the session too, and a sign-out, a password change or a deactivation also
+tells the owner's sockets at once (``owner_session_check``). Every input is bounded
+(``rooms.limits``), and every failure ends in an ``error`` frame and a close code of the
+documented table, never a mute socket (docs/protocol.md).
 """
 
 from __future__ import annotations
@@ -335,6 +336,7 @@ def _desk_hop(
     readers: list[standing.Reader],
     run_acks: list[int | None] | None = None,
     run_tokens: list[str | None] | None = None,
+    ack_tokens: list[str | None] | None = None,
     clock: list[float] | None = None,
 ) -> tuple[list[bool] | Exception, list[SayRunResult] | Exception, Verdicts | Exception]:
     """One hop of the desk: the readers' standing asked before a live delivery (one
@@ -343,7 +345,8 @@ def _desk_hop(
     `say` runs (``services.messages_say_runs``, its own transaction, which also records the
     acks riding the runs first, ``run_acks``, one per run or None: ``_say_runs_acked``), each
     checked with the token digest its socket was admitted with (``run_tokens``, one per run:
-    a token rotated since refuses the run). Each part's failure is returned, not raised, so it
+    a token rotated since refuses the run and the ack riding it; ``ack_tokens``, one per ack
+    or None: likewise each ack handed in). Each part's failure is returned, not raised, so it
     reaches only the sockets whose frames it was about.
 
     ``clock`` (if given) is filled with the work's start, its thread CPU and its end
@@ -351,7 +354,12 @@ def _desk_hop(
     started, cpu_started = time.monotonic(), time.thread_time()
     try:
         return _desk_hop_parts(
-            acks=acks, runs=runs, readers=readers, run_acks=run_acks, run_tokens=run_tokens
+            acks=acks,
+            runs=runs,
+            readers=readers,
+            run_acks=run_acks,
+            run_tokens=run_tokens,
+            ack_tokens=ack_tokens,
         )
     finally:
         if clock is not None:
@@ -365,6 +373,7 @@ def _desk_hop_parts(
     readers: list[standing.Reader],
     run_acks: list[int | None] | None = None,
     run_tokens: list[str | None] | None = None,
+    ack_tokens: list[str | None] | None = None,
 ) -> tuple[list[bool] | Exception, list[SayRunResult] | Exception, Verdicts | Exception]:
     verdicts: Verdicts | Exception = {}
     if readers:
@@ -384,8 +393,10 @@ def _desk_hop_parts(
                     range(len(acks)), key=lambda i: (str(acks[i][0]), str(acks[i][1]))
                 ):
                     room_id, agent_id, seq = acks[index]
+                    # A socket's ack carries its token digest (a rotated one moves nothing).
+                    token = None if ack_tokens is None else ack_tokens[index]
                     results[index] = services.messages_ack(
-                        room_id=room_id, agent_id=agent_id, seq=seq
+                        room_id=room_id, agent_id=agent_id, seq=seq, token=token
                     )
             acked = results
         except Exception as failed:
@@ -419,7 +430,7 @@ def _say_runs_acked(
     ``run_tokens``: as ``_desk_hop``'s."""
     results: list[SayRunResult] = [None] * len(runs)
     with transaction.atomic():
-        refused = services.riding_acks_refused(runs, run_acks)
+        refused = services.riding_acks_refused(runs, run_acks, run_tokens)
         kept = [i for i in range(len(runs)) if i not in refused]
         tokens = None if run_tokens is None else [run_tokens[i] for i in kept]
         said = (
@@ -465,7 +476,8 @@ class SayDesk:
         self._waiting: list[
             tuple[SayRun, int | None, str | None, asyncio.Future[SayRunResult]]
         ] = []
-        self._acks: list[tuple[Ack, asyncio.Future[bool]]] = []
+        # Each ack with its socket's token digest (``ack``).
+        self._acks: list[tuple[Ack, str | None, asyncio.Future[bool]]] = []
         self._checks: list[tuple[standing.Reader, asyncio.Future[CloseCode | None]]] = []
         self._recording = False
         # Standing statements run, for tests and the benchmark.
@@ -485,10 +497,12 @@ class SayDesk:
         self._start()
         return await future
 
-    async def ack(self, ack: Ack) -> bool:
-        """Record an acknowledgement; False if the record refuses it (``messages_ack``)."""
+    async def ack(self, ack: Ack, *, token: str | None = None) -> bool:
+        """Record an acknowledgement; False if the record refuses it (``messages_ack``).
+        ``token``: the digest of the token the socket was admitted with, checked by the
+        ack's statement (a socket's ack always carries it)."""
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._acks.append((ack, future))
+        self._acks.append((ack, token, future))
         self._start()
         return await future
 
@@ -529,7 +543,8 @@ class SayDesk:
                     self._hop = in_db_thread(_desk_hop)
                 try:
                     acked, results, verdicts = await self._hop(
-                        acks=[ack for ack, _ in acks],
+                        acks=[ack for ack, _, _ in acks],
+                        ack_tokens=[token for _, token, _ in acks],
                         runs=[run for run, _, _, _ in batch],
                         run_acks=[ack for _, ack, _, _ in batch],
                         run_tokens=[token for _, _, token, _ in batch],
@@ -554,7 +569,7 @@ class SayDesk:
                     if isinstance(verdicts, Exception)
                     else [verdicts[reader] for reader, _ in checks],
                 )
-                _settle([future for _, future in acks], acked)
+                _settle([future for _, _, future in acks], acked)
                 # A socket that went away meanwhile: its messages are recorded; its client
                 # resends the frame ids and learns so (``duplicate``).
                 _settle([future for _, _, _, future in batch], results)
@@ -1107,12 +1122,25 @@ class RoomConsumer(AsyncWebsocketConsumer):
         limits.rate_refused(kind)
         await self.send(error_frame(code, message, ref))
         if self._limits is not None and self._limits.refused():
+            await self._flare(FlareReason.LOOP, raised_by="server")
+
+    async def _flare(self, reason: FlareReason, *, raised_by: str) -> None:
+        """Raise a flare for the socket's agent: by the agent (a `flare` frame) or by the server
+        for what the socket did (a loop). Either way it is asked with the socket's token: a
+        revoked agent's, or a token rotated away since the socket opened, pauses nothing
+        (``flares.FlareRefused``) and the socket is closed as a revoked agent's (4401)."""
+        participant = self.participant
+        assert participant is not None and participant.agent_id is not None
+        try:
             await in_db_thread(flares.flare_raise)(
                 room_id=participant.room_id,
                 agent_id=participant.agent_id,
-                reason=FlareReason.LOOP,
-                raised_by="server",
+                reason=reason,
+                raised_by=raised_by,
+                token=self._token(),
             )
+        except flares.FlareRefused:
+            await self._shut(CloseCode.UNAUTHENTICATED)
 
     async def _say_frames(self, first: SayFrame) -> list[SayFrame]:
         """``first`` and the `say` frames queued right behind it (up to ``SAY_RUN_MAX``),
@@ -1148,13 +1176,8 @@ class RoomConsumer(AsyncWebsocketConsumer):
             case SealOfferFrame():
                 await self._seal(frame)
             case FlareFrame():
-                participant = self._agent_only(frame.id)
-                await in_db_thread(flares.flare_raise)(
-                    room_id=participant.room_id,
-                    agent_id=participant.agent_id,
-                    reason=FlareReason(frame.body.reason),
-                    raised_by="agent",
-                )
+                self._agent_only(frame.id)
+                await self._flare(FlareReason(frame.body.reason), raised_by="agent")
             case PingFrame():
                 await self.send(
                     PongFrame(type="pong", id=frame.id, body=EmptyBody()).model_dump_json()
@@ -1173,8 +1196,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         if said is None:
             # The record refused the ack riding the first frame: that frame is refused whole
             # (nothing of the run was stored); the frames after it carry no ack of their own.
-            await self.send(error_frame(*_invalid_ack(frames[0].id)))
-            if frames[1:]:
+            if await self._ack_refused(frames[0].id) and frames[1:]:
                 await self._say_run(frames[1:])
             return
         for frame, message in zip(frames, said, strict=False):
@@ -1183,12 +1205,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             await self._announce(participant.agent_id, said)
             for message in said:
                 if self._repetition.looping(message.text):
-                    await in_db_thread(flares.flare_raise)(
-                        room_id=participant.room_id,
-                        agent_id=participant.agent_id,
-                        reason=FlareReason.LOOP,
-                        raised_by="server",
-                    )
+                    await self._flare(FlareReason.LOOP, raised_by="server")
         for frame in frames[len(said) :]:
             try:
                 await self._say(frame)
@@ -1262,12 +1279,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         if not said.duplicate:
             await self._announce(participant.agent_id, [said])
             if self._repetition.looping(frame.body.text):
-                await in_db_thread(flares.flare_raise)(
-                    room_id=participant.room_id,
-                    agent_id=participant.agent_id,
-                    reason=FlareReason.LOOP,
-                    raised_by="server",
-                )
+                await self._flare(FlareReason.LOOP, raised_by="server")
 
     async def _act(self, frame: ActFrame) -> None:
         participant = self._agent_only(frame.id)
@@ -1281,16 +1293,21 @@ class RoomConsumer(AsyncWebsocketConsumer):
             if act_wait > 0:
                 await self._refuse("act", frame.id, act_wait)
                 return
+        # Decided with the socket's token: rotated away since it opened (the close lost), the
+        # act is a revoked agent's (denied, nothing runs), and the socket is closed after it.
         result = await in_db_thread(forks.action_for_agent)(
             room_id=participant.room_id,
             agent_id=participant.agent_id,
             client_id=frame.id,
             tool=frame.body.tool,
             arguments=frame.body.arguments,
+            token=self._token(),
         )
         if result.status == ActionStatus.AWAITING_GRANT and not result.replay and self._limits:
             self._limits.take("grant_request")
         await self.send(action_result_frame(frame.id, result))
+        if result.rule == "agent_revoked" and not result.replay:
+            await self._shut(CloseCode.UNAUTHENTICATED)
 
     async def _context(self, frame: ContextRequestFrame) -> None:
         participant = self._agent_only(frame.id)
@@ -1338,6 +1355,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 agent_id=participant.agent_id,
                 client_id=frame.id,
                 offer=frame.body.offer,
+                token=self._token(),
             )
         except sealed.SealRefused as refused:
             code = {
@@ -1406,22 +1424,38 @@ class RoomConsumer(AsyncWebsocketConsumer):
 
     async def _ack(self, frame: AckFrame) -> None:
         participant = self._agent_only(frame.id)
-        acked = await say_desk().ack((participant.room_id, participant.agent_id, frame.body.seq))
-        if not acked:
-            raise FrameError(*_invalid_ack(frame.id))
+        ack = (participant.room_id, participant.agent_id, frame.body.seq)
+        if not await say_desk().ack(ack, token=self._token()):
+            await self._ack_refused(frame.id)
 
     async def _ack_riding(self, ref: str, seq: int | None) -> bool:
         """Record the ack riding frame ``ref`` on its own, as the ``ack`` frame it stands for
         (a limit refused the frame itself, so there is no hop of its own for it to share).
-        False, after an ``invalid_ack`` answer, when the record refuses it: the frame is
-        refused whole. True when there is none, or it was recorded."""
+        False, after an ``invalid_ack`` answer (or the close, ``_ack_refused``), when the
+        record refuses it: the frame is refused whole. True when there is none, or it was
+        recorded."""
         if seq is None:
             return True
         participant = self._agent_only(ref)
-        if await say_desk().ack((participant.room_id, participant.agent_id, seq)):
+        ack = (participant.room_id, participant.agent_id, seq)
+        if await say_desk().ack(ack, token=self._token()):
             return True
-        await self.send(error_frame(*_invalid_ack(ref)))
+        await self._ack_refused(ref)
         return False
+
+    async def _ack_refused(self, ref: str) -> bool:
+        """The record refused the ack of frame ``ref``: its statement takes an ack only from a
+        socket whose token is still its agent's, so a refusal is an ack beyond the record or
+        a socket out of standing (its token rotated away, its agent revoked, the close lost),
+        and its standing is read to tell which (a refused ack's hop only). Out of standing:
+        closed with its code; else an ``invalid_ack`` answer. True when the socket is still
+        open."""
+        verdict = await say_desk().standing(self._reader())
+        if verdict is not None:
+            await self._shut(verdict)
+            return False
+        await self.send(error_frame(*_invalid_ack(ref)))
+        return True
 
     def _agent_only(self, ref: str) -> Any:
         if self.participant is None or self.participant.agent_id is None:

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from gatekeeper.reasons import flare_reason_words
 from gatekeeper.records import ActionRecord, ActionStatus
+from gatekeeper.standing import agent_shut_out
 from gatekeeper.tools.registry import tool_get
 from ledger.events import FlareRaised, ForkResolved, RoomResumed
 from ledger.models import LedgerEvent
@@ -148,14 +149,46 @@ def _view(flare: Flare, viewer: User | None = None) -> FlareView:
     )
 
 
-def flare_raise(*, room_id: UUID, agent_id: UUID, reason: FlareReason, raised_by: str) -> FlareView:
+class FlareRefused(Exception):
+    """A flare asked for by (or on behalf of) an agent that may not raise one: revoked, or
+    its socket's token rotated away since it was admitted. Nothing was recorded and the room
+    did not pause; the socket is closed as a revoked agent's (4401)."""
+
+    def __init__(self, reason: str = "revoked") -> None:
+        super().__init__("This agent's access has been revoked.")
+        self.reason = reason
+
+
+def flare_raise(
+    *,
+    room_id: UUID,
+    agent_id: UUID,
+    reason: FlareReason,
+    raised_by: str,
+    token: str | None = None,
+) -> FlareView:
     """Raise a flare for ``agent_id``: recorded, and the room pauses for its owner.
 
     While a flare is unresolved a second one for the same agent is the same flare.
+
+    A flare pauses the room, so it is decided like the agent's other requests: raised by the
+    agent itself (``raised_by="agent"``) or for a socket's frames (``token``: the digest of the
+    token the socket was admitted with), it is refused (``FlareRefused``) when the agent is
+    revoked or that token was rotated away since, judged on the agent row read with the seat
+    (``agent_shut_out``; no statement more). The server's own flares (``token`` None) are
+    not.
     """
     with transaction.atomic():
         room = Room.objects.select_for_update().get(id=room_id)
-        seat = RoomMember.objects.get(room=room, agent_id=agent_id)
+        seat = RoomMember.objects.select_related("agent").get(room=room, agent_id=agent_id)
+        agent = seat.agent
+        if (raised_by == "agent" or token is not None) and (
+            agent is None
+            or agent_shut_out(
+                revoked=agent.revoked_at is not None, stored_token=agent.token_hash, token=token
+            )
+        ):
+            raise FlareRefused()
         open_flare = Flare.objects.filter(seat=seat, resolved_at__isnull=True).first()
         if open_flare is not None:
             return _view(open_flare)
@@ -167,17 +200,28 @@ def flare_raise(*, room_id: UUID, agent_id: UUID, reason: FlareReason, raised_by
         return _view(flare)
 
 
-def flare_if_looping(*, room_id: UUID, agent_id: UUID) -> FlareView | None:
-    """After a denial: raise a flare on the agent's behalf if it keeps being denied."""
+def flare_if_looping(
+    *, room_id: UUID, agent_id: UUID, token: str | None = None
+) -> FlareView | None:
+    """After a denial: raise a flare on the agent's behalf if it keeps being denied (not for
+    a socket, ``token``, whose agent was revoked or whose token was rotated away: its denial
+    already paused the room at a fork, and it raises no flare)."""
     since = timezone.now() - DENIAL_WINDOW
     denials = LedgerEvent.objects.filter(
         room_id=room_id, kind="denial", occurred_at__gte=since, data__subject_id=str(agent_id)
     ).count()
     if denials < REPEATED_DENIALS:
         return None
-    return flare_raise(
-        room_id=room_id, agent_id=agent_id, reason=FlareReason.REPEATED_DENIALS, raised_by="server"
-    )
+    try:
+        return flare_raise(
+            room_id=room_id,
+            agent_id=agent_id,
+            reason=FlareReason.REPEATED_DENIALS,
+            raised_by="server",
+            token=token,
+        )
+    except FlareRefused:
+        return None
 
 
 def flares_of_room(*, owner: User, room_id: UUID) -> list[FlareView]:
@@ -271,13 +315,21 @@ def owner_say_in_person(*, owner: User, room_id: UUID, client_id: str, text: str
 
 
 def flare_if_contradicting(
-    *, room_id: UUID, agent_id: UUID, tool: str, arguments_sha256: str | None, idempotency_key: str
+    *,
+    room_id: UUID,
+    agent_id: UUID,
+    tool: str,
+    arguments_sha256: str | None,
+    idempotency_key: str,
+    token: str | None = None,
 ) -> bool:
     """Before an action: an agent that already had this world-changing tool executed here and
     now asks for it with other arguments (a second booking, a different spend) contradicts its
     own commitment. The server raises a flare for it; True when it did (the action must not run).
     A tool that acts only inside the room (publishing a second document) commits nobody to
-    anything outside it, so doing it again differently is no contradiction.
+    anything outside it, so doing it again differently is no contradiction. ``token`` (a
+    socket's): a revoked agent's or a rotated token's request raises no flare (False: the
+    action's own decision then denies it as a revoked agent's).
     """
     spec = tool_get(tool)
     if (
@@ -296,7 +348,14 @@ def flare_if_contradicting(
     )
     if not earlier.exists():
         return False
-    flare_raise(
-        room_id=room_id, agent_id=agent_id, reason=FlareReason.CONTRADICTION, raised_by="server"
-    )
+    try:
+        flare_raise(
+            room_id=room_id,
+            agent_id=agent_id,
+            reason=FlareReason.CONTRADICTION,
+            raised_by="server",
+            token=token,
+        )
+    except FlareRefused:
+        return False
     return True

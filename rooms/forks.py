@@ -23,6 +23,7 @@ from gatekeeper.actions import (
 from gatekeeper.decision import AgentFacts, RoomFacts
 from gatekeeper.grants import GrantUnusable, grant_approve, grant_deny
 from gatekeeper.records import ActionRecord, ActionStatus, Grant, GrantKind
+from gatekeeper.standing import agent_shut_out
 from ledger.events import ForkResolved, RoomResumed
 from ledger.services import LedgerAppendError, ledger_append
 from rooms import realtime
@@ -38,7 +39,10 @@ __all__ = ["action_for_agent", "grant_decide", "room_pause_fail_safe"]
 PEER_TEXT_WINDOW = 50  # recent peer messages checked for arguments copied from them
 
 
-def _agent_facts(seat: RoomMember) -> AgentFacts:
+def _agent_facts(seat: RoomMember, token: str | None = None) -> AgentFacts:
+    """The Gatekeeper's facts of the seat's agent, from the row just read with the seat.
+    ``token``: the digest of the token the asking socket was admitted with; rotated away
+    since, the agent is as revoked (``agent_shut_out``). None: the server itself asks."""
     agent = seat.agent
     assert agent is not None
     return AgentFacts(
@@ -46,21 +50,35 @@ def _agent_facts(seat: RoomMember) -> AgentFacts:
         owner_id=seat.owner_id,
         advisor_only=agent.advisor_only,
         declared_tools=tuple(agent.declared_tools) if agent.declared_tools is not None else None,
-        revoked=agent.revoked_at is not None,
+        revoked=agent_shut_out(
+            revoked=agent.revoked_at is not None, stored_token=agent.token_hash, token=token
+        ),
         active=seat.standing == SeatStanding.ACTIVE,
     )
 
 
 def action_for_agent(
-    *, room_id: UUID, agent_id: UUID, client_id: str, tool: str, arguments: dict[str, Any]
+    *,
+    room_id: UUID,
+    agent_id: UUID,
+    client_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    token: str | None = None,
 ) -> ActionResult:
-    """An agent's typed action request; pauses the room unless the action was allowed."""
+    """An agent's typed action request; pauses the room unless the action was allowed.
+
+    ``token``: an agent's socket's token digest, as it was admitted with, compared with the
+    agent's token on the agent row the decision reads anyway: rotated away since, the action
+    is decided as a revoked agent's (denied, ``agent_revoked``; nothing runs), and no flare is
+    raised on its behalf. None: the server itself asks (an owner in person, a test)."""
     if flare_if_contradicting(
         room_id=room_id,
         agent_id=agent_id,
         tool=tool,
         arguments_sha256=validated_arguments_hash(tool, arguments),
         idempotency_key=client_id,
+        token=token,
     ):
         return ActionResult(None, ActionStatus.DENIED, "contradiction")
     try:
@@ -77,7 +95,7 @@ def action_for_agent(
                 )
             result = action_request(
                 room=RoomFacts(room_id=room.id, state=room.state, terms=room.terms),
-                agent=_agent_facts(seat),
+                agent=_agent_facts(seat, token),
                 tool=tool,
                 arguments=arguments,
                 idempotency_key=client_id,
@@ -92,7 +110,7 @@ def action_for_agent(
         room_pause_fail_safe(room_id=room_id, rule="ledger_unavailable")
         return ActionResult(None, ActionStatus.DENIED, "ledger_unavailable")
     if result.status == ActionStatus.DENIED and result.pauses_room and not result.replay:
-        flare_if_looping(room_id=room_id, agent_id=agent_id)
+        flare_if_looping(room_id=room_id, agent_id=agent_id, token=token)
     return result
 
 

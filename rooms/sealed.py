@@ -29,6 +29,7 @@ from uuid import UUID
 import rfc8785
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, Q
 from django.utils import timezone
 
 from ledger.events import OfferSealed, OffersRevealed
@@ -80,11 +81,19 @@ def _deadline(first_sealed_at: datetime) -> datetime:
     return first_sealed_at + timedelta(seconds=settings.SYNAPSIA["SEALED_OFFER_SECONDS"])
 
 
+def _agent_shut_out(agent_id: UUID, token: str | None) -> Exists:
+    """Whether the agent is revoked or, for a socket (``token``: the digest of the token it was
+    admitted with), that token is no longer the agent's: as the say path asks it
+    (``services.message_say``), as a condition of the statement that locks the room."""
+    dead = Q(revoked_at__isnull=False) if token is None else ~Q(token_hash=token, revoked_at=None)
+    return Exists(Agent.objects.filter(dead, id=agent_id))
+
+
 def _refuse_unless_seat_may_act(room: Room, agent_id: UUID) -> None:
-    """The say path's checks, re-read now, in its order: the agent is not revoked, holds a
-    seat in the room, the seat is active (not muted, blocked or stepped in), the room is open."""
-    if Agent.objects.filter(id=agent_id, revoked_at__isnull=False).exists():
-        raise SealRefused("revoked", "This agent is revoked.")
+    """The say path's checks after revocation (``offer_seal`` refuses a revoked agent, or a
+    rotated token's socket, first, from the room's lock), re-read now, in its order: the
+    agent holds a seat in the room, the seat is active (not muted, blocked or stepped in), the
+    room is open."""
     seat = RoomMember.objects.filter(room_id=room.id, agent_id=agent_id).only("standing").first()
     if seat is None:
         raise SealRefused("not_member", "This agent has no seat in this room.")
@@ -94,18 +103,40 @@ def _refuse_unless_seat_may_act(room: Room, agent_id: UUID) -> None:
         raise SealRefused("room_not_open", "The room is not open.")
 
 
-def offer_seal(*, room_id: UUID, agent_id: UUID, client_id: str, offer: OfferPlan) -> SealState:
+def offer_seal(
+    *,
+    room_id: UUID,
+    agent_id: UUID,
+    client_id: str,
+    offer: OfferPlan,
+    token: str | None = None,
+) -> SealState:
     """Seal ``agent_id``'s offer in the room, and reveal the room's offers if that completes them.
 
     One offer per agent per room, only while the room is open and the agent's seat may act
     (re-checked now). Resending the same ``client_id`` seals nothing again and reports where
     the room stands. Raises ``SealRefused``; changes nothing then.
+
+    ``token``: an agent's socket's token digest, as it was admitted with; rotated away since
+    (or the agent revoked), the seal, and a resend of one, is refused as a revoked agent's
+    (``revoked``), judged by the statement that locks the room (no statement more). None: the
+    server itself asks (revocation alone decides).
     """
     now = timezone.now()
     try:
         with transaction.atomic():
-            # The room's row lock orders seals and reveals in the room.
-            room = Room.objects.select_for_update().only("id", "state").get(id=room_id)
+            # The room's row lock orders seals and reveals in the room; the same statement
+            # reads whether the agent is shut out (revoked, or its socket's token rotated).
+            room = (
+                Room.objects.select_for_update()
+                .only("id", "state")
+                .annotate(shut_out=_agent_shut_out(agent_id, token))
+                .get(id=room_id)
+            )
+            if room.shut_out:
+                # Before a resend's answer too: a revoked agent or a rotated token's socket
+                # is not told where the room stands (a reveal is the other side's offer).
+                raise SealRefused("revoked", "This agent is revoked.")
             offers = list(SealedOffer.objects.filter(room_id=room_id).order_by("id"))
             own = next((o for o in offers if o.agent_id == agent_id), None)
             if own is not None and own.client_id == client_id:

@@ -580,18 +580,23 @@ def _hop_numbers(
 
 
 @functools.cache
-def _acks_taken_sql() -> str:
+def _acks_taken_sql(tokens: bool = False) -> str:
     """PostgreSQL: ``_ack_sql`` for a hop's riding acks in one statement, the seats as
     arrays (one text for any hop): each seat's ack moved (never backwards) where the room's
     record reaches it, the seats locked in the order of their room and agent, as
     ``riding_acks_refused`` takes them one by one (two processes' hops wait instead of
-    deadlocking). The answer: the seats whose ack was taken."""
+    deadlocking). The answer: the seats whose ack was taken. ``tokens``: a fourth array, each
+    seat's socket's token digest, which must still be its agent's (``_ack_token_sql``)."""
     member, room = (connection.ops.quote_name(m._meta.db_table) for m in (RoomMember, Room))
+    arrays, columns, current = "%b::uuid[], %b::uuid[], %b::bigint[]", "room, agent, ack", ""
+    if tokens:
+        arrays, columns = f"{arrays}, %b::text[]", f"{columns}, token"
+        current = f" WHERE {_ack_token_sql('m', 'v.token')}"
     return (
         "WITH wanted AS (SELECT m.id, v.ack "  # noqa: S608
-        "FROM unnest(%b::uuid[], %b::uuid[], %b::bigint[]) AS v(room, agent, ack) "
+        f"FROM unnest({arrays}) AS v({columns}) "
         f"JOIN {member} m ON m.room_id = v.room AND m.agent_id = v.agent "
-        f"JOIN {room} r ON r.id = v.room AND r.last_seq >= v.ack "
+        f"JOIN {room} r ON r.id = v.room AND r.last_seq >= v.ack{current} "
         "ORDER BY m.room_id, m.agent_id FOR UPDATE OF m) "
         f"UPDATE {member} SET acked_seq = GREATEST({member}.acked_seq, wanted.ack) "
         f"FROM wanted WHERE {member}.id = wanted.id "
@@ -603,22 +608,24 @@ def _acks_taken_refused(
     prepared: _MessageRows,
     runs: list[tuple[UUID, UUID, list[tuple[str, str]]]],
     acks: list[int | None],
+    tokens: Sequence[str | None] | None = None,
 ) -> set[int]:
     """PostgreSQL: ``riding_acks_refused`` for a hop, in one statement (``_acks_taken_sql``);
-    one by one when two runs ride acks for one seat (the statement would move its seat once)."""
+    one by one when two runs ride acks for one seat (the statement would move its seat once).
+    ``tokens``: as ``riding_acks_refused``'s."""
     riding = [(index, ack) for index, ack in enumerate(acks) if ack is not None]
     seats = [(runs[index][0], runs[index][1]) for index, _ in riding]
     if len(set(seats)) != len(seats):
-        return riding_acks_refused(runs, acks)
+        return riding_acks_refused(runs, acks, tokens)
+    params: list[Any] = [
+        [prepared.room(room_id) for room_id, _ in seats],
+        [prepared.sender(agent_id) for _, agent_id in seats],
+        [ack for _, ack in riding],
+    ]
+    if tokens is not None:
+        params.append([_run_token(tokens, index) for index, _ in riding])
     with statement_cursor() as cursor:
-        cursor.execute(
-            _acks_taken_sql(),
-            [
-                [prepared.room(room_id) for room_id, _ in seats],
-                [prepared.sender(agent_id) for _, agent_id in seats],
-                [ack for _, ack in riding],
-            ],
-        )
+        cursor.execute(_acks_taken_sql(tokens is not None), params)
         taken = set(map(tuple, cursor.fetchall()))  # PostgreSQL's driver gives UUIDs
     return {index for (index, _), seat in zip(riding, seats, strict=True) if seat not in taken}
 
@@ -661,7 +668,8 @@ def _say_statement_sql(vendor: str, acked: bool = False, token: bool = False) ->
     ``acked``: the ack riding the message's frame first, as ``messages_ack``'s statement
     (parameters before the say's): the message is taken only if the ack was, and the row
     returned says both (the acks it moved, 0 or 1; the number taken, or NULL). ``token``:
-    the speaking socket's token digest is checked too (``_next_seq_sql``)."""
+    the speaking socket's token digest is checked too (``_next_seq_sql``), and by the ack
+    riding it (``_ack_sql``'s ``token``)."""
     table = connection.ops.quote_name(Message._meta.db_table)
     seq = connection.ops.quote_name(Message._meta.get_field("seq").column)  # type: ignore[arg-type]
     returning = " AND EXISTS (SELECT 1 FROM acked) RETURNING id, last_seq" if acked else None
@@ -677,7 +685,7 @@ def _say_statement_sql(vendor: str, acked: bool = False, token: bool = False) ->
     if not acked:
         return f"WITH taken AS ({taken}) {insert}"
     return (
-        f"WITH acked AS ({_ack_sql(vendor)} RETURNING 1), taken AS ({taken}), "  # noqa: S608
+        f"WITH acked AS ({_ack_sql(vendor, token)} RETURNING 1), taken AS ({taken}), "  # noqa: S608
         f"stored AS ({insert}) SELECT (SELECT COUNT(*) FROM acked), (SELECT {seq} FROM stored)"
     )
 
@@ -773,7 +781,8 @@ def _say_statement(
         params.append(token)
     params += prepared.after_seq(room_id, agent_id, client_id, text)
     if ack is not None:
-        params = [ack, room, agent, ack, *params]  # messages_ack's parameters first
+        # messages_ack's parameters first (the token, given, checks the ack too)
+        params = [ack, room, agent, ack, *([] if token is None else [token]), *params]
     with statement_cursor() as cursor:
         cursor.execute(
             _say_statement_sql(prepared.db.vendor, ack is not None, token is not None), params
@@ -996,7 +1005,7 @@ def _runs_recorded(
             wanted = [(i, runs[i][0], runs[i][1], len(prepared[i])) for i in order if prepared[i]]
             last = _hop_checks(rows_for, wanted, tokens) if messages > 1 else {}
             if acks is not None and not one_statement:
-                refused = _acks_taken_refused(rows_for, runs, acks)
+                refused = _acks_taken_refused(rows_for, runs, acks, tokens)
             if messages > 1:
                 firsts = _hop_numbers(rows_for, [w for w in wanted if w[0] not in refused], last)
             rows: list[tuple[UUID, UUID, int, str, str]] = []
@@ -1005,13 +1014,13 @@ def _runs_recorded(
                 ack = riding[index]
                 if index in refused:
                     continue  # its ack was refused: nothing of the run happens
+                token = None if tokens is None else _run_token(tokens, index)
                 if ack is not None and not prepared[index]:
                     if one_statement and not messages_ack(
-                        room_id=room_id, agent_id=agent_id, seq=ack
+                        room_id=room_id, agent_id=agent_id, seq=ack, token=token
                     ):
                         refused.add(index)
                     continue
-                token = None if tokens is None else _run_token(tokens, index)
                 for number, (client_id, text, _) in enumerate(prepared[index]):
                     if one_statement:
                         seq, acked = _say_statement(
@@ -1043,7 +1052,7 @@ def _runs_recorded(
             )
     except IntegrityError:
         if acks is not None:
-            return _acks_alone(runs, acks)
+            return _acks_alone(runs, acks, tokens)
         if len(runs) == 1:
             return [[]]  # a resent frame id; nothing of the run was stored
         return [
@@ -1069,26 +1078,33 @@ def _runs_recorded(
 
 
 def _acks_alone(
-    runs: list[tuple[UUID, UUID, list[tuple[str, str]]]], acks: list[int | None]
+    runs: list[tuple[UUID, UUID, list[tuple[str, str]]]],
+    acks: list[int | None],
+    tokens: Sequence[str | None] | None = None,
 ) -> list[list[SaidMessage] | None]:
     """After a resent frame id rolled a hop back: each run's ack recorded on its own, every
     run answered as not recorded, or None where its ack was refused."""
     with transaction.atomic():
-        refused = riding_acks_refused(runs, acks)
+        refused = riding_acks_refused(runs, acks, tokens)
     return [None if index in refused else [] for index in range(len(runs))]
 
 
 def riding_acks_refused(
-    runs: list[tuple[UUID, UUID, list[tuple[str, str]]]], acks: list[int | None]
+    runs: list[tuple[UUID, UUID, list[tuple[str, str]]]],
+    acks: list[int | None],
+    tokens: Sequence[str | None] | None = None,
 ) -> set[int]:
     """Record the ack riding each run (``acks``, one per run or None) as its ``ack`` frame
     (``messages_ack``), seats in one order, so two processes' hops wait for each other
-    instead of deadlocking: the indices of the runs whose ack the record refused."""
+    instead of deadlocking: the indices of the runs whose ack the record refused.
+    ``tokens`` (one per run, as ``messages_say_runs``'s): each run's socket's token digest,
+    which must still be its agent's for its ack to be taken."""
     riding = [(index, ack) for index, ack in enumerate(acks) if ack is not None]
     refused: set[int] = set()
     for index, ack in sorted(riding, key=lambda r: (str(runs[r[0]][0]), str(runs[r[0]][1]))):
         room_id, agent_id, _ = runs[index]
-        if not messages_ack(room_id=room_id, agent_id=agent_id, seq=ack):
+        token = None if tokens is None else _run_token(tokens, index)
+        if not messages_ack(room_id=room_id, agent_id=agent_id, seq=ack, token=token):
             refused.add(index)
     return refused
 
@@ -1105,35 +1121,60 @@ def _memo_prime_on_commit(said: list[tuple[UUID, str, FencedText]]) -> None:
         transaction.on_commit(lambda: [peer_message_memo_prime(t, f, r) for r, t, f in said])
 
 
+def _ack_token_sql(member: str, token: str) -> str:
+    """The condition an agent's socket's ack adds (``token``: a parameter or a column, the
+    digest of the token the socket was admitted with): the seat's agent not revoked and that
+    token still its own, as ``may_speak_sql`` asks it of a say. Only our own names are
+    interpolated."""
+    agent = connection.ops.quote_name(Agent._meta.db_table)
+    return (
+        f"EXISTS (SELECT 1 FROM {agent} a WHERE a.id = {member}.agent_id "  # noqa: S608
+        f"AND a.revoked_at IS NULL AND a.token_hash = {token})"
+    )
+
+
 @functools.cache
-def _ack_sql(vendor: str) -> str:
+def _ack_sql(vendor: str, token: bool = False) -> str:
+    """``messages_ack``'s statement; ``token``: an agent's socket's token digest is its last
+    parameter (``_ack_token_sql``)."""
     member, room = (connection.ops.quote_name(m._meta.db_table) for m in (RoomMember, Room))
     # SQLite's two-argument MAX is a scalar function, PostgreSQL's is GREATEST.
     greatest = "MAX" if vendor == "sqlite" else "GREATEST"
+    current = f" AND {_ack_token_sql(member, '%s')}" if token else ""
     # Only our own table names are interpolated; every value is a bound parameter.
     return (
         f"UPDATE {member} SET acked_seq = {greatest}(acked_seq, %s) "  # noqa: S608
         "WHERE room_id = %s AND agent_id = %s AND EXISTS ("
-        f"SELECT 1 FROM {room} r WHERE r.id = {member}.room_id AND r.last_seq >= %s)"
+        f"SELECT 1 FROM {room} r WHERE r.id = {member}.room_id AND r.last_seq >= %s){current}"
     )
 
 
-def messages_ack(*, room_id: UUID, agent_id: UUID, seq: int) -> bool:
+def _ack_params(db: Any, room_id: UUID, agent_id: UUID, seq: int, token: str | None) -> list[Any]:
+    """``_ack_sql``'s parameters (``db``: the connection itself)."""
+    params = [
+        seq,
+        RoomMember._meta.get_field("room").get_db_prep_save(room_id, db),
+        RoomMember._meta.get_field("agent").get_db_prep_save(agent_id, db),
+        seq,
+    ]
+    return params if token is None else [*params, token]
+
+
+def messages_ack(*, room_id: UUID, agent_id: UUID, seq: int, token: str | None = None) -> bool:
     """Record that ``agent_id`` has received everything up to ``seq``. False if ``seq`` is
     beyond the room's record (or the agent has no seat). Acks never move backwards.
 
+    ``token``: an agent's socket's token digest, as it was admitted with: the ack is recorded
+    only while the agent is not revoked and that token is still its own (False otherwise: a
+    rotated token's socket moves nothing). None: the server itself records it.
+
     One precompiled statement (the ORM's compilation of the same UPDATE cost more than
-    running it, once per acknowledgement)."""
+    running it, once per acknowledgement); the token is a condition of it."""
     db = transaction.get_connection()  # the connection itself (see _MessageRows)
     with statement_cursor() as cursor:
         cursor.execute(
-            _ack_sql(db.vendor),
-            [
-                seq,
-                RoomMember._meta.get_field("room").get_db_prep_save(room_id, db),
-                RoomMember._meta.get_field("agent").get_db_prep_save(agent_id, db),
-                seq,
-            ],
+            _ack_sql(db.vendor, token is not None),
+            _ack_params(db, room_id, agent_id, seq, token),
         )
         return cursor.rowcount == 1
 

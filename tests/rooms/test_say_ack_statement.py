@@ -15,6 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from rooms import services
+from rooms.bearer import secret_digest
 from rooms.consumers import _desk_hop_parts
 from rooms.models import Message, RoomMember
 from rooms.standing import Reader
@@ -115,12 +116,18 @@ def test_a_resent_frame_id_in_a_hop_leaves_every_ack_recorded(make_open_room: An
     assert _texts(two) == ["1?", "2?", *recorded]
 
 
-def test_a_hops_statements_are_parsed_once_whatever_it_carries(make_open_room: Any) -> None:
+@pytest.mark.parametrize("tokens", [False, True], ids=["the server's", "sockets' (tokens)"])
+def test_a_hops_statements_are_parsed_once_whatever_it_carries(
+    make_open_room: Any, tokens: bool
+) -> None:
     """Each statement of a desk hop keeps psycopg's parse (PostgreSQL), however many rooms,
-    frames, riding acks and readers the hop carries (``tests.statement_parses``)."""
+    frames, riding acks and readers the hop carries (``tests.statement_parses``), and with
+    the token digest each socket's runs, acks and reads carry (a socket's always do)."""
     rooms = [make_open_room(prefix=f"hop{i}-") for i in range(4)]
     for setup in rooms:
         _said(setup, setup.b, 2)
+    a_tokens = [secret_digest(s.a.token) if tokens else None for s in rooms]
+    b_tokens = [secret_digest(s.b.token) if tokens else None for s in rooms]
 
     def hop(turn: int) -> None:
         runs = [
@@ -130,11 +137,17 @@ def test_a_hops_statements_are_parsed_once_whatever_it_carries(make_open_room: A
         acked, said, verdicts = _desk_hop_parts(
             acks=[(s.room.id, s.a.agent.id, 1) for s in rooms],
             runs=runs,
-            readers=[Reader(s.room.id, s.b.owner.pk, s.b.agent.id) for s in rooms],
+            readers=[
+                Reader(s.room.id, s.b.owner.pk, s.b.agent.id, token=t)
+                for s, t in zip(rooms, b_tokens, strict=True)
+            ],
             run_acks=[2] * len(rooms),
+            run_tokens=a_tokens,
+            ack_tokens=a_tokens,
         )
         assert not isinstance(said, Exception) and [len(r or []) for r in said] == [8] * 4
-        assert not isinstance(acked, Exception) and not isinstance(verdicts, Exception)
+        assert not isinstance(acked, Exception) and acked == [True] * len(rooms)
+        assert not isinstance(verdicts, Exception) and set(verdicts.values()) == {None}
 
     hop(0)  # the first hop of each statement text parses it
     with uncached_parses() as parsed:

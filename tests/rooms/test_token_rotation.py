@@ -5,12 +5,14 @@ the sockets opened with the old token close at once. An announcement can be lost
 hiccup, a full channel, the rotation made by another process), so every hop compares the
 digest the socket was admitted with (``Participant.token_digest``) with the agent's current
 one, in the statement it already runs: the delivery's standing check and the record sweep
-(the seats' statement reads ``Agent.token_hash``), the `say` statements (``may_speak_sql``)
-and the context request's facts (a rotated token reads as revoked). Here the announcement
-is suppressed (``realtime.announce_agent_revoked`` does nothing) and the old token's socket
-must still be given nothing, record nothing, be disclosed nothing and be closed with 4401;
-the new token's socket works as ever; and the statements per say, per context request and
-per delivery are as many as without the check.
+(the seats' statement reads ``Agent.token_hash``), the `say` statements (``may_speak_sql``),
+the context request's facts (a rotated token reads as revoked), the `ack` statements, the
+seat and agent row an `act` and a `flare` read, and the statement that locks the room for a
+`seal_offer`. Here the announcement is suppressed (``realtime.announce_agent_revoked`` does
+nothing) and the old token's socket must still be given nothing, record nothing, run nothing,
+be disclosed nothing and be closed with 4401; the new token's socket works as ever; and the
+statements per say, context request, delivery, act, ack, seal and flare are as many as
+without the check.
 
 Real parts: the project's ASGI application through channels' ``WebsocketCommunicator``, the
 in-memory channel layer, the test database (SQLite, or PostgreSQL in the services pass).
@@ -26,13 +28,14 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from gatekeeper.records import ActionRecord
 from ledger.models import LedgerEvent
-from rooms import consumers, context, handshake, realtime, services, standing
+from rooms import consumers, context, flares, forks, handshake, realtime, sealed, services, standing
 from rooms.bearer import secret_digest
-from rooms.models import Message, RoomMember
-from rooms.protocol import CloseCode
+from rooms.models import Flare, FlareReason, Message, RoomMember, RoomOutcome
+from rooms.protocol import CloseCode, OfferPlan
 from tests.rooms.conftest import SWEEP_SECONDS
-from tests.socket_frames import frame, join, say
+from tests.socket_frames import frame, join, next_frame_of, say
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,6 +45,13 @@ def slow_sweep(settings: Any) -> None:
     """No record sweep within a test's time: what closes a socket is the announcement or
     the hop's own check, never the sweep."""
     settings.SYNAPSIA = {**settings.SYNAPSIA, "CATCH_UP_SECONDS": 600.0}
+
+
+@pytest.fixture
+def tools_allowed(settings: Any) -> None:
+    """The embedded profile's tool policy on either profile (production's denies a tool no
+    policy names): an act is decided by the token, the slip and the room, not the policy."""
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "TOOL_POLICY_DEFAULT": "allow_all"}
 
 
 @pytest.fixture
@@ -235,6 +245,195 @@ async def test_6_with_the_announcement_delivered_the_old_socket_closes_at_once(
         await socket.disconnect()
 
 
+# --- (7)-(10): the frames that act, seal, flare and acknowledge -----------------------------
+#
+# Each is decided from the record with the socket's token, in the statement or row its path
+# already reads: the old token's frame is refused as a revoked agent's (and the socket closed
+# with 4401); the same frame from a socket opened with the new token works as ever.
+
+OLD_OR_NEW = pytest.mark.parametrize("which", ["old token", "new token"])
+PROPOSE = {"start": "2026-12-04T19:00:00+00:00", "duration_minutes": 90}
+
+
+async def _socket_after_rotation(
+    setup: Any, which: str, heard: str | None = None, b: Any = None
+) -> Any:
+    """Alice's agent's socket once its token was rotated (the announcement lost): the one
+    opened with the old token before, or one opened with the new token after. ``heard``: a
+    message Bob's agent (its socket ``b``) says before the rotation, which the socket has
+    been given."""
+    old = await join(setup.room.id, setup.a.token)
+    if heard is not None:
+        await b.send_json_to(say(heard, "b-1"))
+        assert (await b.receive_json_from(timeout=5))["type"] == "sent"
+        await _heard(old, heard)
+    new_token = await database_sync_to_async(_rotated)(setup)
+    if which == "old token":
+        return old
+    new = await join(setup.room.id, new_token)
+    assert await _closed_with_nothing_before(old) in {CloseCode.REPLACED, CloseCode.UNAUTHENTICATED}
+    await old.disconnect()
+    if heard is not None:
+        await _heard(new, heard)  # read back from the record
+    return new
+
+
+async def _until_closed(socket: Any, timeout: float = 5) -> tuple[list[dict[str, Any]], int]:
+    """What the socket is sent before its close, and the close code."""
+    import json
+
+    sent: list[dict[str, Any]] = []
+    while True:
+        output = await socket.receive_output(timeout=timeout)
+        if output["type"] == "websocket.close":
+            return sent, int(output["code"])
+        sent.append(json.loads(output["text"]))
+
+
+def _room_facts(setup: Any) -> dict[str, Any]:
+    """What an act, a seal, a flare or an ack leaves in the record of Alice's agent's seat."""
+    from rooms.models import Room, SealedOffer
+
+    room_id, agent_id = setup.room.id, setup.a.agent.id
+    return {
+        "state": Room.objects.values_list("state", flat=True).get(id=room_id),
+        "actions": list(
+            ActionRecord.objects.filter(room_id=room_id, agent_id=agent_id)
+            .order_by("decided_at")
+            .values_list("idempotency_key", "status", "rule")
+        ),
+        "outcomes": RoomOutcome.objects.filter(room_id=room_id).count(),
+        "seals": SealedOffer.objects.filter(room_id=room_id, agent_id=agent_id).count(),
+        "flares": Flare.objects.filter(room_id=room_id).count(),
+        "acked": RoomMember.objects.values_list("acked_seq", flat=True).get(
+            room_id=room_id, agent_id=agent_id
+        ),
+        "events": list(
+            LedgerEvent.objects.filter(room_id=room_id)
+            .order_by("seq")
+            .values_list("kind", flat=True)
+        ),
+    }
+
+
+def _last_denial_rule(setup: Any) -> str:
+    denial = LedgerEvent.objects.filter(room_id=setup.room.id, kind="denial").latest("seq")
+    return str(denial.data["rule"])
+
+
+@OLD_OR_NEW
+async def test_7_the_old_token_s_act_runs_nothing_and_is_decided_as_a_revoked_agent_s(
+    make_open_room: Any, slow_sweep: None, lost_rotation: list[Any], tools_allowed: None, which: str
+) -> None:
+    """``declare_no_plan`` runs on the server and changes the room's outcome: the old token's
+    act is denied with the revoked rule (recorded as a revoked agent's act is: the denial in
+    the ledger, the room paused at the fork), nothing runs and nothing changes; the socket is
+    closed with 4401 after its answer. The new token's act runs."""
+    setup = await database_sync_to_async(make_open_room)()
+    socket = await _socket_after_rotation(setup, which)
+    before = await database_sync_to_async(_room_facts)(setup)
+    act = frame("act", {"tool": "declare_no_plan", "arguments": {"reason": "time"}}, "act-1")
+    await socket.send_json_to(act)
+    if which == "new token":
+        result = await next_frame_of(socket, "action_result")
+        assert (result["body"]["ref"], result["body"]["status"]) == ("act-1", "executed")
+        after = await database_sync_to_async(_room_facts)(setup)
+        assert after["actions"] == [("act-1", "executed", "cleared")]
+        assert after["outcomes"] == before["outcomes"] + 1
+        await socket.disconnect()
+        return
+    sent, code = await _until_closed(socket)
+    assert code == CloseCode.UNAUTHENTICATED
+    results = [f["body"] for f in sent if f["type"] == "action_result"]
+    assert [(r["ref"], r["status"], r["rule"]) for r in results] == [
+        ("act-1", "denied", "agent_revoked")
+    ]
+    after = await database_sync_to_async(_room_facts)(setup)
+    assert after["actions"] == []  # nothing executed, nothing kept but the denial
+    assert after["outcomes"] == before["outcomes"]  # the tool had no effect
+    # Recorded as a revoked agent's act is: its denial (the revoked rule), the room paused.
+    assert after["events"][len(before["events"]) :] == ["denial", "room_paused"]
+    assert await database_sync_to_async(_last_denial_rule)(setup) == "agent_revoked"
+    await socket.disconnect()
+
+
+@OLD_OR_NEW
+async def test_8_the_old_token_s_seal_offer_is_refused(
+    make_open_room: Any, slow_sweep: None, lost_rotation: list[Any], which: str
+) -> None:
+    offer = {
+        "venue_id": "sora-sushi",
+        "start": "2026-12-05T19:00:00+01:00",
+        "party_size": 2,
+        "price_per_person_minor": 4275,
+        "currency": "EUR",
+    }
+    setup = await database_sync_to_async(make_open_room)()
+    socket = await _socket_after_rotation(setup, which)
+    before = await database_sync_to_async(_room_facts)(setup)
+    await socket.send_json_to(frame("seal_offer", {"offer": offer}, "seal-1"))
+    if which == "new token":
+        assert await socket.receive_nothing(timeout=0.5)  # sealed: nothing is said of it
+        after = await database_sync_to_async(_room_facts)(setup)
+        assert after["seals"] == 1 and after["events"][-1] == "offer_sealed"
+        await socket.disconnect()
+        return
+    assert await _closed_with_nothing_before(socket) == CloseCode.UNAUTHENTICATED
+    assert await database_sync_to_async(_room_facts)(setup) == before  # nothing sealed
+    await socket.disconnect()
+
+
+@OLD_OR_NEW
+async def test_9_the_old_token_s_flare_does_not_pause_the_room(
+    make_open_room: Any, slow_sweep: None, lost_rotation: list[Any], which: str
+) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    socket = await _socket_after_rotation(setup, which)
+    before = await database_sync_to_async(_room_facts)(setup)
+    await socket.send_json_to(frame("flare", {"reason": "loop"}, "f-1"))
+    if which == "new token":
+        state = await next_frame_of(socket, "room_state")
+        assert state["body"]["state"] == "paused"
+        after = await database_sync_to_async(_room_facts)(setup)
+        assert (after["state"], after["flares"]) == ("paused", 1)
+        await socket.disconnect()
+        return
+    assert await _closed_with_nothing_before(socket) == CloseCode.UNAUTHENTICATED
+    after = await database_sync_to_async(_room_facts)(setup)
+    assert after == before and after["state"] == "open"  # no flare, no pause, no event
+    await socket.disconnect()
+
+
+@OLD_OR_NEW
+@pytest.mark.parametrize("how", ["ack frame", "riding a say"])
+async def test_10_the_old_token_s_ack_is_not_recorded(
+    make_open_room: Any, slow_sweep: None, lost_rotation: list[Any], which: str, how: str
+) -> None:
+    setup = await database_sync_to_async(make_open_room)()
+    b = await join(setup.room.id, setup.b.token)
+    socket = await _socket_after_rotation(setup, which, heard="one", b=b)
+    if how == "ack frame":
+        sent = frame("ack", {"seq": 1}, "ack-1")
+    else:
+        sent = frame("say", {"text": "heard you", "ack": 1}, "a-1")
+    await socket.send_json_to(sent)
+    if which == "new token":
+        if how == "ack frame":
+            assert await socket.receive_nothing(timeout=0.5)  # an ack taken is not answered
+        else:
+            assert (await next_frame_of(socket, "sent"))["body"]["ref"] == "a-1"
+        facts = await database_sync_to_async(_room_facts)(setup)
+        assert facts["acked"] == 1
+        await socket.disconnect()
+    else:
+        assert await _closed_with_nothing_before(socket) == CloseCode.UNAUTHENTICATED
+        facts = await database_sync_to_async(_room_facts)(setup)
+        assert facts["acked"] == 0  # the old token's ack is not recorded
+        assert await database_sync_to_async(_recorded)(setup.room.id) == ["b-1"]
+        await socket.disconnect()
+    await b.disconnect()
+
+
 # --- the checks themselves: in the statements already run, never one more ------------------
 
 
@@ -372,3 +571,206 @@ def test_a_context_request_with_a_rotated_token_discloses_nothing(make_open_room
     assert out.value.code == CloseCode.UNAUTHENTICATED
     assert _turns_and_events(setup) == before  # no turn, no use, nothing recorded
     assert _turn(setup, new).peer_messages  # the new token's socket is given its turn
+
+
+def _act(setup: Any, client_id: str, reason: str, token: str | None) -> Any:
+    return forks.action_for_agent(
+        room_id=setup.room.id,
+        agent_id=setup.a.agent.id,
+        client_id=client_id,
+        tool="declare_no_plan",
+        arguments={"reason": reason},
+        token=token,
+    )
+
+
+def test_an_act_with_a_rotated_token_is_a_revoked_agent_s_in_the_same_statements(
+    make_open_room: Any, tools_allowed: None
+) -> None:
+    """The act's own read of the seat and its agent compares the token (no statement more):
+    rotated away, the act is decided exactly as a revoked agent's, and nothing runs."""
+    setup = make_open_room()
+    old = secret_digest(setup.a.token)
+    _act(setup, "w", "budget", None)  # warm, as a server is
+    without, done = _statements(lambda: _act(setup, "a-1", "time", None))
+    checked, done_checked = _statements(lambda: _act(setup, "a-2", "budget", old))
+    assert checked == without and done.status == done_checked.status == "executed"
+    print(f"statements per act (executed): {without} / {checked}")
+    outcomes = RoomOutcome.objects.filter(room_id=setup.room.id).count()
+
+    new = secret_digest(_rotated(setup))
+    assert _act(setup, "n-1", "time", new).status == "executed"  # the new token's act runs
+    outcomes += 1
+    refused_count, refused = _statements(lambda: _act(setup, "r-1", "budget", old))
+    assert (refused.status, refused.rule, refused.action_id) == ("denied", "agent_revoked", None)
+    assert RoomOutcome.objects.filter(room_id=setup.room.id).count() == outcomes  # no effect
+    assert not ActionRecord.objects.filter(idempotency_key="r-1").exists()
+    # As a revoked agent's act, asked by the server itself, in another room.
+    other = make_open_room(prefix="other-")
+    services.agent_revoke(owner=other.a.owner, agent_id=other.a.agent.id)
+    revoked_count, revoked = _statements(lambda: _act(other, "r-1", "budget", None))
+    assert (revoked.status, revoked.rule, revoked.action_id) == (
+        refused.status,
+        refused.rule,
+        refused.action_id,
+    )
+    assert refused_count == revoked_count
+    kinds = [
+        list(LedgerEvent.objects.filter(room_id=r).order_by("seq").values_list("kind", flat=True))
+        for r in (setup.room.id, other.room.id)
+    ]
+    assert kinds[0][-2:] == kinds[1][-2:] == ["denial", "room_paused"]
+
+
+def test_an_ack_with_a_rotated_token_is_not_recorded_by_its_one_statement(
+    make_open_room: Any,
+) -> None:
+    setup = make_open_room()
+    room, a, b = setup.room.id, setup.a.agent.id, setup.b.agent.id
+    old = secret_digest(setup.a.token)
+    for n in range(1, 5):
+        services.message_say(room_id=room, agent_id=b, client_id=f"b-{n}", text=f"w {n}")
+
+    def acked() -> int:
+        return RoomMember.objects.values_list("acked_seq", flat=True).get(room_id=room, agent_id=a)
+
+    services.messages_ack(room_id=room, agent_id=a, seq=0)  # warm
+    assert _statements(lambda: services.messages_ack(room_id=room, agent_id=a, seq=1)) == (1, True)
+    assert _statements(
+        lambda: services.messages_ack(room_id=room, agent_id=a, seq=2, token=old)
+    ) == (1, True)
+    new = secret_digest(_rotated(setup))
+    assert _statements(
+        lambda: services.messages_ack(room_id=room, agent_id=a, seq=3, token=old)
+    ) == (1, False)
+    for forged in ("", "' OR '1'='1"):
+        assert not services.messages_ack(room_id=room, agent_id=a, seq=3, token=forged)
+    assert acked() == 2  # the old token's ack moved nothing
+    assert services.messages_ack(room_id=room, agent_id=a, seq=3, token=new)
+    assert acked() == 3
+
+
+def _riding(runs: list[Any], acks: list[Any], tokens: list[Any] | None) -> list[Any]:
+    """A hop's say runs with the acks riding them, as the say desk records them."""
+    if connection.vendor == "postgresql":
+        return services.messages_say_runs_acked(runs=runs, acks=acks, tokens=tokens)
+    return consumers._say_runs_acked(runs, acks, tokens)
+
+
+@pytest.mark.parametrize("messages", [1, 2], ids=["one say", "a run"])
+def test_an_ack_riding_a_say_with_a_rotated_token_is_not_recorded(
+    make_open_room: Any, messages: int
+) -> None:
+    setup = make_open_room()
+    room, a, b = setup.room.id, setup.a.agent.id, setup.b.agent.id
+    old, b_digest = secret_digest(setup.a.token), secret_digest(setup.b.token)
+    for n in range(1, 4):
+        services.message_say(room_id=room, agent_id=b, client_id=f"b-{n}", text=f"w {n}")
+
+    def says(prefix: str) -> list[tuple[str, str]]:
+        return [(f"{prefix}-{n}", f"{prefix} {n}") for n in range(messages)]
+
+    _riding([(room, a, says("w"))], [1], None)  # warm, as a server is
+    without = _statements(lambda: _riding([(room, a, says("x"))], [1], None))
+    checked = _statements(lambda: _riding([(room, a, says("y"))], [2], [old]))
+    assert without[0] == checked[0] and len(checked[1][0]) == messages
+    print(f"statements per say with its ack ({messages}): {without[0]} / {checked[0]}")
+
+    new = secret_digest(_rotated(setup))
+    recorded = _recorded(room)
+    refused = _statements(lambda: _riding([(room, a, says("r"))], [3], [old]))
+    assert refused[1] == [None]  # the ack refused, and nothing of the run stored
+    assert RoomMember.objects.get(room_id=room, agent_id=a).acked_seq == 2
+    assert _recorded(room) == recorded
+    # Beside a current token's run, in one hop: only the rotated one is refused.
+    both = _riding([(room, a, says("s")), (room, b, says("t"))], [3, 1], [old, b_digest])
+    assert both[0] is None and both[1] is not None and len(both[1]) == messages
+    assert RoomMember.objects.get(room_id=room, agent_id=a).acked_seq == 2
+    assert _riding([(room, a, says("n"))], [3], [new])[0] is not None
+    assert RoomMember.objects.get(room_id=room, agent_id=a).acked_seq == 3
+
+
+OFFER = OfferPlan(
+    venue_id="sora-sushi",
+    start="2026-12-05T19:00:00+01:00",
+    party_size=2,
+    price_per_person_minor=4275,
+    currency="EUR",
+)
+
+
+def _seal(setup: Any, client_id: str, token: str | None) -> Any:
+    return sealed.offer_seal(
+        room_id=setup.room.id,
+        agent_id=setup.a.agent.id,
+        client_id=client_id,
+        offer=OFFER,
+        token=token,
+    )
+
+
+def test_a_seal_with_a_rotated_token_is_refused_by_the_room_s_lock(make_open_room: Any) -> None:
+    """The statement that locks the room reads whether the agent is shut out (no statement
+    more): rotated away, a seal, and a resend of one sealed before, are refused as a revoked
+    agent's (a resend's answer may hold the other side's offer)."""
+    first, second = make_open_room(prefix="one-"), make_open_room(prefix="two-")
+    _seal(make_open_room(prefix="warm-"), "warm", None)  # warm, as a server is
+    without = _statements(lambda: _seal(first, "s-1", None))[0]
+    checked = _statements(lambda: _seal(second, "s-1", secret_digest(second.a.token)))[0]
+    assert checked <= without  # the token rides the lock's statement
+    print(f"statements per seal: {without} / {checked}")
+    resend = _statements(lambda: _seal(second, "s-1", secret_digest(second.a.token)))
+    assert resend[1].duplicate
+    print(f"statements per resent seal: {resend[0]}")
+
+    old = secret_digest(second.a.token)
+    new = secret_digest(_rotated(second))
+    for client_id in ("s-1", "s-2"):  # the resend, and a new seal
+        with pytest.raises(sealed.SealRefused) as refused:
+            _seal(second, client_id, old)
+        assert refused.value.reason == "revoked"  # the socket is closed with 4401
+    assert _seal(second, "s-1", new).duplicate  # the new token's socket learns where it stands
+
+
+def _flare(setup: Any, token: str | None) -> Any:
+    return flares.flare_raise(
+        room_id=setup.room.id,
+        agent_id=setup.a.agent.id,
+        reason=FlareReason.LOOP,
+        raised_by="agent",
+        token=token,
+    )
+
+
+def test_a_flare_with_a_rotated_token_pauses_nothing(make_open_room: Any) -> None:
+    first, second = make_open_room(prefix="one-"), make_open_room(prefix="two-")
+    _flare(make_open_room(prefix="warm-"), None)  # warm, as a server is
+    without = _statements(lambda: _flare(first, None))[0]
+    checked = _statements(lambda: _flare(second, secret_digest(second.a.token)))[0]
+    assert checked == without  # the token is compared on the seat's own row
+    print(f"statements per flare: {without} / {checked}")
+
+    third = make_open_room(prefix="three-")
+    old = secret_digest(third.a.token)
+    new = secret_digest(_rotated(third))
+    with pytest.raises(flares.FlareRefused):
+        _flare(third, old)
+    third.room.refresh_from_db()
+    assert third.room.state == "open" and not Flare.objects.filter(room_id=third.room.id).exists()
+    # Nor on the agent's behalf: a loop the socket made, or a contradiction.
+    with pytest.raises(flares.FlareRefused):
+        flares.flare_raise(
+            room_id=third.room.id,
+            agent_id=third.a.agent.id,
+            reason=FlareReason.LOOP,
+            raised_by="server",
+            token=old,
+        )
+    assert _flare(third, new).reason == "loop"  # the new token's flare pauses the room
+    third.room.refresh_from_db()
+    assert third.room.state == "paused"
+    # A revoked agent raises none, whatever its token.
+    fourth = make_open_room(prefix="four-")
+    services.agent_revoke(owner=fourth.a.owner, agent_id=fourth.a.agent.id)
+    with pytest.raises(flares.FlareRefused):
+        _flare(fourth, None)
