@@ -212,13 +212,17 @@ def flare_if_looping(
     ).count()
     if denials < REPEATED_DENIALS:
         return None
+    return _flare_on_behalf(room_id, agent_id, FlareReason.REPEATED_DENIALS, token)
+
+
+def _flare_on_behalf(
+    room_id: UUID, agent_id: UUID, reason: FlareReason, token: str | None
+) -> FlareView | None:
+    """The server's flare for an agent (``flare_raise(raised_by="server")``); None when the
+    agent is revoked or ``token`` is no longer its own: its denial already paused the room."""
     try:
         return flare_raise(
-            room_id=room_id,
-            agent_id=agent_id,
-            reason=FlareReason.REPEATED_DENIALS,
-            raised_by="server",
-            token=token,
+            room_id=room_id, agent_id=agent_id, reason=reason, raised_by="server", token=token
         )
     except FlareRefused:
         return None
@@ -348,14 +352,4 @@ def flare_if_contradicting(
     )
     if not earlier.exists():
         return False
-    try:
-        flare_raise(
-            room_id=room_id,
-            agent_id=agent_id,
-            reason=FlareReason.CONTRADICTION,
-            raised_by="server",
-            token=token,
-        )
-    except FlareRefused:
-        return False
-    return True
+    return _flare_on_behalf(room_id, agent_id, FlareReason.CONTRADICTION, token) is not None
