@@ -30,6 +30,7 @@ from datetime import datetime
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models import Q
 
 from artifacts.models import Artifact
 from artifacts.sealing import artifact_open
@@ -97,7 +98,9 @@ def artifacts_for_agent(*, room_id: UUID, agent_id: UUID, turn: int) -> Artifact
         room: Room = seat.room
         facts = RoomFacts(room_id=room.id, state=room.state, terms=room.terms)
         published = list(
-            Artifact.objects.filter(room_id=room_id, shared_with_peer=True)
+            Artifact.objects.filter(
+                Q(shared_with_peer=True) | Q(share_undecided=True), room_id=room_id
+            )
             .exclude(publisher_agent_id=agent_id)
             .order_by("created_at", "id")
         )
@@ -154,11 +157,11 @@ def artifacts_for_agent(*, room_id: UUID, agent_id: UUID, turn: int) -> Artifact
         # After the ledger (in the same transaction): a settlement that is not recorded is
         # not made.
         if settled_shared:
-            Artifact.objects.filter(id__in=settled_shared).update(share_undecided=False)
-        if settled_kept:
-            Artifact.objects.filter(id__in=settled_kept).update(
-                share_undecided=False, shared_with_peer=False
+            Artifact.objects.filter(id__in=settled_shared).update(
+                share_undecided=False, shared_with_peer=True
             )
+        if settled_kept:
+            Artifact.objects.filter(id__in=settled_kept).update(share_undecided=False)
         return ArtifactDelivery(artifacts=tuple(_shared(a) for a in cleared))
 
 

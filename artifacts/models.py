@@ -45,8 +45,8 @@ class Artifact(models.Model):
     body_sha256 = models.CharField(max_length=64)
     # version byte + data key id + nonce + ciphertext and tag of {"title", "body"}.
     sealed = models.BinaryField()
-    # Offered to the other agent's deliveries (each decides it again, live): the publisher's
-    # slip shared it, or the check failed and ``share_undecided`` says it is still to settle.
+    # The publisher's slip shared it; offered to the other agent's deliveries (each decides it
+    # again, live), as an undecided one is (``share_undecided``: the check failed).
     shared_with_peer = models.BooleanField(default=False)
     share_undecided = models.BooleanField(default=False)
     # Suspicion rule ids ``rooms.untrusted.fence`` raised on the title and body when it was

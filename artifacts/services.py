@@ -46,7 +46,7 @@ class ArtifactRefused(Exception):
 class Published:
     artifact_id: UUID
     body_sha256: str
-    shared_with_peer: bool  # decided and shared (not while undecided)
+    shared_with_peer: bool
 
 
 def artifact_publish(
@@ -68,7 +68,7 @@ def artifact_publish(
     room at the fail-safe fork, recorded, and leaves the artifact ``share_undecided``."""
     existing = Artifact.objects.filter(action_key=action_key).first()
     if existing is not None:
-        return Published(existing.id, existing.body_sha256, _shared(existing))
+        return Published(existing.id, existing.body_sha256, existing.shared_with_peer)
     media_type = MEDIA_TYPES.get(media_format)
     if media_type is None:
         allowed = ", ".join(sorted(MEDIA_TYPES))
@@ -130,8 +130,8 @@ def artifact_publish(
                     artifact_id=artifact_id,
                     content=ArtifactContent(title=title, body=body),
                 ),
-                # Undecided is offered to the next delivery, which decides it live.
-                shared_with_peer=decision.allowed or failed,
+                # Undecided: neither shared nor kept; the next delivery decides it live.
+                shared_with_peer=decision.allowed,
                 share_undecided=failed,
                 flags=flags,
                 created_at=timezone.now(),
@@ -144,7 +144,3 @@ def artifact_publish(
             "Try again in a moment.",
         ) from None
     return Published(artifact_id, digest, decision.allowed)
-
-
-def _shared(artifact: Artifact) -> bool:
-    return artifact.shared_with_peer and not artifact.share_undecided

@@ -298,7 +298,8 @@ def _facts_sql(vendor: str, bump: bool, acked: bool = False, token: bool = False
         f"(SELECT h.seq FROM {head} h WHERE h.room_id = %(room)s), "
         f"(SELECT h.hash FROM {head} h WHERE h.room_id = %(room)s), "
         f"(SELECT COUNT(*) FROM (SELECT 1 FROM {artifact} x WHERE x.room_id = %(room)s "
-        "AND x.shared_with_peer = %(shared)s AND x.publisher_agent_id <> %(agent)s LIMIT 1) y), "
+        "AND (x.shared_with_peer = %(shared)s OR x.share_undecided = %(shared)s) "
+        "AND x.publisher_agent_id <> %(agent)s LIMIT 1) y), "
         f"{_recent_columns(vendor, member)}"
     )
     where = "WHERE room_id = %(room)s AND agent_id = %(agent)s"

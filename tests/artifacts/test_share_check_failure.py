@@ -175,4 +175,4 @@ def test_an_undecided_artifact_stays_undecided_while_the_reader_is_not_in_standi
     assert muted.artifacts == () and muted.error is None
     assert _events(shared_room, "denial")[-1]["rule"] == "agent_withdrawn"
     artifact = Artifact.objects.get()
-    assert artifact.share_undecided and artifact.shared_with_peer
+    assert artifact.share_undecided and not artifact.shared_with_peer
