@@ -76,3 +76,16 @@ async def next_frame_of(communicator: Any, frame_type: str, timeout: float = 5) 
         received: dict[str, Any] = await communicator.receive_json_from(timeout=timeout)
         if received["type"] == frame_type:
             return received
+
+
+async def closed_with_nothing_before(socket: Any, timeout: float = 5) -> int:
+    """The socket's next output is its close (no message, `sent` or context first): its code."""
+    output = await socket.receive_output(timeout=timeout)
+    assert output["type"] == "websocket.close", f"given before the close: {output}"
+    return int(output["code"])
+
+
+async def heard(socket: Any, text: str) -> None:
+    """The socket's next frame is the other agent's message saying ``text``."""
+    got = await socket.receive_json_from(timeout=5)
+    assert (got["type"], got["body"]["text"]) == ("message", text), got

@@ -38,7 +38,7 @@ from rooms.models import RoomState
 from rooms.protocol import CloseCode
 from synapsia.asgi import application
 from tests.rooms.conftest import SWEEP_SECONDS
-from tests.socket_frames import join, layer_dropping, say
+from tests.socket_frames import closed_with_nothing_before, heard, join, layer_dropping, say
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -80,17 +80,6 @@ async def _tab(room_id: Any, client: Client) -> WebsocketCommunicator:
     return socket
 
 
-async def _closed_with_nothing_before(socket: WebsocketCommunicator, timeout: float = 5) -> int:
-    output = await socket.receive_output(timeout=timeout)
-    assert output["type"] == "websocket.close", f"given before the close: {output}"
-    return int(output["code"])
-
-
-async def _heard(socket: WebsocketCommunicator, text: str) -> None:
-    frame = await socket.receive_json_from(timeout=5)
-    assert (frame["type"], frame["body"]["text"]) == ("message", text), frame
-
-
 def _password_changed_from(client: Client) -> None:
     answer = client.post(
         "/settings/password/",
@@ -119,11 +108,11 @@ async def test_signing_out_in_another_tab_closes_the_open_room_tab(
     answer = await database_sync_to_async(browser.post)("/logout/")
     assert answer.status_code == 302
     # Nothing is said in the room and the sweep is far off: the sign-out's event closes it.
-    assert await _closed_with_nothing_before(tab) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(tab) == CloseCode.UNAUTHENTICATED
     # Bob, whose session is his own and valid, is untouched and still given the room.
     b = await join(setup.room.id, setup.b.token)
     await b.send_json_to(say("bob's tab still hears this", "b-1"))
-    await _heard(bob_tab, "bob's tab still hears this")
+    await heard(bob_tab, "bob's tab still hears this")
     for socket in (tab, bob_tab, b):
         await socket.disconnect()
 
@@ -137,15 +126,15 @@ async def test_a_password_change_closes_the_stolen_laptop_s_tab(
     stolen_tab = await _tab(setup.room.id, stolen)
     phone_tab = await _tab(setup.room.id, phone)
     await database_sync_to_async(_password_changed_from)(phone)
-    assert await _closed_with_nothing_before(stolen_tab) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(stolen_tab) == CloseCode.UNAUTHENTICATED
     # The session that changed it stays signed in, under a new key (Django cycles it): the
     # tab opened on the old key closes too, and the page's reload opens one that is given
     # the room again.
-    assert await _closed_with_nothing_before(phone_tab) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(phone_tab) == CloseCode.UNAUTHENTICATED
     again = await _tab(setup.room.id, phone)
     b = await join(setup.room.id, setup.b.token)
     await b.send_json_to(say("only the phone's new tab hears this", "b-1"))
-    await _heard(again, "only the phone's new tab hears this")
+    await heard(again, "only the phone's new tab hears this")
     for socket in (stolen_tab, phone_tab, again, b):
         await socket.disconnect()
 
@@ -156,7 +145,7 @@ async def test_deactivating_the_owner_closes_their_open_tab(
     setup = await database_sync_to_async(make_open_room)()
     tab = await _tab(setup.room.id, await database_sync_to_async(_signed_in)(setup.a.owner))
     await database_sync_to_async(_deactivated)(setup.a.owner)
-    assert await _closed_with_nothing_before(tab) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(tab) == CloseCode.UNAUTHENTICATED
     await tab.disconnect()
 
 
@@ -171,12 +160,12 @@ async def test_an_owner_signing_out_elsewhere_keeps_this_tab_s_valid_session(
     laptop_tab = await _tab(setup.room.id, laptop)
     phone_tab = await _tab(setup.room.id, phone)
     assert (await database_sync_to_async(phone.post)("/logout/")).status_code == 302
-    assert await _closed_with_nothing_before(phone_tab) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(phone_tab) == CloseCode.UNAUTHENTICATED
     assert await laptop_tab.receive_nothing(timeout=0.5)
     b = await join(setup.room.id, setup.b.token)
     for n in (1, 2):
         await b.send_json_to(say(f"still shown {n}", f"b-{n}"))
-        await _heard(laptop_tab, f"still shown {n}")
+        await heard(laptop_tab, f"still shown {n}")
     for socket in (laptop_tab, phone_tab, b):
         await socket.disconnect()
 
@@ -233,14 +222,14 @@ async def test_a_session_ended_without_any_event_is_given_nothing_more(
     bob_tab = await _tab(setup.room.id, await database_sync_to_async(_signed_in)(setup.b.owner))
     b = await join(setup.room.id, setup.b.token)
     await b.send_json_to(say("shown while signed in", "b-1"))
-    await _heard(tab, "shown while signed in")
-    await _heard(bob_tab, "shown while signed in")
+    await heard(tab, "shown while signed in")
+    await heard(bob_tab, "shown while signed in")
 
     await database_sync_to_async(ended)(browser, setup.a.owner)
     await b.send_json_to(say("the budget is 80", "b-2"))
     # The delivery's check read the session: the tab is closed instead of given the message.
-    assert await _closed_with_nothing_before(tab) == CloseCode.UNAUTHENTICATED
-    await _heard(bob_tab, "the budget is 80")  # a valid session keeps receiving
+    assert await closed_with_nothing_before(tab) == CloseCode.UNAUTHENTICATED
+    await heard(bob_tab, "the budget is 80")  # a valid session keeps receiving
     for socket in (tab, bob_tab, b):
         await socket.disconnect()
 
@@ -258,10 +247,10 @@ async def test_a_room_state_change_is_not_told_to_an_ended_session(
     await database_sync_to_async(services.room_transition)(
         owner=setup.b.owner, room_id=setup.room.id, to=RoomState.CLOSED
     )
-    assert await _closed_with_nothing_before(tab) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(tab) == CloseCode.UNAUTHENTICATED
     told = await bob_tab.receive_json_from(timeout=5)
     assert (told["type"], told["body"]["state"]) == ("room_state", "closed")
-    assert await _closed_with_nothing_before(bob_tab) == CloseCode.ROOM_NOT_JOINABLE
+    assert await closed_with_nothing_before(bob_tab) == CloseCode.ROOM_NOT_JOINABLE
     for socket in (tab, bob_tab):
         await socket.disconnect()
 
@@ -278,7 +267,7 @@ async def test_a_forged_or_ended_session_cookie_opens_no_tab(make_open_room: Any
             headers=[*SITE, (b"cookie", f"sessionid={key}".encode())],
         )
         assert (await socket.connect())[0]
-        assert await _closed_with_nothing_before(socket) == CloseCode.UNAUTHENTICATED
+        assert await closed_with_nothing_before(socket) == CloseCode.UNAUTHENTICATED
         await socket.send_input({"type": "websocket.disconnect", "code": 4401})
         await socket.wait()
 
@@ -295,7 +284,7 @@ async def test_with_the_event_lost_an_idle_tab_is_closed_by_the_sweep(
     laptop_tab = await _tab(setup.room.id, await database_sync_to_async(_signed_in)(setup.a.owner))
     assert (await database_sync_to_async(browser.post)("/logout/")).status_code == 302
     assert lost_session_events == ["owner.session_check"]
-    assert await _closed_with_nothing_before(tab) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(tab) == CloseCode.UNAUTHENTICATED
     assert await laptop_tab.receive_nothing(timeout=5 * SWEEP_SECONDS)  # its session is valid
     await laptop_tab.disconnect()
     await tab.disconnect()
@@ -314,7 +303,7 @@ async def test_a_session_expiring_by_time_alone_closes_an_idle_tab(
     )
     tab = await _tab(setup.room.id, browser)
     assert await tab.receive_nothing(timeout=0.5)  # not yet expired: nothing closes it
-    assert await _closed_with_nothing_before(tab, timeout=10) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(tab, timeout=10) == CloseCode.UNAUTHENTICATED
     assert timezone.now() >= expires
     await tab.disconnect()
 
@@ -438,7 +427,7 @@ async def test_checks_are_made_per_delivery_not_per_socket(
     for n in (1, 2, 3):
         await b.send_json_to(say(f"m{n}", f"b-{n}"))
         assert (await b.receive_json_from(timeout=5))["type"] == "sent"
-        await _heard(tab, f"m{n}")
+        await heard(tab, f"m{n}")
     assert read == [1, 1, 1]  # one session read per delivery, none kept
     await tab.disconnect()
     await b.disconnect()

@@ -35,7 +35,7 @@ from rooms.bearer import secret_digest
 from rooms.models import Flare, FlareReason, Message, RoomMember, RoomOutcome
 from rooms.protocol import CloseCode, OfferPlan
 from tests.rooms.conftest import SWEEP_SECONDS
-from tests.socket_frames import frame, join, next_frame_of, say
+from tests.socket_frames import closed_with_nothing_before, frame, heard, join, next_frame_of, say
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,18 +72,6 @@ def _rotated(setup: Any) -> str:
     return services.agent_rotate_token(owner=setup.a.owner, agent_id=setup.a.agent.id).token
 
 
-async def _closed_with_nothing_before(socket: Any, timeout: float = 5) -> int:
-    """The socket's next output is its close (no message, `sent` or context first)."""
-    output = await socket.receive_output(timeout=timeout)
-    assert output["type"] == "websocket.close", f"given before the close: {output}"
-    return int(output["code"])
-
-
-async def _heard(socket: Any, text: str) -> None:
-    got = await socket.receive_json_from(timeout=5)
-    assert (got["type"], got["body"]["text"]) == ("message", text), got
-
-
 def _recorded(room_id: Any) -> list[str]:
     return list(
         Message.objects.filter(room_id=room_id).order_by("seq").values_list("client_id", flat=True)
@@ -106,7 +94,7 @@ async def test_1_the_old_token_s_socket_hears_nothing_more_and_is_closed_at_the_
     old, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
     await b.send_json_to(say("before the rotation", "b-1"))
     assert (await b.receive_json_from(timeout=5))["type"] == "sent"
-    await _heard(old, "before the rotation")
+    await heard(old, "before the rotation")
 
     await database_sync_to_async(_rotated)(setup)
     assert lost_rotation == [(setup.a.agent.id, [setup.room.id])]  # announced, and lost
@@ -114,7 +102,7 @@ async def test_1_the_old_token_s_socket_hears_nothing_more_and_is_closed_at_the_
     await b.send_json_to(say("my owner's budget is 80", "b-2"))
     assert (await b.receive_json_from(timeout=5))["type"] == "sent"  # the peer is unaffected
     # The delivery's standing check read the agent's token: closed instead of given it.
-    assert await _closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
     await b.send_json_to(say("and again", "b-3"))
     assert (await b.receive_json_from(timeout=5))["type"] == "sent"
     assert await old.receive_nothing(timeout=0.2)
@@ -133,7 +121,7 @@ async def test_2_the_old_token_s_say_is_refused_and_nothing_is_recorded(
     for n in range(frames):
         await old.send_json_to(say(f"the old token speaks {n}", f"a-{n}"))
     # No `sent`: the say statement refused it (as a revoked agent's), and the socket closed.
-    assert await _closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
     assert await database_sync_to_async(_recorded)(setup.room.id) == []
     assert await b.receive_nothing(timeout=0.2)  # the peer was told nothing
     for socket in (old, b):
@@ -150,12 +138,12 @@ async def test_3_the_old_token_s_context_request_discloses_nothing(
     old, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
     await b.send_json_to(say("peer text the old token must not read", "b-1"))
     assert (await b.receive_json_from(timeout=5))["type"] == "sent"
-    await _heard(old, "peer text the old token must not read")
+    await heard(old, "peer text the old token must not read")
     before = await database_sync_to_async(_turns_and_events)(setup)
 
     await database_sync_to_async(_rotated)(setup)
     await old.send_json_to(frame("context_request", {"ack": 1}, "c-1"))
-    assert await _closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
     assert await database_sync_to_async(_turns_and_events)(setup) == before
     seat = await database_sync_to_async(RoomMember.objects.get)(
         room_id=setup.room.id, agent_id=setup.a.agent.id
@@ -175,7 +163,7 @@ async def test_4_an_idle_old_token_socket_is_closed_by_the_record_sweep(
     assert await old.receive_nothing(timeout=3 * SWEEP_SECONDS)  # swept, and in standing
     await database_sync_to_async(_rotated)(setup)
     assert lost_rotation
-    assert await _closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
     assert await b.receive_nothing(timeout=5 * SWEEP_SECONDS)  # b, its token current, stays
     await b.send_json_to(frame("ping", {}, "p-1"))
     assert (await b.receive_json_from(timeout=5))["type"] == "pong"
@@ -192,15 +180,15 @@ async def test_5_a_socket_opened_with_the_new_token_works_as_ever(
     new = await join(setup.room.id, new_token)
     # The old socket is out: replaced by the newer join (4001) or, if the delivery check
     # comes first, closed as a rotated token's (4401). Never given anything either way.
-    assert await _closed_with_nothing_before(old) in {CloseCode.REPLACED, CloseCode.UNAUTHENTICATED}
+    assert await closed_with_nothing_before(old) in {CloseCode.REPLACED, CloseCode.UNAUTHENTICATED}
 
     await b.send_json_to(say("hello, new socket", "b-1"))
     assert (await b.receive_json_from(timeout=5))["type"] == "sent"
-    await _heard(new, "hello, new socket")
+    await heard(new, "hello, new socket")
     await new.send_json_to({**say("heard you", "a-1"), "body": {"text": "heard you", "ack": 1}})
     sent = await new.receive_json_from(timeout=5)
     assert (sent["type"], sent["body"]["ref"]) == ("sent", "a-1")
-    await _heard(b, "heard you")
+    await heard(b, "heard you")
     await new.send_json_to(frame("context_request", {}, "c-1"))
     turn = await new.receive_json_from(timeout=5)
     assert turn["type"] == "context" and turn["body"]["turn"] == 1
@@ -225,7 +213,7 @@ async def consumers_refused(room_id: Any, token: str) -> int:
         headers=[(b"authorization", f"Bearer {token}".encode())],
     )
     assert (await socket.connect())[0]
-    code = await _closed_with_nothing_before(socket)
+    code = await closed_with_nothing_before(socket)
     await socket.send_input({"type": "websocket.disconnect", "code": code})
     await socket.wait()
     return code
@@ -239,7 +227,7 @@ async def test_6_with_the_announcement_delivered_the_old_socket_closes_at_once(
     setup = await database_sync_to_async(make_open_room)()
     old, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
     await database_sync_to_async(_rotated)(setup)
-    assert await _closed_with_nothing_before(old, timeout=2) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(old, timeout=2) == CloseCode.UNAUTHENTICATED
     assert await b.receive_nothing(timeout=0.2)
     for socket in (old, b):
         await socket.disconnect()
@@ -266,15 +254,15 @@ async def _socket_after_rotation(
     if heard is not None:
         await b.send_json_to(say(heard, "b-1"))
         assert (await b.receive_json_from(timeout=5))["type"] == "sent"
-        await _heard(old, heard)
+        await heard(old, heard)
     new_token = await database_sync_to_async(_rotated)(setup)
     if which == "old token":
         return old
     new = await join(setup.room.id, new_token)
-    assert await _closed_with_nothing_before(old) in {CloseCode.REPLACED, CloseCode.UNAUTHENTICATED}
+    assert await closed_with_nothing_before(old) in {CloseCode.REPLACED, CloseCode.UNAUTHENTICATED}
     await old.disconnect()
     if heard is not None:
-        await _heard(new, heard)  # read back from the record
+        await heard(new, heard)  # read back from the record
     return new
 
 
@@ -378,7 +366,7 @@ async def test_8_the_old_token_s_seal_offer_is_refused(
         assert after["seals"] == 1 and after["events"][-1] == "offer_sealed"
         await socket.disconnect()
         return
-    assert await _closed_with_nothing_before(socket) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(socket) == CloseCode.UNAUTHENTICATED
     assert await database_sync_to_async(_room_facts)(setup) == before  # nothing sealed
     await socket.disconnect()
 
@@ -398,7 +386,7 @@ async def test_9_the_old_token_s_flare_does_not_pause_the_room(
         assert (after["state"], after["flares"]) == ("paused", 1)
         await socket.disconnect()
         return
-    assert await _closed_with_nothing_before(socket) == CloseCode.UNAUTHENTICATED
+    assert await closed_with_nothing_before(socket) == CloseCode.UNAUTHENTICATED
     after = await database_sync_to_async(_room_facts)(setup)
     assert after == before and after["state"] == "open"  # no flare, no pause, no event
     await socket.disconnect()
@@ -426,7 +414,7 @@ async def test_10_the_old_token_s_ack_is_not_recorded(
         assert facts["acked"] == 1
         await socket.disconnect()
     else:
-        assert await _closed_with_nothing_before(socket) == CloseCode.UNAUTHENTICATED
+        assert await closed_with_nothing_before(socket) == CloseCode.UNAUTHENTICATED
         facts = await database_sync_to_async(_room_facts)(setup)
         assert facts["acked"] == 0  # the old token's ack is not recorded
         assert await database_sync_to_async(_recorded)(setup.room.id) == ["b-1"]
