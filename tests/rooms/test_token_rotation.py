@@ -35,7 +35,8 @@ from rooms.bearer import secret_digest
 from rooms.models import Flare, FlareReason, Message, RoomMember, RoomOutcome
 from rooms.protocol import CloseCode, OfferPlan
 from tests.rooms.conftest import SWEEP_SECONDS
-from tests.socket_frames import closed_with_nothing_before, frame, heard, join, next_frame_of, say
+from tests.socket_frames import closed_with_nothing_before, frame, join, next_frame_of, say
+from tests.socket_frames import heard as heard_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -94,7 +95,7 @@ async def test_1_the_old_token_s_socket_hears_nothing_more_and_is_closed_at_the_
     old, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
     await b.send_json_to(say("before the rotation", "b-1"))
     assert (await b.receive_json_from(timeout=5))["type"] == "sent"
-    await heard(old, "before the rotation")
+    await heard_message(old, "before the rotation")
 
     await database_sync_to_async(_rotated)(setup)
     assert lost_rotation == [(setup.a.agent.id, [setup.room.id])]  # announced, and lost
@@ -138,7 +139,7 @@ async def test_3_the_old_token_s_context_request_discloses_nothing(
     old, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
     await b.send_json_to(say("peer text the old token must not read", "b-1"))
     assert (await b.receive_json_from(timeout=5))["type"] == "sent"
-    await heard(old, "peer text the old token must not read")
+    await heard_message(old, "peer text the old token must not read")
     before = await database_sync_to_async(_turns_and_events)(setup)
 
     await database_sync_to_async(_rotated)(setup)
@@ -184,11 +185,11 @@ async def test_5_a_socket_opened_with_the_new_token_works_as_ever(
 
     await b.send_json_to(say("hello, new socket", "b-1"))
     assert (await b.receive_json_from(timeout=5))["type"] == "sent"
-    await heard(new, "hello, new socket")
+    await heard_message(new, "hello, new socket")
     await new.send_json_to({**say("heard you", "a-1"), "body": {"text": "heard you", "ack": 1}})
     sent = await new.receive_json_from(timeout=5)
     assert (sent["type"], sent["body"]["ref"]) == ("sent", "a-1")
-    await heard(b, "heard you")
+    await heard_message(b, "heard you")
     await new.send_json_to(frame("context_request", {}, "c-1"))
     turn = await new.receive_json_from(timeout=5)
     assert turn["type"] == "context" and turn["body"]["turn"] == 1
@@ -254,7 +255,7 @@ async def _socket_after_rotation(
     if heard is not None:
         await b.send_json_to(say(heard, "b-1"))
         assert (await b.receive_json_from(timeout=5))["type"] == "sent"
-        await heard(old, heard)
+        await heard_message(old, heard)
     new_token = await database_sync_to_async(_rotated)(setup)
     if which == "old token":
         return old
@@ -262,7 +263,7 @@ async def _socket_after_rotation(
     assert await closed_with_nothing_before(old) in {CloseCode.REPLACED, CloseCode.UNAUTHENTICATED}
     await old.disconnect()
     if heard is not None:
-        await heard(new, heard)  # read back from the record
+        await heard_message(new, heard)  # read back from the record
     return new
 
 
