@@ -358,8 +358,9 @@ class AgentContext(_Body):
 
     @classmethod
     def from_body(cls, body: Any) -> AgentContext:
-        """Decode a ``context`` frame's body (raises ``pydantic.ValidationError``)."""
-        return cls.model_validate(body)
+        """Decode a ``context`` frame's body (raises ``pydantic.ValidationError``); fields
+        this package does not know are left out, as ``parse_server_frame`` does."""
+        return cls.model_validate(body, extra="ignore")
 
 
 class SentBody(_Body):

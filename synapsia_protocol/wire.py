@@ -135,6 +135,7 @@ def frame_json(kind: str, frame_id: str, body: dict[str, Any]) -> str:
 
 
 _tool_definition: TypeAdapter[ToolDefinition] = TypeAdapter(ToolDefinition)
+_tool_definitions: TypeAdapter[list[ToolDefinition]] = TypeAdapter(list[ToolDefinition])
 
 # Tool definitions' texts: the server's tool registry's, a handful, each built once.
 _DEFINITION_TEXTS = 256
@@ -175,8 +176,11 @@ def parse_server_frame(raw: str | bytes) -> AnyServerFrame | None:
     """Decode one frame from the server into its typed model (what the SDK does with each).
 
     ``None`` for a frame type this package does not know (a newer server may add some; a
-    client ignores them). Anything else that does not match its schema raises ``FrameError``:
-    a client never acts on a frame it could not read."""
+    client ignores them). A field this package does not know, in the envelope or in any body,
+    is left out of the model: a newer server adds optional fields within v1 and an older SDK
+    reads the rest as before (a tool definition keeps its extra keys, as sent). Anything else
+    that does not match its schema, a known field missing or of the wrong type, raises
+    ``FrameError``: a client never acts on a frame it could not read."""
     try:
         data: Any = json.loads(raw)
     except (ValueError, RecursionError):
@@ -187,6 +191,11 @@ def parse_server_frame(raw: str | bytes) -> AnyServerFrame | None:
     if isinstance(kind, str) and kind not in SERVER_FRAME_TYPES:
         return None
     try:
-        return _server_frame.validate_python(data)
+        frame = _server_frame.validate_python(data, extra="ignore")
     except ValidationError as exc:
         raise FrameError(ErrorCode.INVALID_BODY, str(exc)) from None
+    if isinstance(frame, WelcomeFrame) and frame.body.tools:
+        # The override reaches the tool definitions too; their extra keys are MCP's, kept.
+        tools = _tool_definitions.validate_python(data["body"]["tools"])
+        frame = frame.model_copy(update={"body": frame.body.model_copy(update={"tools": tools})})
+    return frame

@@ -15,6 +15,8 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from agents import RoomClient, RoomClosedError
 from synapsia_protocol import (
+    AgentContext,
+    ContextFrame,
     ErrorCode,
     FrameError,
     MessageBody,
@@ -82,6 +84,59 @@ def test_the_welcome_tools_are_mcp_tool_definitions_kept_as_sent() -> None:
             parse_server_frame(json.dumps(frame))
 
 
+def _context_from_a_newer_server() -> dict[str, Any]:
+    item = {
+        "item_id": str(uuid.uuid4()),
+        "owner_id": "maya",
+        "resource": "budget",
+        "scope": "range",
+        "content": {"min": 40, "max": 60},
+        "onward_disclosure": False,
+        "provenance": "vault",  # a field of a later server, at every level
+    }
+    body = {
+        "room_id": ROOM,
+        "agent_id": ME,
+        "turn": 3,
+        "preamble": "You act for Maya.",
+        "purpose": "Dinner",
+        "charter": "Be kind.",
+        "own_items": [item],
+        "whispers": [],
+        "notices": [],
+        "peer_items": [{**item, "fenced": "<<block>>", "nonce": "n", "weight": 2}],
+        "peer_messages": [],
+        "peer_artifacts": [],
+        "turn_deadline": "2026-12-01T18:05:00Z",
+    }
+    return {"v": 1, "type": "context", "id": "c1", "trace": "t-9", "body": body}
+
+
+def test_fields_a_newer_server_adds_are_left_out_and_the_rest_read_as_before() -> None:
+    """v1 grows by optional fields (docs/protocol.md, "Versions"): an SDK from before one reads
+    the frame without it, never refusing the whole turn's context for a field it cannot use."""
+    raw = _context_from_a_newer_server()
+    decoded = parse_server_frame(json.dumps(raw))
+    assert isinstance(decoded, ContextFrame)
+    context = decoded.body
+    assert context.turn == 3 and list(context.own("budget")) == [{"min": 40, "max": 60}]
+    assert context.peer_items[0].fenced == "<<block>>"
+    assert "turn_deadline" not in context.model_dump()
+    assert "provenance" not in context.own_items[0].model_dump()
+    assert "weight" not in context.peer_items[0].model_dump()
+    assert AgentContext.from_body(raw["body"]) == context
+    # A known field is still checked: missing or of the wrong type refuses the frame.
+    for broken in ({"turn": "three"}, {"own_items": [{"item_id": "x"}]}):
+        with pytest.raises(FrameError):
+            parse_server_frame(json.dumps({**raw, "body": {**raw["body"], **broken}}))
+    without_turn = {k: v for k, v in raw["body"].items() if k != "turn"}
+    with pytest.raises(FrameError):
+        parse_server_frame(json.dumps({**raw, "body": without_turn}))
+    extra = message(1, "hi", admin=True)
+    read = parse_server_frame(json.dumps(extra))
+    assert isinstance(read, MessageFrame) and "admin" not in read.body.model_dump()
+
+
 def test_an_unknown_frame_type_is_ignored_not_guessed_at() -> None:
     assert parse_server_frame(json.dumps({"v": 1, "type": "gossip", "id": "x", "body": {}})) is None
 
@@ -94,7 +149,7 @@ def test_an_unknown_frame_type_is_ignored_not_guessed_at() -> None:
         json.dumps(message(1, "hi", sender_agent_id="not-a-uuid")),
         json.dumps({**message(1, "hi"), "body": {**message(1, "hi")["body"], "seq": "one"}}),
         json.dumps(message(1, "hi", author="system")),  # no such author
-        json.dumps(message(1, "hi", admin=True)),  # an extra field in a body
+        json.dumps({**message(1, "hi"), "body": {"seq": 1, "text": "hi"}}),  # fields missing
         json.dumps({**message(1, "hi"), "v": 2}),
         json.dumps({**message(1, "hi"), "v": True}),
         json.dumps({"v": 1, "type": "message", "id": "m1"}),  # no body
