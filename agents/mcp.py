@@ -44,7 +44,7 @@ except ImportError as missing:  # the SDK installed without its extra
         f"the MCP bridge needs the MCP SDK: pip install './agents[mcp]' ({missing})"
     ) from missing
 
-from agents.cli import REFUSED, UNREACHABLE, room_args, room_arguments
+from agents.cli import REFUSED, UNREACHABLE, closed_in_words, room_args, room_arguments
 from agents.client import (
     ActionOutcome,
     FrameRefusedError,
@@ -388,11 +388,10 @@ class Bridge:
             # decides (a tool it did not list for this agent is denied there, in the ledger).
             return await self._act(name, arguments)
         except RoomClosedError as closed:
-            return _text_result(f"The room ended this seat: {closed}", error=True)
+            return _text_result(closed_in_words(closed), error=True)
         except FrameRefusedError as refused:
-            return _text_result(
-                f"The room refused this ({refused.code}): {refused.message}", error=True
-            )
+            said = refused.message or "it gave no reason"
+            return _text_result(f"The room refused this: {said}", error=True)
         except TimeoutError:
             return _text_result("The room did not answer in time; try again.", error=True)
 
@@ -689,7 +688,7 @@ async def main(argv: list[str] | None = None) -> int:
             await serve(Bridge(room, grant_wait=args.grant_wait), args.http)
             return 0
     except RoomClosedError as closed:
-        print(f"refused: {closed}", file=sys.stderr, flush=True)
+        print(closed_in_words(closed), file=sys.stderr, flush=True)
         return REFUSED
     except (OSError, TimeoutError) as exc:
         print(f"could not connect to {args.url}: {exc}", file=sys.stderr, flush=True)

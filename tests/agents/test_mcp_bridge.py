@@ -14,8 +14,10 @@ import contextlib
 import os
 import re
 import socket
+import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,6 +30,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from agents import RoomClient
+from agents.cli import REFUSED
 from agents.mcp import BRIDGE_TOOL_NAMES, TRUST_KEY, UNTRUSTED_LABEL, loopback
 from agents.negotiator import NegotiationResult, negotiate
 from bench.eval.leaks import stated
@@ -539,3 +542,23 @@ def test_an_adversarial_mcp_client_meets_the_boundaries_an_sdk_agent_meets(
     assert not ActionRecord.objects.filter(
         room_id=practice.room_id, status=ActionStatus.EXECUTED
     ).exists()
+
+
+def test_a_refused_seat_is_said_in_words_on_standard_error(live_daphne: str) -> None:
+    """The person who started the bridge reads why the room would not seat it and what to
+    do: no close code, no protocol line (docs/agents.md)."""
+    url = live_daphne.replace("http://", "ws://") + f"/ws/rooms/{uuid.uuid4()}/"
+    ran = subprocess.run(
+        [sys.executable, "-m", "agents.mcp", "--url", url],
+        env={**os.environ, "SYNAPSIA_AGENT_TOKEN": "syn_not-a-token-of-this-server"},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == REFUSED, ran.stderr
+    assert ran.stdout == ""  # standard output is the MCP channel: nothing of this on it
+    said = ran.stderr.strip()
+    assert said.startswith("The room ended this agent's session:"), said
+    assert not re.search(r"\b4\d{3}\b|connection closed by the server", said), said
