@@ -171,7 +171,10 @@ def action_request(
         .filter(room_id=room.room_id, agent_id=agent.agent_id, idempotency_key=idempotency_key)
         .first()
     )
-    if earlier is not None:
+    # A revoked agent (or a socket whose token was rotated away) resending an earlier act's
+    # key is decided like any act of a revoked agent: denied and recorded, told nothing of
+    # the earlier one, and no adapter asked again on its behalf.
+    if earlier is not None and not agent.revoked:
         if earlier.tool != tool or earlier.arguments_hash != validated_arguments_hash(
             tool, arguments
         ):

@@ -28,6 +28,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from gatekeeper import actions
 from gatekeeper.records import ActionRecord
 from ledger.models import LedgerEvent
 from rooms import consumers, context, flares, forks, handshake, realtime, sealed, services, standing
@@ -763,3 +764,40 @@ def test_a_flare_with_a_rotated_token_pauses_nothing(make_open_room: Any) -> Non
     services.agent_revoke(owner=fourth.a.owner, agent_id=fourth.a.agent.id)
     with pytest.raises(flares.FlareRefused):
         _flare(fourth, None)
+
+
+@pytest.mark.parametrize("earlier_status", ["executed", "pending"])
+def test_a_rotated_token_resending_an_earlier_act_s_key_learns_nothing_and_runs_nothing(
+    make_open_room: Any, tools_allowed: None, monkeypatch: pytest.MonkeyPatch, earlier_status: str
+) -> None:
+    """The same idempotency key as an act the agent made before the rotation: no replay of
+    its result and, for a delivery still pending, no adapter asked again; decided and recorded
+    as a revoked agent's act (the denial), as the new token's resend still gets its replay."""
+    setup = make_open_room()
+    old = secret_digest(setup.a.token)
+    first = _act(setup, "a-1", "time", old)
+    assert first.status == "executed"
+    if earlier_status == "pending":
+        ActionRecord.objects.filter(idempotency_key="a-1").update(status="pending")
+    asked: list[Any] = []
+    real_execute = actions._execute
+
+    def execute(record: ActionRecord, **facts: Any) -> Any:
+        asked.append(record.id)
+        return real_execute(record, **facts)
+
+    monkeypatch.setattr(actions, "_execute", execute)
+    new = secret_digest(_rotated(setup))
+    denials = LedgerEvent.objects.filter(room_id=setup.room.id, kind="denial").count()
+    resent = _act(setup, "a-1", "time", old)
+    assert (resent.status, resent.rule, resent.action_id, resent.replay) == (
+        "denied",
+        "agent_revoked",
+        None,
+        False,
+    )
+    assert asked == []  # nothing delivered or asked after on the old token's word
+    assert LedgerEvent.objects.filter(room_id=setup.room.id, kind="denial").count() == denials + 1
+    assert ActionRecord.objects.get(idempotency_key="a-1").status == earlier_status  # untouched
+    replayed = _act(setup, "a-1", "time", new)  # the agent's own, on its current token
+    assert replayed.replay and replayed.action_id == first.action_id
