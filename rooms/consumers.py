@@ -1646,9 +1646,15 @@ class RoomConsumer(AsyncWebsocketConsumer):
             self._seal_wait = asyncio.create_task(self._reveal_at(deadline))
 
     async def room_state(self, event: dict[str, Any]) -> None:
-        if self.owner_session is not None:
-            # An owner's browser is told only while its session still signs it in.
-            verdict = await in_db_thread(standing.owner_session_standing)(self._reader())
+        # Told only in standing, like anything else from the room: an owner's browser while
+        # its session still signs it in, an agent while it is seated on its own token (a lost
+        # revocation or rotation must not keep it hearing the room pause and resume). An
+        # agent is told the room closed (or was deleted) whatever its standing: it is closed
+        # right after, and learns nothing else.
+        owner = self.owner_session is not None
+        if self.participant is not None and (owner or event["state"] != RoomState.CLOSED):
+            check = standing.owner_session_standing if owner else standing.reader_standing
+            verdict = await in_db_thread(check)(self._reader())
             if verdict is not None:
                 await self._shut(verdict)
                 return

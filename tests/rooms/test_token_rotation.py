@@ -33,7 +33,7 @@ from gatekeeper.records import ActionRecord
 from ledger.models import LedgerEvent
 from rooms import consumers, context, flares, forks, handshake, realtime, sealed, services, standing
 from rooms.bearer import secret_digest
-from rooms.models import Flare, FlareReason, Message, RoomMember, RoomOutcome
+from rooms.models import Flare, FlareReason, Message, RoomMember, RoomOutcome, RoomState
 from rooms.protocol import CloseCode, OfferPlan
 from tests.rooms.conftest import SWEEP_SECONDS
 from tests.socket_frames import closed_with_nothing_before, frame, join, next_frame_of, say
@@ -801,3 +801,21 @@ def test_a_rotated_token_resending_an_earlier_act_s_key_learns_nothing_and_runs_
     assert ActionRecord.objects.get(idempotency_key="a-1").status == earlier_status  # untouched
     replayed = _act(setup, "a-1", "time", new)  # the agent's own, on its current token
     assert replayed.replay and replayed.action_id == first.action_id
+
+
+async def test_the_old_token_s_socket_is_not_told_the_room_pausing(
+    make_open_room: Any, slow_sweep: None, lost_rotation: list[Any]
+) -> None:
+    """A room_state frame is the room's too: with the rotation's announcement lost, the old
+    token's socket is closed when the room pauses instead of being told (the peer is told)."""
+    setup = await database_sync_to_async(make_open_room)()
+    old, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    await database_sync_to_async(_rotated)(setup)
+    await database_sync_to_async(services.room_transition)(
+        owner=setup.b.owner, room_id=setup.room.id, to=RoomState.PAUSED
+    )
+    told = await next_frame_of(b, "room_state")
+    assert told["body"]["state"] == "paused"
+    assert await closed_with_nothing_before(old) == CloseCode.UNAUTHENTICATED
+    for socket in (old, b):
+        await socket.disconnect()
