@@ -23,6 +23,7 @@ from frontend import transcript
 from frontend.connect import TOKEN_PLACEHOLDER, agent_connect_command
 from frontend.forms import BindAgentForm
 from gatekeeper.reasons import vault_kind_words
+from gatekeeper.standing import flare_holding_resume
 from ledger.models import LedgerEvent
 from rooms import context, outcomes, selectors, services
 from rooms.errors import RoomError
@@ -101,10 +102,10 @@ def room_status(*, owner: User, seat: RoomMember) -> RoomStatus:
         RoomState.PAUSED: f"Paused since {_moment(room.state_changed_at)}",
         RoomState.CLOSED: f"Closed {_moment(room.state_changed_at)}",
     }[state]
-    waiting = selectors.flares_unanswered_of_others(owner=owner, room_id=room.id)
+    holding = flare_holding_resume(owner.pk, selectors.flares_unanswered(room_id=room.id))
     waiting_for = ""
-    if state == RoomState.PAUSED and waiting:
-        name = transcript.owner_name(waiting[0].seat.owner)
+    if state == RoomState.PAUSED and holding is not None:
+        name = transcript.owner_name(holding.seat.owner)
         waiting_for = (
             f"Waiting for {name} to answer their agent's Signal Flare: the room resumes when "
             f"{name} does."
@@ -118,7 +119,7 @@ def room_status(*, owner: User, seat: RoomMember) -> RoomStatus:
         tier_words=slip_selectors.room_tier_words(room.id, reader_id=owner.pk),
         conflicts=tuple(slip_selectors.conflicts_in_words(room_id=room.id, reader_id=owner.pk)),
         can_open=state == RoomState.DRAFT,
-        can_resume=state == RoomState.PAUSED and not waiting,
+        can_resume=state == RoomState.PAUSED and holding is None,
         can_pause=state == RoomState.OPEN,
         can_close=state != RoomState.CLOSED,
         waiting_for=waiting_for,

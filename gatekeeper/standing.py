@@ -1,5 +1,6 @@
 """Standing: may this reader still be given anything from the room? The rule, in one place
-(and, at the end, its sibling for speech: whose words may be recorded, ``may_speak``).
+(and, at the end, its siblings: whose words may be recorded, ``may_speak``; and whose Signal
+Flare keeps an owner from resuming the room, ``flare_holding_resume``).
 
 A reader is a socket's far end: an agent in its seat, or its owner's browser. Every hop that
 hands a socket something from the room (a live message, a whisper, a catch-up read, an
@@ -35,7 +36,7 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.db import connection
 from django.utils.crypto import constant_time_compare
 
-from rooms.models import Agent, RoomMember, RoomState, SeatStanding
+from rooms.models import Agent, Flare, RoomMember, RoomState, SeatStanding
 from rooms.protocol import CloseCode
 
 # An agent may be given room traffic while the room is open or paused, the states in which
@@ -174,6 +175,16 @@ def join_verdict(*, seat_standing: str, room_state: str) -> CloseCode | None:
 
 
 # --- speech: whose words may be added to the room's record -----------------------------------
+
+
+def flare_holding_resume(owner_id: int, unanswered: Sequence[Flare]) -> Flare | None:
+    """The Signal Flare that keeps ``owner_id`` from resuming their paused room, or None if
+    they may: of the room's flares still unanswered (``unanswered``, oldest first), the oldest
+    of the OTHER owner's agent. A flaring agent stays paused until its own owner chooses, and
+    answering the flare is what resumes the room; an owner may resume over their own agent's
+    flare. Every way a paused room resumes asks this (Resume, approving a fork, answering a
+    flare), and so does the room page, to offer Resume or say who the room waits for."""
+    return next((flare for flare in unanswered if flare.seat.owner_id != owner_id), None)
 
 
 def may_speak(

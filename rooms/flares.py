@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from gatekeeper.reasons import flare_reason_words
 from gatekeeper.records import ActionRecord, ActionStatus
-from gatekeeper.standing import agent_shut_out
+from gatekeeper.standing import agent_shut_out, flare_holding_resume
 from gatekeeper.tools.registry import tool_get
 from ledger.events import FlareRaised, ForkResolved, RoomResumed
 from ledger.models import LedgerEvent
@@ -27,7 +27,7 @@ from rooms import realtime
 from rooms.errors import InvalidState, NotFound
 from rooms.models import Flare, FlareChoice, FlareReason, Room, RoomMember, RoomState, SeatStanding
 from rooms.pausing import pause_at_fork
-from rooms.selectors import flares_unanswered_of_others, owner_name, room_seat
+from rooms.selectors import flares_unanswered, owner_name, room_seat
 from rooms.services import SpeakRefused, message_say
 
 # The server raises a flare for an agent denied this many times within the window: it is
@@ -273,7 +273,7 @@ def flare_resolve(*, owner: User, room_id: UUID, flare_id: UUID, choice: FlareCh
         if (
             choice != FlareChoice.BLOCK
             and room.state == RoomState.PAUSED
-            and not flares_unanswered_of_others(owner=owner, room_id=room.id)
+            and flare_holding_resume(owner.pk, flares_unanswered(room_id=room.id)) is None
         ):
             ledger_append(room_id=room.id, event=RoomResumed(by=by))
             room.state = RoomState.OPEN

@@ -105,12 +105,11 @@ def whispers_of_owner(*, owner: User, room_id: UUID) -> list[Whisper]:
         )
 
 
-def flares_unanswered_of_others(*, owner: User, room_id: UUID) -> list[Flare]:
-    """Signal Flares still waiting for the OTHER owner of the room: while one is, only that
-    owner (by answering it) may resume the room."""
+def flares_unanswered(*, room_id: UUID) -> list[Flare]:
+    """The room's Signal Flares still waiting for their owner's answer, oldest first (with
+    each one's seat and owner): what ``gatekeeper.standing.flare_holding_resume`` judges."""
     return list(
         Flare.objects.filter(room_id=room_id, resolved_at__isnull=True)
-        .exclude(seat__owner=owner)
         .select_related("seat__owner", "seat__agent")
         .order_by("raised_at")
     )

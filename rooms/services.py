@@ -24,7 +24,7 @@ from django.utils import timezone
 from dining import TermsInvalid, terms_parse
 from gatekeeper.errors import ToolPolicyError
 from gatekeeper.policy import tool_hints_validate
-from gatekeeper.standing import may_speak_sql
+from gatekeeper.standing import flare_holding_resume, may_speak_sql
 from ledger.events import InjectionSuspected, Join, Leave, RoomClosed, RoomPaused, RoomResumed
 from ledger.services import LedgerAppendError, ledger_append, ledger_append_many
 from ledger.signing import ledger_sign_head
@@ -315,15 +315,12 @@ def room_bind_agent(*, owner: User, room_id: UUID, agent_id: UUID) -> RoomMember
 
 
 def resume_refused_over_a_flare(owner: User, room: Room, *, then: str = "") -> None:
-    """Raise ``InvalidState`` (in words, with ``then`` as the owner's next step) if resuming
-    ``room`` now would go around a Signal Flare of the OTHER owner's agent that they have not
-    answered: a flaring agent stays paused until its own owner chooses, and answering the
-    flare is what resumes the room. An owner may resume over their own agent's flare. Every
-    way a paused room resumes asks this (Resume, approving a fork, answering a flare)."""
-    # The same set the room page reads to offer Resume or not (one definition of "waiting").
-    waiting = selectors.flares_unanswered_of_others(owner=owner, room_id=room.id)
-    if waiting:
-        other = waiting[0].seat.owner
+    """Raise ``InvalidState`` (in words, with ``then`` as the owner's next step) if the
+    Gatekeeper's rule (``flare_holding_resume``) keeps ``owner`` from resuming ``room`` now:
+    the other owner's agent's Signal Flare they have not answered."""
+    holding = flare_holding_resume(owner.pk, selectors.flares_unanswered(room_id=room.id))
+    if holding is not None:
+        other = holding.seat.owner
         name = selectors.owner_name(other)
         raise InvalidState(
             f"{name}'s agent raised a Signal Flare that {name} has not answered yet. The room "

@@ -17,11 +17,12 @@ from gatekeeper.standing import (
     AGENT_ROOM_STATES,
     OWNER_ROOM_STATES,
     SeatFacts,
+    flare_holding_resume,
     join_verdict,
     standing_verdict,
 )
 from rooms import standing as rooms_standing
-from rooms.models import RoomState, SeatStanding
+from rooms.models import Flare, RoomMember, RoomState, SeatStanding
 from rooms.protocol import CloseCode
 
 ALICE, BOB, MALLORY = 1, 2, 3
@@ -167,3 +168,28 @@ def test_who_may_join(room_state: RoomState, seat_standing: SeatStanding) -> Non
     else:
         want = None
     assert join_verdict(seat_standing=seat_standing, room_state=room_state) == want
+
+
+def _flare(owner_id: int, n: int) -> Flare:
+    """An unanswered flare of ``owner_id``'s agent (unsaved: the rule reads no database)."""
+    return Flare(id=uuid.UUID(int=n), seat=RoomMember(owner_id=owner_id))
+
+
+@pytest.mark.parametrize(
+    ("unanswered", "holding_for_alice", "holding_for_bob"),
+    [
+        ([], None, None),
+        ([(ALICE, 1)], None, 1),  # her own agent's flare: she may resume, Bob may not
+        ([(BOB, 1)], 1, None),
+        ([(BOB, 1), (BOB, 2)], 1, None),  # the oldest names who the room waits for
+        ([(ALICE, 1), (BOB, 2)], 2, 1),  # both flared: each waits for the other's answer
+        ([(BOB, 2), (ALICE, 1), (BOB, 3)], 2, 1),
+    ],
+)
+def test_only_the_other_owner_s_unanswered_flare_holds_a_resume(
+    unanswered: list[tuple[int, int]], holding_for_alice: int | None, holding_for_bob: int | None
+) -> None:
+    flares = [_flare(owner, n) for owner, n in unanswered]
+    for owner, expected in ((ALICE, holding_for_alice), (BOB, holding_for_bob)):
+        holding = flare_holding_resume(owner, flares)
+        assert (holding.id.int if holding is not None else None) == expected
