@@ -22,19 +22,10 @@ from slips import vault
 from stewards.models import AbuseReport
 from stewards.reports import abuse_report_file
 from tests.frontend.browser import codes_in
-from tests.frontend.test_room_page import visible
+from tests.frontend.test_room_page import COUNTER, PROPOSE, START, visible
 
 pytestmark = pytest.mark.django_db
 
-START = "2026-12-04T19:00:00+00:00"  # Friday 4 December, 20:00 in Berlin
-PROPOSE = (
-    f"PROPOSE round=1 venue=osteria-kanal start={START} party=2 price=3800 EUR\n"
-    "How about Osteria Kanal on Friday at 20:00, 38 EUR per person?"
-)
-COUNTER = (
-    f"COUNTER round=2 reason=budget venue=sora-sushi start={START} party=2 price=4200 EUR\n"
-    "That is more than my owner wants to spend."
-)
 NO_PLAN = "NO_PLAN round=3 reason=budget\nWe could not find one that fits."
 PROTOCOL = ("PROPOSE round", "COUNTER round", "NO_PLAN", "venue=", "price=", "reason=", START)
 
