@@ -107,6 +107,7 @@ from rooms.protocol import (
     welcome_json,
 )
 from slips.selectors import slip_in_force
+from synapsia.logs import correlated
 from synapsia_protocol.codes import retry_hint
 
 T = TypeVar("T")
@@ -745,7 +746,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         if backlog is not None:
             # A client that does not read what it is sent: what waits for it is dropped with
             # the connection (Daphne aborts it when the close handshake times out).
-            logger.warning(
+            self._log.warning(
                 "room socket closed: its client did not read (%d bytes waiting)", backlog
             )
             limits.frame_refused("send_buffer")
@@ -779,7 +780,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         could not be made) and that and the leave are recorded as soon as it answers again."""
         participant = self.participant
         if isinstance(failed, DatabaseError):
-            logger.warning("room socket: the database did not answer (%s)", failed)
+            self._log.warning("room socket: the database did not answer (%s)", failed)
             code, error = (
                 CloseCode.TRY_AGAIN,
                 (ErrorCode.UNAVAILABLE, "The room cannot check this right now; it paused."),
@@ -791,13 +792,13 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 )
                 self._left = True  # the outage desk writes it once the database answers
         elif isinstance(failed, _LAYER_ERRORS):
-            logger.warning("room socket: the channel layer did not answer (%s)", failed)
+            self._log.warning("room socket: the channel layer did not answer (%s)", failed)
             code, error = (
                 CloseCode.TRY_AGAIN,
                 (ErrorCode.UNAVAILABLE, "The room cannot reach its other servers right now."),
             )
         else:
-            logger.error("room socket failed", exc_info=failed)
+            self._log.error("room socket failed", exc_info=failed)
             code, error = (
                 CloseCode.SERVER_ERROR,
                 (ErrorCode.SERVER_ERROR, "Something went wrong on the server."),
@@ -823,7 +824,15 @@ class RoomConsumer(AsyncWebsocketConsumer):
                 participant.room_id, leaving_agent=participant.agent_id
             )
         except Exception:
-            logger.exception("room socket: the leave could not be recorded")
+            self._log.exception("room socket: the leave could not be recorded")
+
+    @property
+    def _log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """This module's logger, its lines naming the socket's room and agent once admitted."""
+        participant = self.participant
+        if participant is None:
+            return correlated(logger)
+        return correlated(logger, room=participant.room_id, agent=participant.agent_id)
 
     def _count(self, kind: str) -> None:
         self._counted = kind
@@ -1011,7 +1020,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             )
         except Exception:
             # The layer expires the membership by itself (group_expiry); the leave is recorded.
-            logger.warning("channel layer unavailable: socket not taken out of its room's group")
+            self._log.warning("channel layer unavailable: socket not taken out of its room's group")
         await self._leave()
 
     async def _owner_group_leave(self) -> None:
@@ -1021,7 +1030,9 @@ class RoomConsumer(AsyncWebsocketConsumer):
         try:
             await self.channel_layer.group_discard(group, self.channel_name)
         except Exception:
-            logger.warning("channel layer unavailable: socket not taken out of its owner's group")
+            self._log.warning(
+                "channel layer unavailable: socket not taken out of its owner's group"
+            )
 
     # --- frames from the client -----------------------------------------------------------
 
@@ -1219,7 +1230,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
         try:
             await self.channel_layer.group_send(group, event)
         except Exception as failed:
-            logger.warning(
+            self._log.warning(
                 "channel layer unavailable: %s not told of %s (%s)", group, event["type"], failed
             )
 
@@ -1420,7 +1431,7 @@ class RoomConsumer(AsyncWebsocketConsumer):
             pass
         except Exception:
             # The next connect or seal checks again: the record decides, not this wait.
-            logger.exception("sealed offer reveal failed")
+            self._log.exception("sealed offer reveal failed")
 
     async def _ack(self, frame: AckFrame) -> None:
         participant = self._agent_only(frame.id)

@@ -3,10 +3,10 @@
 Every record carries ``request_id`` (the proxy's ``X-Request-ID`` when it is a plain token,
 else a fresh one, echoed in the response), ``room_id`` and ``agent_id`` when the code handling
 it knows them. They come from context variables, so a line logged anywhere below a request
-(or below :func:`correlation_bound`, which the socket side can use) is tied to it without
-passing ids around. Ids are correlation keys, not content: room text, whispers, vault items and
-slips are never logged by this module, and tests/synapsia/test_logging.py checks a whole
-negotiation's log output for them.
+(or below :func:`correlation_bound`) is tied to it without passing ids around; a room socket's
+lines name their room and agent through :func:`correlated`. Ids are correlation keys, not
+content: room text, whispers, vault items and slips are never logged by this module, and
+tests/synapsia/test_logging.py checks a whole negotiation's log output for them.
 """
 
 from __future__ import annotations
@@ -37,13 +37,26 @@ _FIELDS = ("request_id", "room_id", "agent_id")
 
 
 class CorrelationFilter(logging.Filter):
-    """Puts the current correlation ids on every record (None where unknown)."""
+    """Puts the current correlation ids on every record (None where unknown); an id the
+    record was given (``correlated``) is kept."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = request_id.get()
-        record.room_id = room_id.get()
-        record.agent_id = agent_id.get()
+        record.request_id = getattr(record, "request_id", None) or request_id.get()
+        record.room_id = getattr(record, "room_id", None) or room_id.get()
+        record.agent_id = getattr(record, "agent_id", None) or agent_id.get()
         return True
+
+
+def correlated(
+    logger: logging.Logger, *, room: object = None, agent: object = None
+) -> logging.LoggerAdapter[logging.Logger]:
+    """``logger``, its lines tied to this room and/or agent (ids only). For code whose lines
+    no context variable reaches: a room socket's handlers run in several tasks (one per
+    source of events) and in shared desks serving many sockets, so the socket names itself."""
+    named = {"room_id": room, "agent_id": agent}
+    return logging.LoggerAdapter(
+        logger, {k: None if v is None else str(v) for k, v in named.items()}
+    )
 
 
 class CancelledCleanupFilter(logging.Filter):

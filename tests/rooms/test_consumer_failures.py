@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -183,4 +184,24 @@ async def test_deeply_nested_json_stays_an_error_frame(
     assert (await a.receive_json_from(timeout=5))["body"]["code"] == "malformed"
     await a.send_json_to(frame("ping", {}, "p-1"))
     assert (await a.receive_json_from(timeout=5))["type"] == "pong"  # still open, answering
+    await a.disconnect()
+
+
+async def test_a_socket_s_failure_is_logged_with_its_room_and_agent(
+    make_open_room: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator reading the log finds which room and agent a failure was in (ids only):
+    the socket names itself on its lines, whichever of its tasks logs them."""
+    setup = await database_sync_to_async(make_open_room)()
+    a = await join(setup.room.id, setup.a.token)
+
+    def broken(**_: Any) -> Any:
+        raise RuntimeError("a bug in an adapter")
+
+    monkeypatch.setattr(forks, "action_for_agent", broken)
+    with caplog.at_level(logging.ERROR, logger="rooms.consumers"):
+        await a.send_json_to(frame("act", {"tool": "propose_time", "arguments": {}}, "act-1"))
+        await _until_closed(a)
+    [failed] = [r for r in caplog.records if r.getMessage() == "room socket failed"]
+    assert (failed.room_id, failed.agent_id) == (str(setup.room.id), str(setup.a.agent.id))
     await a.disconnect()
