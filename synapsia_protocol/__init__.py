@@ -78,7 +78,7 @@ from synapsia_protocol.wire import (
     welcome_json,
 )
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 
 __all__ = [
     "CLIENT_FRAME_TYPES",
