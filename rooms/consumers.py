@@ -112,6 +112,13 @@ from synapsia_protocol.codes import retry_hint
 
 T = TypeVar("T")
 
+try:  # Daphne's WebSocket server (autobahn): a send once the client's close has begun
+    from autobahn.exception import Disconnected
+
+    _CLIENT_GONE: tuple[type[BaseException], ...] = (Disconnected,)
+except ImportError:  # pragma: no cover
+    _CLIENT_GONE = ()
+
 try:  # the production profile's channel layer (Redis); absent in a minimal install
     from redis.exceptions import RedisError
 
@@ -737,7 +744,14 @@ class RoomConsumer(AsyncWebsocketConsumer):
             return
         if text_data is not None and not close:
             # What ``AsyncWebsocketConsumer.send`` hands the server for a text frame.
-            await self.base_send({"type": "websocket.send", "text": text_data})
+            try:
+                await self.base_send({"type": "websocket.send", "text": text_data})
+            except _CLIENT_GONE:
+                # The client closed while this frame was on its way (a hop was awaited): its
+                # close handshake has begun and its disconnect is queued behind this handler.
+                # Nothing more reaches it; the disconnect still comes, and records the leave.
+                self._closed = True
+                return
         else:
             await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
         if not limits.send_buffer_over(self.base_send):

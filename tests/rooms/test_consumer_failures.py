@@ -12,12 +12,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from autobahn.exception import Disconnected
 from channels.db import database_sync_to_async
 from django.db import OperationalError, connections
 from django.db.backends.utils import CursorWrapper
 
 from ledger.models import LedgerEvent
-from rooms import forks, realtime
+from rooms import consumers, forks, realtime, services
 from rooms.models import Message, Room, RoomState
 from rooms.protocol import CloseCode
 from tests.socket_frames import agent_socket_count, frame, join, next_frame_of, say
@@ -205,3 +206,41 @@ async def test_a_socket_s_failure_is_logged_with_its_room_and_agent(
     [failed] = [r for r in caplog.records if r.getMessage() == "room socket failed"]
     assert (failed.room_id, failed.agent_id) == (str(setup.room.id), str(setup.a.agent.id))
     await a.disconnect()
+
+
+async def test_a_frame_sent_as_the_client_closes_stops_the_sending_and_the_leave_is_recorded(
+    make_open_room: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Daphne refuses a send once the client's close handshake has begun (autobahn's
+    ``Disconnected``), while the socket's disconnect still waits behind the handler that was
+    awaiting a hop (here: the standing check before a ``room_state``). The socket sends
+    nothing more and its disconnect is handled as ever: the leave is recorded, once."""
+    setup = await database_sync_to_async(make_open_room)()
+    leaving = f"Bearer {setup.a.token}".encode()
+    gone = asyncio.Event()
+    real_call = consumers.RoomConsumer.__call__
+
+    async def served(self: Any, scope: Any, receive: Any, send: Any) -> None:
+        mine = (b"authorization", leaving) in scope["headers"]
+
+        async def sending(message: dict[str, Any]) -> None:
+            if mine and gone.is_set() and message["type"] == "websocket.send":
+                raise Disconnected("Attempt to send on a closed protocol")
+            await send(message)
+
+        await real_call(self, scope, receive, sending)
+
+    monkeypatch.setattr(consumers.RoomConsumer, "__call__", served)
+    a, b = await join(setup.room.id, setup.a.token), await join(setup.room.id, setup.b.token)
+    gone.set()
+    await database_sync_to_async(services.room_transition)(
+        owner=setup.b.owner, room_id=setup.room.id, to=RoomState.PAUSED
+    )
+    assert (await next_frame_of(b, "room_state"))["body"]["state"] == "paused"
+    assert await a.receive_nothing(timeout=0.3)
+    await a.disconnect()  # raises if the socket's application failed
+    leaves = [
+        d for kind, d in await database_sync_to_async(_kinds)(setup.room.id) if kind == "leave"
+    ]
+    assert [d["participant_id"] for d in leaves] == [str(setup.a.agent.id)]
+    await b.disconnect()
