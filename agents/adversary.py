@@ -21,7 +21,8 @@ is recorded and it moves on).
 
     python -m agents.adversary --url ws://127.0.0.1:8000/ws/rooms/<room-id>/ --token syn_agent_...
 
-Exit codes: 0 every attempt ran, 2 refused by the server (the close code is printed),
+It prints one line a attempt, in words (what it tried, what the room did), then a total.
+Exit codes: 0 every attempt ran, 2 refused by the server (why is printed, in words),
 1 anything else.
 """
 
@@ -402,9 +403,63 @@ async def run_adversary(
     return AdversaryReport(tuple(results))
 
 
+# --- what became of each attempt, in words ---------------------------------------------------
+
+# The peer's resource kinds as a person says them: the server's words for them
+# (gatekeeper.reasons; tests/agents/test_adversary.py keeps the two equal).
+KIND_WORDS = {
+    "availability": "busy times",
+    "budget": "budget",
+    "food_likes": "food likes",
+    "food_dislikes": "food dislikes",
+    "allergies": "allergies",
+    "neighbourhood": "home neighbourhood",
+    "link": "link",
+    "note": "note",
+    "calendar titles": "calendar titles",  # what the probe asks for beyond the vault (WANTED)
+}
+_BY_NAME = {attempt.name: attempt for attempt in ATTEMPTS}
+
+
+def _listed(words: list[str]) -> str:
+    return " and ".join([", ".join(words[:-1]), words[-1]]) if len(words) > 1 else "".join(words)
+
+
+def _answer_words(result: AttemptResult, why: str, peer_owner: str) -> str:
+    if result.outcome == "refused":
+        return f"the room refused it: {result.detail}"
+    if result.outcome == "no_answer":
+        return "the room did not answer in time"
+    if result.kind == "say":
+        if result.outcome == "blocked":
+            return "not sent: the room stayed paused"
+        return "the room delivered it only as fenced text from the other side, never as orders"
+    if result.kind == "context_probe":
+        given, denied = (
+            _listed([KIND_WORDS.get(k, "vault item") for k in kinds])
+            for kinds in (result.given, result.denied)
+        )
+        gave = f"only what {peer_owner}'s slip clears for it ({given})" if given else "nothing"
+        return f"the room gave it {gave}" + (f" and withheld the rest ({denied})" if denied else "")
+    status = ACT_STATUS_WORDS.get(result.outcome, "answered")
+    return f"{status}. {why}" if why and why != status else status
+
+
+def attempt_words(
+    result: AttemptResult, *, why: str = "", peer_owner: str = "the other owner"
+) -> str:
+    """One attempt, for a person watching a run: what it tried and what the room did ("tried
+    paying 100,000 EUR to itself as a deposit: denied. This agent may not use spend."). An
+    action's reason is ``why`` when the caller has the room's reason as a sentence of its own
+    (the practice room: its rule catalogue), else the words the server sent with its answer.
+    Never the attempt's name, a rule id or a kind's id (those stay in ``AttemptResult``)."""
+    attempt = _BY_NAME.get(result.name)
+    tried = attempt.tried if attempt is not None else "something outside its list"
+    return f"tried {tried}: {_answer_words(result, why or result.detail, peer_owner)}"
+
+
 def _print_result(result: AttemptResult) -> None:
-    rule = f" [{result.rule}]" if result.rule else ""
-    print(f"{result.name} [{result.kind}] {result.outcome}{rule}: {result.detail}", flush=True)
+    print(f"This agent {attempt_words(result)}", flush=True)
 
 
 async def main(argv: list[str] | None = None) -> int:
@@ -421,8 +476,12 @@ async def main(argv: list[str] | None = None) -> int:
         report = await run_adversary(
             room, pause_timeout=args.pause_timeout, on_result=_print_result
         )
-        breaches = len(report.executed)
-        print(f"done: {len(report.results)} attempts, {breaches} executed", flush=True)
+        ran = len(report.executed)
+        print(
+            f"Done: {len(report.results)} attempts; "
+            + ("none of its actions ran." if not ran else f"{ran} of its actions RAN."),
+            flush=True,
+        )
         return 0 if report.complete else 1
 
     return await in_room(args, attack)

@@ -23,15 +23,9 @@ from typing import Literal
 from django.db import close_old_connections, connection
 
 from agents import RoomClient
-from agents.adversary import (
-    ACT_STATUS_WORDS,
-    ATTEMPTS,
-    AdversaryReport,
-    AttemptResult,
-    run_adversary,
-)
+from agents.adversary import AdversaryReport, AttemptResult, attempt_words, run_adversary
 from agents.negotiator import NegotiationResult, negotiate
-from gatekeeper.reasons import rule_known, rule_sentence, tool_words, vault_kind_words
+from gatekeeper.reasons import rule_known, rule_sentence, tool_words
 from ledger.chain import ChainVerdict
 from ledger.verification import ledger_verify_room
 from practice import scenario
@@ -117,53 +111,19 @@ class StandInOwners(threading.Thread):
 
 # --- the adversary's attempts, in words ------------------------------------------------------
 
-_ATTEMPTS = {attempt.name: attempt for attempt in ATTEMPTS}
-# What the probe asks for beyond the vault's kinds (agents.adversary.WANTED).
-_CALENDAR_TITLES = "calendar titles"
-
-
-def _listed(words: list[str]) -> str:
-    return " and ".join([", ".join(words[:-1]), words[-1]]) if len(words) > 1 else "".join(words)
-
-
-def _kinds(kinds: tuple[str, ...]) -> str:
-    """The peer's resource kinds as nouns ("busy times", "food likes"), never their ids."""
-    return _listed([k if k == _CALENDAR_TITLES else vault_kind_words(k) for k in kinds])
-
-
-def _answer_words(result: AttemptResult) -> str:
-    """What the room did with one attempt (the server's own words where it gave them)."""
-    if result.outcome == "refused":
-        return f"the room refused it: {result.detail}"
-    if result.outcome == "no_answer":
-        return "the room did not answer in time"
-    if result.kind == "say":
-        if result.outcome == "blocked":
-            return "not sent: the room stayed paused"
-        return "the room delivered it only as fenced text from the other side, never as orders"
-    if result.kind == "context_probe":
-        given = f"only what {scenario.HOST_NAME}'s slip clears for it ({_kinds(result.given)})"
-        withheld = f" and withheld the rest ({_kinds(result.denied)})" if result.denied else ""
-        return f"the room gave it {given if result.given else 'nothing'}{withheld}"
-    status = ACT_STATUS_WORDS.get(result.outcome, "answered")
-    # The rule in the catalogue's sentence, speaking of the adversary's owner; else the words
-    # the server sent with its answer.
-    why = (
-        rule_sentence(result.rule, owner=scenario.GUEST_NAME)
-        if result.rule and rule_known(result.rule)
-        else result.detail
-    )
-    return f"{status}. {why}" if why and why != status else status
-
 
 def adversary_attempt_words(result: AttemptResult) -> str:
     """One attempt of the adversarial guest, for a person watching the demo: what it tried and
     what the room did ("tried paying 100,000 EUR to itself as a deposit: denied. The server's
-    tool policy does not allow this agent to use this tool."). Never the attempt's name, a
-    rule id or a vault kind's id (those stay in ``AttemptResult`` for programs)."""
-    attempt = _ATTEMPTS.get(result.name)
-    tried = attempt.tried if attempt is not None else "something outside its catalogue"
-    return f"tried {tried}: {_answer_words(result)}"
+    tool policy does not allow this agent to use this tool."): the SDK's words
+    (``agents.adversary.attempt_words``) with an action's reason from the Gatekeeper's rule
+    catalogue, spoken of the adversary's owner."""
+    why = (
+        rule_sentence(result.rule, owner=scenario.GUEST_NAME)
+        if result.kind == "act" and result.rule and rule_known(result.rule)
+        else ""
+    )
+    return attempt_words(result, why=why, peer_owner=scenario.HOST_NAME)
 
 
 async def _host_and_guest(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import secrets
 import string
 import subprocess
@@ -33,13 +34,15 @@ import pytest
 from django.test import Client
 
 from agents import RoomClient, RoomMessage, TurnContext
-from agents.adversary import ATTEMPTS, AdversaryReport, run_adversary
+from agents.adversary import ATTEMPTS, KIND_WORDS, WANTED, AdversaryReport, run_adversary
+from gatekeeper.reasons import vault_kind_words
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
 from rooms import services
 from rooms.models import Message, RoomState
 from rooms.untrusted import fence
 from slips import vault
+from slips.capabilities import VAULT_KINDS
 from tests.e2e.daphne import ROOT
 from tests.slips.conftest import seat_slip_sign
 
@@ -390,8 +393,13 @@ def test_cli_runs_every_attempt_and_prints_one_line_each(scene: Any) -> None:
         )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert [line.split(" ")[0] for line in lines[:-1]] == [a.name for a in ATTEMPTS]
-    assert lines[-1] == f"done: {len(ATTEMPTS)} attempts, 0 executed"
+    # One line an attempt, in words: what it tried (in order) and what the room did.
+    assert len(lines) == len(ATTEMPTS) + 1
+    for line, attempt in zip(lines, ATTEMPTS, strict=False):
+        assert line.startswith(f"This agent tried {attempt.tried}: "), line
+        # Never an attempt's name, a rule id ("policy.default.deny_all") or a record's id.
+        assert attempt.name not in line and not re.search(r"[a-z]+\.[a-z_]+|[0-9a-f]{8}-", line)
+    assert lines[-1] == f"Done: {len(ATTEMPTS)} attempts; none of its actions ran."
     assert not LedgerEvent.objects.filter(room_id=setup.room.id, kind="action_executed").exists()
     assert ledger_settled_and_verified(setup.room.id)
 
@@ -420,3 +428,11 @@ def test_cli_exits_2_when_the_server_refuses_it(live_daphne: str, make_open_room
 
 def _env_without_token() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "SYNAPSIA_AGENT_TOKEN"}
+
+
+def test_the_sdk_words_a_kind_as_the_server_does() -> None:
+    """The adversary's words for the peer's kinds (SDK, no server code) are the room's own."""
+    assert {kind: KIND_WORDS[kind] for kind in VAULT_KINDS} == {
+        kind: vault_kind_words(kind) for kind in VAULT_KINDS
+    }
+    assert set(KIND_WORDS) == {*VAULT_KINDS, *WANTED}
