@@ -151,9 +151,27 @@ def test_check_items_choose_a_tier_preview_sign_and_see_what_changed(
         watcher.check_no_script_errors()
 
 
+# Each row with a choice of how much, laid out: its sentence's box, its choice's and the row's.
+ROW_BOXES = """() => Array.from(document.querySelectorAll("li.slip-row"), (row) => {
+  const box = (element) => element.getBoundingClientRect();
+  const select = row.querySelector("select[name=scope]");
+  if (!select) return null;
+  const sentence = box(row.querySelector(".slip-check")), choice = box(select);
+  return {row: box(row).width, sentenceBottom: sentence.bottom, top: choice.top,
+          width: choice.width};
+}).filter(Boolean)"""
+
+
 def no_horizontal_scroll_at_phone(page: Any) -> None:
+    """On a phone the page does not scroll sideways, and each row's choice of how much sits
+    below its sentence, wide enough to read (not a third of the row with its words cut)."""
     page.set_viewport_size({"width": 390, "height": 844})
     no_horizontal_scroll(page, name="slip")
+    rows = page.evaluate(ROW_BOXES)
+    assert rows
+    for row in rows:
+        assert row["top"] >= row["sentenceBottom"], row
+        assert row["width"] >= 0.6 * row["row"], row
     page.set_viewport_size({"width": 1280, "height": 800})
 
 
