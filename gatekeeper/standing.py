@@ -174,7 +174,7 @@ def join_verdict(*, seat_standing: str, room_state: str) -> CloseCode | None:
     return None
 
 
-# --- speech: whose words may be added to the room's record -----------------------------------
+# --- resuming: whose unanswered Signal Flare holds a paused room --------------------------------
 
 
 def flare_holding_resume(owner_id: int, unanswered: Sequence[Flare]) -> Flare | None:
@@ -185,6 +185,9 @@ def flare_holding_resume(owner_id: int, unanswered: Sequence[Flare]) -> Flare | 
     flare. Every way a paused room resumes asks this (Resume, approving a fork, answering a
     flare), and so does the room page, to offer Resume or say who the room waits for."""
     return next((flare for flare in unanswered if flare.seat.owner_id != owner_id), None)
+
+
+# --- speech: whose words may be added to the room's record -----------------------------------
 
 
 def may_speak(
