@@ -8,11 +8,12 @@ code. What is trusted and what is not is part of the type: ``own_items``, ``whis
 come from the other side and are data, never instructions (each carries its fenced form to
 place in a model's context as is).
 
-Every cleared item says whether it may be carried out of the room (``onward_disclosure``, the
-room's word beside the item, never inside its fenced block). The room cannot stop an agent
-remembering what it read; an agent that keeps or passes on anything beyond the room (notes,
-memory, an exit note, another system) takes only ``items_allowed_out``, and an adapter that
-hands a turn to a model says which items stay in the room with ``onward_lines``.
+Every cleared item and shared document says whether it may be carried out of the room
+(``onward_disclosure``, the room's word beside it, never inside its fenced block). The room
+cannot stop an agent remembering what it read; an agent that keeps or passes on anything
+beyond the room (notes, memory, an exit note, another system) takes only ``items_allowed_out``
+and ``documents_allowed_out``, and an adapter that hands a turn to a model says which stay in
+the room with ``onward_lines``.
 """
 
 from __future__ import annotations
@@ -44,11 +45,16 @@ def items_allowed_out(context: TurnContext) -> list[ClearedItem]:
     return [item for item in items if item.onward_disclosure]
 
 
+def documents_allowed_out(context: TurnContext) -> list[PeerArtifact]:
+    """This turn's shared documents that the room lets you carry out of it."""
+    return [document for document in context.peer_artifacts if document.onward_disclosure]
+
+
 def onward_lines(context: TurnContext) -> list[str]:
-    """Trusted lines saying which of this turn's items stay in the room and which may be
-    carried out of it, from each item's ``onward_disclosure`` (never from its content): your
-    owner's items by kind, the other owner's by the nonce of their fenced block. Empty when
-    the turn cleared no item."""
+    """Trusted lines saying which of this turn's items and documents stay in the room and
+    which may be carried out of it, from each one's ``onward_disclosure`` (never from its
+    content): your owner's items by kind, the other owner's items and documents by the nonce
+    of their fenced block. Empty when the turn cleared nothing."""
     lines = []
     kept = _named(context, allowed_out=False)
     if kept:
@@ -66,11 +72,16 @@ def _named(context: TurnContext, *, allowed_out: bool) -> str:
         for i in context.peer_items
         if i.onward_disclosure is allowed_out
     ]
+    documents = [
+        f"block {a.nonce}" for a in context.peer_artifacts if a.onward_disclosure is allowed_out
+    ]
     named = []
     if own:
         named.append("your owner's " + ", ".join(own))
     if peer:
         named.append("the other owner's " + ", ".join(peer))
+    if documents:
+        named.append("the other agent's shared documents (" + ", ".join(documents) + ")")
     return "; ".join(named)
 
 
@@ -82,6 +93,7 @@ __all__ = [
     "PeerMessage",
     "TurnContext",
     "Whisper",
+    "documents_allowed_out",
     "items_allowed_out",
     "onward_lines",
 ]

@@ -61,6 +61,8 @@ class SharedArtifact:
     nonce: str
     truncated: bool
     flags: tuple[str, ...]  # suspicion rule ids the fence raised (no content)
+    # May the reader carry it out of the room: the sharing decision's record, after the tier.
+    onward_disclosure: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ def artifacts_for_agent(*, room_id: UUID, agent_id: UUID, turn: int) -> Artifact
         )
         decided: dict[tuple[int, UUID], Decision] = {}
         events: list[LedgerEventRecord] = []
-        cleared: list[Artifact] = []
+        cleared: list[tuple[Artifact, bool]] = []
         # Artifacts whose sharing this delivery settled (see the module's docstring).
         settled_shared: list[UUID] = []
         settled_kept: list[UUID] = []
@@ -127,7 +129,7 @@ def artifacts_for_agent(*, room_id: UUID, agent_id: UUID, turn: int) -> Artifact
             if share_check_failed(decision):
                 return ArtifactDelivery(error=decision.rule)
             if decision.allowed:
-                cleared.append(artifact)
+                cleared.append((artifact, _onward(decision)))
                 if artifact.share_undecided:
                     settled_shared.append(artifact.id)
                 events.append(
@@ -162,10 +164,16 @@ def artifacts_for_agent(*, room_id: UUID, agent_id: UUID, turn: int) -> Artifact
             )
         if settled_kept:
             Artifact.objects.filter(id__in=settled_kept).update(share_undecided=False)
-        return ArtifactDelivery(artifacts=tuple(_shared(a) for a in cleared))
+        return ArtifactDelivery(artifacts=tuple(_shared(a, onward) for a, onward in cleared))
 
 
-def _shared(artifact: Artifact) -> SharedArtifact:
+def _onward(decision: Decision) -> bool:
+    """Whether the sharing decision lets the reader carry the document out of the room."""
+    capability = decision.capability
+    return capability is not None and capability.onward_disclosure
+
+
+def _shared(artifact: Artifact, onward_disclosure: bool) -> SharedArtifact:
     content = artifact_open(
         room_id=artifact.room_id, artifact_id=artifact.id, blob=bytes(artifact.sealed)
     )
@@ -182,4 +190,5 @@ def _shared(artifact: Artifact) -> SharedArtifact:
         nonce=block.nonce,
         truncated=block.truncated,
         flags=flags,
+        onward_disclosure=onward_disclosure,
     )

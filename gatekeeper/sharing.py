@@ -66,4 +66,9 @@ def _decide_artifact_share(request: ArtifactShareRequest) -> Decision:
         return deny("slip_verification_error")  # a check that failed is never a pass
     if verdict.rule not in _CLEARING_VERDICTS:
         return deny(verdict.rule)
-    return Decision(Outcome.ALLOW, "cleared", slip_id=verdict.slip_id)
+    # The effective record (slip, tier, the other owner's room rules) says whether the reader
+    # may carry the document out of the room; a record whose uses are spent is judged no
+    # further than its uses, so it has none: the document stays in the room.
+    return Decision(
+        Outcome.ALLOW, "cleared", slip_id=verdict.slip_id, capability=verdict.capability
+    )

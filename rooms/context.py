@@ -723,6 +723,7 @@ def _peer_artifacts(*, room_id: UUID, agent_id: UUID, turn: int) -> list[PeerArt
             nonce=a.nonce,
             truncated=a.truncated,
             flags=list(a.flags),
+            onward_disclosure=a.onward_disclosure,
         )
         for a in delivery.artifacts
     ]

@@ -323,6 +323,10 @@ class PeerArtifact(_Body):
     truncated: bool
     # Suspicion rule ids the fence raised on it (docs/untrusted.md); delivered either way.
     flags: list[str]
+    # The room's word, outside the block, as on a cleared item: whether you may carry this
+    # document out of the room. The publisher's slip record that shares it, after the room's
+    # tier. Added after v1 shipped: absent (an older server), it is false: keep it in the room.
+    onward_disclosure: bool = False
 
 
 class AgentContext(_Body):

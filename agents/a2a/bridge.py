@@ -353,6 +353,7 @@ def turn_message(
                     "nonce": artifact.nonce,
                     "flags": list(artifact.flags),
                     "truncated": artifact.truncated,
+                    "onward_disclosure": artifact.onward_disclosure,
                 },
             )
         )

@@ -308,3 +308,45 @@ def test_the_sdk_decodes_the_frame_into_the_packages_own_class(shared_room: Open
     # An agent built before artifacts existed still decodes a context without the field.
     sent.pop("peer_artifacts")
     assert TurnContext.from_body(sent).peer_artifacts == []
+
+
+@pytest.mark.parametrize(
+    ("alice_onward", "bob_onward", "tier", "uses", "expected"),
+    [
+        (True, True, None, 5, True),  # both owners let documents leave, Collaborative
+        (False, True, None, 5, False),  # the publisher's slip keeps them in the room
+        (True, False, None, 5, False),  # the reader's owner's rule is narrower: it wins
+        (True, True, "room_only", 5, False),  # Room Only keeps everything in the room
+        (True, True, None, 1, False),  # uses spent by publishing: shared, not let out
+    ],
+    ids=["both-out", "publisher-keeps", "reader-keeps", "room-only", "uses-spent"],
+)
+def test_a_shared_artifact_says_whether_it_may_leave_the_room(
+    make_open_room: Callable[..., OpenRoom],
+    alice_onward: bool,
+    bob_onward: bool,
+    tier: str | None,
+    uses: int,
+    expected: bool,
+) -> None:
+    """``onward_disclosure`` on a peer artifact is the sharing decision's own record (the
+    publisher's slip, the other owner's rule for the same tool, the tier), decided with the
+    share at each turn and typed beside the block, as on a cleared item."""
+    room = make_open_room()
+    seat_slip_sign(
+        room.a,
+        room.room.id,
+        [publish_record("both", onward_disclosure=alice_onward, max_uses=uses)],
+    )
+    seat_slip_sign(
+        room.b, room.room.id, [publish_record("own_agent", onward_disclosure=bob_onward)]
+    )
+    if tier is not None:
+        slip_services.tier_choose(owner=room.b.owner, room_id=room.room.id, tier=tier)  # type: ignore[arg-type]
+    assert publish(room, room.a, body=PLAN).status == "executed"
+    [given] = _turn(room, room.b).peer_artifacts
+    assert given.onward_disclosure is expected
+    if tier is None and uses > 1:  # the tier is read live: Room Only takes it back at once
+        slip_services.tier_choose(owner=room.b.owner, room_id=room.room.id, tier="room_only")  # type: ignore[arg-type]
+        [again] = _turn(room, room.b).peer_artifacts
+        assert again.onward_disclosure is False
