@@ -2,7 +2,8 @@
 
 * ``demo`` (what ``make run`` runs): seed the practice room, print one-time login links for the
   two demo owners, serve Synapsia, and start the two reference agents as processes. The
-  negotiation pauses at a booking over Alice's budget until she approves it in the browser.
+  negotiation pauses at the booking, which Alice's slip asks her to approve each time, until
+  she approves it in the browser.
 * ``demo --headless``: the same negotiation to its end without a browser; the demo owners'
   grant decisions are made with their demo-held keys (recorded as such in the ledger). Prints
   the outcome, the receipt and the ledger's verdict; exits 1 if the negotiation failed.
@@ -231,8 +232,9 @@ class Command(BaseCommand):
         self.stdout.write(f"  Alice (host, her agent books): {base}{practice.host.login_path}")
         self.stdout.write(f"  Bob   (guest):                 {base}{practice.guest.login_path}")
         self.stdout.write(
-            "The agents negotiate now; the booking is over Alice's budget, so the room pauses "
-            "until Alice approves it on the room page (enroll a device key there first)."
+            "The agents negotiate now. Alice's slip asks her before each booking, so the room "
+            "pauses at the booking until she approves it on the room page (enroll a device "
+            "key there first)."
         )
         self.stdout.write(f"==> serving on {base} (Ctrl-C stops the server and the agents)")
         processes = [
