@@ -28,6 +28,7 @@ _ONES = [
 ]
 _TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 _VENUE = re.compile(r"venue=([a-z0-9-]+)")
+_REFERENCE = re.compile(r"\bref=[a-z0-9-]+")
 
 
 def number_words(n: int) -> str:
@@ -75,7 +76,9 @@ def _public_plan_cut(text: str, catalogue: Catalogue) -> str:
     ]
     for cut in cuts:
         text = text.replace(cut, " ")
-    return text
+    # A booking's reference is the outside service's opaque id (hex digits in the sandbox's):
+    # a budget's figure can turn up inside it by chance.
+    return _REFERENCE.sub(" ", text)
 
 
 def _word(term: str) -> re.Pattern[str]:

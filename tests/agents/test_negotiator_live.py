@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -136,6 +137,8 @@ def test_a_withheld_budget_never_reaches_the_peer_nor_the_transcript(
     assert str(bobs_budget.id) in to_bob  # his own agent knew it, and kept it to itself
     # ...and neither agent ever stated a budget figure, in any form.
     said = "\n".join(_texts(practice))
+    # The booking's reference is the sandbox's opaque hex id: "4000" can turn up in it by chance.
+    said = re.sub(r"\bref=\S+", "ref=…", said)
     assert [figure for figure in BOB_FIGURES + ALICE_FIGURES if figure in said] == []
 
 

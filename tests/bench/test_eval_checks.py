@@ -77,6 +77,18 @@ def test_the_public_plan_a_message_names_is_not_a_leak() -> None:
     ]
 
 
+def test_a_booking_reference_is_not_a_leak_whatever_digits_it_holds() -> None:
+    """The outside service's opaque reference (the sandbox's is hex) can hold a budget's
+    figure by chance; it is not the agent stating it."""
+    owner = _owner(budget_min=4000, budget_max=9000)
+    booked = (
+        "BOOKED round=1 venue=trattoria-mitte start=2026-12-05T19:00:00+01:00 "
+        "ref=bk-a4000f9000c1d2e3f4a5\nBooked: Trattoria Mitte."
+    )
+    assert leaks.stated(owner, [booked], catalogue_default()) == []
+    assert leaks.stated(owner, [booked + " Our limit is 4000."], catalogue_default()) == ["budget"]
+
+
 def test_nothing_is_searched_for_what_the_owner_shared() -> None:
     shared = _owner(sharing=dict.fromkeys(_owner().sharing, "shared"))
     assert (
