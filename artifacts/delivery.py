@@ -35,7 +35,7 @@ from django.db.models import Q
 from artifacts.models import Artifact
 from artifacts.sealing import artifact_open
 from gatekeeper.decision import Decision, RoomFacts, decide_guarded
-from gatekeeper.sharing import ArtifactShareRequest
+from gatekeeper.sharing import ArtifactShareRequest, share_goes_onward
 from ledger.events import Denial, Disclosure, LedgerEventRecord, rule_id_from
 from ledger.services import ledger_append_many
 from rooms.models import Room, RoomMember, SeatStanding
@@ -129,7 +129,7 @@ def artifacts_for_agent(*, room_id: UUID, agent_id: UUID, turn: int) -> Artifact
             if share_check_failed(decision):
                 return ArtifactDelivery(error=decision.rule)
             if decision.allowed:
-                cleared.append((artifact, _onward(decision)))
+                cleared.append((artifact, share_goes_onward(decision)))
                 if artifact.share_undecided:
                     settled_shared.append(artifact.id)
                 events.append(
@@ -165,12 +165,6 @@ def artifacts_for_agent(*, room_id: UUID, agent_id: UUID, turn: int) -> Artifact
         if settled_kept:
             Artifact.objects.filter(id__in=settled_kept).update(share_undecided=False)
         return ArtifactDelivery(artifacts=tuple(_shared(a, onward) for a, onward in cleared))
-
-
-def _onward(decision: Decision) -> bool:
-    """Whether the sharing decision lets the reader carry the document out of the room."""
-    capability = decision.capability
-    return capability is not None and capability.onward_disclosure
 
 
 def _shared(artifact: Artifact, onward_disclosure: bool) -> SharedArtifact:

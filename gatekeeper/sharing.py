@@ -66,9 +66,18 @@ def _decide_artifact_share(request: ArtifactShareRequest) -> Decision:
         return deny("slip_verification_error")  # a check that failed is never a pass
     if verdict.rule not in _CLEARING_VERDICTS:
         return deny(verdict.rule)
-    # The effective record (slip, tier, the other owner's room rules) says whether the reader
-    # may carry the document out of the room; a record whose uses are spent is judged no
-    # further than its uses, so it has none: the document stays in the room.
     return Decision(
         Outcome.ALLOW, "cleared", slip_id=verdict.slip_id, capability=verdict.capability
+    )
+
+
+def share_goes_onward(decision: Decision) -> bool:
+    """Whether an allowed share lets the reader carry the document out of the room: the
+    effective record's ``onward_disclosure`` (the publisher's slip met with the other owner's
+    rule for the same tool, after the tier). A record whose uses are spent is judged no
+    further than its uses, so it has no effective record: the document stays in the room."""
+    return (
+        decision.allowed
+        and decision.capability is not None
+        and decision.capability.onward_disclosure
     )
