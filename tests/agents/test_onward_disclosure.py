@@ -301,6 +301,25 @@ def test_the_a2a_turn_says_which_items_stay_in_a_trusted_part() -> None:
             assert PEER_KEPT not in json.dumps(part) and "TRUSTED NOTE" not in json.dumps(part)
 
 
+def test_the_a2a_turn_marks_each_shared_document_and_names_it_in_the_trusted_part() -> None:
+    kept_doc, out_doc = "e" * 32, "f" * 32
+    documents = [_document(kept_doc, False, PEER_KEPT), _document(out_doc, True, PEER_OUT)]
+    context = TurnContext.model_validate(
+        {**_context().model_dump(mode="json"), "peer_artifacts": documents}
+    )
+    parts = _parts(turn_message(context, tools={}, results=[], seen_seq=0, context_id="c"))
+    shared = {
+        p["metadata"]["nonce"]: p["metadata"]
+        for p in parts
+        if p["metadata"]["field"] == "peer_artifact"
+    }
+    assert shared[kept_doc]["onward_disclosure"] is False
+    assert shared[out_doc]["onward_disclosure"] is True
+    assert all(m["synapsia.trust"] == "untrusted" for m in shared.values())
+    [onward] = [p for p in parts if p["metadata"]["field"] == "onward_disclosure"]
+    assert f"block {kept_doc}" in onward["text"] and f"block {out_doc}" in onward["text"]
+
+
 class SayingAgent:
     """An A2A agent that says one thing each turn."""
 
