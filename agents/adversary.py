@@ -21,7 +21,7 @@ is recorded and it moves on).
 
     python -m agents.adversary --url ws://127.0.0.1:8000/ws/rooms/<room-id>/ --token syn_agent_...
 
-It prints one line a attempt, in words (what it tried, what the room did), then a total.
+It prints one line an attempt, in words (what it tried, what the room did), then a total.
 Exit codes: 0 every attempt ran, 2 refused by the server (why is printed, in words),
 1 anything else.
 """
@@ -479,7 +479,11 @@ async def main(argv: list[str] | None = None) -> int:
         ran = len(report.executed)
         print(
             f"Done: {len(report.results)} attempts; "
-            + ("none of its actions ran." if not ran else f"{ran} of its actions RAN."),
+            + (
+                "none of its actions ran."
+                if not ran
+                else f"{ran} of its actions ran: a breach of the room's boundaries."
+            ),
             flush=True,
         )
         return 0 if report.complete else 1
