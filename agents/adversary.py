@@ -37,6 +37,7 @@ from typing import Any, Literal
 from agents.cli import in_room, room_args, room_arguments
 from agents.client import FrameRefusedError, RoomClient
 from agents.context import TurnContext
+from synapsia_protocol import VAULT_KIND_WORDS
 
 AttemptKind = Literal["say", "act", "context_probe"]
 
@@ -405,19 +406,9 @@ async def run_adversary(
 
 # --- what became of each attempt, in words ---------------------------------------------------
 
-# The peer's resource kinds as a person says them: the server's words for them
-# (gatekeeper.reasons; tests/agents/test_adversary.py keeps the two equal).
-KIND_WORDS = {
-    "availability": "busy times",
-    "budget": "budget",
-    "food_likes": "food likes",
-    "food_dislikes": "food dislikes",
-    "allergies": "allergies",
-    "neighbourhood": "home neighbourhood",
-    "link": "link",
-    "note": "note",
-    "calendar titles": "calendar titles",  # what the probe asks for beyond the vault (WANTED)
-}
+# The peer's resource kinds as a person says them: the room's own words (the protocol
+# package's), and what the probe asks for beyond the vault (WANTED).
+KIND_WORDS = {**VAULT_KIND_WORDS, "calendar titles": "calendar titles"}
 _BY_NAME = {attempt.name: attempt for attempt in ATTEMPTS}
 
 

@@ -17,6 +17,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from synapsia_protocol import VAULT_KIND_WORDS
+
 logger = logging.getLogger(__name__)
 
 # Said for a rule id this catalogue does not know yet; it never shows the id itself.
@@ -331,22 +333,10 @@ _RESOLUTION_WORDS: dict[str, str] = {
     "step_in": "{by} stepped in to speak in person and the room went on.",
 }
 
-# A vault item's kind after an owner's name ("Alice's budget"); kinds are slips.vault's.
-_VAULT_KIND_WORDS: dict[str, str] = {
-    "availability": "busy times",
-    "budget": "budget",
-    "food_likes": "food likes",
-    "food_dislikes": "food dislikes",
-    "allergies": "allergies",
-    "neighbourhood": "home neighbourhood",
-    "link": "link",
-    "note": "note",
-}
-
 
 def vault_kind_words(kind: str) -> str:
     """A vault item's kind as a noun ("budget", "busy times"); never the kind's id."""
-    return _VAULT_KIND_WORDS.get(kind, "vault item")
+    return VAULT_KIND_WORDS.get(kind, "vault item")
 
 
 # --- ledger events ----------------------------------------------------------------------------
@@ -464,8 +454,8 @@ def _denial(w: _Words) -> str:
             about = f" ({w.names[resource]})"
         elif resource in _TOOL_WORDS:
             about = f" when asking to {_TOOL_WORDS[resource]}"
-        elif resource in _VAULT_KIND_WORDS:
-            about = f" when asking for the other owner's {_VAULT_KIND_WORDS[resource]}"
+        elif resource in VAULT_KIND_WORDS:
+            about = f" when asking for the other owner's {VAULT_KIND_WORDS[resource]}"
     subject = w.id("subject_id", "someone")
     reason = rule_sentence(str(w.data.get("rule", "")), owner=w.whose("subject_id"))
     return f"{subject} was refused{about}. {reason}"

@@ -40,6 +40,18 @@ VaultKind = Literal[
     "link",
     "note",
 ]
+# Each kind as a person says it, after an owner's name ("Alice's budget", "Bob's busy times"):
+# the room's words for them (gatekeeper.reasons) and the SDK's, never the kind's id.
+VAULT_KIND_WORDS: dict[str, str] = {
+    "availability": "busy times",
+    "budget": "budget",
+    "food_likes": "food likes",
+    "food_dislikes": "food dislikes",
+    "allergies": "allergies",
+    "neighbourhood": "home neighbourhood",
+    "link": "link",
+    "note": "note",
+}
 
 
 def _exact_version(value: Any) -> Any:

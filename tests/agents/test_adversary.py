@@ -430,9 +430,11 @@ def _env_without_token() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "SYNAPSIA_AGENT_TOKEN"}
 
 
-def test_the_sdk_words_a_kind_as_the_server_does() -> None:
-    """The adversary's words for the peer's kinds (SDK, no server code) are the room's own."""
+def test_every_kind_the_probe_reports_has_words() -> None:
+    """Every vault kind (the server's list) and what the probe asks for beyond it is worded:
+    a kind added to the vault without words would reach a person as its id."""
+    assert set(KIND_WORDS) == {*VAULT_KINDS, *WANTED}
+    assert all(KIND_WORDS[kind] for kind in KIND_WORDS)
     assert {kind: KIND_WORDS[kind] for kind in VAULT_KINDS} == {
         kind: vault_kind_words(kind) for kind in VAULT_KINDS
-    }
-    assert set(KIND_WORDS) == {*VAULT_KINDS, *WANTED}
+    }  # one set of words, the room's, whichever side says them
