@@ -124,7 +124,8 @@ def grant_decide(
     signature: str = "",
 ) -> ActionResult:
     """The affected owner answers a fork: a signed approval runs exactly that action once and
-    resumes the room; a denial ends the action and leaves the room paused."""
+    resumes the room; a denial ends the action and leaves the room paused. Either way the
+    agent's socket is told once the answer commits (it re-reads the action's result)."""
     with transaction.atomic():
         room = Room.objects.select_for_update().filter(id=room_id, members__owner=owner).first()
         if room is None:
@@ -151,6 +152,10 @@ def grant_decide(
                     ),
                 )
                 record = ActionRecord.objects.get(grant__id=grant_id)
+                # The agent waits on this answer as on an approval's: told once it commits.
+                realtime.announce_action_result(
+                    room_id=room.id, agent_id=record.agent_id, ref=record.idempotency_key
+                )
                 return ActionResult(record.id, record.status, record.rule, grant_id=grant_id)
             if key_id is None:
                 raise InvalidState("An approval must be signed with one of your device keys.")

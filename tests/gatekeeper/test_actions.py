@@ -22,9 +22,10 @@ from rooms.errors import InvalidState
 from rooms.models import Room, RoomState
 from slips.canonical import GRANT_TAG
 from slips.signatures import b64url_encode
-from tests.bookings import OTHER_WITHIN, OVER, WITHIN
+from tests.bookings import OTHER_WITHIN, OVER, WITHIN, booking
 from tests.gatekeeper.conftest import BOOK, Negotiation
 from tests.slips.conftest import Device, enroll
+from tests.socket_frames import next_frame_of
 
 pytestmark = pytest.mark.django_db
 
@@ -161,6 +162,48 @@ def test_the_owner_can_deny_and_the_room_stays_paused(negotiation) -> None:
     assert result.status == "denied"
     assert room_state(negotiation) == "paused"
     assert kinds(negotiation)[-2:] == ["grant_denied", "fork_resolved"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("approve", [True, False], ids=["approved", "denied"])
+async def test_the_agent_is_told_its_owners_answer_without_asking_again(
+    negotiation: Negotiation, approve: bool
+) -> None:
+    """The socket that asked hears the answer once it commits, a denial as an approval: an
+    agent is never left to find out by asking again."""
+    from channels.db import database_sync_to_async
+    from channels.testing import WebsocketCommunicator
+
+    from synapsia.asgi import application
+
+    agent = WebsocketCommunicator(
+        application,
+        f"/ws/rooms/{negotiation.room.id}/",
+        headers=[(b"authorization", f"Bearer {negotiation.setup.a.token}".encode())],
+    )
+    assert (await agent.connect())[0]
+    assert (await agent.receive_json_from(timeout=5))["type"] == "welcome"
+    big = {"tool": "book_table", "arguments": booking(OVER)}
+    await agent.send_json_to({"v": 1, "type": "act", "id": "big-booking", "body": big})
+    asked = await next_frame_of(agent, "action_result")
+    assert asked["body"]["status"] == "awaiting_grant"
+
+    def answer() -> Any:
+        grant = Grant.objects.get()
+        if approve:
+            return negotiation.approve(grant)
+        return forks.grant_decide(
+            owner=negotiation.setup.a.owner,
+            room_id=negotiation.room.id,
+            grant_id=grant.id,
+            approve=False,
+        )
+
+    decided = await database_sync_to_async(answer)()
+    told = await next_frame_of(agent, "action_result")  # room_state frames may come between
+    assert (told["body"]["ref"], told["body"]["status"]) == ("big-booking", decided.status)
+    assert decided.status == ("executed" if approve else "denied")
+    await agent.disconnect()
 
 
 def test_the_peer_owner_cannot_decide_anothers_grant(negotiation) -> None:
