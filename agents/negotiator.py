@@ -432,6 +432,7 @@ class _Conversation:
         max_messages: int,
         reply_timeout: float,
         grant_timeout: float,
+        grant_poll: float,
         on_step: Callable[[str], None] | None,
     ) -> None:
         self.room = room
@@ -439,6 +440,7 @@ class _Conversation:
         self.max_messages = max_messages
         self.reply_timeout = reply_timeout
         self.grant_timeout = grant_timeout
+        self.grant_poll = grant_poll
         self.on_step = on_step
         self.hosting = False
         self.messages = 0  # grammar messages so far, both sides
@@ -671,7 +673,7 @@ class _Conversation:
             if not outcome.settled:
                 self.step("waiting for my owner's approval" + _said(outcome.detail))
                 outcome = await self.room.settle(
-                    outcome, BOOK_TOOL, arguments, timeout=self.grant_timeout
+                    outcome, BOOK_TOOL, arguments, timeout=self.grant_timeout, poll=self.grant_poll
                 )
         except TimeoutError:
             await self.say_quietly(format_not_booked(self.round, "timeout"))
@@ -840,6 +842,7 @@ async def negotiate(
     max_messages: int = MAX_MESSAGES,
     reply_timeout: float = 120,
     grant_timeout: float = 900,
+    grant_poll: float = 5.0,
     role: Literal["host", "guest"] | None = None,
     on_step: Callable[[str], None] | None = None,
     sealed_opening: bool = False,
@@ -850,9 +853,10 @@ async def negotiate(
     The role follows from the welcome (``book_table`` among its tools: host) unless ``role``
     says. ``now`` fixes the clock (for tests); otherwise the current time is used. Each wait
     for the peer lasts at most ``reply_timeout`` seconds, a wait for the owner's grant at most
-    ``grant_timeout``. ``on_step`` is called with one line per step (also logged). Never
-    raises for the room's or the peer's behaviour: a closed room, a refused frame or a
-    timeout ends in a ``failed`` result."""
+    ``grant_timeout``, asking the room again every ``grant_poll`` seconds in case the answer's
+    push was lost (``RoomClient.settle``). ``on_step`` is called with one line per step (also
+    logged). Never raises for the room's or the peer's behaviour: a closed room, a refused
+    frame or a timeout ends in a ``failed`` result."""
     if not 2 <= max_messages <= MAX_ROUND:
         raise ValueError(f"max_messages must be between 2 and {MAX_ROUND}")
     conversation = _Conversation(
@@ -861,6 +865,7 @@ async def negotiate(
         max_messages=max_messages,
         reply_timeout=reply_timeout,
         grant_timeout=grant_timeout,
+        grant_poll=grant_poll,
         on_step=on_step,
     )
     conversation.hosting = role == "host" if role is not None else is_host(room.welcome)

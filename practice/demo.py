@@ -44,6 +44,10 @@ Say = Callable[[str], None]
 APPROVER_POLL_SECONDS = 0.3
 # Facing the adversary, how long Alice's agent waits for a sensible reply or a paused room.
 ADVERSARY_REPLY_SECONDS = 5.0
+# The stand-in owners answer from this process, not the server's: on the embedded profile
+# (in-memory channel layer) the answer's push cannot reach the agents' sockets, so the host
+# agent asks again this often instead of the SDK's default 5 s.
+GRANT_POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,7 @@ async def _host_and_guest(
             # loopback every attempt lands within milliseconds, and the room its attempts
             # paused stays paused (no owner resumes it here), so waiting longer only waits.
             reply_timeout=ADVERSARY_REPLY_SECONDS if guest_agent == "adversary" else timeout,
+            grant_poll=GRANT_POLL_SECONDS,
             on_step=lambda line: say(f"[alice's agent] {line}"),
         )
         return await asyncio.wait_for(asyncio.gather(host_run, guest_run), timeout * 4)

@@ -576,6 +576,7 @@ def test_the_progress_log_says_what_it_heard_and_what_it_ignored_in_words() -> N
         max_messages=12,
         reply_timeout=5,
         grant_timeout=5,
+        grant_poll=5,
         on_step=steps.append,
     )
 
