@@ -29,7 +29,7 @@ from ledger.events import Disclosure
 from ledger.models import LedgerEvent
 from ledger.verification import ledger_verify_room
 from practice import scenario
-from practice.demo import StandInOwners
+from practice.demo import GRANT_POLL_SECONDS, StandInOwners
 from practice.seeding import Practice, practice_seed
 from rooms.models import Message
 from slips.models import VaultItem
@@ -81,7 +81,14 @@ def _negotiate_both(
             RoomClient(url, practice.host.token) as alice,
             RoomClient(url, practice.guest.token) as bob,
         ):
-            settings = {"reply_timeout": 60, "grant_timeout": 90, **options}
+            # The stand-in answers from this process (as the headless demo's does): the
+            # host re-asks as often as the demo's, for the push that cannot reach it embedded.
+            settings = {
+                "reply_timeout": 60,
+                "grant_timeout": 90,
+                "grant_poll": GRANT_POLL_SECONDS,
+                **options,
+            }
             host, guest = await asyncio.gather(
                 negotiate(alice, **settings), negotiate(bob, **settings)
             )
@@ -165,7 +172,7 @@ def test_a_negotiator_whose_socket_dies_mid_negotiation_resumes_without_loss_or_
                         bob._socket.transport.abort()
 
             host, guest = await asyncio.gather(
-                negotiate(alice, reply_timeout=60, grant_timeout=90),
+                negotiate(alice, reply_timeout=60, grant_timeout=90, grant_poll=GRANT_POLL_SECONDS),
                 negotiate(bob, reply_timeout=60, on_step=on_bob_step),
             )
             return host, guest, bob.reconnects

@@ -144,6 +144,10 @@ def _negotiate(
             options: dict[str, Any] = {
                 "reply_timeout": 60,
                 "grant_timeout": 60,
+                # The owner at the screen answers from this process, not the Daphne's: on the
+                # embedded profile (in-memory layer) the answer's push cannot reach the room's
+                # sockets, and the SDK's default re-ask every 5 s was most of the test's time.
+                "grant_poll": 0.5,
                 "sealed_opening": sealed,
             }
             return tuple(
