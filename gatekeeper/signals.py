@@ -2,6 +2,11 @@
 
 ``grant_expired(sender, room_id, agent_id, ref)`` is sent after an expiry commits: the action
 the agent asked for under frame id ``ref`` ended as a denial. Rooms tells the agent's socket.
+
+``webhook_delivery_settled(sender, idempotency_key)`` is sent after a webhook delivery's final
+status commits (delivered, refused, or given up): the action delivered under that key, which
+its agent was told is pending, can now be settled. Rooms tells the agent's socket, which asks
+for the action again under the same key (never delivered twice).
 """
 
 from __future__ import annotations
@@ -9,3 +14,4 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 grant_expired = Signal()
+webhook_delivery_settled = Signal()

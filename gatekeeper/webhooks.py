@@ -50,6 +50,7 @@ from django.utils import timezone
 
 from gatekeeper.errors import WebhookConfigInvalid
 from gatekeeper.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
+from gatekeeper.signals import webhook_delivery_settled
 
 SIGNATURE_HEADER = "X-Synapsia-Signature"
 IDEMPOTENCY_HEADER = "X-Synapsia-Idempotency-Key"
@@ -370,6 +371,13 @@ def _finish(delivery: WebhookDelivery, status: str, reason_code: str, message: s
             "attempts",
             "last_status_code",
         ]
+    )
+    # Its action's agent was told "pending" and waits: told once this status commits (in the
+    # embedded profile the act that dispatched the delivery settles it itself).
+    key = delivery.idempotency_key
+    transaction.on_commit(
+        lambda: webhook_delivery_settled.send(sender=WebhookDelivery, idempotency_key=key),
+        robust=True,
     )
     return status
 

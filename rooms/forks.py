@@ -18,6 +18,7 @@ from gatekeeper.actions import (
     ActionResult,
     action_execute_granted,
     action_request,
+    action_result_lookup,
     validated_arguments_hash,
 )
 from gatekeeper.decision import AgentFacts, RoomFacts
@@ -112,6 +113,47 @@ def action_for_agent(
     if result.status == ActionStatus.DENIED and result.pauses_room and not result.replay:
         flare_if_looping(room_id=room_id, agent_id=agent_id, token=token)
     return result
+
+
+def action_result_now(
+    *, room_id: UUID, agent_id: UUID, ref: str, token: str | None = None
+) -> ActionResult | None:
+    """Where the agent's action ``ref`` stands now, for its socket told that it changed (its
+    grant decided, its webhook delivery settled). An action still recorded as pending is
+    asked for again under the same key, exactly as the agent's own resend of the frame would
+    be (``action_for_agent``: the delivery's outcome is read, never delivered twice; the
+    token checked as on any act). None: no such action of this agent's."""
+    result = action_result_lookup(room_id=room_id, agent_id=agent_id, idempotency_key=ref)
+    if result is None or result.status != ActionStatus.PENDING or result.action_id is None:
+        return result
+    record = ActionRecord.objects.only("tool", "arguments").get(id=result.action_id)
+    return action_for_agent(
+        room_id=room_id,
+        agent_id=agent_id,
+        client_id=ref,
+        tool=record.tool,
+        arguments=record.arguments,
+        token=token,
+    )
+
+
+def action_pending_settled(*, idempotency_key: str, **_: object) -> None:
+    """``gatekeeper.signals.webhook_delivery_settled`` receiver: if the settled delivery is an
+    action still recorded as pending (its agent told so), the agent's socket is told to ask
+    again. An action its own act settled already (the embedded profile's eager delivery, or
+    the agent's resend first) is not announced twice."""
+    try:
+        action_id = UUID(hex=idempotency_key)  # an action's delivery is keyed by its id
+    except ValueError:
+        return
+    pending = (
+        ActionRecord.objects.filter(id=action_id, status=ActionStatus.PENDING)
+        .values_list("room_id", "agent_id", "idempotency_key")
+        .first()
+    )
+    if pending is not None:
+        room_id, agent_id, ref = pending
+        realtime.announce_action_result(room_id=room_id, agent_id=agent_id, ref=ref)
 
 
 def grant_decide(

@@ -1,6 +1,6 @@
 """An owner who configured a webhook has their allowed actions delivered there (signed,
 once), not to the sandbox; a delivery still being retried is reported as pending until it
-settles, and asking again never delivers twice."""
+settles, the agent's socket is told when it does, and asking again never delivers twice."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from gatekeeper.webhooks import webhook_endpoint_create
 from ledger.models import LedgerEvent
 from rooms import forks
 from tests.gatekeeper.conftest import BOOK
+from tests.socket_frames import next_frame_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,3 +59,42 @@ def test_allowed_actions_go_to_the_owners_webhook_once(
     assert executed.count() == 1
     assert book(negotiation).replay
     assert len(receiver.seen("/hook")) == 1
+
+
+async def test_the_agent_hears_its_webhook_action_settle_without_asking_again(
+    negotiation, receiver, webhook_settings, celery_worker
+) -> None:
+    """With a real worker the act is answered "pending" and the socket is told the outcome
+    once the delivery settles (the agent sends nothing more); run eagerly, the act's own
+    answer is final and nothing is told twice."""
+    from channels.db import database_sync_to_async
+    from channels.testing import WebsocketCommunicator
+
+    from synapsia.asgi import application
+
+    await database_sync_to_async(webhook_endpoint_create)(
+        owner=negotiation.setup.a.owner, url=receiver.url("/hook")
+    )
+    agent = WebsocketCommunicator(
+        application,
+        f"/ws/rooms/{negotiation.room.id}/",
+        headers=[(b"authorization", f"Bearer {negotiation.setup.a.token}".encode())],
+    )
+    assert (await agent.connect())[0]
+    assert (await agent.receive_json_from(timeout=5))["type"] == "welcome"
+    act = {"tool": "book_table", "arguments": BOOK}
+    await agent.send_json_to({"v": 1, "type": "act", "id": "book-hook", "body": act})
+    first = await next_frame_of(agent, "action_result", timeout=10)
+    assert first["body"]["ref"] == "book-hook"
+    if celery_worker:
+        assert first["body"]["status"] == "pending"
+        told = await next_frame_of(agent, "action_result", timeout=30)
+        assert told["body"]["ref"] == "book-hook"
+        assert (told["body"]["status"], told["body"]["rule"]) == ("executed", "cleared")
+    else:
+        assert first["body"]["status"] == "executed"
+        assert await agent.receive_nothing(timeout=1)  # no second word of the same action
+    assert len(receiver.seen("/hook")) == 1  # delivered once, however it was settled
+    executed = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="action_executed")
+    assert await database_sync_to_async(executed.count)() == 1
+    await agent.disconnect()
