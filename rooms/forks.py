@@ -126,7 +126,10 @@ def action_result_now(
     result = action_result_lookup(room_id=room_id, agent_id=agent_id, idempotency_key=ref)
     if result is None or result.status != ActionStatus.PENDING or result.action_id is None:
         return result
-    record = ActionRecord.objects.only("tool", "arguments").get(id=result.action_id)
+    # With its room: the sealed arguments are checked as sealed for this room when loaded.
+    record = ActionRecord.objects.only("room_id", "tool", "arguments").get(
+        id=result.action_id, room_id=room_id
+    )
     return action_for_agent(
         room_id=room_id,
         agent_id=agent_id,
