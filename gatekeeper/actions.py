@@ -21,10 +21,16 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from gatekeeper.adapters.outcomes import ExecutionContext, Succeeded, ToolAdapter, Unavailable
+from gatekeeper.adapters.outcomes import (
+    AdapterOutcome,
+    ExecutionContext,
+    Succeeded,
+    ToolAdapter,
+    Unavailable,
+)
 from gatekeeper.adapters.sandbox import SandboxAdapter
 from gatekeeper.adapters.server import ServerToolAdapter
-from gatekeeper.adapters.webhook import PENDING_REASON, WebhookAdapter
+from gatekeeper.adapters.webhook import PENDING_REASON, WebhookAdapter, webhook_delivery_outcome
 from gatekeeper.decision import (
     ActionRequest,
     AgentFacts,
@@ -34,7 +40,7 @@ from gatekeeper.decision import (
     decide_guarded,
 )
 from gatekeeper.errors import GatekeeperError
-from gatekeeper.models import WebhookEndpoint
+from gatekeeper.models import WebhookDelivery, WebhookEndpoint
 from gatekeeper.records import ActionRecord, ActionStatus, Grant
 from gatekeeper.tools.registry import tool_arguments_validate, tool_get
 from gatekeeper.tools.spec import ToolSpec
@@ -318,26 +324,57 @@ def _execute(
             room_id=room.room_id, agent_id=agent.agent_id, owner_id=agent.owner_id
         ),
     )
+    _outcome_recorded(record, outcome, grant_id=grant_id)
+    return _result(record, replay=replay)
+
+
+def _outcome_recorded(
+    record: ActionRecord, outcome: AdapterOutcome, *, grant_id: UUID | None
+) -> None:
+    """Record what the adapter answered: a delivery still being retried as ``pending`` (no
+    event), anything else as executed or failed with its ``action_executed`` event."""
+    record.outcome = outcome.model_dump(mode="json")
     if isinstance(outcome, Unavailable) and outcome.reason_code == PENDING_REASON:
         record.status = ActionStatus.PENDING
-        record.outcome = outcome.model_dump(mode="json")
         record.save(update_fields=["status", "outcome"])
-        return _result(record, replay=replay)
+        return
     succeeded = isinstance(outcome, Succeeded)
     ledger_append(
-        room_id=room.room_id,
+        room_id=record.room_id,
         event=ActionExecuted(
             action_id=str(record.id),
-            agent_id=str(agent.agent_id),
+            agent_id=str(record.agent_id),
             tool=record.tool,
             grant_id=str(grant_id) if grant_id else None,
             outcome="ok" if succeeded else "failed",
         ),
     )
     record.status = ActionStatus.EXECUTED if succeeded else ActionStatus.FAILED
-    record.outcome = outcome.model_dump(mode="json")
     record.save(update_fields=["status", "outcome"])
-    return _result(record, replay=replay)
+
+
+@transaction.atomic
+def action_delivery_settle(*, action_id: UUID) -> ActionRecord | None:
+    """Settle an action recorded as ``pending`` from its webhook delivery, once the delivery
+    has its final status (the worker, right after that status commits): the outcome the
+    agent's own resend would be given, recorded with its ``action_executed`` event, so the
+    record is complete whether or not the agent ever asks again. Nothing is posted. Returns
+    the record settled now; None when there was nothing to settle (no such action, settled
+    already by the agent's resend or by its own eager delivery, or the delivery not final)."""
+    record = (
+        ActionRecord.objects.select_for_update()
+        .filter(id=action_id, status=ActionStatus.PENDING)
+        .first()
+    )
+    if record is None:
+        return None
+    # The delivery this action made: keyed by the action's id (``_execute``), for its tool.
+    delivery = WebhookDelivery.objects.filter(idempotency_key=record.id.hex).first()
+    if delivery is None or delivery.tool != record.tool:
+        return None
+    outcome = webhook_delivery_outcome(delivery=delivery)
+    _outcome_recorded(record, outcome, grant_id=_grant_id(record))
+    return None if record.status == ActionStatus.PENDING else record
 
 
 def action_execute_granted(*, record_id: UUID, room: RoomFacts, agent: AgentFacts) -> ActionResult:

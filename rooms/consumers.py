@@ -52,7 +52,7 @@ from django.db import Error as DatabaseError
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
-from gatekeeper.actions import ActionResult
+from gatekeeper.actions import ActionResult, action_result_lookup
 from gatekeeper.records import ActionStatus
 from rooms import (
     context,
@@ -1718,11 +1718,10 @@ class RoomConsumer(AsyncWebsocketConsumer):
         if participant is None or participant.agent_id is None or not self._for_me(event):
             return
         verdict, result = await in_db_thread(self._checked)(
-            forks.action_result_now,
+            action_result_lookup,
             room_id=participant.room_id,
             agent_id=participant.agent_id,
-            ref=event["ref"],
-            token=self._token(),
+            idempotency_key=event["ref"],
         )
         if verdict is not None:
             await self._shut(verdict)

@@ -16,9 +16,9 @@ from django.utils import timezone
 
 from gatekeeper.actions import (
     ActionResult,
+    action_delivery_settle,
     action_execute_granted,
     action_request,
-    action_result_lookup,
     validated_arguments_hash,
 )
 from gatekeeper.decision import AgentFacts, RoomFacts
@@ -115,48 +115,22 @@ def action_for_agent(
     return result
 
 
-def action_result_now(
-    *, room_id: UUID, agent_id: UUID, ref: str, token: str | None = None
-) -> ActionResult | None:
-    """Where the agent's action ``ref`` stands now, for its socket told that it changed (its
-    grant decided, its webhook delivery settled). An action still recorded as pending is
-    asked for again under the same key, exactly as the agent's own resend of the frame would
-    be (``action_for_agent``: the delivery's outcome is read, never delivered twice; the
-    token checked as on any act). None: no such action of this agent's."""
-    result = action_result_lookup(room_id=room_id, agent_id=agent_id, idempotency_key=ref)
-    if result is None or result.status != ActionStatus.PENDING or result.action_id is None:
-        return result
-    # With its room: the sealed arguments are checked as sealed for this room when loaded.
-    record = ActionRecord.objects.only("room_id", "tool", "arguments").get(
-        id=result.action_id, room_id=room_id
-    )
-    return action_for_agent(
-        room_id=room_id,
-        agent_id=agent_id,
-        client_id=ref,
-        tool=record.tool,
-        arguments=record.arguments,
-        token=token,
-    )
-
-
 def action_pending_settled(*, idempotency_key: str, **_: object) -> None:
-    """``gatekeeper.signals.webhook_delivery_settled`` receiver: if the settled delivery is an
-    action still recorded as pending (its agent told so), the agent's socket is told to ask
-    again. An action its own act settled already (the embedded profile's eager delivery, or
-    the agent's resend first) is not announced twice."""
+    """``gatekeeper.signals.webhook_delivery_settled`` receiver (the worker, after the
+    delivery's final status committed): the action that delivery made, if still recorded as
+    pending, is settled from it (``action_delivery_settle``: recorded with its event whether
+    or not the agent asks again) and its agent's socket told. An action settled already (the
+    embedded profile's eager delivery, or the agent's resend first) is not settled or
+    announced twice."""
     try:
         action_id = UUID(hex=idempotency_key)  # an action's delivery is keyed by its id
     except ValueError:
         return
-    pending = (
-        ActionRecord.objects.filter(id=action_id, status=ActionStatus.PENDING)
-        .values_list("room_id", "agent_id", "idempotency_key")
-        .first()
-    )
-    if pending is not None:
-        room_id, agent_id, ref = pending
-        realtime.announce_action_result(room_id=room_id, agent_id=agent_id, ref=ref)
+    settled = action_delivery_settle(action_id=action_id)
+    if settled is not None:
+        realtime.announce_action_result(
+            room_id=settled.room_id, agent_id=settled.agent_id, ref=settled.idempotency_key
+        )
 
 
 def grant_decide(

@@ -61,6 +61,29 @@ def test_allowed_actions_go_to_the_owners_webhook_once(
     assert len(receiver.seen("/hook")) == 1
 
 
+def test_a_pending_action_is_recorded_once_its_delivery_settles_though_nobody_asks(
+    negotiation, receiver, webhook_settings, celery_worker
+) -> None:
+    """The record and the ledger follow the delivery, not the agent: an agent that never
+    resends its act (gone, crashed) still leaves an executed action with its event."""
+    from gatekeeper.records import ActionRecord
+
+    webhook_endpoint_create(owner=negotiation.setup.a.owner, url=receiver.url("/hook"))
+    first = book(negotiation)
+    assert first.status == ("pending" if celery_worker else "executed")
+    deadline = time.monotonic() + 30
+    while (record := ActionRecord.objects.get(id=first.action_id)).status == "pending":
+        assert time.monotonic() < deadline, "the settled delivery did not settle its action"
+        time.sleep(0.1)  # only reading: nobody asks the room again
+    assert (record.status, record.rule) == ("executed", "cleared")
+    executed = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="action_executed")
+    assert [e.data["action_id"] for e in executed] == [str(first.action_id)]
+    again = book(negotiation)  # the agent's resend now only reports it
+    assert (again.status, again.replay) == ("executed", True)
+    assert len(receiver.seen("/hook")) == 1
+    assert executed.count() == 1
+
+
 async def test_the_agent_hears_its_webhook_action_settle_without_asking_again(
     negotiation, receiver, webhook_settings, celery_worker
 ) -> None:
