@@ -25,7 +25,7 @@ from slips.signatures import b64url_encode
 from tests.bookings import OTHER_WITHIN, OVER, WITHIN, booking
 from tests.gatekeeper.conftest import BOOK, Negotiation
 from tests.slips.conftest import Device, enroll
-from tests.socket_frames import next_frame_of
+from tests.socket_frames import join, next_frame_of
 
 pytestmark = pytest.mark.django_db
 
@@ -172,17 +172,8 @@ async def test_the_agent_is_told_its_owners_answer_without_asking_again(
     """The socket that asked hears the answer once it commits, a denial as an approval: an
     agent is never left to find out by asking again."""
     from channels.db import database_sync_to_async
-    from channels.testing import WebsocketCommunicator
 
-    from synapsia.asgi import application
-
-    agent = WebsocketCommunicator(
-        application,
-        f"/ws/rooms/{negotiation.room.id}/",
-        headers=[(b"authorization", f"Bearer {negotiation.setup.a.token}".encode())],
-    )
-    assert (await agent.connect())[0]
-    assert (await agent.receive_json_from(timeout=5))["type"] == "welcome"
+    agent = await join(negotiation.room.id, negotiation.setup.a.token)
     big = {"tool": "book_table", "arguments": booking(OVER)}
     await agent.send_json_to({"v": 1, "type": "act", "id": "big-booking", "body": big})
     asked = await next_frame_of(agent, "action_result")

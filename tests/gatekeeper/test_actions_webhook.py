@@ -15,7 +15,7 @@ from gatekeeper.webhooks import webhook_endpoint_create
 from ledger.models import LedgerEvent
 from rooms import forks
 from tests.gatekeeper.conftest import BOOK
-from tests.socket_frames import next_frame_of
+from tests.socket_frames import join, next_frame_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,20 +91,11 @@ async def test_the_agent_hears_its_webhook_action_settle_without_asking_again(
     once the delivery settles (the agent sends nothing more); run eagerly, the act's own
     answer is final and nothing is told twice."""
     from channels.db import database_sync_to_async
-    from channels.testing import WebsocketCommunicator
-
-    from synapsia.asgi import application
 
     await database_sync_to_async(webhook_endpoint_create)(
         owner=negotiation.setup.a.owner, url=receiver.url("/hook")
     )
-    agent = WebsocketCommunicator(
-        application,
-        f"/ws/rooms/{negotiation.room.id}/",
-        headers=[(b"authorization", f"Bearer {negotiation.setup.a.token}".encode())],
-    )
-    assert (await agent.connect())[0]
-    assert (await agent.receive_json_from(timeout=5))["type"] == "welcome"
+    agent = await join(negotiation.room.id, negotiation.setup.a.token)
     act = {"tool": "book_table", "arguments": BOOK}
     await agent.send_json_to({"v": 1, "type": "act", "id": "book-hook", "body": act})
     first = await next_frame_of(agent, "action_result", timeout=10)
