@@ -186,11 +186,10 @@ def action_request(
         ):
             return ActionResult(earlier.id, ActionStatus.DENIED, "idempotency_key_reused")
         if earlier.status == ActionStatus.PENDING:
-            # Ask the adapter again under the same key: it reports the delivery's outcome
-            # and never delivers twice.
-            return _execute(
-                earlier, room=room, agent=agent, grant_id=_grant_id(earlier), replay=True
-            )
+            # Its delivery's outcome as it stands now, read from the delivery itself: never
+            # through whichever adapter the owner has now (a webhook switched off or replaced
+            # meanwhile must not run it in the sandbox or refuse it while it is in flight).
+            _pending_settled(earlier)
         return _result(earlier, replay=True)
 
     decision = decide_guarded(ActionRequest(room=room, agent=agent, tool=tool, arguments=arguments))
@@ -307,7 +306,6 @@ def _execute(
     room: RoomFacts,
     agent: AgentFacts,
     grant_id: UUID | None,
-    replay: bool = False,
 ) -> ActionResult:
     """Run an allowed action through its owner's adapter, once, and record the outcome.
 
@@ -325,7 +323,7 @@ def _execute(
         ),
     )
     _outcome_recorded(record, outcome, grant_id=grant_id)
-    return _result(record, replay=replay)
+    return _result(record)
 
 
 def _outcome_recorded(
@@ -368,13 +366,22 @@ def action_delivery_settle(*, action_id: UUID) -> ActionRecord | None:
     )
     if record is None:
         return None
-    # The delivery this action made: keyed by the action's id (``_execute``), for its tool.
+    _pending_settled(record)
+    return None if record.status == ActionStatus.PENDING else record
+
+
+def _pending_settled(record: ActionRecord) -> None:
+    """Record a ``pending`` action's outcome from the webhook delivery it made (keyed by the
+    action's id, ``_execute``; locked by the caller), once that delivery is final; while it
+    is not, the record stays ``pending``. Nothing is posted, whatever the owner's webhooks
+    are now: the act went to this delivery's endpoint and only its answer settles it."""
     delivery = WebhookDelivery.objects.filter(idempotency_key=record.id.hex).first()
     if delivery is None or delivery.tool != record.tool:
-        return None
+        return  # not a delivery of this act: it stays pending (never settled from another's)
     outcome = webhook_delivery_outcome(delivery=delivery)
+    if isinstance(outcome, Unavailable) and outcome.reason_code == PENDING_REASON:
+        return
     _outcome_recorded(record, outcome, grant_id=_grant_id(record))
-    return None if record.status == ActionStatus.PENDING else record
 
 
 def action_execute_granted(*, record_id: UUID, room: RoomFacts, agent: AgentFacts) -> ActionResult:

@@ -112,3 +112,49 @@ async def test_the_agent_hears_its_webhook_action_settle_without_asking_again(
     executed = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="action_executed")
     assert await database_sync_to_async(executed.count)() == 1
     await agent.disconnect()
+
+
+@pytest.mark.parametrize("change", ["switched_off", "replaced"])
+def test_a_pending_act_resent_after_its_owner_changes_webhooks_waits_for_its_own_delivery(
+    negotiation, receiver, webhook_settings, monkeypatch, change: str
+) -> None:
+    """The act went to the webhook of its time, and only that delivery's answer settles it:
+    a resend while it is still queued is told "pending" again, never run in the sandbox (the
+    owner switched the webhook off) nor refused as another webhook's key (the owner
+    configured a new one); then the delivery's own outcome settles it."""
+    from gatekeeper.adapters.webhook import WebhookAdapter
+    from gatekeeper.models import WebhookDelivery
+    from gatekeeper.records import ActionRecord
+    from gatekeeper.webhooks import webhook_delivery_attempt, webhook_endpoint_deactivate
+
+    owner = negotiation.setup.a.owner
+    hook = webhook_endpoint_create(owner=owner, url=receiver.url("/hook")).endpoint
+    # The worker has not taken the delivery yet: it stays queued until the test attempts it.
+    monkeypatch.setattr(WebhookAdapter, "_dispatch", staticmethod(lambda delivery: None))
+    first = book(negotiation)
+    assert first.status == "pending"
+    if change == "switched_off":
+        assert webhook_endpoint_deactivate(owner=owner, endpoint_id=hook.id)
+    else:
+        webhook_endpoint_create(owner=owner, url=receiver.url("/new-hook"))
+    again = book(negotiation)
+    assert (again.action_id, again.status, again.replay) == (first.action_id, "pending", True)
+    assert SandboxEffect.objects.count() == 0
+    executed = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="action_executed")
+    assert executed.count() == 0
+
+    (delivery,) = WebhookDelivery.objects.all()
+    webhook_delivery_attempt(delivery_id=delivery.id, last_attempt=True)  # the worker's turn
+    settled = book(negotiation)
+    record = ActionRecord.objects.get(id=first.action_id)
+    if change == "switched_off":  # switched off before it went out: it never reached anyone
+        assert (settled.status, record.outcome["reason_code"]) == (
+            "failed",
+            "webhook_endpoint_inactive",
+        )
+        assert receiver.seen("/hook") == []
+    else:  # the webhook it was sent to still answers for it
+        assert settled.status == "executed"
+        assert len(receiver.seen("/hook")) == 1
+    assert settled.replay and receiver.seen("/new-hook") == []
+    assert SandboxEffect.objects.count() == 0 and executed.count() == 1
