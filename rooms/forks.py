@@ -119,14 +119,34 @@ def action_pending_settled(*, idempotency_key: str, **_: object) -> None:
     """``gatekeeper.signals.webhook_delivery_settled`` receiver (the worker, after the
     delivery's final status committed): the action that delivery made, if still recorded as
     pending, is settled from it (``action_delivery_settle``: recorded with its event whether
-    or not the agent asks again) and its agent's socket told. An action settled already (the
-    embedded profile's eager delivery, or the agent's resend first) is not settled or
-    announced twice."""
+    or not the agent asks again), what it means for the room's outcome recorded as an act's
+    is (a table booked through the webhook is the agreed plan), and its agent's socket told.
+    An action settled already (the embedded profile's eager delivery, or the agent's resend
+    first) is not settled or announced twice. When the ledger cannot record it, nothing is
+    settled and the room pauses, as for an act."""
     try:
         action_id = UUID(hex=idempotency_key)  # an action's delivery is keyed by its id
     except ValueError:
         return
-    settled = action_delivery_settle(action_id=action_id)
+    room_id = (
+        ActionRecord.objects.filter(id=action_id, status=ActionStatus.PENDING)
+        .values_list("room_id", flat=True)
+        .first()
+    )
+    if room_id is None:
+        return  # settled already, or not an action's delivery
+    try:
+        with transaction.atomic():
+            # The room locked before the action, in the order an act locks them.
+            room = Room.objects.select_for_update().filter(id=room_id).first()
+            if room is None:
+                return
+            settled = action_delivery_settle(action_id=action_id)
+            if settled is not None and settled.status == ActionStatus.EXECUTED:
+                outcome_record(room=room, action_id=settled.id)  # the room's outcome
+    except LedgerAppendError:
+        room_pause_fail_safe(room_id=room_id, rule="ledger_unavailable")
+        return
     if settled is not None:
         realtime.announce_action_result(
             room_id=settled.room_id, agent_id=settled.agent_id, ref=settled.idempotency_key

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -64,9 +65,11 @@ def test_allowed_actions_go_to_the_owners_webhook_once(
 def test_a_pending_action_is_recorded_once_its_delivery_settles_though_nobody_asks(
     negotiation, receiver, webhook_settings, celery_worker
 ) -> None:
-    """The record and the ledger follow the delivery, not the agent: an agent that never
-    resends its act (gone, crashed) still leaves an executed action with its event."""
+    """The record, the ledger and the room's outcome follow the delivery, not the agent: an
+    agent that never resends its act (gone, crashed, or told by its socket) still leaves an
+    executed action with its event, and the table it booked is the room's agreed plan."""
     from gatekeeper.records import ActionRecord
+    from rooms.models import RoomOutcome
 
     webhook_endpoint_create(owner=negotiation.setup.a.owner, url=receiver.url("/hook"))
     first = book(negotiation)
@@ -78,10 +81,14 @@ def test_a_pending_action_is_recorded_once_its_delivery_settles_though_nobody_as
     assert (record.status, record.rule) == ("executed", "cleared")
     executed = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="action_executed")
     assert [e.data["action_id"] for e in executed] == [str(first.action_id)]
+    (plan,) = RoomOutcome.objects.filter(room_id=negotiation.room.id)
+    assert (plan.kind, plan.action_id) == ("agreed", first.action_id)
+    recorded = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="outcome_recorded")
+    assert [e.data["action_id"] for e in recorded] == [str(first.action_id)]
     again = book(negotiation)  # the agent's resend now only reports it
     assert (again.status, again.replay) == ("executed", True)
     assert len(receiver.seen("/hook")) == 1
-    assert executed.count() == 1
+    assert executed.count() == 1 and recorded.count() == 1
 
 
 async def test_the_agent_hears_its_webhook_action_settle_without_asking_again(
@@ -114,23 +121,36 @@ async def test_the_agent_hears_its_webhook_action_settle_without_asking_again(
     await agent.disconnect()
 
 
+@pytest.fixture
+def held_deliveries(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """No worker takes a delivery until the test calls what this returns: the worker's one
+    attempt at the only delivery (its final status, the settlement signal with it)."""
+    from gatekeeper.adapters.webhook import WebhookAdapter
+    from gatekeeper.models import WebhookDelivery
+    from gatekeeper.webhooks import webhook_delivery_attempt
+
+    monkeypatch.setattr(WebhookAdapter, "_dispatch", staticmethod(lambda delivery: None))
+
+    def attempt() -> None:
+        (delivery,) = WebhookDelivery.objects.all()
+        webhook_delivery_attempt(delivery_id=delivery.id, last_attempt=True)
+
+    return attempt
+
+
 @pytest.mark.parametrize("change", ["switched_off", "replaced"])
 def test_a_pending_act_resent_after_its_owner_changes_webhooks_waits_for_its_own_delivery(
-    negotiation, receiver, webhook_settings, monkeypatch, change: str
+    negotiation, receiver, webhook_settings, held_deliveries, change: str
 ) -> None:
     """The act went to the webhook of its time, and only that delivery's answer settles it:
     a resend while it is still queued is told "pending" again, never run in the sandbox (the
     owner switched the webhook off) nor refused as another webhook's key (the owner
     configured a new one); then the delivery's own outcome settles it."""
-    from gatekeeper.adapters.webhook import WebhookAdapter
-    from gatekeeper.models import WebhookDelivery
     from gatekeeper.records import ActionRecord
-    from gatekeeper.webhooks import webhook_delivery_attempt, webhook_endpoint_deactivate
+    from gatekeeper.webhooks import webhook_endpoint_deactivate
 
     owner = negotiation.setup.a.owner
     hook = webhook_endpoint_create(owner=owner, url=receiver.url("/hook")).endpoint
-    # The worker has not taken the delivery yet: it stays queued until the test attempts it.
-    monkeypatch.setattr(WebhookAdapter, "_dispatch", staticmethod(lambda delivery: None))
     first = book(negotiation)
     assert first.status == "pending"
     if change == "switched_off":
@@ -143,8 +163,7 @@ def test_a_pending_act_resent_after_its_owner_changes_webhooks_waits_for_its_own
     executed = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="action_executed")
     assert executed.count() == 0
 
-    (delivery,) = WebhookDelivery.objects.all()
-    webhook_delivery_attempt(delivery_id=delivery.id, last_attempt=True)  # the worker's turn
+    held_deliveries()
     settled = book(negotiation)
     record = ActionRecord.objects.get(id=first.action_id)
     if change == "switched_off":  # switched off before it went out: it never reached anyone
@@ -158,3 +177,38 @@ def test_a_pending_act_resent_after_its_owner_changes_webhooks_waits_for_its_own
         assert len(receiver.seen("/hook")) == 1
     assert settled.replay and receiver.seen("/new-hook") == []
     assert SandboxEffect.objects.count() == 0 and executed.count() == 1
+
+
+def test_a_settlement_the_ledger_cannot_record_pauses_the_room_and_waits(
+    negotiation, receiver, webhook_settings, held_deliveries, monkeypatch
+) -> None:
+    """The webhook answered but its outcome cannot be recorded: nothing is settled (the
+    action stays pending, no event, no plan), the room pauses as for an act, and the
+    agent's resend settles it once the ledger records again."""
+    from gatekeeper import actions
+    from gatekeeper.records import ActionRecord
+    from ledger.services import LedgerAppendError
+    from rooms.models import Room, RoomOutcome, RoomState
+
+    webhook_endpoint_create(owner=negotiation.setup.a.owner, url=receiver.url("/hook"))
+    first = book(negotiation)
+    assert first.status == "pending"
+
+    def ledger_down(**_: Any) -> None:
+        raise LedgerAppendError("ledger append failed: injected")
+
+    with monkeypatch.context() as down:
+        down.setattr(actions, "ledger_append", ledger_down)
+        held_deliveries()  # delivered: the webhook answered 200
+    assert len(receiver.seen("/hook")) == 1
+    assert ActionRecord.objects.get(id=first.action_id).status == "pending"
+    events = LedgerEvent.objects.filter(room_id=negotiation.room.id)
+    assert not events.filter(kind__in=["action_executed", "outcome_recorded"]).exists()
+    assert not RoomOutcome.objects.filter(room_id=negotiation.room.id).exists()
+    assert Room.objects.get(id=negotiation.room.id).state == RoomState.PAUSED
+    assert events.filter(kind="room_paused").last().data["reason_rule"] == "ledger_unavailable"
+
+    again = book(negotiation)  # the ledger records again
+    assert (again.status, again.replay) == ("executed", True)
+    assert events.filter(kind="action_executed").count() == 1
+    assert len(receiver.seen("/hook")) == 1
