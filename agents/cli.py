@@ -91,6 +91,17 @@ def refusal_in_words(refused: FrameRefusedError) -> str:
     return f"The room refused what this agent sent: {said} {step}"
 
 
+def seconds(value: str) -> float:
+    """An argument that is a number of seconds, more than none (argparse's ``type``)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not number > 0 or number == float("inf"):  # not NaN, zero, negative or endless
+        raise argparse.ArgumentTypeError(f"{value!r}: give a number of seconds above 0")
+    return number
+
+
 def room_arguments(prog: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--url", required=True, help="ws(s)://host/ws/rooms/<room-id>/")

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from agents.cli import REFUSED, in_room, room_args, room_arguments
+from agents.cli import REFUSED, in_room, room_args, room_arguments, seconds
 from agents.client import (
     FINAL_CLOSE_CODES,
     ActionOutcome,
@@ -893,8 +893,14 @@ async def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--role", choices=("host", "guest"), help="default: from the welcome")
     parser.add_argument("--max-messages", type=int, default=MAX_MESSAGES)
-    parser.add_argument("--reply-timeout", type=float, default=120.0)
-    parser.add_argument("--grant-timeout", type=float, default=900.0)
+    parser.add_argument("--reply-timeout", type=seconds, default=120.0)
+    parser.add_argument("--grant-timeout", type=seconds, default=900.0)
+    parser.add_argument(
+        "--grant-poll",
+        type=seconds,
+        default=5.0,
+        help="while your owner decides, ask the room again every this many seconds (default 5)",
+    )
     parser.add_argument(
         "--sealed", action="store_true", help="open with a sealed offer (both agents must)"
     )
@@ -913,6 +919,7 @@ async def main(argv: list[str] | None = None) -> int:
             max_messages=args.max_messages,
             reply_timeout=args.reply_timeout,
             grant_timeout=args.grant_timeout,
+            grant_poll=args.grant_poll,
             role=args.role,
             on_step=out,
             sealed_opening=args.sealed,

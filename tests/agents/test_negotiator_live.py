@@ -210,7 +210,8 @@ def test_the_cli_prints_each_step_and_exits_0_when_booked(live_daphne: str, stan
     practice = practice_seed()
     stand_in(practice)
     url = _ws(live_daphne, practice)
-    alice, bob = _cli(url, practice.host.token), _cli(url, practice.guest.token)
+    poll = ("--grant-poll", str(GRANT_POLL_SECONDS))  # the stand-in decides in this process
+    alice, bob = _cli(url, practice.host.token, *poll), _cli(url, practice.guest.token, *poll)
     try:
         alice_out, alice_err = alice.communicate(timeout=120)
         bob_out, _ = bob.communicate(timeout=120)
