@@ -410,11 +410,16 @@ def receipt_words(receipt: Receipt, names: Mapping[str, str]) -> list[str]:
     for item in receipt.disclosures_by_item:
         what = name(item.item_id, f"one of {name(item.owner_id, 'an owner')}'s vault items")
         to = _listed([name(r, "an agent") for r in item.recipients])
+        if len(item.recipients) < 2:
+            how = f"{_times(item.times)} to {to}"
+        elif item.times == len(item.recipients):  # each had it at least once
+            how = f"to {to}, once each"
+        else:  # "twice to A and B" would not say whether each had it twice
+            how = f"{_times(item.times)} in all, to {to}"
         turns = _listed([str(t) for t in sorted(set(item.turns))])
         # The item last: its name may be singular or plural ("budget", "allergies").
         lines.append(
-            f"Disclosed {_times(item.times)} to {to} "
-            f"(turn{'s' if len(set(item.turns)) > 1 else ''} {turns}): {what}."
+            f"Disclosed {how} (turn{'s' if len(set(item.turns)) > 1 else ''} {turns}): {what}."
         )
     if not receipt.disclosures_by_item:
         lines.append("Nothing from anyone's vault was disclosed.")

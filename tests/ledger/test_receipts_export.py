@@ -27,7 +27,7 @@ from ledger.events import (
     SlipSigned,
 )
 from ledger.models import LedgerEvent
-from ledger.receipts import receipt_build, receipt_export
+from ledger.receipts import ReceiptItemDisclosures, receipt_build, receipt_export
 from ledger.services import ledger_append
 from ledger.signing import ledger_sign_head
 from rooms.ledger_api import receipt_words
@@ -85,6 +85,29 @@ def test_receipt_summarises_the_room() -> None:
     broken = receipt_build(room_id=room_id)
     assert not broken.verified and broken.first_bad_seq == 5 and broken.unreadable_events == 1
     assert "it breaks at #5" in broken.summary[0]
+
+
+def test_an_item_disclosed_to_both_agents_says_how_often_each_had_it() -> None:
+    """ "Twice to A and B" would not say whether each had it twice: with several recipients
+    the sentence says "once each", or how many times in all."""
+    room_id = uuid.uuid4()
+    _negotiation(room_id)
+    names = {"a": "Alice", "agent-a": "Alice's agent", "agent-b": "Bob's agent", "b": "Bob"}
+
+    def said(times: int, recipients: list[str], turns: list[int]) -> list[str]:
+        item = ReceiptItemDisclosures(
+            owner_id="b", item_id="b", times=times, recipients=recipients, turns=turns
+        )
+        receipt = receipt_build(room_id=room_id).model_copy(update={"disclosures_by_item": [item]})
+        return [w for w in receipt_words(receipt, names) if w.startswith("Disclosed")]
+
+    assert said(2, ["agent-a", "agent-b"], [1, 1]) == [
+        "Disclosed to Alice's agent and Bob's agent, once each (turn 1): Bob."
+    ]
+    assert said(5, ["agent-a", "agent-b"], [1, 2, 3]) == [
+        "Disclosed 5 times in all, to Alice's agent and Bob's agent (turns 1, 2 and 3): Bob."
+    ]
+    assert said(2, ["agent-b"], [1, 2]) == ["Disclosed twice to Bob's agent (turns 1 and 2): Bob."]
 
 
 def test_owners_read_the_ledger_and_strangers_get_404(make_open_room, make_owner) -> None:

@@ -81,6 +81,7 @@ def test_the_headless_demo_books_the_table_with_a_recorded_demo_approval() -> No
     assert "The server's own check: intact, " in out and "the room's ledger is intact: " in out
     # The demo owners by their names, as their pages call them.
     assert "Disclosed once to Alice's agent (turn 1): Alice's budget." in out
+    assert "Disclosed to Alice's agent and Bob's agent, once each (turn 1): Bob's budget." in out
     assert out.rstrip().endswith("practice negotiation completed")
     (approved,) = _events(room_id, "grant_approved")
     assert approved.data["key_custody"] == "demo_seeding"  # recorded as a stand-in's approval
