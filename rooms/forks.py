@@ -23,6 +23,7 @@ from gatekeeper.actions import (
 )
 from gatekeeper.decision import AgentFacts, RoomFacts
 from gatekeeper.grants import GrantUnusable, grant_approve, grant_deny
+from gatekeeper.models import DeliveryStatus, WebhookDelivery
 from gatekeeper.records import ActionRecord, ActionStatus, Grant, GrantKind
 from gatekeeper.standing import agent_shut_out
 from ledger.events import ForkResolved, RoomResumed
@@ -38,6 +39,7 @@ from rooms.services import resume_refused_over_a_flare
 
 __all__ = ["action_for_agent", "grant_decide", "room_pause_fail_safe"]
 PEER_TEXT_WINDOW = 50  # recent peer messages checked for arguments copied from them
+SETTLE_BATCH = 500  # pending actions looked at per run of actions_pending_settle
 
 
 def _agent_facts(seat: RoomMember, token: str | None = None) -> AgentFacts:
@@ -115,7 +117,7 @@ def action_for_agent(
     return result
 
 
-def action_pending_settled(*, idempotency_key: str, **_: object) -> None:
+def action_pending_settled(*, idempotency_key: str, **_: object) -> bool:
     """``gatekeeper.signals.webhook_delivery_settled`` receiver (the worker, after the
     delivery's final status committed): the action that delivery made, if still recorded as
     pending, is settled from it (``action_delivery_settle``: recorded with its event whether
@@ -123,34 +125,53 @@ def action_pending_settled(*, idempotency_key: str, **_: object) -> None:
     is (a table booked through the webhook is the agreed plan), and its agent's socket told.
     An action settled already (the embedded profile's eager delivery, or the agent's resend
     first) is not settled or announced twice. When the ledger cannot record it, nothing is
-    settled and the room pauses, as for an act."""
+    settled and the room pauses, as for an act. Whether it settled the action now."""
     try:
         action_id = UUID(hex=idempotency_key)  # an action's delivery is keyed by its id
     except ValueError:
-        return
+        return False
     room_id = (
         ActionRecord.objects.filter(id=action_id, status=ActionStatus.PENDING)
         .values_list("room_id", flat=True)
         .first()
     )
     if room_id is None:
-        return  # settled already, or not an action's delivery
+        return False  # settled already, or not an action's delivery
     try:
         with transaction.atomic():
             # The room locked before the action, in the order an act locks them.
             room = Room.objects.select_for_update().filter(id=room_id).first()
             if room is None:
-                return
+                return False
             settled = action_delivery_settle(action_id=action_id)
             if settled is not None and settled.status == ActionStatus.EXECUTED:
                 outcome_record(room=room, action_id=settled.id)  # the room's outcome
     except LedgerAppendError:
         room_pause_fail_safe(room_id=room_id, rule="ledger_unavailable")
-        return
-    if settled is not None:
-        realtime.announce_action_result(
-            room_id=settled.room_id, agent_id=settled.agent_id, ref=settled.idempotency_key
-        )
+        return False
+    if settled is None:
+        return False
+    realtime.announce_action_result(
+        room_id=settled.room_id, agent_id=settled.agent_id, ref=settled.idempotency_key
+    )
+    return True
+
+
+def actions_pending_settle() -> int:
+    """Settle every action still ``pending`` whose webhook delivery is final (Celery beat,
+    ``rooms.actions_settle``), as ``action_pending_settled`` does: the signal that settles
+    one is sent after its delivery's status commits, so a worker stopped between the two
+    loses it, and an agent that is gone never resends its act. Without this the booking
+    would stay out of the record (no ``action_executed``, no agreed plan) for good. How many
+    it settled; at most ``SETTLE_BATCH`` a run, the oldest first (the next run goes on)."""
+    pending = ActionRecord.objects.filter(status=ActionStatus.PENDING).order_by("decided_at")
+    keys = [action_id.hex for action_id in pending.values_list("id", flat=True)[:SETTLE_BATCH]]
+    final = (
+        WebhookDelivery.objects.filter(idempotency_key__in=keys)
+        .exclude(status=DeliveryStatus.PENDING)
+        .values_list("idempotency_key", flat=True)
+    )
+    return sum(action_pending_settled(idempotency_key=key) for key in final)
 
 
 def grant_decide(

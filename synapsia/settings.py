@@ -275,6 +275,9 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
     # Grants not answered by their deadline end as denials (docs/gatekeeper.md).
     "gatekeeper-grants-expire": {"task": "gatekeeper.grants_expire", "schedule": 60.0},
+    # A webhook action whose settlement signal was lost (a worker stopped after its delivery's
+    # final status committed) is settled from the delivery all the same (rooms.forks).
+    "rooms-actions-settle": {"task": "rooms.actions_settle", "schedule": 60.0},
     # "ledger-sign-stale-heads" is added below SYNAPSIA: its period derives from T.
 }
 

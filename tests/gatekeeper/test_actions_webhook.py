@@ -212,3 +212,39 @@ def test_a_settlement_the_ledger_cannot_record_pauses_the_room_and_waits(
     assert (again.status, again.replay) == ("executed", True)
     assert events.filter(kind="action_executed").count() == 1
     assert len(receiver.seen("/hook")) == 1
+
+
+def test_a_settlement_whose_signal_was_lost_is_made_by_the_beat(
+    negotiation, receiver, webhook_settings, held_deliveries
+) -> None:
+    """The worker stopped after the delivery's final status committed, before its signal:
+    the beat's sweep (``rooms.actions_settle``) settles the action from the delivery all
+    the same, once, with its event and the room's plan; a delivery not final is left be."""
+    from django.conf import settings
+
+    from gatekeeper.records import ActionRecord
+    from gatekeeper.signals import webhook_delivery_settled
+    from rooms.models import RoomOutcome
+    from rooms.tasks import actions_settle
+
+    assert settings.CELERY_BEAT_SCHEDULE["rooms-actions-settle"]["task"] == actions_settle.name
+    webhook_endpoint_create(owner=negotiation.setup.a.owner, url=receiver.url("/hook"))
+    first = book(negotiation)
+    assert first.status == "pending"
+    assert actions_settle() == 0  # still queued: nothing to settle yet
+    uid = "rooms.webhook_delivery_settled"
+    assert webhook_delivery_settled.disconnect(dispatch_uid=uid)  # the signal is lost
+    try:
+        held_deliveries()
+    finally:
+        webhook_delivery_settled.connect(forks.action_pending_settled, dispatch_uid=uid)
+    assert len(receiver.seen("/hook")) == 1
+    assert ActionRecord.objects.get(id=first.action_id).status == "pending"
+
+    assert actions_settle() == 1
+    assert ActionRecord.objects.get(id=first.action_id).status == "executed"
+    (plan,) = RoomOutcome.objects.filter(room_id=negotiation.room.id)
+    assert (plan.kind, plan.action_id) == ("agreed", first.action_id)
+    assert actions_settle() == 0  # settled once
+    executed = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="action_executed")
+    assert executed.count() == 1 and len(receiver.seen("/hook")) == 1
