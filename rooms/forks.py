@@ -203,62 +203,70 @@ def grant_decide(
                 signature=signature,
             )
         try:
-            if not approve:
+            if approve:
+                if key_id is None:
+                    raise InvalidState("An approval must be signed with one of your device keys.")
+                if room.state == RoomState.PAUSED:
+                    # Approving resumes the room to run the action: never around the other
+                    # owner's unanswered Signal Flare. Refused before the approval is
+                    # recorded, so the request still waits.
+                    resume_refused_over_a_flare(
+                        owner, room, then=" Approve this request again once the room has resumed."
+                    )
+                check = grant_approve(
+                    owner=owner, grant_id=grant_id, key_id=key_id, signature=signature
+                )
+            else:
                 grant_deny(owner=owner, grant_id=grant_id)
-                ledger_append(
-                    room_id=room.id,
-                    event=ForkResolved(
-                        fork_id=str(grant_id), by=str(owner.pk), resolution="denied"
-                    ),
-                )
-                record = ActionRecord.objects.get(grant__id=grant_id)
-                # The agent waits on this answer as on an approval's: told once it commits.
-                realtime.announce_action_result(
-                    room_id=room.id, agent_id=record.agent_id, ref=record.idempotency_key
-                )
-                return ActionResult(record.id, record.status, record.rule, grant_id=grant_id)
-            if key_id is None:
-                raise InvalidState("An approval must be signed with one of your device keys.")
-            if room.state == RoomState.PAUSED:
-                # Approving resumes the room to run the action: never around the other
-                # owner's unanswered Signal Flare. Refused before the approval is recorded, so
-                # the request still waits.
-                resume_refused_over_a_flare(
-                    owner, room, then=" Approve this request again once the room has resumed."
-                )
-            check = grant_approve(
-                owner=owner, grant_id=grant_id, key_id=key_id, signature=signature
-            )
         except GrantUnusable as exc:
             raise InvalidState(exc.message) from None
         record = ActionRecord.objects.get(grant__id=grant_id)
-        if not check.ok:
+        if not approve:
+            ledger_append(
+                room_id=room.id,
+                event=ForkResolved(fork_id=str(grant_id), by=str(owner.pk), resolution="denied"),
+            )
+            result = ActionResult(record.id, record.status, record.rule, grant_id=grant_id)
+        elif not check.ok:  # a refused signature: nothing was answered, so nothing to tell
             return ActionResult(record.id, record.status, check.rule, grant_id=grant_id)
-        if room.state == RoomState.CLOSED:
-            raise InvalidState("This room is closed.")
-        ledger_append(
-            room_id=room.id,
-            event=ForkResolved(fork_id=str(grant_id), by=str(owner.pk), resolution="approved"),
-        )
-        if room.state == RoomState.PAUSED:
-            ledger_append(room_id=room.id, event=RoomResumed(by=str(owner.pk)))
-            room.state = RoomState.OPEN
-            room.state_changed_at = timezone.now()
-            room.save(update_fields=["state", "state_changed_at"])
-            realtime.announce_room_state(room.id, room.state)
-        seat = RoomMember.objects.select_related("agent").get(room=room, agent_id=record.agent_id)
-        result = action_execute_granted(
-            record_id=record.id,
-            room=RoomFacts(room_id=room.id, state=room.state, terms=room.terms),
-            agent=_agent_facts(seat),
-        )
-        if result.pauses_room:
-            pause_at_fork(room, by="gatekeeper", rule=result.rule)
-        if result.status == ActionStatus.EXECUTED and result.action_id is not None:
-            outcome_record(room=room, action_id=result.action_id)  # the room's outcome
+        else:
+            result = _action_grant_approved(
+                owner=owner, room=room, grant_id=grant_id, record=record
+            )
+    # The agent waits on either answer: told once it commits.
     realtime.announce_action_result(
         room_id=room.id, agent_id=record.agent_id, ref=record.idempotency_key
     )
+    return result
+
+
+def _action_grant_approved(
+    *, owner: User, room: Room, grant_id: UUID, record: ActionRecord
+) -> ActionResult:
+    """An approval verified (inside ``grant_decide``'s transaction, the room locked): the fork
+    resolved, the room resumed, the action run once and what it means for the room recorded."""
+    if room.state == RoomState.CLOSED:
+        raise InvalidState("This room is closed.")
+    ledger_append(
+        room_id=room.id,
+        event=ForkResolved(fork_id=str(grant_id), by=str(owner.pk), resolution="approved"),
+    )
+    if room.state == RoomState.PAUSED:
+        ledger_append(room_id=room.id, event=RoomResumed(by=str(owner.pk)))
+        room.state = RoomState.OPEN
+        room.state_changed_at = timezone.now()
+        room.save(update_fields=["state", "state_changed_at"])
+        realtime.announce_room_state(room.id, room.state)
+    seat = RoomMember.objects.select_related("agent").get(room=room, agent_id=record.agent_id)
+    result = action_execute_granted(
+        record_id=record.id,
+        room=RoomFacts(room_id=room.id, state=room.state, terms=room.terms),
+        agent=_agent_facts(seat),
+    )
+    if result.pauses_room:
+        pause_at_fork(room, by="gatekeeper", rule=result.rule)
+    if result.status == ActionStatus.EXECUTED and result.action_id is not None:
+        outcome_record(room=room, action_id=result.action_id)  # the room's outcome
     return result
 
 
