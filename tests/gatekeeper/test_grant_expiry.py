@@ -23,7 +23,7 @@ from rooms.models import Room, RoomState
 from synapsia.celery import app
 from tests.bookings import OVER, booking
 from tests.gatekeeper.conftest import Negotiation
-from tests.socket_frames import next_frame_of
+from tests.socket_frames import join, next_frame_of
 
 pytestmark = pytest.mark.django_db
 
@@ -163,18 +163,10 @@ def test_answering_a_request_already_answered_says_what_became_of_it(negotiation
 @pytest.mark.django_db(transaction=True)
 async def test_the_agent_is_told_when_its_grant_expires(negotiation) -> None:
     from channels.db import database_sync_to_async
-    from channels.testing import WebsocketCommunicator
 
     from gatekeeper.grants import grants_expire
-    from synapsia.asgi import application
 
-    agent = WebsocketCommunicator(
-        application,
-        f"/ws/rooms/{negotiation.room.id}/",
-        headers=[(b"authorization", f"Bearer {negotiation.setup.a.token}".encode())],
-    )
-    assert (await agent.connect())[0]
-    assert (await agent.receive_json_from(timeout=5))["type"] == "welcome"
+    agent = await join(negotiation.room.id, negotiation.setup.a.token)
     big = {"tool": "book_table", "arguments": booking(OVER)}
     await agent.send_json_to({"v": 1, "type": "act", "id": "big-booking", "body": big})
     asked = await next_frame_of(agent, "action_result")  # the room's pause may come first

@@ -40,6 +40,7 @@ from rooms.protocol import CloseCode
 from synapsia.asgi import application
 from tests.conftest import OpenRoom
 from tests.rooms.test_retention import CANARY, _fill, canaries_at_rest, canaries_in_database
+from tests.socket_frames import join
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -146,16 +147,7 @@ async def test_connected_agents_are_disconnected_and_cannot_rejoin(
     make_open_room: Callable[..., OpenRoom],
 ) -> None:
     opened = await database_sync_to_async(make_open_room)()
-    sockets = []
-    for token in (opened.a.token, opened.b.token):
-        communicator = WebsocketCommunicator(
-            application,
-            f"/ws/rooms/{opened.room.id}/",
-            headers=[(b"authorization", f"Bearer {token}".encode())],
-        )
-        assert (await communicator.connect())[0]
-        assert (await communicator.receive_json_from(timeout=5))["type"] == "welcome"
-        sockets.append(communicator)
+    sockets = [await join(opened.room.id, token) for token in (opened.a.token, opened.b.token)]
 
     await database_sync_to_async(room_delete)(owner=opened.a.owner, room_id=opened.room.id)
 
