@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 
 from rooms.sealing import SealedContent, SealedJSONField, SealedTextField
 
@@ -108,6 +109,19 @@ class WebhookDelivery(SealedContent):
     message = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When its task was last queued: when it was made, or when the beat queued it again after
+    # it was lost on the way to a worker (``gatekeeper.webhooks.webhook_deliveries_lost``).
+    queued_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # The beat's look for lost deliveries reads the pending ones only.
+            models.Index(
+                fields=["queued_at"],
+                condition=models.Q(status=DeliveryStatus.PENDING),
+                name="gk_delivery_pending_queued",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"delivery {self.id} ({self.status})"

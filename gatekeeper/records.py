@@ -69,6 +69,15 @@ class ActionRecord(SealedContent):
                 fields=["room_id", "agent_id", "idempotency_key"], name="one_action_per_key"
             )
         ]
+        indexes = [
+            # The beat's settling of lost webhook outcomes reads the pending ones only
+            # (rooms.forks.actions_pending_settle).
+            models.Index(
+                fields=["created_at"],
+                condition=models.Q(status=ActionStatus.PENDING),
+                name="gk_action_pending_created",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool} ({self.status})"

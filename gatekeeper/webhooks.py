@@ -34,6 +34,7 @@ import secrets
 import socket
 import ssl
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
@@ -428,6 +429,33 @@ def webhook_delivery_attempt(*, delivery_id: UUID, last_attempt: bool) -> str:
         delivery.reason_code, delivery.message = exc.reason_code, exc.message[:300]
         delivery.save(update_fields=["attempts", "last_status_code", "reason_code", "message"])
         raise
+
+
+# A delivery still pending this long after its task was queued was lost on its way to a
+# worker (the process stopped between the commit and the queueing, or the broker lost the
+# task): its own retries end within minutes (gatekeeper.tasks: at most 4, backed off by at
+# most 8 s each, each attempt within WEBHOOK_TIMEOUT_SECONDS).
+DELIVERY_LOST_AFTER = timedelta(minutes=10)
+LOST_BATCH = 500  # deliveries queued again per run at most, the oldest first
+
+
+def webhook_deliveries_lost(*, now: datetime | None = None) -> list[UUID]:
+    """The pending deliveries whose task was queued more than ``DELIVERY_LOST_AFTER`` ago,
+    each marked queued ``now``, for the caller to queue again (``gatekeeper.tasks``). A copy
+    of a task that was only slow posts nothing once the first has finished (an attempt leaves
+    a final delivery alone), and receivers deduplicate on the idempotency key in any case."""
+    now = now or timezone.now()
+    lost = WebhookDelivery.objects.filter(
+        status=DeliveryStatus.PENDING, queued_at__lte=now - DELIVERY_LOST_AFTER
+    )
+    with transaction.atomic():  # each one marked by one run only, even were there two beats
+        ids = list(
+            lost.select_for_update(skip_locked=True)
+            .order_by("queued_at")
+            .values_list("id", flat=True)[:LOST_BATCH]
+        )
+        WebhookDelivery.objects.filter(id__in=ids).update(queued_at=now)
+    return ids
 
 
 def webhook_delivery_create(

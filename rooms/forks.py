@@ -164,7 +164,7 @@ def actions_pending_settle() -> int:
     loses it, and an agent that is gone never resends its act. Without this the booking
     would stay out of the record (no ``action_executed``, no agreed plan) for good. How many
     it settled; at most ``SETTLE_BATCH`` a run, the oldest first (the next run goes on)."""
-    pending = ActionRecord.objects.filter(status=ActionStatus.PENDING).order_by("decided_at")
+    pending = ActionRecord.objects.filter(status=ActionStatus.PENDING).order_by("created_at")
     keys = [action_id.hex for action_id in pending.values_list("id", flat=True)[:SETTLE_BATCH]]
     final = (
         WebhookDelivery.objects.filter(idempotency_key__in=keys)

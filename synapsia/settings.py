@@ -278,6 +278,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # A webhook action whose settlement signal was lost (a worker stopped after its delivery's
     # final status committed) is settled from the delivery all the same (rooms.forks).
     "rooms-actions-settle": {"task": "rooms.actions_settle", "schedule": 60.0},
+    # A webhook delivery whose task was lost on its way to a worker (queued 10 minutes ago and
+    # still pending) is queued again (gatekeeper.webhooks.webhook_deliveries_lost).
+    "gatekeeper-deliveries-requeue": {
+        "task": "gatekeeper.webhook_deliveries_requeue",
+        "schedule": 60.0,
+    },
     # "ledger-sign-stale-heads" is added below SYNAPSIA: its period derives from T.
 }
 

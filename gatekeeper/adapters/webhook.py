@@ -12,8 +12,6 @@ from __future__ import annotations
 import uuid
 from uuid import UUID
 
-from celery.exceptions import Retry
-from django.db import transaction
 from django.utils import timezone
 
 from gatekeeper.adapters.calls import PreparedAdapter, PreparedCall, call_replay
@@ -104,20 +102,6 @@ class WebhookAdapter(PreparedAdapter):
     @staticmethod
     def _dispatch(delivery: WebhookDelivery) -> None:
         # Imported here: tasks import webhooks, which the app registry loads first.
-        from gatekeeper.tasks import MAX_RETRIES, webhook_deliver
+        from gatekeeper.tasks import webhook_delivery_queue
 
-        if webhook_deliver.app.conf.task_always_eager:
-            # Same thread and connection: the uncommitted row is visible. One ``apply`` per
-            # attempt, through the task's own autoretry wrapper, which raises ``Retry`` while
-            # a retry is due and lets the last attempt record the final status. (Celery's own
-            # eager re-apply of a retry propagates instead of retrying when
-            # task_eager_propagates is on, so the loop is ours; eager retries do not sleep.)
-            for attempt in range(MAX_RETRIES + 1):
-                try:
-                    webhook_deliver.apply(args=[str(delivery.id)], retries=attempt, throw=True)
-                except Retry:
-                    continue
-                return
-        else:
-            # A worker must not look for the row before it is committed.
-            transaction.on_commit(lambda: webhook_deliver.delay(str(delivery.id)), robust=True)
+        webhook_delivery_queue(delivery.id)

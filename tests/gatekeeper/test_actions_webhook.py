@@ -248,3 +248,40 @@ def test_a_settlement_whose_signal_was_lost_is_made_by_the_beat(
     assert actions_settle() == 0  # settled once
     executed = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="action_executed")
     assert executed.count() == 1 and len(receiver.seen("/hook")) == 1
+
+
+def test_a_delivery_whose_task_was_lost_is_queued_again_and_its_action_settles(
+    negotiation, receiver, webhook_settings, celery_worker, held_deliveries
+) -> None:
+    """The act's delivery was made but its task never reached a worker (the process stopped
+    between the commit and the queueing): ten minutes on, the beat queues it again
+    (``gatekeeper.webhook_deliveries_requeue``), it is delivered once and its action
+    settles; a delivery queued more recently, or settled, is not queued again."""
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from gatekeeper.models import WebhookDelivery
+    from gatekeeper.records import ActionRecord
+    from gatekeeper.tasks import webhook_deliveries_requeue
+
+    entry = settings.CELERY_BEAT_SCHEDULE["gatekeeper-deliveries-requeue"]
+    assert entry["task"] == webhook_deliveries_requeue.name
+    webhook_endpoint_create(owner=negotiation.setup.a.owner, url=receiver.url("/hook"))
+    first = book(negotiation)  # held: its task is lost
+    assert first.status == "pending"
+    assert webhook_deliveries_requeue() == 0  # queued a moment ago: not lost yet
+    WebhookDelivery.objects.update(queued_at=timezone.now() - timedelta(minutes=9))
+    assert webhook_deliveries_requeue() == 0
+    WebhookDelivery.objects.update(queued_at=timezone.now() - timedelta(minutes=11))
+    assert webhook_deliveries_requeue() == 1
+    deadline = time.monotonic() + 30
+    while (record := ActionRecord.objects.get(id=first.action_id)).status == "pending":
+        assert time.monotonic() < deadline, "the delivery queued again did not settle"
+        time.sleep(0.1)
+    assert record.status == "executed" and len(receiver.seen("/hook")) == 1
+    WebhookDelivery.objects.update(queued_at=timezone.now() - timedelta(minutes=11))
+    assert webhook_deliveries_requeue() == 0  # settled: nothing to queue
+    executed = LedgerEvent.objects.filter(room_id=negotiation.room.id, kind="action_executed")
+    assert executed.count() == 1
