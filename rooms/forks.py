@@ -121,8 +121,8 @@ def action_pending_settled(*, idempotency_key: str, **_: object) -> bool:
     """``gatekeeper.signals.webhook_delivery_settled`` receiver (the worker, after the
     delivery's final status committed): the action that delivery made, if still recorded as
     pending, is settled from it (``action_delivery_settle``: recorded with its event whether
-    or not the agent asks again), what it means for the room's outcome recorded as an act's
-    is (a table booked through the webhook is the agreed plan), and its agent's socket told.
+    or not the agent asks again), the room's outcome recorded from it as for an act (a table
+    booked through the webhook is the agreed plan), and its agent's socket told.
     An action settled already (the embedded profile's eager delivery, or the agent's resend
     first) is not settled or announced twice. When the ledger cannot record it, nothing is
     settled and the room pauses, as for an act. Whether it settled the action now."""
