@@ -1691,6 +1691,27 @@ class RoomConsumer(AsyncWebsocketConsumer):
         if event["state"] == RoomState.CLOSED:
             await self._shut(CloseCode.ROOM_NOT_JOINABLE)
 
+    async def room_outcome(self, event: dict[str, Any]) -> None:
+        """The room's outcome changed: an owner's browser is rung to read it from the page
+        (an agent learns of its own action from its result, and of the other's from it)."""
+        if self.owner_session is None or self.participant is None:
+            return
+        verdict = await in_db_thread(standing.owner_session_standing)(self._reader())
+        if verdict is not None:
+            await self._shut(verdict)
+            return
+        await self._notice(
+            "outcome_recorded", "The room's outcome was recorded: read it on the room page."
+        )
+
+    async def _notice(self, code: str, message: str) -> None:
+        """A trusted ``notice`` frame from the room itself."""
+        await self.send(
+            NoticeFrame(
+                type="notice", id=new_frame_id(), body=NoticeBody(code=code, message=message)
+            ).model_dump_json()
+        )
+
     def _for_me(self, event: dict[str, Any]) -> bool:
         """An event for one agent, sent through the room's group (``realtime.FOR_AGENT``):
         whether this socket is that agent's (every other socket of the room ignores it)."""
@@ -1732,15 +1753,8 @@ class RoomConsumer(AsyncWebsocketConsumer):
         participant = self.participant
         if participant is None or participant.agent_id is None or not self._for_me(event):
             return
-        await self.send(
-            NoticeFrame(
-                type="notice",
-                id=new_frame_id(),
-                body=NoticeBody(
-                    code="slip_key_revoked",
-                    message="Your owner revoked the key that signed your slip in this room.",
-                ),
-            ).model_dump_json()
+        await self._notice(
+            "slip_key_revoked", "Your owner revoked the key that signed your slip in this room."
         )
         cleared = await in_db_thread(slip_in_force)(
             room_id=participant.room_id,

@@ -31,7 +31,7 @@ from gatekeeper.records import ActionRecord, ActionStatus
 from ledger.events import OutcomeRecorded
 from ledger.receipts import NO_PLAN_REASON_WORDS
 from ledger.services import ledger_append
-from rooms import selectors
+from rooms import realtime, selectors
 from rooms.models import OutcomeKind, Room, RoomMember, RoomOutcome
 from rooms.selectors import money_words, owner_name, your_time_words, zone_words
 
@@ -143,6 +143,7 @@ def outcome_record(*, room: Room, action_id: UUID) -> RoomOutcome | None:
             reason=reason,  # type: ignore[arg-type]  # the tool's schema allows only codes
         )
     ledger_append(room_id=room.id, event=event)
+    realtime.announce_outcome(room.id)  # an owner's open page shows it without a reload
     return outcome
 
 

@@ -239,6 +239,11 @@ def announce_whisper(*, agent_id: UUID, room_id: UUID, whisper_id: UUID) -> None
     _to_agent(room_id, agent_id, {"type": "agent.whisper", "whisper_id": whisper_id.hex})
 
 
+def announce_outcome(room_id: UUID) -> None:
+    """The room's outcome changed (``rooms.outcomes``): its owners' pages read it again."""
+    _send_after_commit(room_group(room_id), {"type": "room.outcome"})
+
+
 def announce_recorded(room_id: UUID) -> None:
     """Messages were recorded outside any socket: every socket reads the record again."""
     _send_after_commit(room_group(room_id), {"type": "room.catch_up"})

@@ -6,8 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
+from django.test import Client
 
 from rooms.models import Agent
 from synapsia.asgi import application
@@ -66,6 +68,26 @@ async def join(room_id: object, token: str) -> WebsocketCommunicator:
     )
     assert (await socket.connect())[0]
     assert (await socket.receive_json_from(timeout=5))["type"] == "welcome"
+    return socket
+
+
+async def join_as_owner(room_id: object, owner: Any) -> WebsocketCommunicator:
+    """``owner``'s browser on the room's page: a socket signed in by its session, past its
+    welcome (as an owner)."""
+
+    def session_cookie() -> bytes:
+        client = Client()
+        client.force_login(owner)
+        return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+    cookie = await database_sync_to_async(session_cookie)()
+    site = [(b"host", b"127.0.0.1:8000"), (b"origin", b"http://127.0.0.1:8000")]
+    socket = WebsocketCommunicator(
+        application, f"/ws/rooms/{room_id}/", headers=[*site, (b"cookie", cookie)]
+    )
+    assert (await socket.connect())[0]
+    welcome = await socket.receive_json_from(timeout=5)
+    assert (welcome["type"], welcome["body"]["participant"]) == ("welcome", "owner")
     return socket
 
 

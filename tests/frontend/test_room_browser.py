@@ -175,3 +175,35 @@ def test_the_other_owners_open_page_says_when_the_room_is_deleted(
     gone = bob.wait_for_selector("#room-gone", timeout=15000)
     assert "deleted for both sides" in gone.inner_text()
     assert not Room.objects.filter(id=setup.room.id).exists()
+
+
+@pytest.fixture
+def tools_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Daphne started after this lets agents request tools (the production default denies
+    all); what an agent may do is then its owner's slip's to say."""
+    monkeypatch.setenv("SYNAPSIA_TOOL_POLICY_DEFAULT", "allow_all")
+
+
+def test_an_outcome_reaches_the_open_page_with_nothing_said_after_it(
+    tools_allowed: None, setup: Any, live_daphne: str, browser_page: Any
+) -> None:
+    """Bob's agent declares that no plan works and says nothing more: Alice's open page shows
+    the outcome by itself (rung by an ``outcome_recorded`` notice), without a reload."""
+    alice, base = browser_page, live_daphne
+    log_in(alice, base, setup.a.owner.get_username())
+    alice.goto(f"{base}/rooms/{setup.room.id}/")
+    alice.wait_for_selector("#connection:has-text('live')")
+    assert alice.get_attribute("#room-outcome", "data-kind") == "none"
+    alice.evaluate("window.sameDocument = true")  # gone if anything reloaded the page
+
+    async def declare() -> Any:
+        ws_url = base.replace("http", "ws") + f"/ws/rooms/{setup.room.id}/"
+        async with RoomClient(ws_url, setup.b.token) as agent:
+            return await agent.act("declare_no_plan", {"reason": "time"})
+
+    with ThreadPoolExecutor(1) as pool:  # the agent runs off Playwright's thread
+        declared = pool.submit(asyncio.run, declare()).result(timeout=60)
+    assert declared.status == "executed", declared
+    alice.wait_for_selector("#room-outcome[data-kind='no_agreement']", timeout=15000)
+    assert "No agreement" in alice.inner_text("#room-outcome")
+    assert alice.evaluate("window.sameDocument === true")

@@ -10,18 +10,15 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.test import Client
 
 from ledger.models import LedgerEvent
 from rooms import services
 from rooms.models import Message, RoomMember
 from synapsia.asgi import application
 from tests.rooms.test_context import calendar, free_busy_7d, sign
-from tests.socket_frames import frame, join, next_frame_of, say
+from tests.socket_frames import frame, join, join_as_owner, next_frame_of, say
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-SITE = [(b"host", b"127.0.0.1:8000")]
 
 
 def say_acking(text: str, frame_id: str, ack: int) -> dict[str, Any]:
@@ -195,22 +192,12 @@ async def test_a_refused_ack_refuses_the_context_request_whole(make_open_room) -
     await b.disconnect()
 
 
-def _owner_socket(setup: Any) -> WebsocketCommunicator:
-    client = Client()
-    client.force_login(setup.a.owner)
-    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
-    headers = [*SITE, (b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")]
-    return WebsocketCommunicator(application, f"/ws/rooms/{setup.room.id}/", headers=headers)
-
-
 async def test_an_owners_frame_carrying_an_ack_is_refused(make_open_room) -> None:
     setup = await database_sync_to_async(make_open_room)()
     await database_sync_to_async(services.messages_say)(
         room_id=setup.room.id, agent_id=setup.b.agent.id, says=[("b-1", "hello")]
     )
-    owner = await database_sync_to_async(_owner_socket)(setup)
-    assert (await owner.connect())[0]
-    assert (await next_frame_of(owner, "welcome"))["body"]["participant"] == "owner"
+    owner = await join_as_owner(setup.room.id, setup.a.owner)
     for kind, body in (
         ("say", {"text": "from the browser", "ack": 1}),
         ("context_request", {"ack": 1}),

@@ -23,7 +23,7 @@ from rooms.models import FlareChoice, FlareReason, RoomOutcome
 from rooms.outcomes import room_outcome_for_owner
 from slips import vault
 from tests.slips.conftest import seat_slip_sign
-from tests.socket_frames import frame, join, next_frame_of
+from tests.socket_frames import frame, join, join_as_owner, next_frame_of
 
 pytestmark = pytest.mark.django_db
 
@@ -221,13 +221,21 @@ def test_an_approved_grant_that_books_is_the_agreed_plan(dinner) -> None:
 
 @pytest.mark.django_db(transaction=True)  # the socket runs its database work in other threads
 async def test_a_booking_over_the_room_socket_reaches_the_owners_page(dinner) -> None:
+    """Bob's open page is rung to read the plan (an ``outcome_recorded`` notice) though
+    nothing is said after the booking; the agent hears only its action's result."""
     socket = await join(dinner.room.id, dinner.a.token)
+    page = await join_as_owner(dinner.room.id, dinner.b.owner)
     try:
         await socket.send_json_to(frame("act", {"tool": "book_table", "arguments": BOOKING}, "b1"))
         result = await next_frame_of(socket, "action_result")
         assert result["body"]["status"] == "executed"
+        rung = await next_frame_of(page, "notice")
+        assert rung["body"]["code"] == "outcome_recorded"
+        while not await socket.receive_nothing(timeout=0.5):
+            assert (await socket.receive_json_from())["type"] != "notice"
     finally:
         await socket.disconnect()
+        await page.disconnect()
     fragment = await sync_to_async(_outcome_fragment)(dinner.b.owner, dinner.room.id)
     assert "Agreed plan" in fragment and "alice&#x27;s agent books" in fragment
 

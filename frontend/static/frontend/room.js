@@ -1,8 +1,9 @@
 // The room page, live. The owner's socket (docs/protocol.md, session cookie) is only a
 // doorbell: on a `message` frame the page asks the server for the new entries in words
 // (?part=transcript&after=SEQ, server-rendered and escaped), on a `room_state` frame for the
-// state, clocks and controls (?part=status) and the outcome (?part=outcome). Nothing a frame
-// carries is ever put into the page; text we build ourselves goes in with textContent.
+// state, clocks and controls (?part=status) and the outcome (?part=outcome), and on an
+// `outcome_recorded` notice for the outcome. Nothing a frame carries is ever put into the
+// page; text we build ourselves goes in with textContent.
 (() => {
   "use strict";
   const list = document.getElementById("transcript");
@@ -128,6 +129,8 @@
         refreshStatus();
         refreshOutcome();
         document.dispatchEvent(new CustomEvent("synapsia:room-state"));
+      } else if (frame.type === "notice" && frame.body && frame.body.code === "outcome_recorded") {
+        refreshOutcome(); // a plan booked (or "no plan" declared) with nothing said after it
       }
     };
     socket.onclose = (event) => {
