@@ -409,7 +409,8 @@ def receipt_words(receipt: Receipt, names: Mapping[str, str]) -> list[str]:
         lines.append(f"A permission slip was refused {_times(count)}: {sentence}")
     for item in receipt.disclosures_by_item:
         what = name(item.item_id, f"one of {name(item.owner_id, 'an owner')}'s vault items")
-        to = _listed([name(r, "an agent") for r in item.recipients])
+        # By name, not by who had it first: the same receipt reads the same every time.
+        to = _listed(sorted(name(r, "an agent") for r in item.recipients))
         if len(item.recipients) < 2:
             how = f"{_times(item.times)} to {to}"
         elif item.times == len(item.recipients):  # each had it at least once

@@ -101,7 +101,7 @@ def test_an_item_disclosed_to_both_agents_says_how_often_each_had_it() -> None:
         receipt = receipt_build(room_id=room_id).model_copy(update={"disclosures_by_item": [item]})
         return [w for w in receipt_words(receipt, names) if w.startswith("Disclosed")]
 
-    assert said(2, ["agent-a", "agent-b"], [1, 1]) == [
+    assert said(2, ["agent-b", "agent-a"], [1, 1]) == [  # named in order, whoever had it first
         "Disclosed to Alice's agent and Bob's agent, once each (turn 1): Bob."
     ]
     assert said(5, ["agent-a", "agent-b"], [1, 2, 3]) == [

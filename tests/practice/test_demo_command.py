@@ -81,7 +81,8 @@ def test_the_headless_demo_books_the_table_with_a_recorded_demo_approval() -> No
     assert "The server's own check: intact, " in out and "the room's ledger is intact: " in out
     # The demo owners by their names, as their pages call them.
     assert "Disclosed once to Alice's agent (turn 1): Alice's budget." in out
-    # Shared with both agents: once each, or (Bob's agent took another turn) how many in all.
+    # Shared with both agents, named in order whichever agent's turn came first: once each
+    # (in the one turn each takes here), or how many times in all.
     assert re.search(
         r"Disclosed (to Alice's agent and Bob's agent, once each|\d+ times in all, to Alice's "
         r"agent and Bob's agent) \(turns? [\d, and]+\): Bob's budget\.$",
