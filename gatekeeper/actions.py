@@ -40,7 +40,7 @@ from gatekeeper.decision import (
     decide_guarded,
 )
 from gatekeeper.errors import GatekeeperError
-from gatekeeper.models import WebhookDelivery, WebhookEndpoint
+from gatekeeper.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 from gatekeeper.records import ActionRecord, ActionStatus, Grant
 from gatekeeper.tools.registry import tool_arguments_validate, tool_get
 from gatekeeper.tools.spec import ToolSpec
@@ -378,10 +378,11 @@ def _pending_settled(record: ActionRecord) -> None:
     delivery = WebhookDelivery.objects.filter(idempotency_key=record.id.hex).first()
     if delivery is None or delivery.tool != record.tool:
         return  # not a delivery of this act: it stays pending (never settled from another's)
-    outcome = webhook_delivery_outcome(delivery=delivery)
-    if isinstance(outcome, Unavailable) and outcome.reason_code == PENDING_REASON:
-        return
-    _outcome_recorded(record, outcome, grant_id=_grant_id(record))
+    if delivery.status == DeliveryStatus.PENDING:
+        return  # not final yet
+    _outcome_recorded(
+        record, webhook_delivery_outcome(delivery=delivery), grant_id=_grant_id(record)
+    )
 
 
 def action_execute_granted(*, record_id: UUID, room: RoomFacts, agent: AgentFacts) -> ActionResult:
