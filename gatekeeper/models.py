@@ -112,6 +112,9 @@ class WebhookDelivery(SealedContent):
     # When its task was last queued: when it was made, or when the beat queued it again after
     # it was lost on the way to a worker (``gatekeeper.webhooks.webhook_deliveries_lost``).
     queued_at = models.DateTimeField(default=timezone.now)
+    # While an attempt is in flight: when its hold ends. Another copy of the delivery's task
+    # posts nothing before then (``gatekeeper.webhooks.webhook_delivery_attempt``).
+    attempt_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [

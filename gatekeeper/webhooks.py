@@ -47,6 +47,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from gatekeeper.errors import WebhookConfigInvalid
@@ -358,19 +359,40 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
         connection.close()
 
 
+# How long one attempt holds its delivery at most: a POST answers within a few
+# WEBHOOK_TIMEOUT_SECONDS (connect, send, answer), and a hold left by a worker that died
+# mid-attempt must end well before the beat queues the delivery again (DELIVERY_LOST_AFTER).
+ATTEMPT_HOLD = timedelta(minutes=2)
+
+
+def _attempt_hold(*, delivery_id: UUID, now: datetime) -> bool:
+    """Take a pending delivery for one attempt, counting it, unless another attempt holds it
+    (one statement: of two copies of its task running at once, one posts). With a worker it
+    commits on its own, before the POST; the hold ends when the attempt is recorded."""
+    timeout = float(settings.SYNAPSIA.get("WEBHOOK_TIMEOUT_SECONDS", 5.0))
+    hold = max(ATTEMPT_HOLD, timedelta(seconds=6 * timeout))
+    taken = (
+        WebhookDelivery.objects.filter(id=delivery_id, status=DeliveryStatus.PENDING)
+        .filter(Q(attempt_until__isnull=True) | Q(attempt_until__lte=now))
+        .update(attempt_until=now + hold, attempts=F("attempts") + 1)
+    )
+    return taken == 1
+
+
 def _finish(delivery: WebhookDelivery, status: str, reason_code: str, message: str) -> str:
     delivery.status = status
     delivery.reason_code = reason_code
     delivery.message = message[:300]
     delivery.finished_at = timezone.now()
+    delivery.attempt_until = None
     delivery.save(
         update_fields=[
             "status",
             "reason_code",
             "message",
             "finished_at",
-            "attempts",
             "last_status_code",
+            "attempt_until",
         ]
     )
     # Its action's agent was told "pending" and waits: told once this status commits (in the
@@ -388,13 +410,13 @@ def webhook_delivery_attempt(*, delivery_id: UUID, last_attempt: bool) -> str:
 
     Raises ``WebhookTransient`` when a retry may succeed and this is not ``last_attempt``;
     on the last attempt a transient failure is recorded as final ``unavailable`` instead.
-    A delivery that is already final is left alone (a duplicate task run posts nothing).
+    A delivery that is already final, or held by another copy's attempt still in flight
+    (``_attempt_hold``), is left alone: that copy posts nothing and returns the status.
     """
+    if not _attempt_hold(delivery_id=delivery_id, now=timezone.now()):
+        return str(WebhookDelivery.objects.values_list("status", flat=True).get(id=delivery_id))
     delivery = WebhookDelivery.objects.select_related("endpoint").get(id=delivery_id)
-    if delivery.status != DeliveryStatus.PENDING:
-        return delivery.status
     endpoint = delivery.endpoint
-    delivery.attempts += 1
     try:
         if not endpoint.active:
             raise _WebhookRefused("webhook_endpoint_inactive", "The webhook was switched off.")
@@ -427,7 +449,8 @@ def webhook_delivery_attempt(*, delivery_id: UUID, last_attempt: bool) -> str:
         if last_attempt:
             return _finish(delivery, DeliveryStatus.UNAVAILABLE, exc.reason_code, exc.message)
         delivery.reason_code, delivery.message = exc.reason_code, exc.message[:300]
-        delivery.save(update_fields=["attempts", "last_status_code", "reason_code", "message"])
+        delivery.attempt_until = None  # the next attempt is the task's retry, or any copy's
+        delivery.save(update_fields=["last_status_code", "reason_code", "message", "attempt_until"])
         raise
 
 
@@ -442,8 +465,9 @@ LOST_BATCH = 500  # deliveries queued again per run at most, the oldest first
 def webhook_deliveries_lost(*, now: datetime | None = None) -> list[UUID]:
     """The pending deliveries whose task was queued more than ``DELIVERY_LOST_AFTER`` ago,
     each marked queued ``now``, for the caller to queue again (``gatekeeper.tasks``). A copy
-    of a task that was only slow posts nothing once the first has finished (an attempt leaves
-    a final delivery alone), and receivers deduplicate on the idempotency key in any case."""
+    of a task that was only slow posts nothing while the first's attempt is in flight or once
+    it has finished (``_attempt_hold``), and receivers deduplicate on the idempotency key in
+    any case."""
     now = now or timezone.now()
     lost = WebhookDelivery.objects.filter(
         status=DeliveryStatus.PENDING, queued_at__lte=now - DELIVERY_LOST_AFTER

@@ -14,6 +14,8 @@ import pytest
 
 from gatekeeper.adapters import ExecutionContext, Unavailable
 from gatekeeper.adapters.webhook import PENDING_REASON
+from gatekeeper.models import WebhookDelivery, WebhookEndpoint
+from gatekeeper.webhooks import webhook_delivery_create
 from rooms.models import Room
 from slips import vault
 from tests.bookings import BUDGET, WITHIN, booking
@@ -123,6 +125,20 @@ def settle(call: Callable[[], Any], *, timeout: float = 60.0) -> Any:
 
 def idempotency_key() -> str:
     return f"act-{uuid.uuid4().hex}"
+
+
+def pending_delivery(endpoint: WebhookEndpoint) -> WebhookDelivery:
+    """A new delivery to ``endpoint``, not yet attempted (its body names a room, as every
+    delivery's does: the room's key seals it)."""
+    delivery, _ = webhook_delivery_create(
+        delivery_id=uuid.uuid4(),
+        endpoint=endpoint,
+        idempotency_key=uuid.uuid4().hex,
+        tool="send_invitation",
+        arguments_sha256="0" * 64,
+        body=b'{"room_id": "' + str(uuid.uuid4()).encode() + b'"}',
+    )
+    return delivery
 
 
 @pytest.fixture

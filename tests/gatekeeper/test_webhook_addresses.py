@@ -5,7 +5,6 @@ address a name resolves to is checked again at delivery (issue 13, finding 6: ``
 from __future__ import annotations
 
 import socket
-import uuid
 from typing import Any
 
 import pytest
@@ -14,11 +13,11 @@ from django.test import Client
 from gatekeeper.models import DeliveryStatus, WebhookEndpoint
 from gatekeeper.webhooks import (
     webhook_delivery_attempt,
-    webhook_delivery_create,
     webhook_endpoint_create,
     webhook_secret_seal,
     webhook_url_check,
 )
+from tests.gatekeeper.conftest import pending_delivery
 
 pytestmark = pytest.mark.django_db
 
@@ -140,14 +139,7 @@ def test_a_name_is_still_resolved_and_checked_at_delivery(
 
     monkeypatch.setattr(socket, "getaddrinfo", resolve)
     monkeypatch.setattr(socket, "create_connection", never_connect)
-    delivery, _ = webhook_delivery_create(
-        delivery_id=uuid.uuid4(),
-        endpoint=issued.endpoint,
-        idempotency_key=uuid.uuid4().hex,
-        tool="send_invitation",
-        arguments_sha256="0" * 64,
-        body=b'{"room_id": "' + str(uuid.uuid4()).encode() + b'"}',  # a body names its room
-    )
+    delivery = pending_delivery(issued.endpoint)
     assert webhook_delivery_attempt(delivery_id=delivery.id, last_attempt=True) == (
         DeliveryStatus.REFUSED
     )
@@ -163,14 +155,7 @@ def test_a_row_stored_before_normalising_is_refused_at_delivery(make_user: Any) 
     endpoint = WebhookEndpoint(owner=make_user("alice"), url="https://127.1/hook")
     endpoint.secret_sealed = webhook_secret_seal(endpoint_id=endpoint.id, secret="whsec_test")
     endpoint.save()
-    delivery, _ = webhook_delivery_create(
-        delivery_id=uuid.uuid4(),
-        endpoint=endpoint,
-        idempotency_key=uuid.uuid4().hex,
-        tool="send_invitation",
-        arguments_sha256="0" * 64,
-        body=b'{"room_id": "' + str(uuid.uuid4()).encode() + b'"}',  # a body names its room
-    )
+    delivery = pending_delivery(endpoint)
     assert webhook_delivery_attempt(delivery_id=delivery.id, last_attempt=True) == (
         DeliveryStatus.REFUSED
     )
