@@ -22,6 +22,19 @@ class AgentForm(forms.Form):
     )
 
 
+class WebhookForm(forms.Form):
+    """The address of a new outgoing webhook. Only present here: whether Synapsia may post to
+    it is ``gatekeeper.webhooks.webhook_url_check``'s to say (through the create service)."""
+
+    url = forms.CharField(
+        label="Webhook address",
+        help_text="Where your receiving system listens, starting with https://, such as "
+        "https://bookings.example.com/synapsia.",
+        widget=forms.URLInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+        error_messages={"required": "Give the address, starting with https://."},
+    )
+
+
 class RoomForm(forms.Form):
     purpose = forms.CharField(
         max_length=200,

@@ -13,6 +13,7 @@ from frontend import (
     slip_views,
     vault_views,
     views,
+    webhook_views,
 )
 
 urlpatterns = [
@@ -23,6 +24,7 @@ urlpatterns = [
     path("settings/", settings_views.settings_page, name="settings"),
     path("settings/password/", account_views.PasswordChange.as_view(), name="password_change"),
     path("settings/delete-account/", deletion_views.account_delete_confirm, name="account-delete"),
+    path("settings/webhooks/", webhook_views.webhooks_page, name="webhooks"),
     path("password-reset/", account_views.PasswordResetRequest.as_view(), name="password_reset"),
     path(
         "password-reset/sent/",

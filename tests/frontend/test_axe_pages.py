@@ -7,7 +7,8 @@ rule id, raw JSON or protocol line, and screenshots at desktop and phone sizes a
 ``var/test-artifacts/screens/``.
 
 One Daphne, one browser and one seeded practice room serve the whole module (seeding and
-starting them per page would cost a minute on a small machine); the tests only read.
+starting them per page would cost a minute on a small machine); the tests only read, but for
+the last two (a webhook added, a login locked out), which write through Daphne.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from django.test import Client
 from django.urls import NoReverseMatch, reverse
 from playwright._impl._api_structures import SetCookieParam  # typing only; not re-exported
 
+from gatekeeper.webhooks import webhook_endpoint_create, webhook_endpoint_deactivate
 from practice.seeding import Practice, practice_seed
 from rooms import services as rooms
 from rooms.deletion import room_delete
@@ -90,6 +92,14 @@ def site(
             owner=practice.host.owner, purpose="An old plan", charter="Gone since."
         )
         room_delete(owner=practice.host.owner, room_id=deleted.id)
+        # The webhooks page with one webhook in use and one switched off.
+        webhook_endpoint_create(owner=practice.host.owner, url="https://bookings.example.com/hook")
+        webhook_endpoint_deactivate(
+            owner=practice.host.owner,
+            endpoint_id=webhook_endpoint_create(
+                owner=practice.host.owner, url="https://old-bookings.example.com/hook"
+            ).endpoint.id,
+        )
         log = tmp_path_factory.mktemp("daphne") / "daphne.log"
         previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
         os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # ORM calls beside Playwright's loop
@@ -139,6 +149,7 @@ PAGES = [
     OwnerPage("keys", ("keys",)),
     OwnerPage("vault", ("vault",)),
     OwnerPage("settings", ("settings",)),
+    OwnerPage("webhooks", ("webhooks",)),
     OwnerPage("room", ("room",), needs="room"),
     OwnerPage("slip", ("room-slip", "slip"), needs="room"),
     OwnerPage("ledger", ("room-ledger", "ledger"), needs="room"),
@@ -241,6 +252,31 @@ def test_not_found_page_is_the_products_own(site: Site, signed_in: bool) -> None
         page.goto(site.base + "/no-such-page/")
         text = page.inner_text("body")
         assert "URLconf" not in text and "urlpatterns" not in text
+    finally:
+        page.close()
+
+
+# Adding a webhook writes through Daphne: no open test transaction may hold SQLite's write lock
+# (the flush after it leaves the login lockout's test, next, all it needs).
+@pytest.mark.django_db(transaction=True)
+def test_the_webhooks_pages_after_an_add_are_held_to_the_same_standards(site: Site) -> None:
+    """The answer to a refused address (the reason on the field, 422) and the answer to an
+    accepted one (the signing secret, shown once): accessible, strict, fitting a phone."""
+    page = site.owner.new_page()
+    watcher = browser.watch(page)
+    try:
+        page.goto(site.base + reverse("webhooks"))
+        for url, status, name, expected in (
+            ("http://bookings.example.com/hook", 422, "webhooks refused", "must use https"),
+            ("https://new-bookings.example.com/hook", 200, "webhooks secret", "only this once"),
+        ):
+            page.fill("#id_url", url)
+            with page.expect_navigation() as navigation:
+                page.click("#add-webhook button[type=submit]")
+            assert navigation.value.status == status
+            assert expected in page.inner_text("main")
+            problems = _check_all(page, watcher, name)
+            assert not problems, f"the {name} page:\n" + "\n".join(problems)
     finally:
         page.close()
 
