@@ -24,6 +24,7 @@ to each address a name resolves to.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import http.client
@@ -33,6 +34,7 @@ import re
 import secrets
 import socket
 import ssl
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -288,26 +290,78 @@ def webhook_endpoint_deactivate(*, owner: User, endpoint_id: UUID) -> bool:
 # --- one attempt -------------------------------------------------------------------------------
 
 
+# A whole attempt (connect, TLS, send, the answer's status, headers and body) ends within this
+# many WEBHOOK_TIMEOUT_SECONDS: that timeout bounds each socket operation only, and a receiver
+# answering a byte at a time, each just within it, would otherwise hold a worker for days.
+ATTEMPT_TIMEOUTS = 3
+
+
+class _AttemptDeadline:
+    """Cuts an attempt's connection when its time is up, in whatever phase it is: the socket
+    is shut down (not closed: its descriptor stays ours) from a timer thread, so the attempt's
+    blocked read or write fails at once. Shut down at once if it comes after the deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self.expired = False
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sock = sock
+            if self.expired:
+                self._cut(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            if self._sock is not None:
+                self._cut(self._sock)
+
+    @staticmethod
+    def _cut(sock: socket.socket) -> None:
+        # The plain socket's shutdown, also for a TLS socket: its own would drop its TLS state
+        # under the attempt's thread, which is reading through it.
+        with contextlib.suppress(OSError):  # closed already: nothing left to cut
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
 class _PinnedHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, host: str, port: int, *, address: str, timeout: float) -> None:
+    def __init__(
+        self, host: str, port: int, *, address: str, timeout: float, deadline: _AttemptDeadline
+    ) -> None:
         super().__init__(host, port, timeout=timeout)
         self._address = address
+        self._deadline = deadline
 
     def connect(self) -> None:
         self.sock = socket.create_connection((self._address, self.port), self.timeout)
+        self._deadline.watch(self.sock)
 
 
-class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    """TLS to the address we vetted, with the certificate checked against the host name."""
-
-    def __init__(self, host: str, port: int, *, address: str, timeout: float) -> None:
-        self._tls = ssl.create_default_context()
-        super().__init__(host, port, timeout=timeout, context=self._tls)
-        self._address = address
+class _PinnedHTTPSConnection(_PinnedHTTPConnection):
+    """TLS to the address we vetted, with the certificate checked against the host name; the
+    handshake within the attempt's deadline too."""
 
     def connect(self) -> None:
-        sock = socket.create_connection((self._address, self.port), self.timeout)
-        self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+        tcp = socket.create_connection((self._address, self.port), self.timeout)
+        tls = ssl.create_default_context().wrap_socket(
+            tcp, server_hostname=self.host, do_handshake_on_connect=False
+        )
+        self._deadline.watch(tls)  # the TLS socket holds the descriptor now
+        try:
+            tls.do_handshake()
+        except BaseException:
+            tls.close()
+            raise
+        self.sock = tls
 
 
 def _address_for(host: str, port: int) -> str:
@@ -342,26 +396,34 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
     timeout = float(settings.SYNAPSIA.get("WEBHOOK_TIMEOUT_SECONDS", 5.0))
     address = _address_for(host, port)
     connection_class = _PinnedHTTPSConnection if secure else _PinnedHTTPConnection
-    connection = connection_class(host, port, address=address, timeout=timeout)
+    deadline = _AttemptDeadline(ATTEMPT_TIMEOUTS * timeout)
+    connection = connection_class(host, port, address=address, timeout=timeout, deadline=deadline)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
         connection.request("POST", path, body=body, headers=headers)
         response = connection.getresponse()
-        response.read(MAX_RESPONSE_BYTES)
+        # Only the status is used: cut or broken while the body is read, it still answered.
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            response.read(MAX_RESPONSE_BYTES)
         return response.status
     except TimeoutError:
         raise WebhookTransient("webhook_timeout", f"No answer within {timeout:g}s.") from None
     except ssl.SSLCertVerificationError as exc:
         raise _WebhookRefused("webhook_tls_invalid", f"TLS verification failed ({exc}).") from None
     except (OSError, http.client.HTTPException) as exc:
+        if deadline.expired:
+            raise WebhookTransient(
+                "webhook_timeout", f"No whole answer within {deadline.seconds:g}s."
+            ) from None
         raise WebhookTransient("webhook_network", f"{type(exc).__name__}: {exc}") from None
     finally:
+        deadline.cancel()
         connection.close()
 
 
-# How long one attempt holds its delivery at most: a POST answers within a few
-# WEBHOOK_TIMEOUT_SECONDS (connect, send, answer), and a hold left by a worker that died
-# mid-attempt must end well before the beat queues the delivery again (DELIVERY_LOST_AFTER).
+# How long one attempt holds its delivery at least: twice what an attempt may take
+# (``_AttemptDeadline``) if that is longer, and a hold left by a worker that died mid-attempt
+# ends well before the beat queues the delivery again (DELIVERY_LOST_AFTER).
 ATTEMPT_HOLD = timedelta(minutes=2)
 
 
@@ -370,7 +432,7 @@ def _attempt_hold(*, delivery_id: UUID, now: datetime) -> bool:
     (one statement: of two copies of its task running at once, one posts). With a worker it
     commits on its own, before the POST; the hold ends when the attempt is recorded."""
     timeout = float(settings.SYNAPSIA.get("WEBHOOK_TIMEOUT_SECONDS", 5.0))
-    hold = max(ATTEMPT_HOLD, timedelta(seconds=6 * timeout))
+    hold = max(ATTEMPT_HOLD, timedelta(seconds=2 * ATTEMPT_TIMEOUTS * timeout))
     taken = (
         WebhookDelivery.objects.filter(id=delivery_id, status=DeliveryStatus.PENDING)
         .filter(Q(attempt_until__isnull=True) | Q(attempt_until__lte=now))
