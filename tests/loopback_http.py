@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import ssl
 import threading
 from collections.abc import Iterator
 
@@ -28,15 +29,25 @@ class QuietHandler(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def loopback_server(handler: type[QuietHandler]) -> Iterator[str]:
-    """Serve ``handler`` on 127.0.0.1 (a free port); yields ``http://127.0.0.1:<port>``."""
+def loopback_server(
+    handler: type[QuietHandler], *, tls: ssl.SSLContext | None = None
+) -> Iterator[str]:
+    """Serve ``handler`` on 127.0.0.1 (a free port); yields ``http://127.0.0.1:<port>``.
+    ``tls``: served over TLS with that context instead (``https://``); a client that gives
+    up its handshake is not reported."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     server.block_on_close = False
+    if tls is not None:
+        server.handle_error = lambda *args: None  # type: ignore[method-assign]
+        # The handshake in each request's thread (on its first read), not the accepting one.
+        server.socket = tls.wrap_socket(
+            server.socket, server_side=True, do_handshake_on_connect=False
+        )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()

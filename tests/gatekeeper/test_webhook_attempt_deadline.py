@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -134,48 +135,24 @@ def test_a_tls_handshake_dripped_a_byte_at_a_time_ends_at_the_deadline(make_user
 
 
 @pytest.fixture
-def tls_receiver(tmp_path: Any) -> Iterator[tuple[int, str, list[bytes]]]:
+def tls_receiver(tmp_path: Any) -> Iterator[tuple[str, str, list[bytes]]]:
     """An HTTPS receiver on 127.0.0.1 with a certificate of its own for that address (not
-    one any system trusts): yields its port, the certificate's file and the bodies it got."""
-    import datetime
-    import http.server
-    import ipaddress
+    one any system trusts): yields its address, the certificate's file and the bodies it
+    got."""
+    import importlib.util
     import ssl
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from tests.loopback_http import QuietHandler, loopback_server
 
-    from tests.loopback_http import QuietHandler
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "receiver.test")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
+    # The certificate the compose deployment makes for itself (deploy/tls), for 127.0.0.1.
+    spec = importlib.util.spec_from_file_location(
+        "selfsigned", Path(__file__).parents[2] / "deploy" / "tls" / "selfsigned.py"
     )
+    assert spec is not None and spec.loader is not None
+    selfsigned = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(selfsigned)
+    selfsigned.write_certificate(tmp_path, ["127.0.0.1"])
     cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
     bodies: list[bytes] = []
 
     class Handler(QuietHandler):
@@ -183,30 +160,21 @@ def tls_receiver(tmp_path: Any) -> Iterator[tuple[int, str, list[bytes]]]:
             bodies.append(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
             self.answer(200, b"{}")
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.handle_error = lambda *args: None  # type: ignore[method-assign]  # the refused one
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(cert_file, key_file)
-    # The handshake in each request's thread (on its first read), not in the accepting one.
-    server.socket = tls.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1], str(cert_file), bodies
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_server(Handler, tls=tls) as base_url:
+        yield base_url, str(cert_file), bodies
 
 
 def test_tls_delivers_to_a_trusted_receiver_and_refuses_an_untrusted_one(
-    make_user: Any, monkeypatch: pytest.MonkeyPatch, tls_receiver: tuple[int, str, list[bytes]]
+    make_user: Any, monkeypatch: pytest.MonkeyPatch, tls_receiver: tuple[str, str, list[bytes]]
 ) -> None:
     """The handshake made within the deadline is still verified: a certificate no trusted
     authority signed is refused (nothing posted); trusted, the delivery is posted once."""
     import ssl
 
-    port, cert_file, bodies = tls_receiver
-    url = f"https://127.0.0.1:{port}/hook"
+    base_url, cert_file, bodies = tls_receiver
+    url = base_url + "/hook"
     outcome, _, delivery = _timed_attempt(make_user("untrusting"), url, last_attempt=False)
     assert outcome == DeliveryStatus.REFUSED and delivery.reason_code == "webhook_tls_invalid"
     assert bodies == []
