@@ -296,6 +296,11 @@ def webhook_endpoint_deactivate(*, owner: User, endpoint_id: UUID) -> bool:
 ATTEMPT_TIMEOUTS = 3
 
 
+def _step_timeout() -> float:
+    """WEBHOOK_TIMEOUT_SECONDS: how long one socket operation of an attempt may take."""
+    return float(settings.SYNAPSIA.get("WEBHOOK_TIMEOUT_SECONDS", 5.0))
+
+
 class _AttemptDeadline:
     """Cuts an attempt's connection when its time is up, in whatever phase it is: the socket
     is shut down (not closed: its descriptor stays ours) from a timer thread, so the attempt's
@@ -393,7 +398,7 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
     host = parts.hostname or ""
     secure = parts.scheme == "https"
     port = parts.port or (443 if secure else 80)
-    timeout = float(settings.SYNAPSIA.get("WEBHOOK_TIMEOUT_SECONDS", 5.0))
+    timeout = _step_timeout()
     address = _address_for(host, port)
     connection_class = _PinnedHTTPSConnection if secure else _PinnedHTTPConnection
     deadline = _AttemptDeadline(ATTEMPT_TIMEOUTS * timeout)
@@ -431,8 +436,7 @@ def _attempt_hold(*, delivery_id: UUID, now: datetime) -> bool:
     """Take a pending delivery for one attempt, counting it, unless another attempt holds it
     (one statement: of two copies of its task running at once, one posts). With a worker it
     commits on its own, before the POST; the hold ends when the attempt is recorded."""
-    timeout = float(settings.SYNAPSIA.get("WEBHOOK_TIMEOUT_SECONDS", 5.0))
-    hold = max(ATTEMPT_HOLD, timedelta(seconds=2 * ATTEMPT_TIMEOUTS * timeout))
+    hold = max(ATTEMPT_HOLD, timedelta(seconds=2 * ATTEMPT_TIMEOUTS * _step_timeout()))
     taken = (
         WebhookDelivery.objects.filter(id=delivery_id, status=DeliveryStatus.PENDING)
         .filter(Q(attempt_until__isnull=True) | Q(attempt_until__lte=now))
