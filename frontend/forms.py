@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -33,6 +34,15 @@ class WebhookForm(forms.Form):
         widget=forms.URLInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
         error_messages={"required": "Give the address, starting with https://."},
     )
+    # A new random key with each empty form, sent back with it: the same form sent again (a
+    # reload of the answer that showed the secret, a second click) adds nothing more
+    # (``webhook_endpoint_create``). Missing (a page from before it existed) is no key.
+    form_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
+
+    @classmethod
+    def empty(cls) -> WebhookForm:
+        """An empty add form with a fresh one-time key."""
+        return cls(initial={"form_key": secrets.token_urlsafe(32)})
 
 
 class RoomForm(forms.Form):

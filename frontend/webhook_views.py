@@ -23,7 +23,7 @@ from django.views.decorators.http import require_http_methods
 from frontend.forms import WebhookForm
 from gatekeeper.actions import adapter_for
 from gatekeeper.adapters.webhook import WebhookAdapter
-from gatekeeper.errors import WebhookConfigInvalid
+from gatekeeper.errors import WebhookAlreadyAdded, WebhookConfigInvalid, WebhookLimitReached
 from gatekeeper.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 from gatekeeper.webhooks import (
     IssuedWebhookEndpoint,
@@ -129,6 +129,7 @@ def _page(
     form: WebhookForm,
     *,
     issued: IssuedWebhookEndpoint | None = None,
+    repeated: str = "",
     status: int = 200,
 ) -> HttpResponse:
     rows = _rows(request.user)
@@ -140,6 +141,7 @@ def _page(
             "in_use": next((row for row in rows if row.in_use), None),
             "form": form,
             "issued": issued,
+            "repeated": repeated,
             "owner_place": "settings",  # the header marks Settings: this page belongs to it
         },
         status=status,
@@ -179,16 +181,25 @@ def webhooks_page(request: OwnerRequest) -> HttpResponse:
     then back here with a message) or adds one: the answer shows its signing secret, once,
     and is not cached; a refused address is named on the field and nothing is saved."""
     if request.method != "POST":
-        return _page(request, WebhookForm())
+        return _page(request, WebhookForm.empty())
     if "switch_off" in request.POST:
         return _switch_off(request, request.POST["switch_off"])
     form = WebhookForm(request.POST)
     if form.is_valid():
         try:
-            issued = webhook_endpoint_create(owner=request.user, url=form.cleaned_data["url"])
+            issued = webhook_endpoint_create(
+                owner=request.user,
+                url=form.cleaned_data["url"],
+                form_key=form.cleaned_data["form_key"],
+            )
+        except WebhookAlreadyAdded as repeat:
+            # A reload of the answer that showed the secret: said so, nothing more added.
+            return _page(request, WebhookForm.empty(), repeated=repeat.url)
         except WebhookConfigInvalid as exc:
             form.add_error("url", exc.message)
+        except WebhookLimitReached as exc:
+            form.add_error(None, exc.message)  # not the address's fault: said for the form
         else:
             # Rendered in this answer, never kept (not in the session, not in a message).
-            return _page(request, WebhookForm(), issued=issued)
+            return _page(request, WebhookForm.empty(), issued=issued)
     return _page(request, form, status=422)

@@ -61,9 +61,20 @@ class WebhookEndpoint(models.Model):
     secret_sealed = models.TextField()
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # SHA-256 (hex) of the one-time key of the owner's add form that made it with the
+    # address, so that form sent twice (a reload of the answer, a second click) adds one
+    # webhook; "" when added another way (the API).
+    added_with = models.CharField(max_length=64, blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "added_with"],
+                condition=~models.Q(added_with=""),
+                name="gatekeeper_webhook_added_once",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"webhook {self.id}"

@@ -52,7 +52,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from gatekeeper.errors import WebhookConfigInvalid
+from gatekeeper.errors import WebhookAlreadyAdded, WebhookConfigInvalid, WebhookLimitReached
 from gatekeeper.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 from gatekeeper.signals import webhook_delivery_settled
 
@@ -272,11 +272,34 @@ def webhook_url_check(*, url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
-def webhook_endpoint_create(*, owner: User, url: str) -> IssuedWebhookEndpoint:
-    """Configure an outgoing webhook for ``owner``; the secret is returned once."""
+@transaction.atomic
+def webhook_endpoint_create(*, owner: User, url: str, form_key: str = "") -> IssuedWebhookEndpoint:
+    """Configure an outgoing webhook for ``owner``; the secret is returned once.
+
+    ``form_key``: the one-time key of the owner's add form, if it came from there. The same
+    form with the same address adds one webhook (``WebhookAlreadyAdded`` after that): its
+    answer showed the secret, and a reload or a second click sends the form again. The
+    form gone back to and sent with another address adds that one. At most
+    ``WEBHOOKS_ON_PER_OWNER`` of an owner's webhooks are on (``WebhookLimitReached``)."""
     url = webhook_url_check(url=url)
+    added_with = hashlib.sha256(f"{form_key}\n{url}".encode()).hexdigest() if form_key else ""
+    # The owner's row is locked, so two adds at once are counted one after the other
+    # (PostgreSQL; SQLite's IMMEDIATE transactions already run writers one at a time).
+    User.objects.select_for_update().filter(pk=owner.pk).values_list("pk").first()
+    mine = WebhookEndpoint.objects.filter(owner=owner)
+    if added_with and mine.filter(added_with=added_with).exists():
+        raise WebhookAlreadyAdded(
+            "This form has already added its webhook; its signing secret was shown once, then.",
+            url=url,
+        )
+    limit = int(settings.SYNAPSIA["WEBHOOKS_ON_PER_OWNER"])
+    if mine.filter(active=True).count() >= limit:
+        raise WebhookLimitReached(
+            f"You have {limit} webhook{'' if limit == 1 else 's'} on, the most one owner may "
+            "have. Switch one off before adding another."
+        )
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
-    endpoint = WebhookEndpoint(owner=owner, url=url)
+    endpoint = WebhookEndpoint(owner=owner, url=url, added_with=added_with)
     endpoint.secret_sealed = webhook_secret_seal(endpoint_id=endpoint.id, secret=secret)
     endpoint.save()
     return IssuedWebhookEndpoint(endpoint=endpoint, secret=secret)

@@ -459,6 +459,9 @@ SYNAPSIA = {
         default=[] if PROFILE == "production" else ["127.0.0.1", "localhost"],
     ),
     "WEBHOOK_TIMEOUT_SECONDS": env.float("SYNAPSIA_WEBHOOK_TIMEOUT_SECONDS", default=5.0),
+    # How many webhooks one owner may have on at once (switched-off ones do not count): an
+    # owner needs one, a few while moving systems; each on stays a place deliveries may go.
+    "WEBHOOKS_ON_PER_OWNER": env.int("SYNAPSIA_WEBHOOKS_ON_PER_OWNER", default=10),
     # REST API rates (ninja's "count/period"): per signed-in owner, and per address for
     # requests without a session; over it, 429 "rate_limited" with Retry-After.
     "API_RATE_OWNER": env.str("SYNAPSIA_API_RATE_OWNER", default="300/min"),

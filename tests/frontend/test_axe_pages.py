@@ -277,6 +277,13 @@ def test_the_webhooks_pages_after_an_add_are_held_to_the_same_standards(site: Si
             assert expected in page.inner_text("main")
             problems = _check_all(page, watcher, name)
             assert not problems, f"the {name} page:\n" + "\n".join(problems)
+        # A reload of the secret's answer sends its form again: said so, nothing added.
+        reloaded = page.reload()
+        assert reloaded is not None and reloaded.request.method == "POST"
+        assert "added nothing more" in page.inner_text("main")
+        assert "whsec_" not in page.content()
+        problems = _check_all(page, watcher, "webhooks already added")
+        assert not problems, "the webhooks already added page:\n" + "\n".join(problems)
     finally:
         page.close()
 

@@ -144,6 +144,77 @@ def test_adding_shows_the_secret_once_uncached_and_keeps_it_nowhere(
     assert secret not in client.get("/settings/").content.decode()
 
 
+def _empty_form(client: Client) -> dict[str, str]:
+    """The add form's fields as the page gives them (its one-time key)."""
+    page = client.get(PAGE).content.decode()
+    key = re.search(r'name="form_key" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    return {"form_key": key}
+
+
+def test_the_same_form_sent_again_adds_nothing_and_says_so(client: Client, alice: User) -> None:
+    form = {**_empty_form(client), "url": GOOD_URL}
+    first = client.post(PAGE, form)
+    assert first.status_code == 200 and "whsec_" in first.content.decode()
+    # The answer's own form has a fresh key: adding another from it is a new add.
+    assert f'value="{form["form_key"]}"' not in first.content.decode()
+    again = client.post(PAGE, form)  # a reload of the answer sends the form again
+    page = again.content.decode()
+    assert again.status_code == 200 and "no-store" in again["Cache-Control"]
+    assert "Already added" in page and "added nothing more" in page
+    assert re.search(r'The webhook to <span class="mono">' + re.escape(GOOD_URL), page)
+    assert "whsec_" not in page  # its secret is never shown again
+    assert not UUID_TEXT.search(_text(page))
+    assert WebhookEndpoint.objects.filter(owner=alice).count() == 1
+
+
+def test_the_same_form_with_another_address_adds_that_one(client: Client, alice: User) -> None:
+    form = _empty_form(client)
+    client.post(PAGE, {**form, "url": GOOD_URL})
+    other = "https://other.example.com/synapsia"
+    answer = client.post(PAGE, {**form, "url": other})  # back, edited, sent
+    assert answer.status_code == 200 and "whsec_" in answer.content.decode()
+    assert sorted(WebhookEndpoint.objects.filter(owner=alice).values_list("url", flat=True)) == [
+        GOOD_URL,
+        other,
+    ]
+
+
+def test_a_key_is_one_owners_alone(client: Client, alice: User, bob: User) -> None:
+    form = {**_empty_form(client), "url": GOOD_URL}
+    client.post(PAGE, form)
+    theirs = Client()
+    theirs.force_login(bob)
+    answer = theirs.post(PAGE, form)  # the same key and address from another owner
+    assert answer.status_code == 200 and "whsec_" in answer.content.decode()
+    assert WebhookEndpoint.objects.filter(owner=bob).count() == 1
+
+
+def test_over_the_limit_nothing_is_added_until_one_is_switched_off(
+    client: Client, alice: User, settings: Any
+) -> None:
+    settings.SYNAPSIA = {**settings.SYNAPSIA, "WEBHOOKS_ON_PER_OWNER": 2}
+    kept = [
+        webhook_endpoint_create(owner=alice, url=f"https://h{n}.example.com/h").endpoint
+        for n in range(2)
+    ]
+    response = client.post(PAGE, {**_empty_form(client), "url": GOOD_URL})
+    page = response.content.decode()
+    assert response.status_code == 422
+    assert re.search(
+        r'<div class="notice error" role="alert"><p>You have 2 webhooks on, the most one owner '
+        r"may have\. Switch one off before adding another\.</p>",
+        page,
+    )
+    assert "correct the address" not in page  # the address was not the problem
+    assert f'value="{GOOD_URL}"' in page  # what was typed is kept
+    assert "whsec_" not in page
+    assert WebhookEndpoint.objects.filter(owner=alice).count() == 2
+    client.post(PAGE, {"switch_off": str(kept[0].id)})
+    added = client.post(PAGE, {**_empty_form(client), "url": GOOD_URL})
+    assert added.status_code == 200 and "whsec_" in added.content.decode()
+    assert WebhookEndpoint.objects.filter(owner=alice, active=True).count() == 2
+
+
 @pytest.mark.parametrize(
     "url",
     [
