@@ -25,6 +25,7 @@ import dining
 from frontend.forms import VAULT_FORMS, BusyBlockForm, VaultItemForm
 from slips import money, selectors, vault
 from slips.errors import SlipError
+from synapsia.owner_limits import OwnerLimitReached
 from synapsia.owners import OwnerRequest
 
 
@@ -279,7 +280,7 @@ def _vault_save(request: OwnerRequest) -> HttpResponse:
                 )
             else:
                 vault.vault_item_create(owner=request.user, content=form.content())
-        except (SlipError, ValueError) as exc:
+        except (SlipError, ValueError, OwnerLimitReached) as exc:
             # The vault's own checks (allergens, neighbourhoods, limits), in its words;
             # nothing was written.
             form.add_error(None, getattr(exc, "message", "That item is not valid."))
@@ -328,7 +329,7 @@ def _vault_import(request: OwnerRequest) -> HttpResponse:
             now=timezone.now(),
             zone=timezone.get_current_timezone(),
         )
-    except SlipError as exc:
+    except (SlipError, OwnerLimitReached) as exc:
         messages.error(request, exc.message)
         return redirect("vault")
     opened = vault.vault_open(item)
@@ -351,7 +352,7 @@ def _vault_busy(request: OwnerRequest) -> HttpResponse:
                 start=form.cleaned_data["start"],
                 end=form.cleaned_data["end"],
             )
-        except SlipError as exc:
+        except (SlipError, OwnerLimitReached) as exc:
             form.add_error(None, exc.message)
         else:
             start = timezone.localtime(form.cleaned_data["start"])

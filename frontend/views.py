@@ -32,6 +32,7 @@ from rooms import notifications, outcomes, selectors, services
 from rooms.bearer import secret_digest
 from rooms.errors import RoomError
 from rooms.models import Flare, OutcomeKind, Room, RoomInvite, RoomMember, RoomState
+from synapsia.owner_limits import OwnerLimitReached
 from synapsia.owners import OwnerRequest, request_owner
 
 
@@ -280,7 +281,7 @@ def dashboard(request: OwnerRequest) -> HttpResponse:
             room = services.room_create(
                 owner=request.user, **room_form.cleaned_data, terms=terms_form.terms()
             )
-        except RoomError as exc:
+        except (RoomError, OwnerLimitReached) as exc:
             return _rooms_page(
                 request,
                 room_form=room_form,
@@ -362,6 +363,8 @@ def agents(request: OwnerRequest) -> HttpResponse:
                 issued = services.agent_register(owner=request.user, name=form.cleaned_data["name"])
             except RoomError as exc:
                 form.add_error("name", exc.message)
+            except OwnerLimitReached as exc:
+                form.add_error(None, exc.message)  # not the name's fault: said for the form
             else:
                 _issued_token_keep(
                     request, agent_name=issued.agent.name, token=issued.token, rotated=False

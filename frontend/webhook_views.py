@@ -23,13 +23,14 @@ from django.views.decorators.http import require_http_methods
 from frontend.forms import WebhookForm
 from gatekeeper.actions import adapter_for
 from gatekeeper.adapters.webhook import WebhookAdapter
-from gatekeeper.errors import WebhookAlreadyAdded, WebhookConfigInvalid, WebhookLimitReached
+from gatekeeper.errors import WebhookAlreadyAdded, WebhookConfigInvalid
 from gatekeeper.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 from gatekeeper.webhooks import (
     IssuedWebhookEndpoint,
     webhook_endpoint_create,
     webhook_endpoint_deactivate,
 )
+from synapsia.owner_limits import OwnerLimitReached
 from synapsia.owners import OwnerRequest
 
 # Why a delivery ended without reaching the owner's system, said for a person; keys are the
@@ -197,7 +198,7 @@ def webhooks_page(request: OwnerRequest) -> HttpResponse:
             return _page(request, WebhookForm.empty(), repeated=repeat.url)
         except WebhookConfigInvalid as exc:
             form.add_error("url", exc.message)
-        except WebhookLimitReached as exc:
+        except OwnerLimitReached as exc:
             form.add_error(None, exc.message)  # not the address's fault: said for the form
         else:
             # Rendered in this answer, never kept (not in the session, not in a message).

@@ -57,14 +57,6 @@ class WebhookConfigInvalid(GatekeeperError):
     status = 422
 
 
-class WebhookLimitReached(GatekeeperError):
-    """The owner has as many webhooks on as one owner may (``WEBHOOKS_ON_PER_OWNER``); one
-    must be switched off before another is added."""
-
-    code = "webhook_limit_reached"
-    status = 409
-
-
 class WebhookAlreadyAdded(GatekeeperError):
     """The add form that carried this one-time key has added its webhook already (the page
     was sent again: a reload, a second click). Nothing new is added, and the first one's

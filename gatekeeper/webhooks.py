@@ -52,9 +52,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from gatekeeper.errors import WebhookAlreadyAdded, WebhookConfigInvalid, WebhookLimitReached
+from gatekeeper.errors import WebhookAlreadyAdded, WebhookConfigInvalid
 from gatekeeper.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 from gatekeeper.signals import webhook_delivery_settled
+from synapsia.owner_limits import owner_limit_check, owner_row_lock
 
 SIGNATURE_HEADER = "X-Synapsia-Signature"
 IDEMPOTENCY_HEADER = "X-Synapsia-Idempotency-Key"
@@ -279,25 +280,18 @@ def webhook_endpoint_create(*, owner: User, url: str, form_key: str = "") -> Iss
     ``form_key``: the one-time key of the owner's add form, if it came from there. The same
     form with the same address adds one webhook (``WebhookAlreadyAdded`` after that): its
     answer showed the secret, and a reload or a second click sends the form again. The
-    form gone back to and sent with another address adds that one. At most
-    ``WEBHOOKS_ON_PER_OWNER`` of an owner's webhooks are on (``WebhookLimitReached``)."""
+    form gone back to and sent with another address adds that one. An owner has at most
+    their limit of webhooks on (``synapsia.owner_limits``)."""
     url = webhook_url_check(url=url)
     added_with = hashlib.sha256(f"{form_key}\n{url}".encode()).hexdigest() if form_key else ""
-    # The owner's row is locked, so two adds at once are counted one after the other
-    # (PostgreSQL; SQLite's IMMEDIATE transactions already run writers one at a time).
-    User.objects.select_for_update().filter(pk=owner.pk).values_list("pk").first()
     mine = WebhookEndpoint.objects.filter(owner=owner)
+    owner_row_lock(owner)  # before the form's check too: sent twice at once, one adds
     if added_with and mine.filter(added_with=added_with).exists():
         raise WebhookAlreadyAdded(
             "This form has already added its webhook; its signing secret was shown once, then.",
             url=url,
         )
-    limit = int(settings.SYNAPSIA["WEBHOOKS_ON_PER_OWNER"])
-    if mine.filter(active=True).count() >= limit:
-        raise WebhookLimitReached(
-            f"You have {limit} webhook{'' if limit == 1 else 's'} on, the most one owner may "
-            "have. Switch one off before adding another."
-        )
+    owner_limit_check(owner, "webhooks", mine.filter(active=True))
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
     endpoint = WebhookEndpoint(owner=owner, url=url, added_with=added_with)
     endpoint.secret_sealed = webhook_secret_seal(endpoint_id=endpoint.id, secret=secret)

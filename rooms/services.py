@@ -47,6 +47,7 @@ from rooms.models import (
 from rooms.sealing import MESSAGE_TEXT, RoomSealer
 from rooms.untrusted import FencedText, fence
 from synapsia.db.statements import rows_fetched, rows_select, statement_cursor
+from synapsia.owner_limits import owner_limit_check
 
 # Which state changes an owner may ask for, and from where.
 _TRANSITIONS: dict[RoomState, frozenset[RoomState]] = {
@@ -133,6 +134,7 @@ def _seat(owner: User, room_id: UUID, *, lock: bool = False) -> RoomMember:
 # --- agents -------------------------------------------------------------------------------
 
 
+@transaction.atomic
 def agent_register(
     *,
     owner: User,
@@ -143,13 +145,15 @@ def agent_register(
     """Register an agent for ``owner`` and issue its API token (returned once).
 
     ``declared_tools`` are the agent's own tool hints (they only narrow); an advisor-only
-    agent may declare read-only tools only.
+    agent may declare read-only tools only. An owner has at most their limit of agents not
+    revoked (``synapsia.owner_limits``).
     """
     name = _clean_text(name, field="Agent name", max_chars=80)
     try:
         tool_hints_validate(advisor_only=advisor_only, declared_tools=declared_tools)
     except ToolPolicyError as refused:
         raise Invalid(refused.message) from None
+    owner_limit_check(owner, "agents", Agent.objects.filter(owner=owner, revoked_at__isnull=True))
     issued = secret_issue(AGENT_TOKEN_PREFIX)
     agent = Agent.objects.create(
         owner=owner,
@@ -225,10 +229,14 @@ def room_create(
 
     A room is a dinner unless ``dinner=False``: its terms are ``terms`` over the defaults
     (``room_terms_check``); a room that is not a dinner has none (and ``terms`` must be None).
+    An owner has created at most their limit of rooms not closed (``synapsia.owner_limits``).
     """
     if not dinner and terms is not None:
         raise Invalid("Only a dinner room has dinner terms.")
     checked = room_terms_check(terms) if dinner else None
+    owner_limit_check(
+        owner, "rooms", Room.objects.filter(created_by=owner).exclude(state=RoomState.CLOSED)
+    )
     room = Room.objects.create(
         created_by=owner,
         terms=checked,

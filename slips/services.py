@@ -50,6 +50,7 @@ from slips.models import (
 from slips.payload import SlipPayload, key_proof_payload, slip_payload_read
 from slips.signals import key_revoked
 from slips.signatures import b64url_decode, b64url_encode, signature_valid
+from synapsia.owner_limits import owner_limit_check
 
 logger = logging.getLogger(__name__)
 
@@ -177,10 +178,10 @@ def key_enroll(
         now=now,
     )
     keys = DeviceKey.objects.select_for_update().filter(owner=owner)
+    usable = keys.filter(revoked_at__isnull=True, retired_at__isnull=True)
+    owner_limit_check(owner, "device_keys", usable)
     had_keys = keys.exists()
-    key.after_key_loss = (
-        had_keys and not keys.filter(revoked_at__isnull=True, retired_at__isnull=True).exists()
-    )
+    key.after_key_loss = had_keys and not usable.exists()
     key.custody = custody
     key.save()
     for room_id in _rooms_of_owner(owner.pk):

@@ -30,6 +30,7 @@ from rooms.errors import RoomError
 from rooms.ledger_api import router as rooms_ledger_router
 from rooms.slip_api import router as room_slips_router
 from slips.api import router as slips_router
+from synapsia.owner_limits import OwnerLimitReached
 
 
 class _SettingsRateThrottle(SimpleRateThrottle):
@@ -191,6 +192,13 @@ def room_error(request: HttpRequest, exc: RoomError) -> HttpResponse:
 
 @api.exception_handler(GatekeeperError)
 def gatekeeper_error(request: HttpRequest, exc: GatekeeperError) -> HttpResponse:
+    return api.create_response(
+        request, ErrorOut(code=exc.code, message=exc.message), status=exc.status
+    )
+
+
+@api.exception_handler(OwnerLimitReached)
+def owner_limit_reached(request: HttpRequest, exc: OwnerLimitReached) -> HttpResponse:
     return api.create_response(
         request, ErrorOut(code=exc.code, message=exc.message), status=exc.status
     )

@@ -459,9 +459,15 @@ SYNAPSIA = {
         default=[] if PROFILE == "production" else ["127.0.0.1", "localhost"],
     ),
     "WEBHOOK_TIMEOUT_SECONDS": env.float("SYNAPSIA_WEBHOOK_TIMEOUT_SECONDS", default=5.0),
-    # How many webhooks one owner may have on at once (switched-off ones do not count): an
-    # owner needs one, a few while moving systems; each on stays a place deliveries may go.
-    "WEBHOOKS_ON_PER_OWNER": env.int("SYNAPSIA_WEBHOOKS_ON_PER_OWNER", default=10),
+    # How much one owner may hold at once (synapsia/owner_limits.py): far above what a person
+    # uses, low enough that one account cannot fill the database through the pages.
+    "OWNER_LIMITS": {
+        "agents": env.int("SYNAPSIA_OWNER_LIMIT_AGENTS", default=50),  # not revoked
+        "rooms": env.int("SYNAPSIA_OWNER_LIMIT_ROOMS", default=100),  # created, not closed
+        "vault_items": env.int("SYNAPSIA_OWNER_LIMIT_VAULT_ITEMS", default=500),
+        "device_keys": env.int("SYNAPSIA_OWNER_LIMIT_DEVICE_KEYS", default=10),  # in use
+        "webhooks": env.int("SYNAPSIA_OWNER_LIMIT_WEBHOOKS", default=10),  # on
+    },
     # REST API rates (ninja's "count/period"): per signed-in owner, and per address for
     # requests without a session; over it, 429 "rate_limited" with Retry-After.
     "API_RATE_OWNER": env.str("SYNAPSIA_API_RATE_OWNER", default="300/min"),

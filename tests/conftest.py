@@ -212,6 +212,18 @@ def make_owner(django_user_model: type) -> Callable[[str], object]:
 
 
 @pytest.fixture
+def owner_limit(settings: Any) -> Callable[[str, int], None]:
+    """Set how many of one kind an owner may hold (``SYNAPSIA["OWNER_LIMITS"][held]``) for
+    the test."""
+
+    def set_limit(held: str, limit: int) -> None:
+        limits = {**settings.SYNAPSIA["OWNER_LIMITS"], held: limit}
+        settings.SYNAPSIA = {**settings.SYNAPSIA, "OWNER_LIMITS": limits}
+
+    return set_limit
+
+
+@pytest.fixture
 def make_open_room(make_owner: Callable[[str], object]) -> Callable[..., OpenRoom]:
     """Two owners, each with an agent bound, in an open room (through the real services)."""
 

@@ -190,9 +190,9 @@ def test_a_key_is_one_owners_alone(client: Client, alice: User, bob: User) -> No
 
 
 def test_over_the_limit_nothing_is_added_until_one_is_switched_off(
-    client: Client, alice: User, settings: Any
+    client: Client, alice: User, owner_limit: Any
 ) -> None:
-    settings.SYNAPSIA = {**settings.SYNAPSIA, "WEBHOOKS_ON_PER_OWNER": 2}
+    owner_limit("webhooks", 2)
     kept = [
         webhook_endpoint_create(owner=alice, url=f"https://h{n}.example.com/h").endpoint
         for n in range(2)
