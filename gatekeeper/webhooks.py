@@ -49,7 +49,8 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import DateTimeField, ExpressionWrapper, F, Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from gatekeeper.errors import WebhookAlreadyAdded, WebhookConfigInvalid
@@ -449,15 +450,18 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
 ATTEMPT_HOLD = timedelta(minutes=2)
 
 
-def _attempt_hold(*, delivery_id: UUID, now: datetime) -> bool:
+def _attempt_hold(*, delivery_id: UUID) -> bool:
     """Take a pending delivery for one attempt, counting it, unless another attempt holds it
     (one statement: of two copies of its task running at once, one posts). With a worker it
-    commits on its own, before the POST; the hold ends when the attempt is recorded."""
+    commits on its own, before the POST; the hold ends when the attempt is recorded. The
+    hold's end is set and compared on the database's clock, the one clock every worker
+    shares: a worker whose own clock ran ahead would take a hold still in force."""
     hold = max(ATTEMPT_HOLD, timedelta(seconds=2 * ATTEMPT_TIMEOUTS * _step_timeout()))
+    until = ExpressionWrapper(Now() + hold, output_field=DateTimeField())
     taken = (
         WebhookDelivery.objects.filter(id=delivery_id, status=DeliveryStatus.PENDING)
-        .filter(Q(attempt_until__isnull=True) | Q(attempt_until__lte=now))
-        .update(attempt_until=now + hold, attempts=F("attempts") + 1)
+        .filter(Q(attempt_until__isnull=True) | Q(attempt_until__lte=Now()))
+        .update(attempt_until=until, attempts=F("attempts") + 1)
     )
     return taken == 1
 
@@ -496,7 +500,7 @@ def webhook_delivery_attempt(*, delivery_id: UUID, last_attempt: bool) -> str:
     A delivery that is already final, or held by another copy's attempt still in flight
     (``_attempt_hold``), is left alone: that copy posts nothing and returns the status.
     """
-    if not _attempt_hold(delivery_id=delivery_id, now=timezone.now()):
+    if not _attempt_hold(delivery_id=delivery_id):
         return str(WebhookDelivery.objects.values_list("status", flat=True).get(id=delivery_id))
     delivery = WebhookDelivery.objects.select_related("endpoint").get(id=delivery_id)
     endpoint = delivery.endpoint

@@ -14,6 +14,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from gatekeeper import webhooks
 from gatekeeper.models import DeliveryStatus, WebhookDelivery
 from gatekeeper.webhooks import (
     WebhookTransient,
@@ -85,6 +86,24 @@ def test_a_held_delivery_is_not_posted_until_its_hold_ends(
     assert len(receiver.seen("/ok")) == 1
     delivery.refresh_from_db()
     assert (delivery.attempts, delivery.attempt_until) == (2, None)
+
+
+def test_a_worker_whose_clock_runs_ahead_does_not_take_a_hold_in_force(
+    receiver: Receiver, make_user: Any, monkeypatch: Any
+) -> None:
+    """The hold is set and compared on the database's clock: a worker's own clock five
+    minutes ahead (past the hold's end by its reckoning) still finds the delivery held.
+    Compared on the worker's clock, as before, this copy posted."""
+    delivery = _delivery(receiver, make_user("hookie"), "/ok")
+    WebhookDelivery.objects.filter(id=delivery.id).update(
+        attempt_until=timezone.now() + timedelta(minutes=1), attempts=1
+    )
+    ahead = timezone.now() + timedelta(minutes=5)
+    monkeypatch.setattr(webhooks.timezone, "now", lambda: ahead)
+    assert webhook_delivery_attempt(delivery_id=delivery.id, last_attempt=False) == (
+        DeliveryStatus.PENDING
+    )
+    assert receiver.seen("/ok") == []
 
 
 def test_a_failed_attempt_lets_go_so_its_retry_posts(receiver: Receiver, make_user: Any) -> None:
