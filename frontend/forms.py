@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -37,7 +38,13 @@ class WebhookForm(forms.Form):
     # A new random key with each empty form, sent back with it: the same form sent again (a
     # reload of the answer that showed the secret, a second click) adds nothing more
     # (``webhook_endpoint_create``). Missing (a page from before it existed) is no key.
-    form_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
+    form_key = forms.CharField(widget=forms.HiddenInput, required=False)
+
+    def clean_form_key(self) -> str:
+        """Not one the page could have made (altered): no key, rather than an error the
+        owner cannot see on a hidden field."""
+        key = str(self.cleaned_data.get("form_key") or "")
+        return key if re.fullmatch(r"[A-Za-z0-9_-]{16,64}", key) else ""
 
     @classmethod
     def empty(cls) -> WebhookForm:

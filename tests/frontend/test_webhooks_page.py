@@ -179,6 +179,15 @@ def test_the_same_form_with_another_address_adds_that_one(client: Client, alice:
     ]
 
 
+@pytest.mark.parametrize("key", ["x" * 65, "not a key!", "short", ""])
+def test_an_altered_key_is_no_key(client: Client, alice: User, key: str) -> None:
+    """A key the page could not have made adds the webhook as without one (no error on a
+    field the owner cannot see)."""
+    answer = client.post(PAGE, {"form_key": key, "url": GOOD_URL})
+    assert answer.status_code == 200 and "whsec_" in answer.content.decode()
+    assert WebhookEndpoint.objects.get(owner=alice).added_with == ""
+
+
 def test_a_key_is_one_owners_alone(client: Client, alice: User, bob: User) -> None:
     form = {**_empty_form(client), "url": GOOD_URL}
     client.post(PAGE, form)
