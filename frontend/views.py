@@ -8,7 +8,7 @@ import shlex
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 from uuid import UUID
 
 from django import forms
@@ -19,7 +19,9 @@ from django.contrib.auth.views import redirect_to_login
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
 from django.utils.formats import date_format
 from django.views.decorators.http import require_POST
 
@@ -27,6 +29,7 @@ from dining import CatalogueInvalid, catalogues_registered
 from frontend.connect import agent_connect_argv, agent_socket_url
 from frontend.forms import AgentForm, RoomForm
 from frontend.onboarding import onboarding_complete, onboarding_steps
+from frontend.reveal import reveal_forget, reveal_keep, reveal_take
 from gatekeeper.records import Grant, GrantStatus
 from rooms import notifications, outcomes, selectors, services
 from rooms.bearer import secret_digest
@@ -302,9 +305,9 @@ def dashboard(request: OwnerRequest) -> HttpResponse:
 
 # --- the agents page ----------------------------------------------------------------------
 
-# The one-time token travels from the POST to the next GET in the session, never in a URL;
-# the GET pops it, so it is shown once and a reload neither shows it again nor repeats the POST.
-ISSUED_TOKEN_SESSION_KEY = "frontend.issued_agent_token"  # noqa: S105 (a session key name)
+# The one-time token travels from the POST to the next GET sealed (frontend.reveal), never in
+# a URL; the GET opens and forgets it, so it is shown once and a reload neither shows it again
+# nor repeats the POST.
 # What the owner replaces in the connect command (the room's code is in the room page's
 # address, after /rooms/): the agents page is not about one room.
 ROOM_PLACEHOLDER = "ROOM-ID"
@@ -316,10 +319,14 @@ class IssuedToken(TypedDict):
     rotated: bool
 
 
-def _issued_token_keep(request: HttpRequest, *, agent_name: str, token: str, rotated: bool) -> None:
-    request.session[ISSUED_TOKEN_SESSION_KEY] = IssuedToken(
-        agent_name=agent_name, token=token, rotated=rotated
-    )
+def _issued_token_shown_next(
+    request: HttpRequest, issued: services.IssuedAgent, *, rotated: bool
+) -> HttpResponse:
+    """Back to the agents page, which shows ``issued``'s token once."""
+    response = redirect("agents")
+    shown = IssuedToken(agent_name=issued.agent.name, token=issued.token, rotated=rotated)
+    reveal_keep(request, response, dict(shown), path=reverse("agents"))
+    return response
 
 
 @dataclass(frozen=True)
@@ -366,12 +373,10 @@ def agents(request: OwnerRequest) -> HttpResponse:
             except OwnerLimitReached as exc:
                 form.add_error(None, exc.message)  # not the name's fault: said for the form
             else:
-                _issued_token_keep(
-                    request, agent_name=issued.agent.name, token=issued.token, rotated=False
-                )
-                return redirect("agents")
+                return _issued_token_shown_next(request, issued, rotated=False)
         status = 422
-    issued_token: IssuedToken | None = request.session.pop(ISSUED_TOKEN_SESSION_KEY, None)
+    taken = reveal_take(request)
+    issued_token = cast(IssuedToken | None, taken.fields)
     connect = None
     if issued_token is not None:
         connect = shlex.join(
@@ -380,19 +385,24 @@ def agents(request: OwnerRequest) -> HttpResponse:
                 token=issued_token["token"],
             )
         )
-    return render(
+    response = render(
         request,
         "frontend/agents.html",
         {
             "agents": _agent_rows(request.user),
             "agent_form": form,
             "issued_token": issued_token,
+            "issued_token_lost": taken.lost,
             "connect_command": connect,
             "room_placeholder": ROOM_PLACEHOLDER,
             "socket_example": agent_socket_url(request, ROOM_PLACEHOLDER),
         },
         status=status,
     )
+    reveal_forget(request, response, path=reverse("agents"))
+    if issued_token is not None:
+        add_never_cache_headers(response)  # the token is on it: never kept by a cache
+    return response
 
 
 @login_required
@@ -402,9 +412,8 @@ def agent_rotate(request: OwnerRequest, agent_id: UUID) -> HttpResponse:
         issued = services.agent_rotate_token(owner=request.user, agent_id=agent_id)
     except RoomError as exc:
         messages.error(request, exc.message)
-    else:
-        _issued_token_keep(request, agent_name=issued.agent.name, token=issued.token, rotated=True)
-    return redirect("agents")
+        return redirect("agents")
+    return _issued_token_shown_next(request, issued, rotated=True)
 
 
 @login_required

@@ -1,6 +1,7 @@
 """The agents page: register, rotate and revoke with POST-redirect-GET, the token shown once
-with the exact command that connects it (which the negotiator's command line accepts), times
-in the owner's time zone, and no UUID anywhere a person reads."""
+(and never readable on the server on its way to the page) with the exact command that
+connects it (which the negotiator's command line accepts), times in the owner's time zone,
+and no UUID anywhere a person reads."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from django.contrib.sessions.models import Session
 from django.test import Client
 from django.utils import timezone
 
 from agents import negotiator
+from frontend import reveal
 from rooms import selectors, services
 from rooms.models import Agent, NotificationPreference
 from tests.frontend import browser
@@ -86,6 +89,60 @@ def test_a_name_missing_says_so_and_registers_nothing(make_owner: Any) -> None:
     assert response.status_code == 422
     assert "Give the agent a name" in visible_text(response.content.decode())
     assert Agent.objects.count() == 0
+
+
+def _session_rows_text() -> str:
+    """Every session row as stored (what a database backup holds), decoded."""
+    return " ".join(str(row.get_decoded()) + row.session_data for row in Session.objects.all())
+
+
+@pytest.mark.parametrize("how", ["register", "rotate"])
+def test_the_token_is_never_readable_on_the_server_between_post_and_page(
+    make_owner: Any, how: str
+) -> None:
+    """Between the POST and the page that shows it, the session holds the token sealed; the
+    key is this browser's alone (an HttpOnly, same-site cookie for the agents page, five
+    minutes), and the page forgets both."""
+    alice = make_owner("alice")
+    client = client_for(alice)
+    if how == "register":
+        response = client.post("/agents/", {"agent-name": "Alice's agent"})
+    else:
+        agent = services.agent_register(owner=alice, name="Alice's agent").agent
+        response = client.post(f"/agents/{agent.id}/rotate/")
+    assert response.status_code == 302
+    cookie = response.cookies[reveal.COOKIE]
+    assert cookie["httponly"] and cookie["samesite"] == "Strict"
+    assert (cookie["path"], cookie["max-age"]) == ("/agents/", 300)
+    stored = _session_rows_text()
+    assert "syn_agent_" not in stored and "Alice" not in stored  # sealed, name and all
+
+    shown = client.get("/agents/")
+    [token] = set(TOKEN_RE.findall(visible_text(shown.content.decode())))
+    assert selectors.agent_by_token(token=token) is not None
+    assert "no-store" in shown["Cache-Control"]
+    assert shown.cookies[reveal.COOKIE]["max-age"] == 0  # the browser's key dropped
+    assert "frontend.reveal" not in str(client.session.items())
+    assert token not in client.get("/agents/").content.decode()
+
+
+@pytest.mark.parametrize("cookie", [None, "", "bm90IGEga2V5", "A" * 44])
+def test_without_the_browsers_key_the_page_says_to_issue_a_new_token(
+    make_owner: Any, cookie: str | None
+) -> None:
+    """Cookies refused, the five minutes past, or a key altered: the token is shown to
+    nobody, and the page says what to do; the next page says nothing of it."""
+    client = client_for(make_owner("alice"))
+    client.post("/agents/", {"agent-name": "Alice's agent"})
+    if cookie is None:
+        del client.cookies[reveal.COOKIE]
+    else:
+        client.cookies[reveal.COOKIE] = cookie
+    page = client.get("/agents/").content.decode()
+    assert not TOKEN_RE.search(page)
+    assert "The new token cannot be shown" in page and "Issue a new token" in page
+    again = client.get("/agents/").content.decode()
+    assert "cannot be shown" not in again and "Alice&#x27;s agent" in again
 
 
 def test_rotating_shows_the_new_token_once_and_the_old_one_stops(make_owner: Any) -> None:
