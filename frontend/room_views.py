@@ -32,6 +32,7 @@ from rooms.retention import retention_schedule
 from slips import selectors as slip_selectors
 from slips.models import Tier
 from slips.verification import room_tier
+from synapsia.owner_limits import OwnerLimitReached
 from synapsia.owners import OwnerRequest
 
 
@@ -209,7 +210,7 @@ def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
                     agent_id=UUID(bind_form.cleaned_data["agent"]),
                 )
                 return redirect("room", room_id=room_id)
-        except (RoomError, ValueError) as exc:
+        except (RoomError, ValueError, OwnerLimitReached) as exc:
             messages.error(request, getattr(exc, "message", "That request is not valid."))
             if "state" in request.POST:
                 return redirect("room", room_id=room_id)

@@ -260,19 +260,23 @@ def room_create(
 
 @transaction.atomic
 def invite_create(*, owner: User, room_id: UUID) -> IssuedInvite:
-    """Issue a single-use, expiring invitation to the room's second seat."""
+    """Issue a single-use, expiring invitation to the room's second seat. An owner has at
+    most their limit of invitations waiting to be used (``synapsia.owner_limits``)."""
     seat = _seat(owner, room_id, lock=True)
     room = seat.room
     if room.state == RoomState.CLOSED:
         raise InvalidState("This room is closed.")
     if room.members.count() >= 2:
         raise InvalidState("Both seats in this room are taken.")
+    now = timezone.now()
+    waiting = RoomInvite.objects.filter(created_by=owner, used_at__isnull=True, expires_at__gt=now)
+    owner_limit_check(owner, "invites", waiting)
     issued = secret_issue(INVITE_TOKEN_PREFIX)
     invite = RoomInvite.objects.create(
         room=room,
         token_hash=issued.digest,
         created_by=owner,
-        expires_at=timezone.now() + timedelta(hours=settings.SYNAPSIA["INVITE_TTL_HOURS"]),
+        expires_at=now + timedelta(hours=settings.SYNAPSIA["INVITE_TTL_HOURS"]),
     )
     return IssuedInvite(invite=invite, token=issued.value)
 

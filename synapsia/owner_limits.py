@@ -1,5 +1,6 @@
 """How much one owner may hold at once: agents not revoked, rooms not closed, vault items,
-device keys in use, webhooks on (``SYNAPSIA["OWNER_LIMITS"]``, each its own setting).
+device keys in use, invitations waiting to be used, webhooks on (``SYNAPSIA["OWNER_LIMITS"]``,
+each its own setting).
 
 Nobody needs more than these to use Synapsia; without them one signed-in account (or a script
 behind one) could fill the database through the pages, which, unlike the API, are not
@@ -54,6 +55,12 @@ HELD: dict[str, Held] = {
         "device keys in use",
         "Revoke one you no longer use (a lost or old device's)",
         "enrolling another",
+    ),
+    "invites": Held(
+        "invitation waiting to be used",
+        "invitations waiting to be used",
+        "Wait until one you made is used or expires (each works for a few days)",
+        "making another",
     ),
     "webhooks": Held(
         "webhook on",

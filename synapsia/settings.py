@@ -466,6 +466,7 @@ SYNAPSIA = {
         "rooms": env.int("SYNAPSIA_OWNER_LIMIT_ROOMS", default=100),  # created, not closed
         "vault_items": env.int("SYNAPSIA_OWNER_LIMIT_VAULT_ITEMS", default=500),
         "device_keys": env.int("SYNAPSIA_OWNER_LIMIT_DEVICE_KEYS", default=10),  # in use
+        "invites": env.int("SYNAPSIA_OWNER_LIMIT_INVITES", default=20),  # not used, not expired
         "webhooks": env.int("SYNAPSIA_OWNER_LIMIT_WEBHOOKS", default=10),  # on
     },
     # REST API rates (ninja's "count/period"): per signed-in owner, and per address for

@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 
 from rooms import services
-from rooms.models import Agent, Room
+from rooms.models import Agent, Room, RoomInvite
 from slips.models import VaultItem
 from slips.vault import vault_item_create
 
@@ -85,3 +85,16 @@ def test_the_vault_page(client: Client, owner: Any, owner_limit: Any, form: dict
         "need before adding more." in _alerts(response.content.decode())
     )
     assert VaultItem.objects.count() == 1
+
+
+def test_the_room_page_invitation(client: Client, owner: Any, owner_limit: Any) -> None:
+    owner_limit("invites", 1)
+    room = services.room_create(owner=owner, purpose="Dinner", charter="")
+    services.invite_create(owner=owner, room_id=room.id)
+    response = client.post(f"/rooms/{room.id}/", {"invite": "1"})
+    assert "/invites/" not in response.content.decode()  # no new link
+    assert _alerts(response.content.decode()) == [
+        "You have 1 invitation waiting to be used, the most one owner may have. Wait until one "
+        "you made is used or expires (each works for a few days) before making another."
+    ]
+    assert RoomInvite.objects.count() == 1

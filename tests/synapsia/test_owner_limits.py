@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import Client
+from django.utils import timezone
 
 from gatekeeper import webhooks
 from gatekeeper.errors import WebhookAlreadyAdded
 from gatekeeper.models import WebhookEndpoint
 from rooms import services as rooms
-from rooms.models import Agent, Room, RoomState
+from rooms.models import Agent, Room, RoomInvite, RoomState
 from slips import services as slips
 from slips import vault
 from slips.models import DeviceKey, VaultItem
@@ -49,6 +50,11 @@ def _key(owner: Any) -> Callable[[], Any]:
     return lambda: enroll(owner)[0]
 
 
+def _invite(owner: Any) -> Callable[[], Any]:
+    room = rooms.room_create(owner=owner, purpose="Dinner", charter="")
+    return lambda: rooms.invite_create(owner=owner, room_id=room.id).invite
+
+
 def _webhook(owner: Any) -> Callable[[], Any]:
     return lambda: (
         webhooks.webhook_endpoint_create(owner=owner, url="https://hooks.example.com/h").endpoint
@@ -69,6 +75,12 @@ KINDS: dict[str, tuple[Callable[[Any], Callable[[], Any]], Callable[[Any, Any], 
         VaultItem,
     ),
     "device_keys": (_key, lambda o, k: slips.key_revoke(owner=o, key_id=k.id), DeviceKey),
+    "invites": (
+        _invite,
+        # Expired, it no longer waits (a used one neither).
+        lambda o, i: RoomInvite.objects.filter(id=i.id).update(expires_at=timezone.now()),
+        RoomInvite,
+    ),
     "webhooks": (
         _webhook,
         lambda o, w: webhooks.webhook_endpoint_deactivate(owner=o, endpoint_id=w.id),
@@ -85,6 +97,8 @@ WORDS = {
     "you no longer need before adding more.",
     "device_keys": "You have 2 device keys in use, the most one owner may have. Revoke one you "
     "no longer use (a lost or old device's) before enrolling another.",
+    "invites": "You have 2 invitations waiting to be used, the most one owner may have. Wait "
+    "until one you made is used or expires (each works for a few days) before making another.",
     "webhooks": "You have 2 webhooks on, the most one owner may have. Switch one off before "
     "adding another.",
 }
