@@ -27,7 +27,7 @@ from slips import services as slips
 from slips import vault
 from slips.models import DeviceKey, VaultItem
 from synapsia.owner_limits import OwnerLimitReached
-from tests.slips.conftest import enroll
+from tests.slips.conftest import Device, enroll
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -219,3 +219,23 @@ def test_the_same_webhook_form_sent_twice_at_once_adds_one(
 
     assert _race([send, send]) == ["added", "webhook_already_added"]
     assert WebhookEndpoint.objects.filter(owner=owner).count() == 1
+
+
+def test_a_key_rotation_at_the_limit_replaces_and_is_not_refused(
+    make_owner: Callable[[str], Any], owner_limit: Any
+) -> None:
+    owner_limit("device_keys", 1)
+    owner = make_owner("holder")
+    old, _ = enroll(owner)
+    device = Device()
+    challenge = slips.key_challenge_issue(owner=owner, purpose="rotate").value
+    new = slips.key_rotate(
+        owner=owner,
+        old_key_id=old.id,
+        challenge=challenge,
+        public_key=device.public_key,
+        label="new laptop",
+        proof=device.proof(owner=owner, challenge=challenge, label="new laptop", purpose="rotate"),
+    )
+    usable = DeviceKey.objects.filter(owner=owner, revoked_at=None, retired_at=None)
+    assert list(usable.values_list("id", flat=True)) == [new.id]
