@@ -16,12 +16,15 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import dateformat, timezone
+from django.utils.cache import add_never_cache_headers
 
 from artifacts.selectors import artifact_publishers
 from frontend import transcript
 from frontend.connect import TOKEN_PLACEHOLDER, agent_connect_command
 from frontend.forms import BindAgentForm
+from frontend.reveal import reveal_forget, reveal_keep, reveal_take
 from gatekeeper.reasons import vault_kind_words
 from gatekeeper.standing import flare_holding_resume
 from ledger.models import LedgerEvent
@@ -192,12 +195,11 @@ def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
         if a.revoked_at is None
     ]
     bind_form = BindAgentForm(request.POST or None, agents=agents)
-    invite_url = None
     if request.method == "POST":
         try:
             if "invite" in request.POST:
                 issued = services.invite_create(owner=request.user, room_id=room_id)
-                invite_url = request.build_absolute_uri(f"/invites/{issued.token}/")
+                return _invite_shown_next(request, room_id, issued.token)
             elif "state" in request.POST:
                 services.room_transition(
                     owner=request.user, room_id=room_id, to=RoomState(request.POST["state"])
@@ -217,7 +219,10 @@ def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
         seat = selectors.room_seat(owner=request.user, room_id=room_id)
     seats = selectors.room_seats(room=seat.room)
     entries = transcript.transcript_entries(owner=request.user, room_id=room_id)
-    return render(
+    invite = reveal_take(request, name=INVITE_REVEAL)
+    if invite.lost:
+        messages.warning(request, INVITE_LOST)
+    response = render(
         request,
         "frontend/room.html",
         {
@@ -235,7 +240,7 @@ def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
                 for s in seats
             ],
             "bind_form": bind_form,
-            "invite_url": invite_url,
+            "invite_url": invite.fields["url"] if invite.fields else None,
             "outcome": outcomes.room_outcome_for_owner(owner=request.user, room_id=room_id),
             "status": room_status(owner=request.user, seat=seat),
             "entries": entries,
@@ -250,3 +255,29 @@ def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
             "token_placeholder": TOKEN_PLACEHOLDER,
         },
     )
+    reveal_forget(request, response, name=INVITE_REVEAL, path=_room_path(room_id))
+    if invite.fields:
+        add_never_cache_headers(response)  # the link is on it: never kept by a cache
+    return response
+
+
+# A new invitation's link travels from the POST to the room's page sealed (frontend.reveal):
+# shown once, and a reload neither shows it again nor makes another invitation.
+INVITE_REVEAL = "invite_link"
+INVITE_LOST = (
+    "An invitation link was made, but this browser no longer holds what is needed to show it "
+    "(it refuses cookies, or the page opened more than five minutes later). Nobody else can "
+    "see it either: make a new invitation and send that one."
+)
+
+
+def _invite_shown_next(request: OwnerRequest, room_id: UUID, token: str) -> HttpResponse:
+    """Back to the room's page, which shows the invitation's link once."""
+    response = redirect("room", room_id=room_id)
+    url = request.build_absolute_uri(f"/invites/{token}/")
+    reveal_keep(request, response, {"url": url}, name=INVITE_REVEAL, path=_room_path(room_id))
+    return response
+
+
+def _room_path(room_id: UUID) -> str:
+    return reverse("room", kwargs={"room_id": room_id})

@@ -325,7 +325,7 @@ def _issued_token_shown_next(
     """Back to the agents page, which shows ``issued``'s token once."""
     response = redirect("agents")
     shown = IssuedToken(agent_name=issued.agent.name, token=issued.token, rotated=rotated)
-    reveal_keep(request, response, dict(shown), path=reverse("agents"))
+    reveal_keep(request, response, dict(shown), name="agent_token", path=reverse("agents"))
     return response
 
 
@@ -375,7 +375,7 @@ def agents(request: OwnerRequest) -> HttpResponse:
             else:
                 return _issued_token_shown_next(request, issued, rotated=False)
         status = 422
-    taken = reveal_take(request)
+    taken = reveal_take(request, name="agent_token")
     issued_token = cast(IssuedToken | None, taken.fields)
     connect = None
     if issued_token is not None:
@@ -399,7 +399,7 @@ def agents(request: OwnerRequest) -> HttpResponse:
         },
         status=status,
     )
-    reveal_forget(request, response, path=reverse("agents"))
+    reveal_forget(request, response, name="agent_token", path=reverse("agents"))
     if issued_token is not None:
         add_never_cache_headers(response)  # the token is on it: never kept by a cache
     return response

@@ -111,7 +111,8 @@ def test_the_token_is_never_readable_on_the_server_between_post_and_page(
         agent = services.agent_register(owner=alice, name="Alice's agent").agent
         response = client.post(f"/agents/{agent.id}/rotate/")
     assert response.status_code == 302
-    cookie = response.cookies[reveal.COOKIE]
+    key_cookie = reveal.reveal_cookie("agent_token")
+    cookie = response.cookies[key_cookie]
     assert cookie["httponly"] and cookie["samesite"] == "Strict"
     assert (cookie["path"], cookie["max-age"]) == ("/agents/", 300)
     stored = _session_rows_text()
@@ -121,8 +122,9 @@ def test_the_token_is_never_readable_on_the_server_between_post_and_page(
     [token] = set(TOKEN_RE.findall(visible_text(shown.content.decode())))
     assert selectors.agent_by_token(token=token) is not None
     assert "no-store" in shown["Cache-Control"]
-    assert shown.cookies[reveal.COOKIE]["max-age"] == 0  # the browser's key dropped
-    assert "frontend.reveal" not in str(client.session.items())
+    # The browser's key is dropped with the page.
+    assert shown.cookies[reveal.reveal_cookie("agent_token")]["max-age"] == 0
+    assert "frontend.reveal" not in str(dict(client.session.items()))
     assert token not in client.get("/agents/").content.decode()
 
 
@@ -135,9 +137,9 @@ def test_without_the_browsers_key_the_page_says_to_issue_a_new_token(
     client = client_for(make_owner("alice"))
     client.post("/agents/", {"agent-name": "Alice's agent"})
     if cookie is None:
-        del client.cookies[reveal.COOKIE]
+        del client.cookies[reveal.reveal_cookie("agent_token")]
     else:
-        client.cookies[reveal.COOKIE] = cookie
+        client.cookies[reveal.reveal_cookie("agent_token")] = cookie
     page = client.get("/agents/").content.decode()
     assert not TOKEN_RE.search(page)
     assert "The new token cannot be shown" in page and "Issue a new token" in page
