@@ -191,7 +191,7 @@ def webhooks_page(request: OwnerRequest) -> HttpResponse:
             issued = webhook_endpoint_create(
                 owner=request.user,
                 url=form.cleaned_data["url"],
-                form_key=form.cleaned_data["form_key"],
+                add_key=form.cleaned_data["form_key"],
             )
         except WebhookAlreadyAdded as repeat:
             # A reload of the answer that showed the secret: said so, nothing more added.

@@ -13,7 +13,7 @@ from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.http import HttpRequest
-from ninja import Router, Schema, Status
+from ninja import Header, Router, Schema, Status
 from ninja.security import django_auth
 
 from gatekeeper.errors import GatekeeperError
@@ -71,9 +71,21 @@ def _out(endpoint: WebhookEndpoint) -> WebhookOut:
 
 
 @router.post("/webhooks", response={201: IssuedWebhookOut})
-def webhooks_create(request: HttpRequest, payload: WebhookIn) -> Status[IssuedWebhookOut]:
+def webhooks_create(
+    request: HttpRequest,
+    payload: WebhookIn,
+    idempotency_key: str = Header(
+        "",
+        alias="Idempotency-Key",
+        description="Optional, 16 to 64 of A-Z a-z 0-9 - _: a retry of this add with the same "
+        "key and address adds nothing more and is answered 409 webhook_already_added (the "
+        "secret was in the first answer only).",
+    ),
+) -> Status[IssuedWebhookOut]:
     """Configure an outgoing webhook; the response holds its signing secret, once."""
-    issued = webhook_endpoint_create(owner=_owner(request), url=payload.url)
+    issued = webhook_endpoint_create(
+        owner=_owner(request), url=payload.url, add_key=idempotency_key
+    )
     return Status(201, IssuedWebhookOut(endpoint=_out(issued.endpoint), secret=issued.secret))
 
 

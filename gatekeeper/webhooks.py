@@ -64,6 +64,8 @@ DELIVERY_HEADER = "X-Synapsia-Delivery"
 SECRET_PREFIX = "whsec_"  # noqa: S105 (a label, not a secret)
 MAX_URL_CHARS = 2000
 MAX_RESPONSE_BYTES = 64 * 1024
+# An add's one-time key: the owner's form makes one (43 characters), an API client chooses.
+ADD_KEY = re.compile(r"[A-Za-z0-9_-]{16,64}")
 _SEAL_VERSION = "v1"
 _HKDF_INFO = b"synapsia-webhook-secret-v1"
 # Statuses worth retrying: the receiver is overloaded or asked us to come back later.
@@ -274,22 +276,33 @@ def webhook_url_check(*, url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
+def webhook_add_key_valid(key: str) -> bool:
+    """Whether ``key`` is a one-time key an add may carry (``webhook_endpoint_create``)."""
+    return ADD_KEY.fullmatch(key) is not None
+
+
 @transaction.atomic
-def webhook_endpoint_create(*, owner: User, url: str, form_key: str = "") -> IssuedWebhookEndpoint:
+def webhook_endpoint_create(*, owner: User, url: str, add_key: str = "") -> IssuedWebhookEndpoint:
     """Configure an outgoing webhook for ``owner``; the secret is returned once.
 
-    ``form_key``: the one-time key of the owner's add form, if it came from there. The same
-    form with the same address adds one webhook (``WebhookAlreadyAdded`` after that): its
-    answer showed the secret, and a reload or a second click sends the form again. The
-    form gone back to and sent with another address adds that one. An owner has at most
-    their limit of webhooks on (``synapsia.owner_limits``)."""
+    ``add_key``: the add's one-time key, if it has one (the owner's add form makes one; an
+    API client may send one as ``Idempotency-Key``; ``webhook_add_key_valid``). The same key
+    with the same address adds one webhook (``WebhookAlreadyAdded`` after that): the first
+    answer had the secret, and a reload, a second click or a client's retry sends the add
+    again. The form gone back to and sent with another address adds that one. An owner has
+    at most their limit of webhooks on (``synapsia.owner_limits``)."""
     url = webhook_url_check(url=url)
-    added_with = hashlib.sha256(f"{form_key}\n{url}".encode()).hexdigest() if form_key else ""
+    if add_key and not webhook_add_key_valid(add_key):
+        raise WebhookConfigInvalid(
+            "An Idempotency-Key is 16 to 64 letters, digits, '-' or '_'; nothing was added."
+        )
+    added_with = hashlib.sha256(f"{add_key}\n{url}".encode()).hexdigest() if add_key else ""
     mine = WebhookEndpoint.objects.filter(owner=owner)
     owner_row_lock(owner)  # before the form's check too: sent twice at once, one adds
     if added_with and mine.filter(added_with=added_with).exists():
         raise WebhookAlreadyAdded(
-            "This form has already added its webhook; its signing secret was shown once, then.",
+            "This add (its key and address) has added its webhook already; its signing secret "
+            "was in the first answer only.",
             url=url,
         )
     owner_limit_check(owner, "webhooks", mine.filter(active=True))

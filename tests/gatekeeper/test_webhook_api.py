@@ -116,3 +116,40 @@ def test_the_openapi_document_lists_the_webhook_endpoints(make_user) -> None:
     assert {"/api/webhooks", "/api/webhooks/{endpoint_id}/deactivate"} <= set(document["paths"])
     created = document["paths"]["/api/webhooks"]["post"]["responses"]["201"]
     assert "IssuedWebhookOut" in str(created)
+
+
+def test_a_retry_with_its_idempotency_key_adds_nothing_more(make_user) -> None:
+    alice = make_user("alice")
+    client = _client(alice)
+    key = {"HTTP_IDEMPOTENCY_KEY": "retry-key-0123456789"}
+    first = client.post("/api/webhooks", {"url": HOOK}, content_type="application/json", **key)
+    assert first.status_code == 201 and first.json()["secret"].startswith("whsec_")
+    retried = client.post("/api/webhooks", {"url": HOOK}, content_type="application/json", **key)
+    assert retried.status_code == 409
+    assert retried.json()["code"] == "webhook_already_added"
+    assert "whsec_" not in retried.content.decode()
+    other = "https://other.example.com/h"  # the same key with another address: another add
+    again = client.post("/api/webhooks", {"url": other}, content_type="application/json", **key)
+    assert again.status_code == 201
+    assert sorted(WebhookEndpoint.objects.filter(owner=alice).values_list("url", flat=True)) == [
+        HOOK,
+        other,
+    ]
+    # Another owner's key is theirs alone.
+    theirs = _client(make_user("bob"))
+    bobs = theirs.post("/api/webhooks", {"url": HOOK}, content_type="application/json", **key)
+    assert bobs.status_code == 201
+
+
+@pytest.mark.parametrize("key", ["short", "x" * 65, "no spaces allowed here", "ünïcödé-key-0123"])
+def test_a_malformed_idempotency_key_is_refused_and_adds_nothing(make_user, key: str) -> None:
+    client = _client(make_user("alice"))
+    refused = client.post(
+        "/api/webhooks", {"url": HOOK}, content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
+    )
+    assert refused.status_code == 422
+    assert refused.json() == {
+        "code": "webhook_config_invalid",
+        "message": "An Idempotency-Key is 16 to 64 letters, digits, '-' or '_'; nothing was added.",
+    }
+    assert not WebhookEndpoint.objects.exists()

@@ -214,7 +214,7 @@ def test_the_same_webhook_form_sent_twice_at_once_adds_one(
 
     def send() -> Any:
         return webhooks.webhook_endpoint_create(
-            owner=owner, url="https://hooks.example.com/h", form_key="a-key-from-the-page"
+            owner=owner, url="https://hooks.example.com/h", add_key="a-key-from-the-page"
         )
 
     assert _race([send, send]) == ["added", "webhook_already_added"]
