@@ -532,7 +532,7 @@ def journey(
         owners = []
         for username, agent_name in (("alice", "Alice's agent"), ("bob", "Bob's agent")):
             context = chromium.new_context(viewport=browser.DESKTOP)
-            context.set_default_timeout(10_000)
+            context.set_default_timeout(WAIT_MS)  # a click or a page on a loaded CI machine
             page = context.new_page()
             owners.append(Owner(username, page, browser.watch(page), agent_name))
         try:
