@@ -85,7 +85,7 @@ def base_env(debug: bool, settings: str) -> dict[str, str]:
     for kind in ("SAY", "CONTEXT_REQUEST", "ACT", "GRANT_REQUEST"):
         env.setdefault(f"SYNAPSIA_SOCKET_RATE_{kind}", "100000000/m")
     # The say cell's two owners hold an agent and a room per room of the cell (hundreds),
-    # beyond what one person may hold (synapsia.owner_limits); each add is still counted.
+    # beyond what one person may hold (gatekeeper.owner_limits); each add is still counted.
     for held in ("AGENTS", "ROOMS"):
         env.setdefault(f"SYNAPSIA_OWNER_LIMIT_{held}", "1000000")
     return env

@@ -25,6 +25,7 @@ from frontend import transcript
 from frontend.connect import TOKEN_PLACEHOLDER, agent_connect_command
 from frontend.forms import BindAgentForm
 from frontend.reveal import reveal_forget, reveal_keep, reveal_take
+from gatekeeper.owner_limits import OwnerLimitReached
 from gatekeeper.reasons import vault_kind_words
 from gatekeeper.standing import flare_holding_resume
 from ledger.models import LedgerEvent
@@ -35,7 +36,6 @@ from rooms.retention import retention_schedule
 from slips import selectors as slip_selectors
 from slips.models import Tier
 from slips.verification import room_tier
-from synapsia.owner_limits import OwnerLimitReached
 from synapsia.owners import OwnerRequest
 
 

@@ -23,9 +23,9 @@ from django.utils import timezone
 
 import dining
 from frontend.forms import VAULT_FORMS, BusyBlockForm, VaultItemForm
+from gatekeeper.owner_limits import OwnerLimitReached
 from slips import money, selectors, vault
 from slips.errors import SlipError
-from synapsia.owner_limits import OwnerLimitReached
 from synapsia.owners import OwnerRequest
 
 

@@ -30,12 +30,12 @@ from frontend.connect import agent_connect_argv, agent_socket_url
 from frontend.forms import AgentForm, RoomForm
 from frontend.onboarding import onboarding_complete, onboarding_steps
 from frontend.reveal import reveal_forget, reveal_keep, reveal_take
+from gatekeeper.owner_limits import OwnerLimitReached
 from gatekeeper.records import Grant, GrantStatus
 from rooms import notifications, outcomes, selectors, services
 from rooms.bearer import secret_digest
 from rooms.errors import RoomError
 from rooms.models import Flare, OutcomeKind, Room, RoomInvite, RoomMember, RoomState
-from synapsia.owner_limits import OwnerLimitReached
 from synapsia.owners import OwnerRequest, request_owner
 
 

@@ -25,12 +25,12 @@ from gatekeeper.actions import adapter_for
 from gatekeeper.adapters.webhook import WebhookAdapter
 from gatekeeper.errors import WebhookAlreadyAdded, WebhookConfigInvalid
 from gatekeeper.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
+from gatekeeper.owner_limits import OwnerLimitReached
 from gatekeeper.webhooks import (
     IssuedWebhookEndpoint,
     webhook_endpoint_create,
     webhook_endpoint_deactivate,
 )
-from synapsia.owner_limits import OwnerLimitReached
 from synapsia.owners import OwnerRequest
 
 # Why a delivery ended without reaching the owner's system, said for a person; keys are the

@@ -58,13 +58,13 @@ class WebhookConfigInvalid(GatekeeperError):
 
 
 class WebhookAlreadyAdded(GatekeeperError):
-    """The add form that carried this one-time key has added its webhook already (the page
-    was sent again: a reload, a second click). Nothing new is added, and the first one's
-    secret, shown once, is not shown again."""
+    """The add that carried this one-time key and address has made its webhook already (sent
+    again: a reload of the page, a second click, an API client's retry). Nothing new is added,
+    and the first one's secret, shown once, is not shown again."""
 
     code = "webhook_already_added"
     status = 409
 
     def __init__(self, message: str, *, url: str) -> None:
         super().__init__(message)
-        self.url = url  # the webhook that form added
+        self.url = url  # the webhook that add made

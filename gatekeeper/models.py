@@ -61,9 +61,9 @@ class WebhookEndpoint(models.Model):
     secret_sealed = models.TextField()
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    # SHA-256 (hex) of the one-time key of the owner's add form that made it with the
-    # address, so that form sent twice (a reload of the answer, a second click) adds one
-    # webhook; "" when added another way (the API).
+    # SHA-256 (hex) of the one-time key of the add that made it (the owner's form's, or an
+    # API client's Idempotency-Key) with the address, so that add sent twice (a reload of the
+    # answer, a second click, a retry) makes one webhook; "" for an add without a key.
     added_with = models.CharField(max_length=64, blank=True, default="", editable=False)
 
     class Meta:

@@ -55,8 +55,8 @@ from django.utils import timezone
 
 from gatekeeper.errors import WebhookAlreadyAdded, WebhookConfigInvalid
 from gatekeeper.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
+from gatekeeper.owner_limits import owner_limit_check, owner_row_lock
 from gatekeeper.signals import webhook_delivery_settled
-from synapsia.owner_limits import owner_limit_check, owner_row_lock
 
 SIGNATURE_HEADER = "X-Synapsia-Signature"
 IDEMPOTENCY_HEADER = "X-Synapsia-Idempotency-Key"
@@ -290,7 +290,7 @@ def webhook_endpoint_create(*, owner: User, url: str, add_key: str = "") -> Issu
     with the same address adds one webhook (``WebhookAlreadyAdded`` after that): the first
     answer had the secret, and a reload, a second click or a client's retry sends the add
     again. The form gone back to and sent with another address adds that one. An owner has
-    at most their limit of webhooks on (``synapsia.owner_limits``)."""
+    at most their limit of webhooks on (``gatekeeper.owner_limits``)."""
     url = webhook_url_check(url=url)
     if add_key and not webhook_add_key_valid(add_key):
         raise WebhookConfigInvalid(

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from dining import TermsInvalid, terms_parse
 from gatekeeper.errors import ToolPolicyError
+from gatekeeper.owner_limits import owner_limit_check
 from gatekeeper.policy import tool_hints_validate
 from gatekeeper.standing import flare_holding_resume, may_speak_sql
 from ledger.events import InjectionSuspected, Join, Leave, RoomClosed, RoomPaused, RoomResumed
@@ -47,7 +48,6 @@ from rooms.models import (
 from rooms.sealing import MESSAGE_TEXT, RoomSealer
 from rooms.untrusted import FencedText, fence
 from synapsia.db.statements import rows_fetched, rows_select, statement_cursor
-from synapsia.owner_limits import owner_limit_check
 
 # Which state changes an owner may ask for, and from where.
 _TRANSITIONS: dict[RoomState, frozenset[RoomState]] = {
@@ -146,7 +146,7 @@ def agent_register(
 
     ``declared_tools`` are the agent's own tool hints (they only narrow); an advisor-only
     agent may declare read-only tools only. An owner has at most their limit of agents not
-    revoked (``synapsia.owner_limits``).
+    revoked (``gatekeeper.owner_limits``).
     """
     name = _clean_text(name, field="Agent name", max_chars=80)
     try:
@@ -229,7 +229,7 @@ def room_create(
 
     A room is a dinner unless ``dinner=False``: its terms are ``terms`` over the defaults
     (``room_terms_check``); a room that is not a dinner has none (and ``terms`` must be None).
-    An owner has created at most their limit of rooms not closed (``synapsia.owner_limits``).
+    An owner has created at most their limit of rooms not closed (``gatekeeper.owner_limits``).
     """
     if not dinner and terms is not None:
         raise Invalid("Only a dinner room has dinner terms.")
@@ -261,7 +261,7 @@ def room_create(
 @transaction.atomic
 def invite_create(*, owner: User, room_id: UUID) -> IssuedInvite:
     """Issue a single-use, expiring invitation to the room's second seat. An owner has at
-    most their limit of invitations waiting to be used (``synapsia.owner_limits``)."""
+    most their limit of invitations waiting to be used (``gatekeeper.owner_limits``)."""
     seat = _seat(owner, room_id, lock=True)
     room = seat.room
     if room.state == RoomState.CLOSED:

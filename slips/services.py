@@ -23,6 +23,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from gatekeeper.owner_limits import owner_limit_check
 from ledger.events import KeyCustody as RecordedCustody
 from ledger.events import KeyEnrolled, KeyRevoked, KeyRotated, SlipRejected, SlipSigned
 from ledger.services import ledger_append
@@ -50,7 +51,6 @@ from slips.models import (
 from slips.payload import SlipPayload, key_proof_payload, slip_payload_read
 from slips.signals import key_revoked
 from slips.signatures import b64url_decode, b64url_encode, signature_valid
-from synapsia.owner_limits import owner_limit_check
 
 logger = logging.getLogger(__name__)
 

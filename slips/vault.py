@@ -39,6 +39,7 @@ from pydantic import (
     model_validator,
 )
 
+from gatekeeper.owner_limits import owner_limit_check
 from slips.capabilities import Capability
 from slips.errors import Malformed, Misconfigured, NotFound
 from slips.models import VaultItem
@@ -50,7 +51,6 @@ from synapsia.db.statements import (
     rows_select,
     statement_cursor,
 )
-from synapsia.owner_limits import owner_limit_check
 
 if TYPE_CHECKING:  # the key store is imported where it is used (slips.datakeys)
     from slips.datakeys import StoredKey
@@ -518,7 +518,7 @@ def _content_dump(content: BaseModel) -> dict[str, Any]:
 @transaction.atomic
 def vault_item_create(*, owner: User, content: dict[str, Any]) -> VaultItem:
     """Validate and store a new vault item, sealed (nothing is stored if it is refused). An
-    owner's vault holds at most their limit of items (``synapsia.owner_limits``)."""
+    owner's vault holds at most their limit of items (``gatekeeper.owner_limits``)."""
     parsed = vault_content_check(content)
     owner_limit_check(owner, "vault_items", VaultItem.objects.filter(owner=owner))
     item = VaultItem(owner=owner, kind=parsed.kind)  # type: ignore[attr-defined]

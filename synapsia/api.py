@@ -24,13 +24,13 @@ from ninja.throttling import SimpleRateThrottle
 
 from gatekeeper.api import router as gatekeeper_router
 from gatekeeper.errors import GatekeeperError
+from gatekeeper.owner_limits import OwnerLimitReached
 from ledger.api import router as ledger_router
 from rooms.api import router as rooms_router
 from rooms.errors import RoomError
 from rooms.ledger_api import router as rooms_ledger_router
 from rooms.slip_api import router as room_slips_router
 from slips.api import router as slips_router
-from synapsia.owner_limits import OwnerLimitReached
 
 
 class _SettingsRateThrottle(SimpleRateThrottle):
@@ -183,25 +183,19 @@ class MeOut(Schema):
     username: str
 
 
-@api.exception_handler(RoomError)
-def room_error(request: HttpRequest, exc: RoomError) -> HttpResponse:
+_CODED_ERRORS = (RoomError, GatekeeperError, OwnerLimitReached)
+
+
+def coded_error(request: HttpRequest, exc: Exception | type[Exception]) -> HttpResponse:
+    """An error that carries its own code, words and status: its ``ErrorOut``."""
+    assert isinstance(exc, _CODED_ERRORS)  # registered for these alone, below
     return api.create_response(
         request, ErrorOut(code=exc.code, message=exc.message), status=exc.status
     )
 
 
-@api.exception_handler(GatekeeperError)
-def gatekeeper_error(request: HttpRequest, exc: GatekeeperError) -> HttpResponse:
-    return api.create_response(
-        request, ErrorOut(code=exc.code, message=exc.message), status=exc.status
-    )
-
-
-@api.exception_handler(OwnerLimitReached)
-def owner_limit_reached(request: HttpRequest, exc: OwnerLimitReached) -> HttpResponse:
-    return api.create_response(
-        request, ErrorOut(code=exc.code, message=exc.message), status=exc.status
-    )
+for _coded in _CODED_ERRORS:
+    api.add_exception_handler(_coded, coded_error)
 
 
 @api.exception_handler(Throttled)

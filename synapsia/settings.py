@@ -459,7 +459,7 @@ SYNAPSIA = {
         default=[] if PROFILE == "production" else ["127.0.0.1", "localhost"],
     ),
     "WEBHOOK_TIMEOUT_SECONDS": env.float("SYNAPSIA_WEBHOOK_TIMEOUT_SECONDS", default=5.0),
-    # How much one owner may hold at once (synapsia/owner_limits.py): far above what a person
+    # How much one owner may hold at once (gatekeeper/owner_limits.py): far above what a person
     # uses, low enough that one account cannot fill the database through the pages.
     "OWNER_LIMITS": {
         "agents": env.int("SYNAPSIA_OWNER_LIMIT_AGENTS", default=50),  # not revoked

@@ -17,6 +17,7 @@ from frontend import reveal
 from rooms import services
 from rooms.bearer import INVITE_TOKEN_PREFIX, secret_digest
 from rooms.models import RoomInvite
+from tests.frontend.test_dashboard import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -27,9 +28,7 @@ LINK = r'id="invite-url">'
 def room_page(make_owner: Any) -> tuple[Client, str]:
     owner = make_owner("alice")
     room = services.room_create(owner=owner, purpose="Dinner", charter="")
-    client = Client()
-    client.force_login(owner)
-    return client, f"/rooms/{room.id}/"
+    return client_for(owner), f"/rooms/{room.id}/"
 
 
 def _link(page: str) -> str | None:

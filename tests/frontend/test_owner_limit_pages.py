@@ -1,4 +1,4 @@
-"""At an owner's limit (``synapsia.owner_limits``) the pages that add say so in words where
+"""At an owner's limit (``gatekeeper.owner_limits``) the pages that add say so in words where
 the owner is looking, keep what was typed, answer as each page answers a refused form (422;
 the vault 400) and add nothing: the rooms page, the agents page and the vault's forms (an
 item, a busy time). The webhooks page has its own test
@@ -17,6 +17,7 @@ from rooms import services
 from rooms.models import Agent, Room, RoomInvite
 from slips.models import VaultItem
 from slips.vault import vault_item_create
+from tests.frontend.test_dashboard import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -28,9 +29,7 @@ def owner(make_owner: Any) -> Any:
 
 @pytest.fixture
 def client(owner: Any) -> Client:
-    client = Client()
-    client.force_login(owner)
-    return client
+    return client_for(owner)
 
 
 def _alerts(page: str) -> list[str]:

@@ -78,8 +78,6 @@ class OwnerLimitReached(Exception):
 
     def __init__(self, held: str, limit: int) -> None:
         words = HELD[held]
-        self.held = held
-        self.limit = limit
         self.code = f"{held}_limit_reached"
         self.message = (
             f"You have {limit} {words.one if limit == 1 else words.many}, the most one owner "

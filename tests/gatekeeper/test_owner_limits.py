@@ -1,4 +1,4 @@
-"""How much one owner may hold at once (``synapsia.owner_limits``): at the limit an add is
+"""How much one owner may hold at once (``gatekeeper.owner_limits``): at the limit an add is
 refused in words and writes nothing, freeing one (revoke, close, delete, switch off) lets the
 next add through, another owner's count is their own, the API answers 409 with the words,
 and two adds racing on their own connections (in the services pass, two real connections to
@@ -21,12 +21,12 @@ from django.utils import timezone
 from gatekeeper import webhooks
 from gatekeeper.errors import WebhookAlreadyAdded
 from gatekeeper.models import WebhookEndpoint
+from gatekeeper.owner_limits import OwnerLimitReached
 from rooms import services as rooms
 from rooms.models import Agent, Room, RoomInvite, RoomState
 from slips import services as slips
 from slips import vault
 from slips.models import DeviceKey, VaultItem
-from synapsia.owner_limits import OwnerLimitReached
 from tests.slips.conftest import Device, enroll
 
 pytestmark = pytest.mark.django_db(transaction=True)
