@@ -99,7 +99,7 @@ def login_records_purge_expired(now: datetime) -> Purged:
         key=row.key,
         rows=rows,
         rooms=0,
-        summary=f"login records: deleted {rows} older than {row.days} days",
+        summary=f"login records: deleted {rows} older than {row.period}",
     )
 
 

@@ -80,13 +80,13 @@ def _retention(room: Room) -> tuple[str, ...]:
         if row.key == "transcript" and room.state == RoomState.CLOSED:
             until = _day(room.state_changed_at + timedelta(days=row.days))
             lines.append(
-                f"Transcript kept until {until} ({row.days} days after closing"
+                f"Transcript kept until {until} ({row.period} after closing"
                 f"{', the default' if default else ''})"
             )
         elif row.key == "transcript":
-            lines.append(f"Transcript kept {row.days} days after the room closes{default}")
+            lines.append(f"Transcript kept {row.period} after the room closes{default}")
         elif row.key == "ledger":
-            words = f"Ledger events kept {row.days} days each"
+            words = f"Ledger events kept {row.period} each"
             latest = LedgerEvent.objects.filter(room_id=room.id).order_by("-seq")
             last = latest.only("occurred_at").first()
             if last is not None:

@@ -94,9 +94,14 @@ class RetentionRow:
     def cutoff(self, now: datetime) -> datetime:
         return now - timedelta(days=self.days)
 
+    @property
+    def period(self) -> str:
+        """ "90 days", "1 day" """
+        return f"{self.days} day{'' if self.days == 1 else 's'}"
+
     def words(self) -> str:
         """ "Shared artifacts kept 90 days" """
-        return f"{self.label} kept {self.days} days {self.starts}".rstrip()
+        return f"{self.label} kept {self.period} {self.starts}".rstrip()
 
 
 # --- the rooms app's own purges -------------------------------------------------------------
@@ -175,7 +180,7 @@ def transcript_purge_expired(now: datetime) -> Purged:
         rooms=purged_rooms,
         summary=(
             f"transcript: deleted {rows} record(s) from {purged_rooms} room(s) closed more "
-            f"than {row.days} days ago; purged the purpose, charter and outcome plan of "
+            f"than {row.period} ago; purged the purpose, charter and outcome plan of "
             f"{worded} room(s)"
         ),
     )
@@ -282,7 +287,7 @@ def deletion_notices_purge_expired(now: datetime) -> Purged:
         key=row.key,
         rows=deleted,
         rooms=0,
-        summary=f"deletion notices: deleted {deleted} older than {row.days} days",
+        summary=f"deletion notices: deleted {deleted} older than {row.period}",
     )
 
 
@@ -413,7 +418,7 @@ def rooms_purge_expired(
         key=row.key,
         rows=rows,
         rooms=len(room_ids),
-        summary=f"{what}: deleted {rows} older than {row.days} days from {len(room_ids)} room(s)",
+        summary=f"{what}: deleted {rows} older than {row.period} from {len(room_ids)} room(s)",
     )
 
 

@@ -39,7 +39,7 @@ def abuse_evidence_purge(now: datetime) -> Purged:
         rows=deleted,
         rooms=0,
         summary=(
-            f"abuse evidence: deleted {deleted} report(s) resolved more than {row.days} days ago"
+            f"abuse evidence: deleted {deleted} report(s) resolved more than {row.period} ago"
         ),
     )
 

@@ -22,7 +22,7 @@ def retention_table() -> dict[str, Any]:
     rows = [
         (
             row.label,
-            f"{row.days} days {row.starts}".strip()
+            f"{row.period} {row.starts}".strip()
             + (" (the default)" if row.days == row.default_days else ""),
             row.note,
         )
