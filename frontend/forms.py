@@ -8,7 +8,7 @@ from django import forms
 from django.conf import settings
 
 from dining import ALLERGENS
-from gatekeeper.webhooks import webhook_add_key_valid
+from gatekeeper.add_keys import add_key_valid
 from slips.money import FORM_CURRENCIES, minor_per_unit, whole_units_to_minor
 
 
@@ -44,7 +44,7 @@ class WebhookForm(forms.Form):
         """Not one the page could have made (altered): no key, rather than an error the
         owner cannot see on a hidden field."""
         key = str(self.cleaned_data.get("form_key") or "")
-        return key if webhook_add_key_valid(key) else ""
+        return key if add_key_valid(key) else ""
 
     @classmethod
     def empty(cls) -> WebhookForm:

@@ -1,5 +1,6 @@
 """Storage of the tool layer: sandbox effects, owners' webhook endpoints and deliveries, and
-the admin-editable rows of the per-agent tool policy.
+the admin-editable rows of the per-agent tool policy; and the keys of owners' API adds
+(``gatekeeper.add_keys``).
 
 Rules live in ``gatekeeper.adapters`` and ``gatekeeper.policy``; models only describe storage
 (``ToolPolicyRule.clean`` calls the policy's validator so the admin cannot save an unsafe row).
@@ -190,3 +191,26 @@ class ToolPolicyRule(models.Model):
 
 # Action requests and grants live in their own module; imported so Django registers them.
 from gatekeeper.records import ActionRecord, Grant  # noqa: E402, F401
+
+
+class AddKey(models.Model):
+    """An add an API client sent with an ``Idempotency-Key`` (``gatekeeper.add_keys``): what
+    it made, so that the same add sent again makes nothing more. Digests only (keyed with the
+    server's secret: a vault item's content or a room's purpose is not readable from them)."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="add_keys"
+    )
+    key_digest = models.CharField(max_length=64)
+    what = models.CharField(max_length=16)  # "agent", "room", "invite", "vault_item"
+    request_digest = models.CharField(max_length=64)
+    made_id = models.UUIDField(null=True)  # None: an invitation (known by its link only)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "key_digest"], name="gatekeeper_add_key_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"add key for a {self.what}"

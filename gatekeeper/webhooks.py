@@ -53,6 +53,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from gatekeeper.add_keys import add_key_check
 from gatekeeper.errors import WebhookAlreadyAdded, WebhookConfigInvalid
 from gatekeeper.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 from gatekeeper.owner_limits import owner_limit_check, owner_row_lock
@@ -64,8 +65,6 @@ DELIVERY_HEADER = "X-Synapsia-Delivery"
 SECRET_PREFIX = "whsec_"  # noqa: S105 (a label, not a secret)
 MAX_URL_CHARS = 2000
 MAX_RESPONSE_BYTES = 64 * 1024
-# An add's one-time key: the owner's form makes one (43 characters), an API client chooses.
-ADD_KEY = re.compile(r"[A-Za-z0-9_-]{16,64}")
 _SEAL_VERSION = "v1"
 _HKDF_INFO = b"synapsia-webhook-secret-v1"
 # Statuses worth retrying: the receiver is overloaded or asked us to come back later.
@@ -276,26 +275,19 @@ def webhook_url_check(*, url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
-def webhook_add_key_valid(key: str) -> bool:
-    """Whether ``key`` is a one-time key an add may carry (``webhook_endpoint_create``)."""
-    return ADD_KEY.fullmatch(key) is not None
-
-
 @transaction.atomic
 def webhook_endpoint_create(*, owner: User, url: str, add_key: str = "") -> IssuedWebhookEndpoint:
     """Configure an outgoing webhook for ``owner``; the secret is returned once.
 
-    ``add_key``: the add's one-time key, if it has one (the owner's add form makes one; an
-    API client may send one as ``Idempotency-Key``; ``webhook_add_key_valid``). The same key
-    with the same address adds one webhook (``WebhookAlreadyAdded`` after that): the first
-    answer had the secret, and a reload, a second click or a client's retry sends the add
-    again. The form gone back to and sent with another address adds that one. An owner has
-    at most their limit of webhooks on (``gatekeeper.owner_limits``)."""
+    ``add_key``: the add's one-time key, if it has one (the owner's add form makes one of 43
+    characters; an API client may send one as ``Idempotency-Key``;
+    ``gatekeeper.add_keys.add_key_check``). The same key with the same address adds one
+    webhook (``WebhookAlreadyAdded`` after that): the first answer had the secret, and a
+    reload, a second click or a client's retry sends the add again. The form gone back to and
+    sent with another address adds that one. An owner has at most their limit of webhooks on
+    (``gatekeeper.owner_limits``)."""
     url = webhook_url_check(url=url)
-    if add_key and not webhook_add_key_valid(add_key):
-        raise WebhookConfigInvalid(
-            "An Idempotency-Key is 16 to 64 letters, digits, '-' or '_'; nothing was added."
-        )
+    add_key_check(add_key)
     added_with = hashlib.sha256(f"{add_key}\n{url}".encode()).hexdigest() if add_key else ""
     mine = WebhookEndpoint.objects.filter(owner=owner)
     owner_row_lock(owner)  # before the form's check too: sent twice at once, one adds

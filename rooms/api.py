@@ -17,6 +17,7 @@ from ninja.security import django_auth
 from pydantic import AwareDatetime, BeforeValidator
 
 from gatekeeper.actions import ActionResult
+from gatekeeper.add_keys import add_key_header, add_once, add_request
 from gatekeeper.grants import grants_of_owner
 from rooms import context, flares, forks, notifications, selectors, services
 from rooms.models import Agent, FlareChoice, Room, RoomMember, RoomState
@@ -191,12 +192,22 @@ def agents_list(request: HttpRequest) -> list[AgentOut]:
 
 
 @router.post("/agents", response={201: IssuedAgentOut})
-def agents_register(request: HttpRequest, payload: AgentIn) -> Status[IssuedAgentOut]:
-    issued = services.agent_register(
-        owner=request_owner(request),
-        name=payload.name,
-        advisor_only=payload.advisor_only,
-        declared_tools=payload.declared_tools,
+def agents_register(
+    request: HttpRequest, payload: AgentIn, idempotency_key: str = add_key_header("agent")
+) -> Status[IssuedAgentOut]:
+    owner = request_owner(request)
+    issued = add_once(
+        owner=owner,
+        what="agent",
+        key=idempotency_key,
+        request=add_request("/agents", payload.model_dump()),
+        make=lambda: services.agent_register(
+            owner=owner,
+            name=payload.name,
+            advisor_only=payload.advisor_only,
+            declared_tools=payload.declared_tools,
+        ),
+        made_id=lambda issued: issued.agent.id,
     )
     return Status(201, IssuedAgentOut(agent=_agent_out(issued.agent), token=issued.token))
 
@@ -221,13 +232,23 @@ def rooms_list(request: HttpRequest) -> list[RoomOut]:
 
 
 @router.post("/rooms", response={201: RoomOut})
-def rooms_create(request: HttpRequest, payload: RoomIn) -> Status[RoomOut]:
-    room = services.room_create(
-        owner=request_owner(request),
-        purpose=payload.purpose,
-        charter=payload.charter,
-        terms=payload.terms,
-        dinner=payload.dinner,
+def rooms_create(
+    request: HttpRequest, payload: RoomIn, idempotency_key: str = add_key_header("room")
+) -> Status[RoomOut]:
+    owner = request_owner(request)
+    room = add_once(
+        owner=owner,
+        what="room",
+        key=idempotency_key,
+        request=add_request("/rooms", payload.model_dump()),
+        make=lambda: services.room_create(
+            owner=owner,
+            purpose=payload.purpose,
+            charter=payload.charter,
+            terms=payload.terms,
+            dinner=payload.dinner,
+        ),
+        made_id=lambda room: room.id,
     )
     return Status(201, _room_out(room))
 
@@ -238,8 +259,18 @@ def rooms_detail(request: HttpRequest, room_id: UUID) -> RoomOut:
 
 
 @router.post("/rooms/{room_id}/invites", response={201: InviteOut})
-def rooms_invite(request: HttpRequest, room_id: UUID) -> Status[InviteOut]:
-    issued = services.invite_create(owner=request_owner(request), room_id=room_id)
+def rooms_invite(
+    request: HttpRequest, room_id: UUID, idempotency_key: str = add_key_header("invite")
+) -> Status[InviteOut]:
+    owner = request_owner(request)
+    issued = add_once(
+        owner=owner,
+        what="invite",
+        key=idempotency_key,
+        request=add_request(f"/rooms/{room_id}/invites"),
+        make=lambda: services.invite_create(owner=owner, room_id=room_id),
+        made_id=lambda issued: None,
+    )
     invite = InviteOut(
         token=issued.token,
         expires_at=issued.invite.expires_at,

@@ -21,6 +21,7 @@ from ninja import File, Router, Schema, Status
 from ninja.files import UploadedFile
 from ninja.security import django_auth
 
+from gatekeeper.add_keys import add_key_header, add_once, add_request
 from slips import selectors, services, vault
 from slips.errors import Malformed, NotFound, SlipError
 from slips.models import DeviceKey
@@ -167,15 +168,25 @@ def vault_list(request: HttpRequest) -> list[VaultItemOut]:
 
 @router.post("/vault", response={201: VaultItemOut})
 @slip_errors
-def vault_create(request: HttpRequest, payload: VaultItemIn) -> Status[VaultItemOut]:
+def vault_create(
+    request: HttpRequest, payload: VaultItemIn, idempotency_key: str = add_key_header("vault_item")
+) -> Status[VaultItemOut]:
     owner = request_owner(request)
-    item = vault.vault_item_create(owner=owner, content=payload.content)
+    item = add_once(
+        owner=owner,
+        what="vault_item",
+        key=idempotency_key,
+        request=add_request("/vault", payload.content),
+        make=lambda: vault.vault_item_create(owner=owner, content=payload.content),
+        made_id=lambda item: item.id,
+    )
     return Status(201, _item_out(owner, item.id))
 
 
 @router.post("/vault/ics", response={201: VaultItemOut})
 @slip_errors
 def vault_ics(request: HttpRequest, file: UploadedFile = File(...)) -> Status[VaultItemOut]:  # noqa: B008
+    # No Idempotency-Key: an import replaces the owner's availability, so a retry is harmless.
     owner = request_owner(request)
     if file.size is None or file.size > vault.MAX_ICS_BYTES:
         raise Malformed(

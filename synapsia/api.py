@@ -12,6 +12,7 @@ import math
 import threading
 import time
 from typing import Any
+from uuid import UUID
 
 import redis.exceptions
 from django.conf import settings
@@ -22,6 +23,7 @@ from ninja.openapi.schema import OpenAPISchema
 from ninja.security import django_auth
 from ninja.throttling import SimpleRateThrottle
 
+from gatekeeper.add_keys import AddKeyRefused, AlreadyAdded
 from gatekeeper.api import router as gatekeeper_router
 from gatekeeper.errors import GatekeeperError
 from gatekeeper.owner_limits import OwnerLimitReached
@@ -111,6 +113,8 @@ _ERROR_SCHEMAS: dict[str, Any] = {
         "properties": {
             "code": {"title": "Code", "type": "string"},
             "message": {"title": "Message", "type": "string"},
+            # 409 ``<what>_already_added``: an add sent again (gatekeeper.add_keys).
+            "id": {"title": "Id", "type": "string", "format": "uuid"},
         },
         "required": ["code", "message"],
     },
@@ -183,7 +187,11 @@ class MeOut(Schema):
     username: str
 
 
-_CODED_ERRORS = (RoomError, GatekeeperError, OwnerLimitReached)
+class AlreadyAddedOut(ErrorOut):
+    id: UUID  # what the add made the first time
+
+
+_CODED_ERRORS = (RoomError, GatekeeperError, OwnerLimitReached, AddKeyRefused)
 
 
 def coded_error(request: HttpRequest, exc: Exception | type[Exception]) -> HttpResponse:
@@ -196,6 +204,14 @@ def coded_error(request: HttpRequest, exc: Exception | type[Exception]) -> HttpR
 
 for _coded in _CODED_ERRORS:
     api.add_exception_handler(_coded, coded_error)
+
+
+@api.exception_handler(AlreadyAdded)
+def already_added(request: HttpRequest, exc: AlreadyAdded) -> HttpResponse:
+    said = ErrorOut(code=exc.code, message=exc.message)
+    if exc.made_id is not None:
+        said = AlreadyAddedOut(code=exc.code, message=exc.message, id=exc.made_id)
+    return api.create_response(request, said, status=exc.status)
 
 
 @api.exception_handler(Throttled)

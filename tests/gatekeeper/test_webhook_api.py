@@ -149,7 +149,7 @@ def test_a_malformed_idempotency_key_is_refused_and_adds_nothing(make_user, key:
     )
     assert refused.status_code == 422
     assert refused.json() == {
-        "code": "webhook_config_invalid",
+        "code": "idempotency_key_invalid",
         "message": "An Idempotency-Key is 16 to 64 letters, digits, '-' or '_'; nothing was added.",
     }
     assert not WebhookEndpoint.objects.exists()
