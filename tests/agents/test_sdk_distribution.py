@@ -28,6 +28,13 @@ from practice.seeding import Practice, practice_seed
 from rooms.models import Message
 from tests.e2e.daphne import ROOT
 
+# The SDK's packaging is the same whatever the server's profile, and building its venv is a
+# minute of the slower pass: checked once, in pass 1 (the SDK against PostgreSQL + Redis is
+# tests/agents/test_sdk_live.py's, in both passes).
+pytestmark = pytest.mark.skipif(
+    bool(os.environ.get("SYNAPSIA_TEST_SERVICES")), reason="the SDK's distribution: pass 1 only"
+)
+
 SDK_OWN_TESTS = ROOT / "tests" / "agents" / "test_sdk_decoding.py"
 PYTEST_ALONE = ("-o", "asyncio_mode=auto", SDK_OWN_TESTS.name)
 
