@@ -198,8 +198,9 @@ class AddKey(models.Model):
     it made, so that the same add sent again makes nothing more. Digests only (keyed with the
     server's secret: a vault item's content or a room's purpose is not readable from them)."""
 
+    # Indexed by the unique (owner, key_digest), which leads with it.
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="add_keys"
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="add_keys", db_index=False
     )
     key_digest = models.CharField(max_length=64)
     what = models.CharField(max_length=16)  # "agent", "room", "invite", "vault_item"
