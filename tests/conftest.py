@@ -24,6 +24,7 @@ from django.conf import settings
 
 from rooms import services
 from rooms.models import Agent, Room, RoomState
+from tests import flush
 from tests.e2e.daphne import running_daphne
 
 SERVICES_PASS = os.environ.get("SYNAPSIA_TEST_SERVICES") == "1"
@@ -64,6 +65,8 @@ for _variable, _group, _key, _name in (
 _database = settings.DATABASES["default"]
 if _database["ENGINE"].endswith("sqlite3") and "SYNAPSIA_SQLITE_PATH" not in os.environ:
     _database.setdefault("TEST", {})["NAME"] = str(_RUN_FILES / "db-test.sqlite3")
+# A transactional test's clean-up: quicker, the same empty tables (tests/flush.py).
+flush.install()
 
 
 def _reachable(url: str, default_port: int) -> str | None:
