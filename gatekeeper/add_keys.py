@@ -1,9 +1,9 @@
 """An add sent twice makes one thing: the REST API's optional ``Idempotency-Key``.
 
 A client that sends an add (register an agent, create a room, make an invitation, add a vault
-item) and loses the answer cannot tell whether it was made; sent again it would make a second.
-With a key (16 to 64 of ``A-Z a-z 0-9 - _``, new for each add), the add is remembered under
-the owner for the ``add_keys`` retention row's days (one):
+item, whisper to its agent) and loses the answer cannot tell whether it was made; sent again
+it would make a second. With a key (16 to 64 of ``A-Z a-z 0-9 - _``, new for each add), the
+add is remembered under the owner for the ``add_keys`` retention row's days (one):
 
 * the same key with the same request makes nothing more: it is answered 409
   ``<what>_already_added`` with the ``id`` of what the first made. The first answer may have
@@ -45,7 +45,7 @@ ADD_KEY = re.compile(r"[A-Za-z0-9_-]{16,64}")
 HEADER = "Idempotency-Key"
 RETENTION_ROW = "add_keys"
 
-What = Literal["agent", "room", "invite", "vault_item"]
+What = Literal["agent", "room", "invite", "vault_item", "whisper"]
 # What the first answer of an add held that is not kept to be shown again, and what to do.
 NOT_SHOWN_AGAIN: dict[str, str] = {
     "agent": "Its token was in the first answer only: rotate it for a new one.",

@@ -203,7 +203,7 @@ class AddKey(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="add_keys", db_index=False
     )
     key_digest = models.CharField(max_length=64)
-    what = models.CharField(max_length=16)  # "agent", "room", "invite", "vault_item"
+    what = models.CharField(max_length=16)  # "agent", "room", "invite", "vault_item", "whisper"
     request_digest = models.CharField(max_length=64)
     made_id = models.UUIDField(null=True)  # None: an invitation (known by its link only)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

@@ -342,10 +342,21 @@ class TurnOut(Schema):
 
 
 @router.post("/rooms/{room_id}/whispers", response={201: WhisperOut})
-def rooms_whisper(request: HttpRequest, room_id: UUID, payload: WhisperIn) -> Status[WhisperOut]:
+def rooms_whisper(
+    request: HttpRequest,
+    room_id: UUID,
+    payload: WhisperIn,
+    idempotency_key: str = add_key_header("whisper"),
+) -> Status[WhisperOut]:
     """Whisper to your own agent in this room; nobody else sees it."""
-    whisper = services.whisper_send(
-        owner=request_owner(request), room_id=room_id, text=payload.text
+    owner = request_owner(request)
+    whisper = add_once(
+        owner=owner,
+        what="whisper",
+        key=idempotency_key,
+        request=add_request(f"/rooms/{room_id}/whispers", payload.text),
+        make=lambda: services.whisper_send(owner=owner, room_id=room_id, text=payload.text),
+        made_id=lambda whisper: whisper.id,
     )
     return Status(201, WhisperOut(id=whisper.id, text=whisper.text, sent_at=whisper.created_at))
 

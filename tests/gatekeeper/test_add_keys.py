@@ -1,9 +1,10 @@
 """An add sent twice makes one thing (``gatekeeper.add_keys``): the REST API's optional
-``Idempotency-Key`` on registering an agent, creating a room, making an invitation and adding
-a vault item. A repeat makes nothing and is answered 409 with what the first made, never its
-secret; the key with another request, or a malformed key, is refused 422 with nothing made; a
-refused add remembers nothing; keys are per owner, kept a day and then purged; what is kept
-are keyed digests; and the same add sent twice at once (two connections) makes one."""
+``Idempotency-Key`` on registering an agent, creating a room, making an invitation, adding a
+vault item and whispering to one's agent. A repeat makes nothing and is answered 409 with what
+the first made, never its secret; the key with another request, or a malformed key, is refused
+422 with nothing made; a refused add remembers nothing; keys are per owner, kept a day and then
+purged; what is kept are keyed digests; and the same add sent twice at once (two connections)
+makes one."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from gatekeeper import add_keys
 from gatekeeper.add_keys import AlreadyAdded, add_once, add_request
 from gatekeeper.models import AddKey
 from rooms import services as rooms
-from rooms.models import Agent, Room, RoomInvite, RoomState
+from rooms.models import Agent, Room, RoomInvite, RoomState, Whisper
 from rooms.retention import retention_purge_all, retention_row
 from slips.models import VaultItem
 
@@ -63,15 +64,21 @@ ADDS: dict[str, tuple[str, dict[str, Any], Callable[[Any], int]]] = {
         {"content": BUDGET},
         lambda o: VaultItem.objects.filter(owner=o).count(),
     ),
+    "whisper": (
+        "/api/rooms/{room}/whispers",
+        {"text": "Keep it under 60 a head."},
+        lambda o: Whisper.objects.filter(owner=o).count(),
+    ),
 }
 
 
 def _path(what: str, owner: Any) -> str:
     path = ADDS[what][0]
     if "{room}" in path:
-        room = rooms.room_create(
-            owner=owner, purpose="A room to invite to", dinner=False, charter=""
-        )
+        room = rooms.room_create(owner=owner, purpose="A new room", dinner=False, charter="")
+        if what == "whisper":  # to the owner's agent, bound in the room
+            agent = rooms.agent_register(owner=owner, name="Scout").agent
+            rooms.room_bind_agent(owner=owner, room_id=room.id, agent_id=agent.id)
         path = path.format(room=room.id)
     return path
 
