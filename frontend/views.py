@@ -16,7 +16,8 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AnonymousUser, User
 from django.contrib.auth.views import redirect_to_login
-from django.db.models import Count
+from django.core.paginator import Paginator
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -195,8 +196,25 @@ def _outcome_line(outcome: outcomes.OutcomeWords | None) -> str | None:
     return f"{outcome.headline}."
 
 
-def _room_cards(owner: User) -> list[RoomCard]:
-    rooms = list(selectors.rooms_of_owner(owner=owner).order_by("-created_at"))
+# The closed rooms the rooms page lists at a time, most recently closed first. An owner's closed
+# rooms keep adding up (a purged room keeps its place, as "A closed room"); the rooms not closed
+# are all listed, always: they are the ones that may need the owner, and their number is held
+# by the owner's limit.
+CLOSED_ROOMS_PER_PAGE = 20
+
+
+@dataclass(frozen=True)
+class ClosedRooms:
+    """One page of the owner's closed rooms, and the way to the others, in words."""
+
+    cards: list[RoomCard]
+    shown: str  # "Closed rooms 21 to 40 of 45, newest first." ("" when all fit on one page)
+    newer: int | None  # the page number of the newer ones, if any
+    older: int | None
+
+
+def _room_cards(owner: User, rooms: list[Room]) -> list[RoomCard]:
+    """The cards of ``rooms`` (the owner's), read together: a few statements however many."""
     ids = [r.id for r in rooms]
     others: dict[UUID, str] = {}
     for member in (
@@ -221,9 +239,10 @@ def _room_cards(owner: User) -> list[RoomCard]:
             .annotate(n=Count("id"))
         }
     )
+    said = outcomes.room_outcomes_for_owner(owner=owner, room_ids=ids)
     cards = []
     for room in rooms:
-        outcome = outcomes.room_outcome_for_owner(owner=owner, room_id=room.id)
+        outcome = said.get(room.id)
         cards.append(
             RoomCard(
                 room_id=room.id,
@@ -252,11 +271,15 @@ def _rooms_page(
         owner=request.user, since=timezone.now() - timedelta(days=1)
     )
     steps = onboarding_steps(owner=request.user)
+    mine = selectors.rooms_of_owner(owner=request.user)
+    active = list(mine.exclude(state=RoomState.CLOSED).order_by("-created_at"))
+    closed = _closed_rooms(request.user, mine, request.GET.get("closed"))
     return render(
         request,
         "frontend/dashboard.html",
         {
-            "rooms": _room_cards(request.user),
+            "rooms": _room_cards(request.user, active),
+            "closed": closed,
             "notifications": heard,
             # The Gentle Tap badge is the owner's choice (Settings); flares are always urgent.
             "badge_enabled": heard.badge_enabled,
@@ -269,6 +292,24 @@ def _rooms_page(
             "create_error": create_error,
         },
         status=status,
+    )
+
+
+def _closed_rooms(owner: User, mine: QuerySet[Room], page: str | None) -> ClosedRooms:
+    """The page ``page`` of the owner's closed rooms (a page number; past the end, the last
+    page; anything else, the first)."""
+    closed = mine.filter(state=RoomState.CLOSED).order_by("-state_changed_at", "-created_at")
+    shown = Paginator(closed, CLOSED_ROOMS_PER_PAGE).get_page(page)
+    words = ""
+    if shown.paginator.num_pages > 1:
+        first, last, count = shown.start_index(), shown.end_index(), shown.paginator.count
+        which = f"room {first}" if first == last else f"rooms {first} to {last}"
+        words = f"Closed {which} of {count}, newest first."
+    return ClosedRooms(
+        cards=_room_cards(owner, list(shown)),
+        shown=words,
+        newer=shown.previous_page_number() if shown.has_previous() else None,
+        older=shown.next_page_number() if shown.has_next() else None,
     )
 
 

@@ -17,6 +17,8 @@ Owners are the audience (``room_outcome_for_owner``): agents already know what t
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -35,7 +37,7 @@ from rooms import realtime, selectors
 from rooms.models import OutcomeKind, Room, RoomMember, RoomOutcome
 from rooms.selectors import money_words, owner_name, your_time_words, zone_words
 
-__all__ = ["OutcomeWords", "outcome_record", "room_outcome_for_owner"]
+__all__ = ["OutcomeWords", "outcome_record", "room_outcome_for_owner", "room_outcomes_for_owner"]
 
 BOOK_TABLE = "book_table"
 DECLARE_NO_PLAN = "declare_no_plan"
@@ -203,14 +205,34 @@ def room_outcome_for_owner(*, owner: User, room_id: UUID) -> OutcomeWords | None
     whole units, who books by name); None while there is none. Raises ``NotFound`` for anyone
     without a seat in the room."""
     seat = selectors.room_seat(owner=owner, room_id=room_id)
-    outcome = (
+    return room_outcomes_for_owner(owner=owner, room_ids=[seat.room_id]).get(seat.room_id)
+
+
+def room_outcomes_for_owner(*, owner: User, room_ids: Sequence[UUID]) -> dict[UUID, OutcomeWords]:
+    """``room_outcome_for_owner`` for many rooms at once (the rooms page), in two statements
+    whatever their number: each room's outcomes (the latest is its outcome; a room has a few
+    at most), and the seats of those ending without agreement (each side's reason is said in
+    seat order). Rooms without an outcome are left out. Only for rooms ``owner`` has a seat
+    in: the caller read them through their seats."""
+    latest: dict[UUID, RoomOutcome] = {}
+    for outcome in (
         RoomOutcome.objects.select_related("owner")
-        .filter(room_id=seat.room_id)
-        .order_by("-id")
-        .first()
-    )
-    if outcome is None:
-        return None
-    if outcome.kind == OutcomeKind.AGREED:
-        return _agreed_words(outcome, owner)
-    return _no_agreement_words(outcome, owner, list(selectors.room_seats(room=seat.room)))
+        .filter(room_id__in=room_ids)
+        .order_by("room_id", "-id")
+    ):
+        latest.setdefault(outcome.room_id, outcome)
+    undecided = [room for room, o in latest.items() if o.kind != OutcomeKind.AGREED]
+    seats: dict[UUID, list[RoomMember]] = defaultdict(list)
+    if undecided:
+        for seat in (
+            RoomMember.objects.select_related("owner")
+            .filter(room_id__in=undecided)
+            .order_by("joined_at")
+        ):
+            seats[seat.room_id].append(seat)
+    return {
+        room: _agreed_words(outcome, owner)
+        if outcome.kind == OutcomeKind.AGREED
+        else _no_agreement_words(outcome, owner, seats[room])
+        for room, outcome in latest.items()
+    }

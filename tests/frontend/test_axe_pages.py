@@ -28,10 +28,12 @@ from django.test import Client
 from django.urls import NoReverseMatch, reverse
 from playwright._impl._api_structures import SetCookieParam  # typing only; not re-exported
 
+from frontend.views import CLOSED_ROOMS_PER_PAGE
 from gatekeeper.webhooks import webhook_endpoint_create, webhook_endpoint_deactivate
 from practice.seeding import Practice, practice_seed
 from rooms import services as rooms
 from rooms.deletion import room_delete
+from rooms.models import RoomState
 from tests.conftest import CHROMIUM_FLAGS, service_unavailable
 from tests.e2e.daphne import running_daphne
 from tests.frontend import browser
@@ -92,6 +94,12 @@ def site(
             owner=practice.host.owner, purpose="An old plan", charter="Gone since."
         )
         room_delete(owner=practice.host.owner, room_id=deleted.id)
+        # More closed rooms than the rooms page lists at once: its closed rooms come in pages.
+        for n in range(CLOSED_ROOMS_PER_PAGE + 1):
+            closed = rooms.room_create(
+                owner=practice.host.owner, purpose=f"Past dinner {n + 1}", charter=""
+            )
+            rooms.room_transition(owner=practice.host.owner, room_id=closed.id, to=RoomState.CLOSED)
         # The webhooks page with one webhook in use and one switched off.
         webhook_endpoint_create(owner=practice.host.owner, url="https://bookings.example.com/hook")
         webhook_endpoint_deactivate(
@@ -138,6 +146,7 @@ class OwnerPage:
     needs: str = ""  # "room", "invite" or "" (no argument)
     signed_in: bool = True
     status: int = 200
+    query: str = ""  # after the path: "?closed=2"
 
 
 PAGES = [
@@ -145,6 +154,7 @@ PAGES = [
     OwnerPage("login", ("login",), signed_in=False),
     OwnerPage("password reset", ("password_reset", "password-reset"), signed_in=False),
     OwnerPage("rooms", ("rooms", "dashboard")),
+    OwnerPage("older closed rooms", ("rooms", "dashboard"), query="?closed=2"),
     OwnerPage("agents", ("agents",)),
     OwnerPage("keys", ("keys",)),
     OwnerPage("vault", ("vault",)),
@@ -172,7 +182,7 @@ def page_url(page: OwnerPage, site: Site) -> str:
         kwargs = {"token": site.invite_token}
     for url_name in page.url_names:
         try:
-            return reverse(url_name, kwargs=kwargs)
+            return reverse(url_name, kwargs=kwargs) + page.query
         except NoReverseMatch:
             continue
     missing = f"the {page.name} page is not built yet (no URL named {' or '.join(page.url_names)})"
