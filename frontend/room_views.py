@@ -154,6 +154,15 @@ def _turn_items(*, owner: User, seat: RoomMember, agent_id: UUID, turn: int) -> 
     return words
 
 
+def _number(request: OwnerRequest, name: str) -> int | None:
+    """A message number the page was asked for (``after``, ``before``); None if absent or not
+    a number (the page then shows what it shows without it)."""
+    try:
+        return max(int(request.GET[name]), 0)
+    except (KeyError, ValueError):
+        return None
+
+
 def _part(request: OwnerRequest, seat: RoomMember) -> HttpResponse | None:
     """One fragment of the page, for room.js; None when the request is for the whole page."""
     part = request.GET.get("part")
@@ -162,12 +171,12 @@ def _part(request: OwnerRequest, seat: RoomMember) -> HttpResponse | None:
         outcome = outcomes.room_outcome_for_owner(owner=owner, room_id=room_id)
         return render(request, "frontend/_room_outcome.html", {"outcome": outcome})
     if part == "transcript":
-        try:
-            after = max(int(request.GET.get("after", "0")), 0)
-        except ValueError:
-            after = 0
-        entries = transcript.transcript_entries(owner=owner, room_id=room_id, after=after)
-        return render(request, "frontend/_room_entries.html", {"entries": entries})
+        read = transcript.transcript_after(
+            owner=owner, room_id=room_id, after=_number(request, "after") or 0
+        )
+        return render(
+            request, "frontend/_room_entries.html", {"entries": read.entries, "more": read.more}
+        )
     if part == "status":
         status = room_status(owner=owner, seat=seat)
         return render(request, "frontend/_room_status.html", {"status": status, "room": seat.room})
@@ -218,7 +227,10 @@ def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
                 return redirect("room", room_id=room_id)
         seat = selectors.room_seat(owner=request.user, room_id=room_id)
     seats = selectors.room_seats(room=seat.room)
-    entries = transcript.transcript_entries(owner=request.user, room_id=room_id)
+    # ?before=N: the page of older messages that ends before number N (not live).
+    before = _number(request, "before")
+    shown = transcript.transcript_page(owner=request.user, room_id=room_id, before=before)
+    entries = shown.entries
     invite = reveal_take(request, name=INVITE_REVEAL)
     if invite.lost:
         messages.warning(request, INVITE_LOST)
@@ -244,6 +256,8 @@ def room(request: OwnerRequest, room_id: UUID) -> HttpResponse:
             "outcome": outcomes.room_outcome_for_owner(owner=request.user, room_id=room_id),
             "status": room_status(owner=request.user, seat=seat),
             "entries": entries,
+            "earlier": shown.earlier,
+            "history": before is not None,
             "last_seq": entries[-1].seq if entries else 0,
             "whispers": selectors.whispers_of_owner(owner=request.user, room_id=room_id),
             # Bound but not connected yet: the exact command, with this room's address.

@@ -14,7 +14,7 @@ only ever sets ``textContent``. Nothing returned holds an id, a rule code or a p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -47,7 +47,8 @@ __all__ = [
     "TextEntry",
     "flag_sentence",
     "owner_name",
-    "transcript_entries",
+    "transcript_after",
+    "transcript_page",
 ]
 
 # --- flags: suspicion rule ids in the one catalogue's words (gatekeeper.reasons) ---------
@@ -239,13 +240,62 @@ def entry_of(
     return _card(move, {**common, "note": note}, setting)
 
 
-def transcript_entries(*, owner: User, room_id: UUID, after: int = 0) -> list[Entry]:
-    """The room's messages after ``after`` in words, for one of its owners (``NotFound``
-    for anyone without a seat)."""
+# The room page shows the newest messages of a long room, and the older ones this many at a
+# time (a negotiation's end is what its owners look for first); the page's live reads take
+# the new ones as they come, this many at most a read.
+PAGE_MESSAGES = 200
+READ_MESSAGES = selectors.BACKLOG_LIMIT
+
+
+@dataclass(frozen=True)
+class TranscriptPart:
+    """Some of the room's messages in words, and where the rest are."""
+
+    entries: list[Entry]
+    # The number to read before for the messages just older than these (None: there are none).
+    earlier: int | None = None
+    # Whether messages newer than these were left for the next read (a live read's limit).
+    more: bool = False
+
+
+def _in_words(
+    owner: User, room_id: UUID, read: Callable[[RoomMember], list[Message]]
+) -> list[Entry]:
+    """``read``'s messages in words, for one of the room's owners (``NotFound`` for anyone
+    without a seat)."""
     seat = selectors.room_seat(owner=owner, room_id=room_id)
     seats = selectors.room_seats(room=seat.room)
     names = {s.agent_id: s.agent.name for s in seats if s.agent is not None and s.agent_id}
-    messages = selectors.messages_after(room_id=seat.room_id, after_seq=max(after, 0))
+    messages = read(seat)
     setting = selectors.room_dinner_setting(room=seat.room)
     speakers = _speakers(owner, seats)
     return [entry_of(m, setting=setting, seats=speakers, names=names) for m in messages]
+
+
+def transcript_after(*, owner: User, room_id: UUID, after: int) -> TranscriptPart:
+    """The messages after number ``after``, oldest first, ``READ_MESSAGES`` at most (the page's
+    live read: ``more`` when some were left for the next)."""
+    entries = _in_words(
+        owner,
+        room_id,
+        lambda seat: selectors.messages_after(
+            room_id=seat.room_id, after_seq=max(after, 0), limit=READ_MESSAGES + 1
+        ),
+    )
+    return TranscriptPart(entries[:READ_MESSAGES], more=len(entries) > READ_MESSAGES)
+
+
+def transcript_page(*, owner: User, room_id: UUID, before: int | None = None) -> TranscriptPart:
+    """The newest ``PAGE_MESSAGES`` messages before number ``before`` (the newest of all when
+    None), oldest first, and where the older ones start."""
+    entries = _in_words(
+        owner,
+        room_id,
+        lambda seat: selectors.messages_before(
+            room_id=seat.room_id, before_seq=before, limit=PAGE_MESSAGES + 1
+        ),
+    )
+    if len(entries) <= PAGE_MESSAGES:
+        return TranscriptPart(entries)
+    shown = entries[1:]
+    return TranscriptPart(shown, earlier=shown[0].seq)

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from rooms.handshake import Participant
 
 BACKLOG_LIMIT = 500
+# A transcript message as read: room_id too, since loading checks each sealed text was sealed
+# for this room (rooms.sealing).
+_MESSAGE_FIELDS = ("room_id", "seq", "sender_id", "text", "flags", "author", "created_at")
 
 
 def agents_of_owner(*, owner: User) -> QuerySet[Agent]:
@@ -67,10 +70,19 @@ def messages_after(
     messages = Message.objects.filter(room_id=room_id, seq__gt=after_seq).order_by("seq")
     if exclude_sender is not None:
         messages = messages.exclude(sender_id=exclude_sender)
-    # room_id too: loading checks each sealed text was sealed for this room (rooms.sealing).
-    fields = ("room_id", "seq", "sender_id", "text", "flags", "author", "created_at")
     with one_hop():  # the room key's destroyed mark read once for the rows, not per row
-        return list(messages.only(*fields)[:limit])
+        return list(messages.only(*_MESSAGE_FIELDS)[:limit])
+
+
+def messages_before(*, room_id: UUID, before_seq: int | None, limit: int) -> list[Message]:
+    """The newest ``limit`` transcript messages with ``seq < before_seq`` (of all, if None),
+    in order."""
+    messages = Message.objects.filter(room_id=room_id)
+    if before_seq is not None:
+        messages = messages.filter(seq__lt=before_seq)
+    with one_hop():
+        newest = list(messages.order_by("-seq").only(*_MESSAGE_FIELDS)[:limit])
+    return newest[::-1]
 
 
 def tools_listed(*, participant: Participant) -> list[dict[str, Any]]:

@@ -45,7 +45,10 @@
     if (fresh && current) current.replaceWith(document.adoptNode(fresh));
   }
 
+  // A page of earlier messages (?before=N) is history: new messages go on the newest page.
+  const live = list.dataset.live !== "false";
   const refreshTranscript = serialised(async () => {
+    if (!live) return;
     const doc = await fragment(`part=transcript&after=${lastSeq}`);
     for (const item of Array.from(doc.querySelectorAll("li.entry"))) {
       const seq = Number(item.dataset.seq);
@@ -56,6 +59,8 @@
     list.dataset.lastSeq = String(lastSeq);
     const empty = document.getElementById("transcript-empty");
     if (empty && lastSeq > 0) empty.remove();
+    // More were said than one read takes: read on until the page has them all.
+    if (doc.getElementById("transcript-more")) refreshTranscript();
   });
   const refreshOutcome = serialised(async () => replaceSection(await fragment("part=outcome"), "room-outcome"));
   const refreshStatus = serialised(async () => replaceSection(await fragment("part=status"), "room-status"));
