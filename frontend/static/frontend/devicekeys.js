@@ -66,14 +66,15 @@
   }
 
   // One call to the API for every page script (grants, flares, slips, ledger, room): JSON in
-  // and out with the session's CSRF token; a failure throws an Error whose message is words.
-  async function api(method, path, body) {
+  // and out with the session's CSRF token; a failure throws an Error whose message is words
+  // (and whose `code` is the server's). `headers`: more of them (an add's Idempotency-Key).
+  async function api(method, path, body, headers = {}) {
     let response;
     try {
       response = await fetch(path, {
         method,
         credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+        headers: { ...headers, "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (networkError) {

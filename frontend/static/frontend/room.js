@@ -74,12 +74,23 @@
   });
   const whisperForm = document.getElementById("whisper-form");
   if (whisperForm) {
+    // One Idempotency-Key per whisper written: sent again (a second click, a retry after a
+    // lost answer) it reaches the agent once. New words, or a whisper sent, take a new key.
+    const newKey = () => window.SynapsiaKeys.b64url(crypto.getRandomValues(new Uint8Array(18)));
+    let whisperKey = newKey();
+    const input = document.getElementById("whisper-text");
+    input.addEventListener("input", () => { whisperKey = newKey(); });
+    const button = whisperForm.querySelector("button[type=submit]");
     whisperForm.addEventListener("submit", async (event) => {
       event.preventDefault();
-      const input = document.getElementById("whisper-text");
+      if (button.disabled) return;
+      button.disabled = true;
       const said = document.getElementById("whisper-status");
       try {
-        const sent = await call("POST", `/api/rooms/${roomId}/whispers`, { text: input.value });
+        const sent = await call(
+          "POST", `/api/rooms/${roomId}/whispers`, { text: input.value },
+          { "Idempotency-Key": whisperKey },
+        );
         const item = document.createElement("li");
         const who = document.createElement("span");
         who.className = "who";
@@ -93,9 +104,19 @@
         item.append(who, " ", when, ": ", text);
         document.getElementById("whispers").append(item);
         input.value = "";
+        whisperKey = newKey();
         said.textContent = "Whispered to your agent.";
       } catch (error) {
-        said.textContent = `Not whispered: ${error.message}`;
+        if (error.code === "whisper_already_added") {
+          // The first send got through though its answer did not: it went once.
+          input.value = "";
+          whisperKey = newKey();
+          said.textContent = "Already whispered to your agent (it went once); reload to see it listed.";
+        } else {
+          said.textContent = `Not whispered: ${error.message}`;
+        }
+      } finally {
+        button.disabled = false;
       }
     });
   }
