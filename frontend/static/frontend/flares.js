@@ -72,14 +72,27 @@
     inPerson.hidden = !(latest && latest.choice === "step_in");
   }
 
+  // One id per message written: sent again (a second click, a retry after a lost answer) the
+  // room records it once (the server keeps a message's id). New words take a new id.
+  const newId = () => window.SynapsiaKeys.b64url(crypto.getRandomValues(new Uint8Array(18)));
+  const spoken = document.getElementById("in-person-text");
+  const sayButton = inPerson.querySelector("button[type=submit]");
+  let clientId = newId();
+  spoken.addEventListener("input", () => { clientId = newId(); });
   inPerson.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const input = document.getElementById("in-person-text");
+    if (sayButton.disabled) return;
+    sayButton.disabled = true;
     try {
-      await api("POST", `/api/rooms/${roomId}/in-person`, { client_id: `${Date.now()}`, text: input.value });
+      await api("POST", `/api/rooms/${roomId}/in-person`, { client_id: clientId, text: spoken.value });
       status.textContent = "Said in person.";
-      input.value = "";
-    } catch (error) { status.textContent = `Not said: ${error.message}`; }
+      spoken.value = "";
+      clientId = newId();
+    } catch (error) {
+      status.textContent = `Not said: ${error.message}`;
+    } finally {
+      sayButton.disabled = false;
+    }
   });
   const quietly = () => refresh().catch((error) => { status.textContent = `Could not load flares: ${error.message}`; });
   document.addEventListener("synapsia:room-state", quietly);

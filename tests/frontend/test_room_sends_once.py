@@ -1,7 +1,8 @@
-"""A whisper sent from the room page reaches the owner's agent once, in headless Chromium: a
-double click sends it once (the button waits for the answer), and a whisper whose answer was
-lost, sent again, is recognised by its Idempotency-Key and said to have gone once. New words
-after that are a new whisper."""
+"""What an owner sends from the room page goes once, in headless Chromium: a whisper sent with a
+double click is sent once (the button waits for the answer), and one whose answer was lost,
+sent again, is recognised by its Idempotency-Key and said to have gone once (new words after
+that are a new whisper); words said in person after stepping in at a flare, double-clicked,
+are said once (one id per message written)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from rooms.models import Whisper
+from rooms import flares
+from rooms.models import FlareChoice, FlareReason, Message, Whisper
 from tests.frontend.test_room_browser import log_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -64,3 +66,27 @@ def test_a_whisper_whose_answer_was_lost_goes_once_when_sent_again(
     page.wait_for_selector("#whisper-status:has-text('Whispered to your agent.')")
     texts = [w.text for w in Whisper.objects.filter(room_id=room.room.id).order_by("created_at")]
     assert texts == ["No seafood, please.", "And no peanuts."]
+
+
+def test_words_said_in_person_with_a_double_click_are_said_once(
+    make_open_room: Callable[..., Any], live_daphne: str, browser_page: Any
+) -> None:
+    room = make_open_room()
+    flare = flares.flare_raise(
+        room_id=room.room.id,
+        agent_id=room.a.agent.id,
+        reason=FlareReason.DISTRESS,
+        raised_by="agent",
+    )
+    flares.flare_resolve(
+        owner=room.a.owner, room_id=room.room.id, flare_id=flare.id, choice=FlareChoice.STEP_IN
+    )
+    page = browser_page
+    _open(page, live_daphne, room)
+    page.wait_for_selector("#in-person:not([hidden])")
+    page.fill("#in-person-text", "Alice here: Friday at eight works.")
+    page.dblclick("#in-person button[type=submit]")
+    page.wait_for_selector("#flare-status:has-text('Said in person.')")
+    page.wait_for_load_state("networkidle")
+    said = Message.objects.filter(room_id=room.room.id, author="owner")
+    assert [m.text for m in said] == ["Alice here: Friday at eight works."]
