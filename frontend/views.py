@@ -378,14 +378,38 @@ class AgentRow:
     active: bool
     revoked_at: datetime | None
     last_used_at: datetime | None
-    rooms: tuple[str, ...]  # purposes of the rooms it is bound to
+    rooms: tuple[str, ...]  # purposes of the rooms not closed it is bound to
+    closed_rooms: int  # how many closed rooms it was bound to (named on the rooms page)
+
+    @property
+    def bound_words(self) -> str:
+        """ "Bound in: Dinner, Lunch; and 3 closed rooms" """
+        closed = f"{self.closed_rooms} closed room{'s' if self.closed_rooms != 1 else ''}"
+        if self.rooms and self.closed_rooms:
+            return f"Bound in: {', '.join(self.rooms)}; and {closed}"
+        if self.rooms:
+            return f"Bound in: {', '.join(self.rooms)}"
+        if self.closed_rooms:
+            return f"Bound in {closed}, none open"
+        return "Not bound to a room yet."
 
 
 def _agent_rows(owner: User) -> list[AgentRow]:
+    """The owner's agents, with the rooms each is bound in: named while not closed, counted
+    once closed (those add up, and each name is opened from its sealed text)."""
+    seats = RoomMember.objects.filter(owner=owner, agent__isnull=False)
     bound: dict[UUID, list[str]] = {}
-    for seat in RoomMember.objects.filter(owner=owner, agent__isnull=False).select_related("room"):
+    for seat in seats.exclude(room__state=RoomState.CLOSED).select_related("room"):
         assert seat.agent_id is not None
         bound.setdefault(seat.agent_id, []).append(seat.room.purpose)
+    closed = Counter(
+        {
+            row["agent_id"]: row["n"]
+            for row in seats.filter(room__state=RoomState.CLOSED)
+            .values("agent_id")
+            .annotate(n=Count("id"))
+        }
+    )
     return [
         AgentRow(
             agent_id=agent.id,
@@ -395,6 +419,7 @@ def _agent_rows(owner: User) -> list[AgentRow]:
             revoked_at=agent.revoked_at,
             last_used_at=agent.token_last_used_at,
             rooms=tuple(bound.get(agent.id, ())),
+            closed_rooms=closed[agent.id],
         )
         for agent in selectors.agents_of_owner(owner=owner)
     ]
@@ -426,11 +451,14 @@ def agents(request: OwnerRequest) -> HttpResponse:
                 token=issued_token["token"],
             )
         )
+    rows = _agent_rows(request.user)
     response = render(
         request,
         "frontend/agents.html",
         {
-            "agents": _agent_rows(request.user),
+            # Revoked agents only add up: listed apart, folded away.
+            "agents": [row for row in rows if row.active],
+            "revoked_agents": [row for row in rows if not row.active],
             "agent_form": form,
             "issued_token": issued_token,
             "issued_token_lost": taken.lost,

@@ -13,13 +13,15 @@ from typing import Any
 
 import pytest
 from django.contrib.sessions.models import Session
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents import negotiator
 from frontend import reveal
 from rooms import selectors, services
-from rooms.models import Agent, NotificationPreference
+from rooms.models import Agent, NotificationPreference, RoomState
 from tests.frontend import browser
 from tests.frontend.test_dashboard import UUID_RE, visible_text
 
@@ -252,3 +254,48 @@ def test_in_a_browser_the_token_shows_once_copies_and_a_reload_registers_nothing
     page.wait_for_selector("#create-room-error")
     assert "Say what the room is for" in page.inner_text("#create-room")
     browser.page_checks(page, watcher, name="rooms with a form error")
+
+
+def test_revoked_agents_are_folded_apart_and_closed_rooms_counted(make_owner: Any) -> None:
+    alice = make_owner("alice")
+    scout = services.agent_register(owner=alice, name="Scout").agent
+    for n in range(3):
+        room = services.room_create(owner=alice, purpose=f"Dinner {n}", charter="")
+        services.room_bind_agent(owner=alice, room_id=room.id, agent_id=scout.id)
+        if n:
+            services.room_transition(owner=alice, room_id=room.id, to=RoomState.CLOSED)
+    for n in range(2):
+        old = services.agent_register(owner=alice, name=f"Old agent {n}").agent
+        services.agent_revoke(owner=alice, agent_id=old.id)
+    client = client_for(alice)
+    html = client.get("/agents/").content.decode()
+    listed, folded = html.split('<details class="revoked-agents">')
+    assert "Scout" in listed and "Old agent" not in listed
+    assert "Revoked agents (2)" in visible_text(folded) and "Old agent 1" in folded
+    assert "Bound in: Dinner 0; and 2 closed rooms" in visible_text(listed)
+    assert "Dinner 1" not in html and "Dinner 2" not in html  # closed: counted, not named
+
+    # What the page reads does not grow with the agents and rooms an owner has had.
+    with CaptureQueriesContext(connection) as few:
+        client.get("/agents/")
+    for n in range(10):
+        old = services.agent_register(owner=alice, name=f"Older agent {n}").agent
+        room = services.room_create(owner=alice, purpose=f"Lunch {n}", charter="")
+        services.room_bind_agent(owner=alice, room_id=room.id, agent_id=old.id)
+        services.room_transition(owner=alice, room_id=room.id, to=RoomState.CLOSED)
+        services.agent_revoke(owner=alice, agent_id=old.id)
+    with CaptureQueriesContext(connection) as many:
+        client.get("/agents/")
+    assert len(many) == len(few)
+    assert "Bound in 1 closed room, none open" in visible_text(
+        client.get("/agents/").content.decode()
+    )
+
+
+def test_with_every_agent_revoked_the_page_says_so(make_owner: Any) -> None:
+    alice = make_owner("alice")
+    old = services.agent_register(owner=alice, name="Old agent").agent
+    services.agent_revoke(owner=alice, agent_id=old.id)
+    text = visible_text(client_for(alice).get("/agents/").content.decode())
+    assert "No agent is active: every one you registered is revoked." in text
+    assert "Revoked agents (1)" in text and "No agents yet" not in text

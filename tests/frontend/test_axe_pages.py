@@ -94,6 +94,9 @@ def site(
             owner=practice.host.owner, purpose="An old plan", charter="Gone since."
         )
         room_delete(owner=practice.host.owner, room_id=deleted.id)
+        # The agents page folds a revoked agent away.
+        revoked = rooms.agent_register(owner=practice.host.owner, name="Old agent").agent
+        rooms.agent_revoke(owner=practice.host.owner, agent_id=revoked.id)
         # More closed rooms than the rooms page lists at once: its closed rooms come in pages.
         for n in range(CLOSED_ROOMS_PER_PAGE + 1):
             closed = rooms.room_create(
