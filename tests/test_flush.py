@@ -1,7 +1,6 @@
 """The test run's clean-up after a transactional test (``tests/flush.py``) leaves every table
 empty but the content types and permissions the migrations made, on both profiles: rows in
-tables that refer to each other (a room, its seats, its agents, its ledger) included, which on
-PostgreSQL are deleted in no particular order and checked at the flush's commit."""
+tables that refer to each other (a room, its seats, its agents, its ledger) included."""
 
 from __future__ import annotations
 

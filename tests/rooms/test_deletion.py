@@ -102,7 +102,8 @@ def test_either_owner_deletes_the_room_for_both_sides(
     assert CANARY not in _journal.read_text() and "Dinner" not in _journal.read_text()
 
     # The ledger keeps its events, records who and counts (no content) and still verifies.
-    kinds = list(LedgerEvent.objects.filter(room_id=room_id).values_list("kind", flat=True))
+    events = LedgerEvent.objects.filter(room_id=room_id).order_by("seq")
+    kinds = list(events.values_list("kind", flat=True))
     assert kinds[0] == "join" and kinds[-1] == "room_content_deleted"
     data = LedgerEvent.objects.filter(room_id=room_id).order_by("-seq").first().data
     assert data["by"] == str(opened.b.owner.pk) and data["messages_deleted"] == 1
