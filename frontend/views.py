@@ -16,7 +16,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AnonymousUser, User
 from django.contrib.auth.views import redirect_to_login
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -273,12 +273,15 @@ def _rooms_page(
     steps = onboarding_steps(owner=request.user)
     mine = selectors.rooms_of_owner(owner=request.user)
     active = list(mine.exclude(state=RoomState.CLOSED).order_by("-created_at"))
-    closed = _closed_rooms(request.user, mine, request.GET.get("closed"))
+    page = _closed_page(mine, request.GET.get("closed"))
+    # Every card read together (one set of statements for both lists), then split.
+    cards = _room_cards(request.user, active + list(page))
+    closed = _closed_rooms(page, cards[len(active) :])
     return render(
         request,
         "frontend/dashboard.html",
         {
-            "rooms": _room_cards(request.user, active),
+            "rooms": cards[: len(active)],
             "closed": closed,
             "notifications": heard,
             # The Gentle Tap badge is the owner's choice (Settings); flares are always urgent.
@@ -295,18 +298,22 @@ def _rooms_page(
     )
 
 
-def _closed_rooms(owner: User, mine: QuerySet[Room], page: str | None) -> ClosedRooms:
+def _closed_page(mine: QuerySet[Room], page: str | None) -> Page[Room]:
     """The page ``page`` of the owner's closed rooms (a page number; past the end, the last
     page; anything else, the first)."""
     closed = mine.filter(state=RoomState.CLOSED).order_by("-state_changed_at", "-created_at")
-    shown = Paginator(closed, CLOSED_ROOMS_PER_PAGE).get_page(page)
+    return Paginator(closed, CLOSED_ROOMS_PER_PAGE).get_page(page)
+
+
+def _closed_rooms(shown: Page[Room], cards: list[RoomCard]) -> ClosedRooms:
+    """The page of closed rooms ``shown``, its ``cards``, and the way to the others."""
     words = ""
     if shown.paginator.num_pages > 1:
         first, last, count = shown.start_index(), shown.end_index(), shown.paginator.count
         which = f"room {first}" if first == last else f"rooms {first} to {last}"
         words = f"Closed {which} of {count}, newest first."
     return ClosedRooms(
-        cards=_room_cards(owner, list(shown)),
+        cards=cards,
         shown=words,
         newer=shown.previous_page_number() if shown.has_previous() else None,
         older=shown.next_page_number() if shown.has_next() else None,
