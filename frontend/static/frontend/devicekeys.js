@@ -164,8 +164,12 @@
     return { payload: text, signature: await signText(key.privateKey, SLIP_TAG, text) };
   }
 
+  // A one-time key for something the owner sends once (a whisper's Idempotency-Key, the id of
+  // words said in person): 24 characters of A-Z a-z 0-9 - _.
+  const oneTimeKey = () => b64url(crypto.getRandomValues(new Uint8Array(18)));
+
   window.SynapsiaKeys = { canonicalize, b64url, api, enroll, localKeys, localKey, signingKey,
-    signSlip, SLIP_TAG, KEY_PROOF_TAG };
+    signSlip, oneTimeKey, SLIP_TAG, KEY_PROOF_TAG };
 
   // The keys page, if this is it. The server renders the list (times in the owner's zone, the
   // status in words); this marks the keys held here, and enrolls, rotates and revokes.

@@ -74,7 +74,7 @@
 
   // One id per message written: sent again (a second click, a retry after a lost answer) the
   // room records it once (the server keeps a message's id). New words take a new id.
-  const newId = () => window.SynapsiaKeys.b64url(crypto.getRandomValues(new Uint8Array(18)));
+  const newId = window.SynapsiaKeys.oneTimeKey;
   const spoken = document.getElementById("in-person-text");
   const sayButton = inPerson.querySelector("button[type=submit]");
   let clientId = newId();

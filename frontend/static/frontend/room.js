@@ -76,7 +76,7 @@
   if (whisperForm) {
     // One Idempotency-Key per whisper written: sent again (a second click, a retry after a
     // lost answer) it reaches the agent once. New words, or a whisper sent, take a new key.
-    const newKey = () => window.SynapsiaKeys.b64url(crypto.getRandomValues(new Uint8Array(18)));
+    const newKey = window.SynapsiaKeys.oneTimeKey;
     let whisperKey = newKey();
     const input = document.getElementById("whisper-text");
     input.addEventListener("input", () => { whisperKey = newKey(); });
