@@ -119,8 +119,9 @@ def add_key_header(what: What) -> Any:
 
 
 def add_request(path: str, body: object = None) -> str:
-    """What identifies an add's request for ``add_once``: its path and its body, as canonical
-    JSON (the keys sorted, so that a retry serialised afresh is the same request)."""
+    """What identifies an add's request for ``add_once``: its path (the request's own) and its
+    body, as canonical JSON (the keys sorted, so that a retry serialised afresh is the same
+    request)."""
     return f"{path}\n{json.dumps(body, sort_keys=True, separators=(',', ':'), default=str)}"
 
 

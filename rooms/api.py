@@ -200,7 +200,7 @@ def agents_register(
         owner=owner,
         what="agent",
         key=idempotency_key,
-        request=add_request("/agents", payload.model_dump()),
+        request=add_request(request.path, payload.model_dump()),
         make=lambda: services.agent_register(
             owner=owner,
             name=payload.name,
@@ -240,7 +240,7 @@ def rooms_create(
         owner=owner,
         what="room",
         key=idempotency_key,
-        request=add_request("/rooms", payload.model_dump()),
+        request=add_request(request.path, payload.model_dump()),
         make=lambda: services.room_create(
             owner=owner,
             purpose=payload.purpose,
@@ -267,7 +267,7 @@ def rooms_invite(
         owner=owner,
         what="invite",
         key=idempotency_key,
-        request=add_request(f"/rooms/{room_id}/invites"),
+        request=add_request(request.path),
         make=lambda: services.invite_create(owner=owner, room_id=room_id),
         made_id=lambda issued: None,
     )
@@ -354,7 +354,7 @@ def rooms_whisper(
         owner=owner,
         what="whisper",
         key=idempotency_key,
-        request=add_request(f"/rooms/{room_id}/whispers", payload.text),
+        request=add_request(request.path, payload.text),
         make=lambda: services.whisper_send(owner=owner, room_id=room_id, text=payload.text),
         made_id=lambda whisper: whisper.id,
     )

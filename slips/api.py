@@ -176,7 +176,7 @@ def vault_create(
         owner=owner,
         what="vault_item",
         key=idempotency_key,
-        request=add_request("/vault", payload.content),
+        request=add_request(request.path, payload.content),
         make=lambda: vault.vault_item_create(owner=owner, content=payload.content),
         made_id=lambda item: item.id,
     )
