@@ -279,7 +279,7 @@ def transcript_after(*, owner: User, room_id: UUID, after: int) -> TranscriptPar
         owner,
         room_id,
         lambda seat: selectors.messages_after(
-            room_id=seat.room_id, after_seq=max(after, 0), limit=READ_MESSAGES + 1
+            room_id=seat.room_id, after_seq=after, limit=READ_MESSAGES + 1
         ),
     )
     return TranscriptPart(entries[:READ_MESSAGES], more=len(entries) > READ_MESSAGES)
